@@ -1,0 +1,28 @@
+"""skmpt: scikit-learn estimators trained and scored by masked pre-training.
+
+Masked pre-training summed over every mask size is the model's log-marginal likelihood
+(Moreno-Muñoz, Recasens and Hauberg, 2023). The estimators here train latent-variable
+models with that objective and score them with its cumulative estimate.
+
+The estimators import torch; ``import skmpt`` alone does not, so it stays cheap.
+"""
+
+import importlib
+
+__version__ = "0.1.0.dev0"
+
+_ESTIMATORS = {"MaskedPPCA": "._ppca"}
+
+__all__ = ["MaskedPPCA", "datasets", "masks", "objectives", "testing"]
+
+
+def __getattr__(name):
+    if name in _ESTIMATORS:
+        return getattr(importlib.import_module(_ESTIMATORS[name], __name__), name)
+    if name in ("datasets", "masks", "objectives", "testing", "models"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

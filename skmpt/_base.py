@@ -1,0 +1,333 @@
+"""scikit-learn glue shared by the array estimators: validation, device, seeding, the
+training loop, ``history_``, scoring and ``transform``.
+
+A concrete estimator declares its own parameters and builds its torch module in
+``_init_module``; everything else (masks, the MPT objective, the cumulative score) comes
+from :mod:`skmpt.masks` and :mod:`skmpt.objectives`.
+"""
+
+import copy
+import math
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .masks import check_generator, sample_masks
+from .objectives import cumulative_score, mpt_curve, mpt_objective
+
+__all__ = ["resolve_device"]
+
+
+def resolve_device(device):
+    """``"auto"`` is CUDA when available, else the CPU; a CUDA device must exist.
+
+    Examples
+    --------
+    >>> from skmpt._base import resolve_device
+    >>> resolve_device("cpu")
+    device(type='cpu')
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N'; got {device!r}.") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was asked for, but CUDA is not available; use 'auto' or 'cpu'.")
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N'; got {device!r}.")
+    return resolved
+
+
+class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Base for estimators trained by masked pre-training and scored by its cumulative sum.
+
+    Subclasses define ``_init_module(X, generator)`` (a torch module on ``X``'s device and
+    dtype, with ``masked_log_prob_sum``, ``log_marginal`` and ``posterior``) and
+    ``_set_fitted_attributes()``.
+    """
+
+    _parameter_constraints: dict = {
+        "mask_rate": [StrOptions({"uniform"}), Interval(Real, 0, 1, closed="right")],
+        "n_masks": [Interval(Integral, 1, None, closed="left")],
+        "score_masks": [StrOptions({"all"}), Interval(Integral, 1, None, closed="left")],
+        "score_method": [StrOptions({"sweep", "nested", "chain"})],
+        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "device": [str, torch.device],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    #: Whether training runs on data centred and divided by one overall scale (exactly
+    #: equivalent for models closed under affine maps with a scalar scale, like PPCA); the
+    #: module is mapped back to the original units after fitting.
+    _standardize = False
+
+    _dtype = torch.float64
+
+    # Step-size schedule: divide by this factor after n_iter_no_change epochs without
+    # progress, this many times, then stop.
+    _lr_cut_factor = 5.0
+    _n_lr_cuts = 2
+
+    # ------------------------------------------------------------------ data and device
+    def _to_tensor(self, X, *, reset):
+        # Fitting needs two samples to have any spread; scoring works sample by sample.
+        X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=2 if reset else 1)
+        # A copy: torch cannot wrap read-only arrays (memmaps) without warning.
+        return torch.tensor(np.asarray(X, dtype=np.float64), dtype=self._dtype, device=self.device_)
+
+    def _check_data(self, X):
+        """Data-dependent checks of a subclass, on the validated training array."""
+
+    # ------------------------------------------------------------------ training
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit the model by maximising the masked pre-training objective with Adam.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        self.device_ = resolve_device(self.device)
+        X_t = self._to_tensor(X, reset=True)
+        self._check_data(X_t)
+        generator = check_generator(self.random_state)
+        torch_seed = int(torch.randint(2**62, (1,), generator=generator))
+
+        center, scale = X_t.new_zeros(X_t.shape[1]), X_t.new_ones(())
+        if self._standardize:
+            center = X_t.mean(0)
+            # One overall scale keeps the model family (isotropic noise) the same; the floor
+            # avoids dividing by zero on constant data.
+            scale = (X_t - center).square().mean().sqrt().clamp_min(1e-12)
+        X_train = (X_t - center) / scale
+        # Every log-density in D dimensions shifts by -D log(scale) when mapped back.
+        log_jacobian = -X_t.shape[1] * float(scale.log())
+
+        with torch.random.fork_rng(devices=[self.device_] if self.device_.type == "cuda" else []):
+            torch.manual_seed(torch_seed)
+            self.module_ = self._init_module(X_train, generator)
+            self._fit_loop(X_train, generator, log_jacobian)
+        with torch.no_grad():
+            self.module_.unstandardize_(center, scale)
+        self._set_fitted_attributes()
+        return self
+
+    def _resolved_batch_size(self, n_samples):
+        return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
+
+    def _objective(self, X, masks):
+        """Training objective per sample (to maximise), shape ``(n_samples,)``."""
+        return mpt_objective(self.module_, X, masks)
+
+    def _train_step(self, X, masks, optimizer):
+        optimizer.zero_grad()
+        objective = self._objective(X, masks)
+        (-objective.mean()).backward()
+        optimizer.step()
+        return objective.detach()
+
+    def _epoch_diagnostics(self, X):
+        """Extra per-epoch numbers for ``history_`` (per-sample means, training units)."""
+        return {}
+
+    def _fit_loop(self, X, generator, log_jacobian):
+        n_samples, n_features = X.shape
+        batch_size = self._resolved_batch_size(n_samples)
+        optimizer = torch.optim.Adam(self.module_.parameters(), lr=self.learning_rate)
+        self.history_ = []
+        best, stall, lr_cuts = -math.inf, 0, 0
+        converged = False
+        for epoch in range(1, self.max_epochs + 1):
+            start = time.perf_counter()
+            total = X.new_zeros(())
+            order = torch.randperm(n_samples, generator=generator).to(X.device)
+            for batch in order.split(batch_size):
+                masks = sample_masks(
+                    self.mask_rate, (len(batch), self.n_masks), n_features, random_state=generator, device=X.device
+                )
+                total += self._train_step(X[batch], masks, optimizer).sum()
+            record = {"epoch": epoch, "objective": float(total) / n_samples + log_jacobian}
+            with torch.no_grad():
+                for key, value in self._epoch_diagnostics(X).items():
+                    record[key] = value + log_jacobian
+            record["seconds"] = time.perf_counter() - start
+            self.history_.append(record)
+            if self.verbose:
+                print(", ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
+            if not math.isfinite(record["objective"]):
+                raise FloatingPointError(
+                    f"The training objective became {record['objective']} at epoch {epoch}; lower "
+                    f"learning_rate (now {self.learning_rate})."
+                )
+            if record["objective"] > best + self.tol:
+                best, stall = record["objective"], 0
+            else:
+                stall += 1
+            if stall >= self.n_iter_no_change:
+                # As scikit-learn's MLP with learning_rate="adaptive": a stall means the
+                # step size, not the model, limits progress; stop once it has been cut enough.
+                if lr_cuts == self._n_lr_cuts:
+                    converged = True
+                    break
+                for group in optimizer.param_groups:
+                    group["lr"] /= self._lr_cut_factor
+                lr_cuts, stall = lr_cuts + 1, 0
+        self.n_iter_ = epoch
+        if not converged:
+            warnings.warn(
+                f"{type(self).__name__} stopped after max_epochs={self.max_epochs} epochs while the "
+                f"objective was still improving by more than tol={self.tol}; raise max_epochs.",
+                ConvergenceWarning,
+            )
+
+    # ------------------------------------------------------------------ scoring
+    def _score_kwargs(self):
+        if self.score_masks == "all":
+            return {"method": "exhaustive", "n_masks": 1}
+        # A fresh generator per call: with an int random_state every call scores with the
+        # same masks, so scores are reproducible and comparable across estimators.
+        return {"method": self.score_method, "n_masks": self.score_masks, "random_state": self.random_state}
+
+    def score_samples(self, X):
+        """Cumulative MPT estimate of each sample's log-marginal likelihood, ``sum_M S(x; M)``.
+
+        An estimate when ``score_masks`` is an int (``score_masks`` masks of every size, or
+        orderings, by ``score_method``); exact enumeration with ``score_masks="all"``. It does
+        not depend on the ``mask_rate`` used in training.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+            In nats.
+        """
+        check_is_fitted(self)
+        X_t = self._to_tensor(X, reset=False)
+        with torch.no_grad():
+            scores = cumulative_score(self.module_, X_t, **self._score_kwargs())
+        return scores.cpu().numpy()
+
+    def score(self, X, y=None):
+        """Mean cumulative MPT estimate of the log-marginal likelihood (see ``score_samples``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        score : float
+            Nats per sample.
+        """
+        return float(np.mean(self.score_samples(X)))
+
+    def mpt_curve(self, X):
+        """The MPT curve ``S(x; M)`` at every mask rate ``M / D``, per sample.
+
+        Computed by the same method and masks as ``score_samples``; each row sums to the
+        sample's score.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        mask_rates : ndarray of shape (n_features,)
+            ``M / D`` for ``M = 1..D``.
+        curve : ndarray of shape (n_samples, n_features)
+            ``curve[:, M - 1]`` is ``S(x; M)`` in nats.
+        """
+        check_is_fitted(self)
+        X_t = self._to_tensor(X, reset=False)
+        with torch.no_grad():
+            curve = mpt_curve(self.module_, X_t, **self._score_kwargs())
+        n_features = X_t.shape[1]
+        return np.arange(1, n_features + 1) / n_features, curve.cpu().numpy()
+
+    def log_marginal_likelihood(self, X):
+        """The model's own log-marginal likelihood of each sample, ``log p(x)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_marginal : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        X_t = self._to_tensor(X, reset=False)
+        with torch.no_grad():
+            return self.module_.log_marginal(X_t).cpu().numpy()
+
+    def transform(self, X):
+        """Posterior mean of the latent variables given each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_components)
+        """
+        check_is_fitted(self)
+        X_t = self._to_tensor(X, reset=False)
+        with torch.no_grad():
+            mean, _ = self.module_.posterior(X_t)
+        return mean.cpu().numpy()
+
+    @property
+    def _n_features_out(self):
+        return self.n_components
+
+    # ------------------------------------------------------------------ persistence
+    def __getstate__(self):
+        state = super().__getstate__()
+        module = state.get("module_")
+        if module is not None and self.device_.type != "cpu":
+            # Pickles hold CPU tensors, so they load on machines without a GPU.
+            state["module_"] = copy.deepcopy(module).cpu()
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        device = getattr(self, "device_", None)
+        if device is not None and device.type == "cuda":
+            if torch.cuda.is_available():
+                self.module_.to(device)
+            else:
+                warnings.warn(
+                    f"This {type(self).__name__} was fitted on {device}; CUDA is not available here, "
+                    f"so it was loaded on the CPU.",
+                    UserWarning,
+                )
+                self.device_ = torch.device("cpu")

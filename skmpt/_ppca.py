@@ -1,0 +1,253 @@
+r"""Probabilistic PCA trained by masked pre-training.
+
+.. math::
+
+    x = W z + \mu + \varepsilon, \quad z \sim \mathcal N(0, I_K), \quad
+    \varepsilon \sim \mathcal N(0, \sigma^2 I_D)
+
+``fit`` maximises the masked pre-training objective over ``W``, ``mu`` and ``sigma^2``;
+``score`` is the cumulative MPT estimate of the log-marginal likelihood, which for PPCA can
+be checked against the closed form (Moreno-Muñoz, Recasens and Hauberg, 2023, section 3.1).
+"""
+
+from numbers import Integral
+
+import numpy as np
+import torch
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from . import objectives
+from ._base import _BaseMaskedEstimator
+from .models import PPCAModule
+
+__all__ = ["MaskedPPCA"]
+
+
+class MaskedPPCA(_BaseMaskedEstimator):
+    """Probabilistic PCA fitted by masked pre-training (MPT).
+
+    The model is ``x = W z + mu + eps`` with ``z ~ N(0, I_K)`` and ``eps ~ N(0, sigma^2 I)``.
+    ``fit`` learns ``W``, ``mu`` and ``sigma^2`` by maximising, with Adam, the masked
+    objective ``(D / |m|) sum_{j in m} log p(x_j | x_r)`` over random masks ``m``; with
+    mask sizes uniform on ``1..D`` (the default) it is an unbiased stochastic estimate of the
+    log-marginal likelihood. The conditionals go through the ``K x K`` posterior of ``z``
+    given the observed tokens, so no ``D x D`` matrix is inverted per mask.
+
+    ``score_samples`` is the cumulative MPT estimate ``sum_M S(x; M)`` of ``log p(x)``, which
+    does not depend on the training ``mask_rate``; ``log_marginal_likelihood`` is the closed
+    form it estimates.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        Latent dimension ``K``, at most the number of features.
+    mask_rate : "uniform" or float in (0, 1], default="uniform"
+        Training masks: ``"uniform"`` draws the mask size uniformly from ``1..D`` (the rate
+        the theory favours); a float masks exactly ``round(mask_rate * D)`` tokens (at least
+        one), which trains towards a biased target (``D * S(x; M)``).
+    n_masks : int, default=1
+        Masks per sample per training step (the paper's ``P``).
+    score_masks : "all" or int, default=100
+        ``"all"``: exact enumeration of every mask (``D <= 20``). An int: masks per size
+        (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``).
+    score_method : {"sweep", "nested", "chain"}, default="sweep"
+        Estimator of the cumulative score when ``score_masks`` is an int; see
+        :func:`skmpt.objectives.mpt_curve`. ``"chain"`` is exact for PPCA with one ordering.
+    max_epochs : int, default=300
+        Most passes over the data.
+    batch_size : "auto" or int, default="auto"
+        Mini-batch size; ``"auto"`` is ``min(200, n_samples)``.
+    learning_rate : float, default=0.03
+        Adam's step size, on data centred and divided by its overall standard deviation (so
+        the default suits data of any scale).
+    tol : float, default=1e-3
+        Improvement of the epoch's mean objective (nats per sample) that counts as progress.
+    n_iter_no_change : int, default=10
+        After this many epochs without progress the step size is divided by 5; after the
+        third such stall training stops (as ``MLPRegressor`` with ``learning_rate="adaptive"``).
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
+        ``"auto"`` uses CUDA when available.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialisation, the batches, the training masks and the scoring masks.
+    verbose : int, default=0
+        Print one line per epoch when positive.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        ``W^T``: the loading of each latent variable on the features.
+    mean_ : ndarray of shape (n_features,)
+        ``mu``.
+    noise_variance_ : float
+        ``sigma^2``.
+    module_ : PPCAModule
+        The fitted torch module, with the masked conditionals (``masked_log_prob_sum``,
+        ``masked_log_prob``) for power users.
+    device_ : torch.device
+        Where the module lives.
+    history_ : list of dict
+        One dict per epoch: ``epoch``, ``objective`` (mean MPT objective over the epoch's
+        batches, nats per sample), ``lml`` (exact log-marginal likelihood of the training
+        data at the end of the epoch, nats per sample) and ``seconds``.
+    n_iter_ : int
+        Number of epochs run.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when ``X`` has string column names.
+
+    See Also
+    --------
+    sklearn.decomposition.PCA : whose ``score`` is the maximum-likelihood PPCA's LML.
+    sklearn.decomposition.FactorAnalysis : the same model with per-feature noise.
+
+    References
+    ----------
+    Moreno-Muñoz, Recasens and Hauberg (2023). On masked pre-training and the marginal
+    likelihood. NeurIPS.
+
+    Tipping and Bishop (1999). Probabilistic principal component analysis. JRSS B.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt import MaskedPPCA
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(300, 2) @ rng.randn(2, 6) + 0.3 * rng.randn(300, 6)
+    >>> ppca = MaskedPPCA(n_components=2, random_state=0).fit(X)
+    >>> ppca.components_.shape
+    (2, 6)
+    >>> mpt = ppca.score(X)                          # cumulative MPT estimate
+    >>> exact = ppca.log_marginal_likelihood(X).mean()
+    >>> bool(abs(mpt - exact) < 0.05)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **_BaseMaskedEstimator._parameter_constraints,
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    _standardize = True
+
+    def __init__(
+        self,
+        n_components=2,
+        *,
+        mask_rate="uniform",
+        n_masks=1,
+        score_masks=100,
+        score_method="sweep",
+        max_epochs=300,
+        batch_size="auto",
+        learning_rate=0.03,
+        tol=1e-3,
+        n_iter_no_change=10,
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_components = n_components
+        self.mask_rate = mask_rate
+        self.n_masks = n_masks
+        self.score_masks = score_masks
+        self.score_method = score_method
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _check_data(self, X):
+        n_features = X.shape[1]
+        if self.n_components > n_features:
+            raise ValueError(
+                f"n_components={self.n_components} must be at most the number of features, but X "
+                f"has {n_features} feature(s)."
+            )
+
+    def _init_module(self, X, generator):
+        n_features = X.shape[1]
+        # Small random loadings break the symmetry of W = 0 (a saddle point of every
+        # objective); the data are standardised, so unit noise explains all variance at first.
+        components = 0.1 * torch.randn(self.n_components, n_features, generator=generator, dtype=X.dtype)
+        return PPCAModule(components.to(X.device), X.new_zeros(n_features), X.new_ones(()))
+
+    def _epoch_diagnostics(self, X):
+        return {"lml": float(self.module_.log_marginal(X).mean())}
+
+    def _set_fitted_attributes(self):
+        module = self.module_
+        self.components_ = module.components.detach().cpu().numpy()
+        self.mean_ = module.mean.detach().cpu().numpy()
+        self.noise_variance_ = float(module.noise_variance.detach())
+
+    def inverse_transform(self, Z):
+        """Map latent values back to feature space: ``Z @ components_ + mean_``.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_components)
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+        """
+        check_is_fitted(self)
+        Z = check_array(Z, dtype=np.float64)
+        if Z.shape[1] != self.n_components:
+            raise ValueError(
+                f"Z must have shape (n_samples, {self.n_components}) (n_components); got {Z.shape}."
+            )
+        return Z @ self.components_ + self.mean_
+
+    def get_covariance(self):
+        """Model covariance ``W W^T + sigma^2 I``.
+
+        Returns
+        -------
+        cov : ndarray of shape (n_features, n_features)
+        """
+        check_is_fitted(self)
+        with torch.no_grad():
+            return self.module_.covariance().cpu().numpy()
+
+    def get_precision(self):
+        """Model precision (inverse covariance), by the Woodbury identity.
+
+        Returns
+        -------
+        precision : ndarray of shape (n_features, n_features)
+        """
+        check_is_fitted(self)
+        with torch.no_grad():
+            return self.module_.precision().cpu().numpy()
+
+    def fixed_rate_bias(self, X, mask_rate, *, n_masks="all"):
+        """Bias of the fixed-rate MPT estimate, ``D * S(x; M) - log p(x)``, per sample.
+
+        This is what training with ``mask_rate`` converges to, minus the log-marginal
+        likelihood. Exact with ``n_masks="all"`` (every mask of size
+        ``M = round(mask_rate * D)``, when there are at most ``2**20``); otherwise a Monte
+        Carlo estimate over ``n_masks`` random masks.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        mask_rate : float in (0, 1]
+        n_masks : "all" or int, default="all"
+
+        Returns
+        -------
+        bias : ndarray of shape (n_samples,)
+            In nats; negative for rates below one half in practice.
+        """
+        check_is_fitted(self)
+        X_t = self._to_tensor(X, reset=False)
+        with torch.no_grad():
+            bias = objectives.fixed_rate_bias(self.module_, X_t, mask_rate, n_masks=n_masks, random_state=self.random_state)
+        return bias.cpu().numpy()

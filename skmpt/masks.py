@@ -1,0 +1,334 @@
+"""Mask samplers for masked pre-training.
+
+A mask is a boolean tensor over the ``D`` features of an observation: ``True`` marks a
+*masked* token (one to predict), ``False`` an observed one. Every sampler returns masks
+of shape ``(*shape, D)`` with ``shape`` the batch shape the caller asks for, on the
+device the caller names. Random samplers draw on the CPU from a :class:`torch.Generator`
+(see :func:`check_generator`), so the same ``random_state`` gives the same masks on every
+device.
+
+The sizes the theory favours (Moreno-Muñoz et al., 2023, "On masked pre-training and the
+marginal likelihood") are uniform on ``1..D``: with ``|m| ~ U{1..D}`` the rescaled masked
+log-likelihood ``(D / |m|) * sum_{j in m} log p(x_j | x_r)`` is an unbiased estimate of
+``log p(x)``. A fixed rate (BERT's 15 %) estimates ``D * S(x; M)`` for one ``M`` instead.
+"""
+
+import itertools
+import math
+import numbers
+
+import numpy as np
+import torch
+
+__all__ = [
+    "MAX_EXHAUSTIVE_FEATURES",
+    "all_masks",
+    "check_generator",
+    "fixed_rate_masks",
+    "masks_of_sizes",
+    "mask_size_for_rate",
+    "nested_masks",
+    "random_orderings",
+    "sample_masks",
+    "uniform_size_masks",
+]
+
+#: Largest number of features for which exhaustive enumeration (``2**D - 1`` masks) is allowed.
+#: At ``D = 20`` that is about a million masks; above it the sweep or chain estimators are the
+#: practical choice.
+MAX_EXHAUSTIVE_FEATURES = 20
+
+
+def check_generator(random_state=None):
+    """Turn ``random_state`` into a CPU :class:`torch.Generator`.
+
+    Parameters
+    ----------
+    random_state : None, int, numpy.random.RandomState, numpy.random.Generator \
+            or torch.Generator, default=None
+        ``None`` draws a fresh seed from NumPy's global state (so ``np.random.seed``
+        makes it reproducible, as everywhere in scikit-learn); an int seeds the generator;
+        a NumPy random state or generator supplies the seed; a torch generator is returned
+        as it is.
+
+    Returns
+    -------
+    generator : torch.Generator
+
+    Examples
+    --------
+    >>> from skmpt.masks import check_generator
+    >>> g = check_generator(0)
+    >>> bool(torch.equal(torch.rand(3, generator=g), torch.rand(3, generator=check_generator(0))))
+    True
+    """
+    if isinstance(random_state, torch.Generator):
+        return random_state
+    if random_state is None or isinstance(random_state, np.random.RandomState):
+        rng = np.random.mtrand._rand if random_state is None else random_state
+        seed = int(rng.randint(np.iinfo(np.int32).max))
+    elif isinstance(random_state, np.random.Generator):
+        seed = int(random_state.integers(np.iinfo(np.int64).max))
+    elif isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        seed = int(random_state)
+    else:
+        raise ValueError(
+            f"random_state must be None, an int, a numpy RandomState or Generator, or a "
+            f"torch.Generator; got {random_state!r}."
+        )
+    return torch.Generator(device="cpu").manual_seed(seed)
+
+
+def _check_n_features(n_features):
+    if not isinstance(n_features, numbers.Integral) or n_features < 1:
+        raise ValueError(f"n_features must be a positive integer; got {n_features!r}.")
+    return int(n_features)
+
+
+def _shape(shape):
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"shape must hold non-negative sizes; got {shape}.")
+    return shape
+
+
+def mask_size_for_rate(rate, n_features):
+    """Number of masked tokens for a fixed masking rate: ``round(rate * D)``, at least 1.
+
+    Parameters
+    ----------
+    rate : float in (0, 1]
+        Fraction of the features to mask.
+    n_features : int
+        Number of features ``D``.
+
+    Returns
+    -------
+    size : int
+
+    Examples
+    --------
+    >>> from skmpt.masks import mask_size_for_rate
+    >>> mask_size_for_rate(0.15, 512), mask_size_for_rate(0.15, 4)
+    (77, 1)
+    """
+    n_features = _check_n_features(n_features)
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 < rate <= 1:
+        raise ValueError(f"A masking rate must be a number in (0, 1]; got {rate!r}.")
+    return min(n_features, max(1, int(round(rate * n_features))))
+
+
+def masks_of_sizes(sizes, n_features, *, random_state=None, device=None):
+    """Uniformly random masks with a given number of masked tokens each.
+
+    Parameters
+    ----------
+    sizes : int or array-like of int
+        Number of masked tokens of each mask, in ``1..D``; the shape of ``sizes`` is the
+        batch shape of the result.
+    n_features : int
+        Number of features ``D``.
+    random_state : see :func:`check_generator`, default=None
+    device : torch.device or str, default=None
+        Where the masks are put; ``None`` is the CPU.
+
+    Returns
+    -------
+    masks : torch.Tensor of dtype bool and shape ``(*sizes.shape, D)``
+
+    Examples
+    --------
+    >>> from skmpt.masks import masks_of_sizes
+    >>> masks_of_sizes([1, 3], 4, random_state=0).sum(-1).tolist()
+    [1, 3]
+    """
+    n_features = _check_n_features(n_features)
+    sizes = torch.as_tensor(np.asarray(sizes), dtype=torch.long)
+    if sizes.numel() and (sizes.min() < 1 or sizes.max() > n_features):
+        raise ValueError(
+            f"Mask sizes must lie in 1..{n_features} (the number of features); got sizes "
+            f"from {int(sizes.min())} to {int(sizes.max())}."
+        )
+    generator = check_generator(random_state)
+    noise = torch.rand(*sizes.shape, n_features, generator=generator)
+    # The ranks of i.i.d. uniforms form a uniformly random permutation; the positions whose
+    # rank falls below the size are a uniformly random subset of exactly that size.
+    ranks = noise.argsort(dim=-1).argsort(dim=-1)
+    return (ranks < sizes.unsqueeze(-1)).to(device)
+
+
+def fixed_rate_masks(shape, n_features, rate, *, random_state=None, device=None):
+    """Random masks of exactly ``round(rate * D)`` tokens (at least one).
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        Batch shape of the result, e.g. ``(n_samples, n_masks)``.
+    n_features : int
+        Number of features ``D``.
+    rate : float in (0, 1]
+        Masking rate.
+    random_state : see :func:`check_generator`, default=None
+    device : torch.device or str, default=None
+
+    Returns
+    -------
+    masks : torch.Tensor of dtype bool and shape ``(*shape, D)``
+
+    Examples
+    --------
+    >>> from skmpt.masks import fixed_rate_masks
+    >>> fixed_rate_masks((2, 3), 10, 0.2, random_state=0).sum(-1).tolist()
+    [[2, 2, 2], [2, 2, 2]]
+    """
+    size = mask_size_for_rate(rate, n_features)
+    sizes = np.full(_shape(shape), size)
+    return masks_of_sizes(sizes, n_features, random_state=random_state, device=device)
+
+
+def uniform_size_masks(shape, n_features, *, random_state=None, device=None):
+    """Random masks whose size is uniform on ``1..D``, the sizes the identity weighs equally.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        Batch shape of the result.
+    n_features : int
+        Number of features ``D``.
+    random_state : see :func:`check_generator`, default=None
+    device : torch.device or str, default=None
+
+    Returns
+    -------
+    masks : torch.Tensor of dtype bool and shape ``(*shape, D)``
+
+    Examples
+    --------
+    >>> from skmpt.masks import uniform_size_masks
+    >>> uniform_size_masks(1000, 5, random_state=0).sum(-1).unique().tolist()
+    [1, 2, 3, 4, 5]
+    """
+    n_features = _check_n_features(n_features)
+    generator = check_generator(random_state)
+    sizes = torch.randint(1, n_features + 1, _shape(shape), generator=generator)
+    return masks_of_sizes(sizes, n_features, random_state=generator, device=device)
+
+
+def sample_masks(mask_rate, shape, n_features, *, random_state=None, device=None):
+    """Masks for a training step: ``mask_rate="uniform"`` or a fixed rate in (0, 1].
+
+    Examples
+    --------
+    >>> from skmpt.masks import sample_masks
+    >>> sample_masks(0.5, 2, 4, random_state=0).sum(-1).tolist()
+    [2, 2]
+    """
+    if isinstance(mask_rate, str):
+        if mask_rate != "uniform":
+            raise ValueError(f"mask_rate must be 'uniform' or a number in (0, 1]; got {mask_rate!r}.")
+        return uniform_size_masks(shape, n_features, random_state=random_state, device=device)
+    return fixed_rate_masks(shape, n_features, mask_rate, random_state=random_state, device=device)
+
+
+def all_masks(n_features, size=None, *, device=None):
+    """Every mask of a given size, or every non-empty mask, in a fixed order.
+
+    Parameters
+    ----------
+    n_features : int
+        Number of features ``D``.
+    size : int or None, default=None
+        Number of masked tokens. ``None`` enumerates all ``2**D - 1`` non-empty masks, sorted
+        by size; this needs ``D <= MAX_EXHAUSTIVE_FEATURES``. With a size, the
+        ``comb(D, size)`` masks must number at most ``2**MAX_EXHAUSTIVE_FEATURES``.
+    device : torch.device or str, default=None
+
+    Returns
+    -------
+    masks : torch.Tensor of dtype bool and shape ``(n_masks, D)``
+
+    Examples
+    --------
+    >>> from skmpt.masks import all_masks
+    >>> all_masks(3, 2).int().tolist()
+    [[1, 1, 0], [1, 0, 1], [0, 1, 1]]
+    >>> all_masks(3).shape
+    torch.Size([7, 3])
+    """
+    n_features = _check_n_features(n_features)
+    limit = 2**MAX_EXHAUSTIVE_FEATURES
+    if size is None:
+        if n_features > MAX_EXHAUSTIVE_FEATURES:
+            raise ValueError(
+                f"Exhaustive enumeration needs 2**D - 1 masks; with D={n_features} features that "
+                f"is more than allowed (D <= {MAX_EXHAUSTIVE_FEATURES}). Use the 'sweep' or "
+                f"'chain' estimators instead."
+            )
+        sizes = range(1, n_features + 1)
+    else:
+        if not isinstance(size, numbers.Integral) or not 1 <= size <= n_features:
+            raise ValueError(f"size must be an integer in 1..{n_features}; got {size!r}.")
+        if math.comb(n_features, size) > limit:
+            raise ValueError(
+                f"There are comb({n_features}, {size}) = {math.comb(n_features, size)} masks of "
+                f"size {size}, more than the {limit} that enumeration allows; sample them instead."
+            )
+        sizes = [int(size)]
+    rows = []
+    for m in sizes:
+        combos = torch.tensor(list(itertools.combinations(range(n_features), m)), dtype=torch.long)
+        block = torch.zeros(len(combos), n_features, dtype=torch.bool)
+        block.scatter_(1, combos, True)
+        rows.append(block)
+    return torch.cat(rows).to(device)
+
+
+def random_orderings(shape, n_features, *, random_state=None, device=None):
+    """Uniformly random orderings (permutations) of the ``D`` features.
+
+    Returns
+    -------
+    orderings : torch.Tensor of dtype long and shape ``(*shape, D)``
+
+    Examples
+    --------
+    >>> from skmpt.masks import random_orderings
+    >>> sorted(random_orderings(1, 4, random_state=0)[0].tolist())
+    [0, 1, 2, 3]
+    """
+    n_features = _check_n_features(n_features)
+    generator = check_generator(random_state)
+    noise = torch.rand(*_shape(shape), n_features, generator=generator)
+    return noise.argsort(dim=-1).to(device)
+
+
+def nested_masks(orderings):
+    """The chain of nested masks of each ordering.
+
+    For an ordering ``s`` the ``t``-th mask (``t = 1..D``) masks ``{s_1, ..., s_t}``: masks
+    grow by one token at a time, the last masks everything. Token ``s_t`` is the one that the
+    ``t``-th mask adds, i.e. the token predicted from ``x_{s_{t+1}}, ..., x_{s_D}`` in the
+    chain rule ``log p(x) = sum_t log p(x_{s_t} | x_{s_{t+1:D}})``.
+
+    Parameters
+    ----------
+    orderings : torch.Tensor of dtype long and shape ``(*shape, D)``
+
+    Returns
+    -------
+    masks : torch.Tensor of dtype bool and shape ``(*shape, D, D)``
+        ``masks[..., t - 1, :]`` is the ``t``-th mask.
+
+    Examples
+    --------
+    >>> from skmpt.masks import nested_masks
+    >>> nested_masks(torch.tensor([2, 0, 1])).int().tolist()
+    [[0, 0, 1], [1, 0, 1], [1, 1, 1]]
+    """
+    n_features = orderings.shape[-1]
+    # position[..., d] is the step at which feature d becomes masked (0-based).
+    position = orderings.argsort(dim=-1)
+    steps = torch.arange(n_features, device=orderings.device)
+    return position.unsqueeze(-2) <= steps.unsqueeze(-1)

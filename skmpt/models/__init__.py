@@ -1,0 +1,10 @@
+"""Torch modules, one per probabilistic model.
+
+Each module computes its own masked conditionals (``masked_log_prob_sum`` and, where it
+can, the per-token ``masked_log_prob``), its log-marginal likelihood ``log_marginal`` and
+its latent posterior; :mod:`skmpt.objectives` builds everything else from those.
+"""
+
+from .ppca import PPCAModule
+
+__all__ = ["PPCAModule"]

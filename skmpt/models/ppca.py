@@ -1,0 +1,203 @@
+r"""Probabilistic PCA as a torch module with batched masked conditionals.
+
+The model (Tipping and Bishop, 1999) is
+
+.. math::
+
+    x = W z + \mu + \varepsilon, \qquad z \sim \mathcal N(0, I_K), \qquad
+    \varepsilon \sim \mathcal N(0, \sigma^2 I_D),
+
+so ``p(x) = N(x | mu, W W^T + sigma^2 I)``. The masked conditionals of Moreno-Muñoz et al.
+(2023), corrected as in DESIGN.md (the conditional variance is ``S_MM - S_MR^T S_RR^{-1} S_MR``),
+are computed through the posterior of ``z`` given the observed tokens ``x_r``:
+
+.. math::
+
+    A_r = I + W_r^\top W_r / \sigma^2, \quad
+    \bar z = A_r^{-1} W_r^\top (x_r - \mu_r) / \sigma^2, \quad
+    x_j \mid x_r \sim \mathcal N(\mu_j + w_j^\top \bar z,\; \sigma^2 + w_j^\top A_r^{-1} w_j).
+
+``A_r`` is ``K x K`` and depends on the mask only, so a mask costs ``O(D K^2)`` plus
+``O(n D K)`` for its samples, instead of the ``O(D^3)`` of inverting ``S_RR``. The *sum* over
+masked tokens of the log-densities is a quadratic form in ``z_bar`` whose coefficients are
+per-mask statistics, so :meth:`PPCAModule.masked_log_prob_sum` never builds a tensor of
+shape ``(n_samples, n_masks, D)`` when the masks are shared by the samples.
+"""
+
+import math
+
+import torch
+
+__all__ = ["PPCAModule"]
+
+
+def _project(values, weights, basis):
+    """``out[n, p, k] = sum_d weights[(n,) p, d] * values[n, d] * basis[d, k]``.
+
+    With masks shared by the samples (``weights`` of shape ``(P, D)``) this is one matrix
+    product against a ``(D, P * K)`` matrix: no ``(n, P, D)`` intermediate.
+    """
+    if weights.ndim == 2:
+        n_masks, n_features = weights.shape
+        stacked = (weights.T.unsqueeze(-1) * basis.unsqueeze(1)).reshape(n_features, -1)
+        return (values @ stacked).reshape(values.shape[0], n_masks, basis.shape[1])
+    return (weights * values.unsqueeze(1)) @ basis
+
+
+class PPCAModule(torch.nn.Module):
+    """PPCA with learnable ``W``, ``mu`` and ``sigma^2`` and exact masked conditionals.
+
+    Parameters
+    ----------
+    components : torch.Tensor of shape (n_components, n_features)
+        ``W^T``, in scikit-learn's layout (rows are the principal axes).
+    mean : torch.Tensor of shape (n_features,)
+    noise_variance : float or torch.Tensor
+        ``sigma^2 > 0``; stored as its logarithm so that gradient steps keep it positive.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import PPCAModule
+    >>> from skmpt.testing import assert_mpt_identity
+    >>> W = torch.tensor([[1.0, 0.5, -0.3]], dtype=torch.float64)
+    >>> module = PPCAModule(W, torch.zeros(3, dtype=torch.float64), 0.5)
+    >>> X = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    >>> assert_mpt_identity(module, X)
+    """
+
+    def __init__(self, components, mean, noise_variance):
+        super().__init__()
+        self.components = torch.nn.Parameter(components)
+        self.mean = torch.nn.Parameter(mean)
+        log_noise = torch.as_tensor(noise_variance, dtype=mean.dtype, device=mean.device).log()
+        self.log_noise_variance = torch.nn.Parameter(log_noise)
+
+    @property
+    def noise_variance(self):
+        """``sigma^2``, a 0-d tensor."""
+        return self.log_noise_variance.exp()
+
+    @property
+    def n_features(self):
+        return self.components.shape[1]
+
+    def unstandardize_(self, center, scale):
+        """Map parameters fitted on ``(x - center) / scale`` back to the units of ``x``.
+
+        ``scale`` is one positive number, so the model family is unchanged: ``W -> scale W``,
+        ``mu -> center + scale mu``, ``sigma^2 -> scale^2 sigma^2``. In place; returns self.
+        """
+        self.components.mul_(scale)
+        self.mean.mul_(scale).add_(center)
+        self.log_noise_variance.add_(2 * torch.log(scale))
+        return self
+
+    def _outer(self):
+        """``w_d w_d^T`` for every feature, flattened: shape ``(D, K * K)``."""
+        W = self.components.T
+        return (W.unsqueeze(-1) * W.unsqueeze(-2)).flatten(1)
+
+    def _mask_posterior(self, masks, dtype):
+        """Per-mask covariance of ``z | x_r`` and predictive variances of every token.
+
+        Returns ``cov`` of shape ``(*batch, K, K)`` and ``variance`` of shape ``(*batch, D)``
+        for masks of shape ``(*batch, D)``.
+        """
+        K = self.components.shape[0]
+        outer = self._outer()
+        observed = (~masks).to(dtype)
+        precision = torch.eye(K, dtype=dtype, device=masks.device) + (
+            observed @ outer
+        ).unflatten(-1, (K, K)) / self.noise_variance
+        # precision >= I, so its Cholesky factor is well conditioned and the K x K inverse
+        # (needed for every token's predictive variance) is safe.
+        cov = torch.cholesky_inverse(torch.linalg.cholesky(precision))
+        variance = self.noise_variance + cov.flatten(-2) @ outer.T
+        return cov, variance
+
+    def _mask_posterior_mean(self, residual, masks, cov):
+        """Posterior mean of ``z`` given the observed tokens, shape ``(n, P, K)``."""
+        observed = (~masks).to(residual.dtype)
+        projected = _project(residual, observed, self.components.T) / self.noise_variance
+        return (cov @ projected.unsqueeze(-1)).squeeze(-1)
+
+    def masked_log_prob_sum(self, X, masks):
+        """``sum_{j in m} log p(x_j | x_r)`` for every sample and mask.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (n_samples, n_features)
+        masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
+                (n_samples, n_masks, n_features)
+
+        Returns
+        -------
+        sums : torch.Tensor of shape (n_samples, n_masks)
+        """
+        residual = X - self.mean
+        cov, variance = self._mask_posterior(masks, X.dtype)
+        z_mean = self._mask_posterior_mean(residual, masks, cov)
+        masked = masks.to(X.dtype)
+        inv_var = masked / variance
+        # sum_j u_j (e_j - w_j.z)^2 = sum_j u_j e_j^2 - 2 z.(sum_j u_j e_j w_j) + z^T (sum_j u_j w_j w_j^T) z
+        ones = X.new_ones(X.shape[1], 1)
+        quad = _project(residual.square(), inv_var, ones).squeeze(-1)
+        quad = quad - 2 * (_project(residual, inv_var, self.components.T) * z_mean).sum(-1)
+        K = self.components.shape[0]
+        curvature = (inv_var @ self._outer()).unflatten(-1, (K, K))
+        quad = quad + (z_mean.unsqueeze(-2) @ curvature @ z_mean.unsqueeze(-1)).squeeze(-1).squeeze(-1)
+        log_det = (masked * variance.log()).sum(-1)
+        count = masked.sum(-1)
+        return -0.5 * (count * math.log(2 * math.pi) + log_det + quad)
+
+    def masked_log_prob(self, X, masks):
+        """Per-token ``log p(x_j | x_r)`` at masked positions, zero at observed ones.
+
+        Returns
+        -------
+        log_prob : torch.Tensor of shape (n_samples, n_masks, n_features)
+        """
+        residual = X - self.mean
+        cov, variance = self._mask_posterior(masks, X.dtype)
+        z_mean = self._mask_posterior_mean(residual, masks, cov)
+        error = residual.unsqueeze(1) - z_mean @ self.components
+        log_prob = -0.5 * (math.log(2 * math.pi) + variance.log() + error.square() / variance)
+        return torch.where(masks, log_prob, torch.zeros_like(log_prob))
+
+    def _capacitance_cholesky(self):
+        """Cholesky factor of ``I + W^T W / sigma^2`` (K x K), as in LowRankMultivariateNormal."""
+        W = self.components.T
+        K = W.shape[1]
+        eye = torch.eye(K, dtype=W.dtype, device=W.device)
+        return torch.linalg.cholesky(eye + W.T @ W / self.noise_variance)
+
+    def log_marginal(self, X):
+        """Closed-form ``log N(x | mu, W W^T + sigma^2 I)`` per sample, shape ``(n_samples,)``."""
+        residual = X - self.mean
+        L = self._capacitance_cholesky()
+        n_features = X.shape[1]
+        projected = torch.linalg.solve_triangular(L, (residual @ self.components.T).T, upper=False)
+        quad = (residual.square().sum(-1) - projected.square().sum(0) / self.noise_variance) / self.noise_variance
+        log_det = n_features * self.log_noise_variance + 2 * L.diagonal().log().sum()
+        return -0.5 * (n_features * math.log(2 * math.pi) + log_det + quad)
+
+    def posterior(self, X):
+        """Posterior of ``z`` given all of ``x``: mean ``(n_samples, K)`` and covariance ``(K, K)``."""
+        L = self._capacitance_cholesky()
+        cov = torch.cholesky_inverse(L)
+        mean = (X - self.mean) @ self.components.T @ cov / self.noise_variance
+        return mean, cov
+
+    def covariance(self):
+        """Model covariance ``W W^T + sigma^2 I``, shape ``(D, D)``."""
+        W = self.components.T
+        return W @ W.T + self.noise_variance * torch.eye(W.shape[0], dtype=W.dtype, device=W.device)
+
+    def precision(self):
+        """Inverse covariance by the Woodbury identity, shape ``(D, D)``."""
+        W = self.components.T
+        L = self._capacitance_cholesky()
+        factor = torch.linalg.solve_triangular(L, W.T, upper=False)
+        eye = torch.eye(W.shape[0], dtype=W.dtype, device=W.device)
+        return (eye - factor.T @ factor / self.noise_variance) / self.noise_variance

@@ -1,0 +1,333 @@
+r"""The masked pre-training identity, for any model with masked conditionals.
+
+For one observation ``x`` with ``D`` tokens, a mask ``m`` (the tokens to predict) and the
+rest ``r``:
+
+.. math::
+
+    \log p(x) = \sum_{M=1}^{D} S(x; M), \qquad
+    S(x; M) = \frac{1}{M}\, \mathbb{E}_{|m| = M}\Big[\sum_{j \in m} \log p(x_j \mid x_r)\Big],
+
+exactly, whenever the conditionals come from one joint density (Moreno-Muñoz, Recasens and
+Hauberg, 2023, Proposition 1; the proof averages the chain rule over random orderings).
+
+The functions here take a *model*: any object with
+
+``masked_log_prob_sum(X, masks)``
+    ``X`` a tensor of shape ``(n_samples, D)``, ``masks`` a boolean tensor of shape
+    ``(n_masks, D)`` (the same masks for every sample) or ``(n_samples, n_masks, D)``;
+    returns ``sum_{j in m} log p(x_j | x_r)`` of shape ``(n_samples, n_masks)``.
+
+or, instead of or beside it,
+
+``masked_log_prob(X, masks)``
+    the same arguments; returns the per-token ``log p(x_j | x_r)`` of shape
+    ``(n_samples, n_masks, D)``, zero at the observed positions. The ``"chain"`` estimator
+    needs it, because it predicts one token of a mask at a time.
+
+Every function returns log-likelihoods in nats (to maximise), per sample, as tensors on the
+device and in the dtype of ``X``; a training loop negates them. Nothing here depends on
+scikit-learn.
+"""
+
+import math
+import numbers
+
+import torch
+
+from .masks import (
+    all_masks,
+    check_generator,
+    mask_size_for_rate,
+    masks_of_sizes,
+    nested_masks,
+    random_orderings,
+)
+
+__all__ = [
+    "SCORE_METHODS",
+    "cumulative_score",
+    "fixed_rate_bias",
+    "masked_log_prob_sum",
+    "mpt_curve",
+    "mpt_objective",
+    "score_at_size",
+]
+
+#: Estimators of the MPT curve and of its sum; see :func:`mpt_curve`.
+SCORE_METHODS = ("exhaustive", "sweep", "nested", "chain")
+
+# Masks evaluated at once are chosen so that about this many numbers are live per chunk
+# (2**24 float64 values are 128 MiB): memory stays bounded whatever the number of masks.
+_CHUNK_BUDGET = 2**24
+
+
+def masked_log_prob_sum(model, X, masks):
+    """``sum_{j in m} log p(x_j | x_r)`` from whichever of the two methods the model has.
+
+    Parameters
+    ----------
+    model : object
+        Has ``masked_log_prob_sum`` or ``masked_log_prob`` (module docstring).
+    X : torch.Tensor of shape (n_samples, n_features)
+    masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
+            (n_samples, n_masks, n_features)
+
+    Returns
+    -------
+    sums : torch.Tensor of shape (n_samples, n_masks)
+    """
+    if hasattr(model, "masked_log_prob_sum"):
+        return model.masked_log_prob_sum(X, masks)
+    if hasattr(model, "masked_log_prob"):
+        return model.masked_log_prob(X, masks).sum(-1)
+    raise TypeError(
+        f"{type(model).__name__} has neither masked_log_prob_sum(X, masks) nor "
+        f"masked_log_prob(X, masks); skmpt's objectives need one of them."
+    )
+
+
+def _chunk_size(n_samples, n_features, per_mask_width=1):
+    return max(1, _CHUNK_BUDGET // (max(n_samples, 1) * n_features * per_mask_width))
+
+
+def _shared_mask_sums(model, X, masks):
+    """Sums for masks shared by all samples, evaluated a chunk of masks at a time."""
+    chunk = _chunk_size(X.shape[0], X.shape[1])
+    parts = [masked_log_prob_sum(model, X, masks[i : i + chunk]) for i in range(0, len(masks), chunk)]
+    return torch.cat(parts, dim=1) if parts else X.new_zeros(X.shape[0], 0)
+
+
+def mpt_objective(model, X, masks):
+    """The masked pre-training objective, rescaled to the scale of ``log p(x)``.
+
+    For each sample and each of its masks, ``(D / |m|) * sum_{j in m} log p(x_j | x_r)``,
+    averaged over the masks. With mask sizes uniform on ``1..D`` this is an unbiased
+    estimate of ``log p(x)``; with a fixed size ``M`` it estimates ``D * S(x; M)``, which is
+    biased (see :func:`fixed_rate_bias`). The sign is that of a log-likelihood: maximise it
+    (minimise its negative mean).
+
+    Parameters
+    ----------
+    model : object
+        See the module docstring.
+    X : torch.Tensor of shape (n_samples, n_features)
+    masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
+            (n_samples, n_masks, n_features)
+        No mask may be empty.
+
+    Returns
+    -------
+    objective : torch.Tensor of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.masks import uniform_size_masks
+    >>> from skmpt.objectives import mpt_objective
+    >>> from skmpt.testing import TabularJoint
+    >>> joint = TabularJoint.random(3, random_state=0)
+    >>> X = torch.tensor([[0.0, 1.0, 1.0]], dtype=torch.float64)
+    >>> masks = uniform_size_masks((1, 4), 3, random_state=0)
+    >>> mpt_objective(joint, X, masks).shape
+    torch.Size([1])
+    """
+    sizes = masks.sum(-1)
+    if bool((sizes == 0).any()):
+        raise ValueError("Every mask must mask at least one token; got an empty mask.")
+    sums = masked_log_prob_sum(model, X, masks)
+    return (sums * (X.shape[1] / sizes.to(X.dtype))).mean(-1)
+
+
+def _check_n_masks(n_masks, name="n_masks"):
+    if isinstance(n_masks, bool) or not isinstance(n_masks, numbers.Integral) or n_masks < 1:
+        raise ValueError(f"{name} must be a positive integer; got {n_masks!r}.")
+    return int(n_masks)
+
+
+def score_at_size(model, X, size, *, n_masks="all", random_state=None):
+    """``S(x; M)`` for one mask size: the mean over masks of size ``M`` of ``sum / M``.
+
+    Parameters
+    ----------
+    model : object
+        See the module docstring.
+    X : torch.Tensor of shape (n_samples, n_features)
+    size : int in 1..n_features
+        The mask size ``M``.
+    n_masks : "all" or int, default="all"
+        ``"all"`` averages over all ``comb(D, M)`` masks (exact); an int averages over that
+        many uniformly random masks, shared by all samples.
+    random_state : see :func:`skmpt.masks.check_generator`, default=None
+
+    Returns
+    -------
+    score : torch.Tensor of shape (n_samples,)
+    """
+    n_features = X.shape[1]
+    if n_masks == "all":
+        masks = all_masks(n_features, size, device=X.device)
+    else:
+        n_masks = _check_n_masks(n_masks)
+        masks = masks_of_sizes([size] * n_masks, n_features, random_state=random_state, device=X.device)
+    return _shared_mask_sums(model, X, masks).mean(-1) / size
+
+
+def fixed_rate_bias(model, X, mask_rate, *, n_masks="all", random_state=None):
+    """Bias of the fixed-rate MPT estimate of ``log p(x)``: ``D * S(x; M) - log p(x)``.
+
+    Training with a fixed rate maximises an estimate of ``D * S(x; M)`` with
+    ``M = round(rate * D)``; this is how far that target is from the log-marginal
+    likelihood, per sample. The model needs ``log_marginal(X)``.
+
+    Parameters
+    ----------
+    model : object
+        See the module docstring; also has ``log_marginal(X)``.
+    X : torch.Tensor of shape (n_samples, n_features)
+    mask_rate : float in (0, 1]
+    n_masks : "all" or int, default="all"
+        As in :func:`score_at_size`; ``"all"`` makes the bias exact.
+    random_state : see :func:`skmpt.masks.check_generator`, default=None
+
+    Returns
+    -------
+    bias : torch.Tensor of shape (n_samples,)
+    """
+    n_features = X.shape[1]
+    size = mask_size_for_rate(mask_rate, n_features)
+    score = score_at_size(model, X, size, n_masks=n_masks, random_state=random_state)
+    return n_features * score - model.log_marginal(X)
+
+
+def _exhaustive_curve(model, X):
+    n_features = X.shape[1]
+    masks = all_masks(n_features, device=X.device)
+    sums = _shared_mask_sums(model, X, masks)
+    sizes = masks.sum(-1)
+    totals = X.new_zeros(X.shape[0], n_features).index_add_(1, sizes - 1, sums)
+    counts = torch.tensor(
+        [math.comb(n_features, m) * m for m in range(1, n_features + 1)], dtype=X.dtype, device=X.device
+    )
+    return totals / counts
+
+
+def _sweep_curve(model, X, n_masks, generator):
+    n_samples, n_features = X.shape
+    sizes = torch.arange(1, n_features + 1).repeat_interleave(n_masks)
+    masks = masks_of_sizes(sizes, n_features, random_state=generator, device=X.device)
+    sums = _shared_mask_sums(model, X, masks).reshape(n_samples, n_features, n_masks)
+    return sums.mean(-1) / torch.arange(1, n_features + 1, dtype=X.dtype, device=X.device)
+
+
+def _nested_curve(model, X, n_orderings, generator):
+    n_samples, n_features = X.shape
+    orderings = random_orderings(n_orderings, n_features, random_state=generator, device=X.device)
+    masks = nested_masks(orderings).reshape(n_orderings * n_features, n_features)
+    sums = _shared_mask_sums(model, X, masks).reshape(n_samples, n_orderings, n_features)
+    return sums.mean(1) / torch.arange(1, n_features + 1, dtype=X.dtype, device=X.device)
+
+
+def _chain_curve(model, X, n_orderings, generator):
+    if not hasattr(model, "masked_log_prob"):
+        raise TypeError(
+            f"The 'chain' estimator predicts one token of each nested mask and needs per-token "
+            f"conditionals, a masked_log_prob(X, masks) method, which {type(model).__name__} "
+            f"lacks; use 'nested' or 'sweep'."
+        )
+    n_samples, n_features = X.shape
+    orderings = random_orderings(n_orderings, n_features, random_state=generator, device=X.device)
+    # Each ordering evaluates D masks with D per-token values for every sample.
+    chunk = _chunk_size(n_samples, n_features, n_features)
+    total = X.new_zeros(n_samples, n_features)
+    for start in range(0, n_orderings, chunk):
+        block = orderings[start : start + chunk]
+        masks = nested_masks(block).reshape(-1, n_features)
+        per_token = model.masked_log_prob(X, masks).reshape(n_samples, len(block), n_features, n_features)
+        # Step t predicts the token the t-th mask adds: the ordering's t-th feature.
+        index = block.unsqueeze(0).unsqueeze(-1).expand(n_samples, -1, -1, 1)
+        total += per_token.gather(-1, index).squeeze(-1).sum(1)
+    return total / n_orderings
+
+
+def mpt_curve(model, X, *, method="sweep", n_masks=100, random_state=None):
+    """The MPT curve: ``S(x; M)`` for every mask size ``M = 1..D``, per sample.
+
+    Plotted against the masking rate ``M / D`` this is the paper's MPT curve; its sum
+    over ``M`` (:func:`cumulative_score`) is the estimate of ``log p(x)``.
+
+    Parameters
+    ----------
+    model : object
+        See the module docstring.
+    X : torch.Tensor of shape (n_samples, n_features)
+    method : {"exhaustive", "sweep", "nested", "chain"}, default="sweep"
+        - ``"exhaustive"``: every one of the ``2**D - 1`` masks; exact, for
+          ``D <= MAX_EXHAUSTIVE_FEATURES`` only. ``n_masks`` is not used.
+        - ``"sweep"``: the paper's estimator, ``n_masks`` uniformly random masks of every size
+          (``n_masks * D * (D + 1) / 2`` conditionals).
+        - ``"nested"``: ``n_masks`` random orderings, each a chain of nested masks of sizes
+          ``1..D``; every masked token of each mask is scored (the sweep with correlated
+          masks, same cost as the sweep).
+        - ``"chain"``: the same orderings, but each nested mask scores only the token it adds:
+          ``log p(x_{s_t} | x_{s_{t+1:D}})``. The terms of one ordering add up to ``log p(x)``
+          exactly for consistent conditionals, so the cumulative score has zero variance;
+          each ``S(x; M)`` is still an unbiased estimate. Needs ``masked_log_prob``.
+    n_masks : int, default=100
+        Masks per size (``"sweep"``) or orderings (``"nested"``, ``"chain"``).
+    random_state : see :func:`skmpt.masks.check_generator`, default=None
+        The masks are shared by all samples, so a sample's score does not depend on which
+        other samples are scored with it.
+
+    Returns
+    -------
+    curve : torch.Tensor of shape (n_samples, n_features)
+        ``curve[:, M - 1]`` is ``S(x; M)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.objectives import mpt_curve
+    >>> from skmpt.testing import TabularJoint
+    >>> joint = TabularJoint.random(3, random_state=0)
+    >>> X = torch.tensor([[0.0, 1.0, 1.0]], dtype=torch.float64)
+    >>> curve = mpt_curve(joint, X, method="exhaustive")
+    >>> bool(torch.allclose(curve.sum(-1), joint.log_marginal(X)))
+    True
+    """
+    if method not in SCORE_METHODS:
+        raise ValueError(f"method must be one of {SCORE_METHODS}; got {method!r}.")
+    if X.ndim != 2 or X.shape[1] < 1:
+        raise ValueError(f"X must be a 2-D tensor with at least one feature; got shape {tuple(X.shape)}.")
+    if method == "exhaustive":
+        return _exhaustive_curve(model, X)
+    n_masks = _check_n_masks(n_masks)
+    generator = check_generator(random_state)
+    if method == "sweep":
+        return _sweep_curve(model, X, n_masks, generator)
+    if method == "nested":
+        return _nested_curve(model, X, n_masks, generator)
+    return _chain_curve(model, X, n_masks, generator)
+
+
+def cumulative_score(model, X, *, method="sweep", n_masks=100, random_state=None):
+    """The cumulative MPT estimate of the log-marginal likelihood, ``sum_M S(x; M)``.
+
+    Parameters are those of :func:`mpt_curve`.
+
+    Returns
+    -------
+    score : torch.Tensor of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.objectives import cumulative_score
+    >>> from skmpt.testing import TabularJoint
+    >>> joint = TabularJoint.random(4, random_state=0)
+    >>> X = torch.tensor([[0.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
+    >>> chain = cumulative_score(joint, X, method="chain", n_masks=1, random_state=0)
+    >>> bool(torch.allclose(chain, joint.log_marginal(X)))
+    True
+    """
+    return mpt_curve(model, X, method=method, n_masks=n_masks, random_state=random_state).sum(-1)
