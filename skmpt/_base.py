@@ -311,7 +311,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     # ------------------------------------------------------------------ persistence
     def __getstate__(self):
-        state = super().__getstate__()
+        # A copy: on Python >= 3.11 the parent may hand back the live __dict__.
+        state = dict(super().__getstate__())
         module = state.get("module_")
         if module is not None and self.device_.type != "cpu":
             # Pickles hold CPU tensors, so they load on machines without a GPU.

@@ -1,0 +1,38 @@
+import numpy as np
+import pytest
+import torch
+from hypothesis import settings
+
+# Property tests run a bounded number of examples with no per-example deadline: the
+# examples do real linear algebra, whose first call (torch's warm-up) can be slow.
+settings.register_profile("skmpt", max_examples=40, deadline=None, derandomize=True)
+settings.load_profile("skmpt")
+
+
+@pytest.fixture
+def seed():
+    return 0
+
+
+@pytest.fixture
+def ppca_data(seed):
+    """Data drawn from a PPCA with D=10, K=2 (the paper's Fig. 2 setting), N=2000."""
+    rng = np.random.RandomState(seed)
+    n_samples, n_features, n_components = 2000, 10, 2
+    components = rng.randn(n_components, n_features)
+    mean = rng.randn(n_features)
+    X = rng.randn(n_samples, n_components) @ components + mean + np.sqrt(0.5) * rng.randn(n_samples, n_features)
+    return X
+
+
+def make_ppca_module(components, mean, noise_variance):
+    from skmpt.models import PPCAModule
+
+    return PPCAModule(
+        torch.as_tensor(components, dtype=torch.float64),
+        torch.as_tensor(mean, dtype=torch.float64),
+        float(noise_variance),
+    )
+
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
