@@ -23,7 +23,13 @@ or, instead of or beside it,
 ``masked_log_prob(X, masks)``
     the same arguments; returns the per-token ``log p(x_j | x_r)`` of shape
     ``(n_samples, n_masks, D)``, zero at the observed positions. The ``"chain"`` estimator
-    needs it, because it predicts one token of a mask at a time.
+    needs it, because it predicts one token of a mask at a time,
+
+unless the model has the optional fast path
+
+``chain_log_prob(X, orderings)``
+    ``orderings`` of shape ``(n_orderings, D)``; returns the chain-rule terms
+    ``log p(x_{s_t} | x_{s_{t+1:D}})`` of shape ``(n_samples, n_orderings, D)``.
 
 Every function returns log-likelihoods in nats (to maximise), per sample, as tensors on the
 device and in the dtype of ``X``; a training loop negates them. Nothing here depends on
@@ -229,7 +235,8 @@ def _nested_curve(model, X, n_orderings, generator):
 
 
 def _chain_curve(model, X, n_orderings, generator):
-    if not hasattr(model, "masked_log_prob"):
+    fast = getattr(model, "chain_log_prob", None)
+    if fast is None and not hasattr(model, "masked_log_prob"):
         raise TypeError(
             f"The 'chain' estimator predicts one token of each nested mask and needs per-token "
             f"conditionals, a masked_log_prob(X, masks) method, which {type(model).__name__} "
@@ -237,9 +244,15 @@ def _chain_curve(model, X, n_orderings, generator):
         )
     n_samples, n_features = X.shape
     orderings = random_orderings(n_orderings, n_features, random_state=generator, device=X.device)
-    # Each ordering evaluates D masks with D per-token values for every sample.
-    chunk = _chunk_size(n_samples, n_features, n_features)
     total = X.new_zeros(n_samples, n_features)
+    if fast is not None:
+        # The model's own path (e.g. PPCA's rank-one posterior updates): D terms per ordering.
+        chunk = _chunk_size(n_samples, n_features)
+        for start in range(0, n_orderings, chunk):
+            total += fast(X, orderings[start : start + chunk]).sum(1)
+        return total / n_orderings
+    # Generic path: each ordering evaluates D nested masks with D per-token values per sample.
+    chunk = _chunk_size(n_samples, n_features, n_features)
     for start in range(0, n_orderings, chunk):
         block = orderings[start : start + chunk]
         masks = nested_masks(block).reshape(-1, n_features)

@@ -16,7 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 from conftest import make_ppca_module, requires_cuda
 from skmpt import MaskedPPCA, objectives
-from skmpt.masks import all_masks
+from skmpt.masks import all_masks, nested_masks, random_orderings
 from skmpt.testing import check_mpt_identity, ppca_parameters
 
 
@@ -266,3 +266,20 @@ def test_cuda_fit_matches_cpu(ppca_data):
     np.testing.assert_allclose(gpu.score_samples(ppca_data[:50]), cpu.score_samples(ppca_data[:50]), rtol=1e-8)
     restored = pickle.loads(pickle.dumps(gpu))
     assert restored.device_.type == "cuda"
+
+
+@given(params=ppca_parameters(max_features=6), seed=st.integers(0, 2**16))
+def test_rank_one_chain_matches_generic_chain(params, seed):
+    components, mean, noise_variance = params
+    module = make_ppca_module(components, mean, noise_variance)
+    X = torch.as_tensor(np.random.RandomState(seed).randn(4, len(mean)) + mean)
+    orderings = random_orderings(3, len(mean), random_state=seed)
+    with torch.no_grad():
+        fast = module.chain_log_prob(X, orderings)
+        per_token = module.masked_log_prob(X, nested_masks(orderings).reshape(-1, len(mean)))
+        lml = module.log_marginal(X)
+    generic = per_token.reshape(4, 3, len(mean), len(mean)).gather(
+        -1, orderings.view(1, 3, -1, 1).expand(4, -1, -1, 1)
+    ).squeeze(-1)
+    np.testing.assert_allclose(fast.numpy(), generic.numpy(), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(fast.sum(-1).numpy(), lml.numpy()[:, None].repeat(3, 1), rtol=1e-9)
