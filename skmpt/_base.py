@@ -125,7 +125,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         # Every log-density in D dimensions shifts by -D log(scale) when mapped back.
         log_jacobian = -X_t.shape[1] * float(scale.log())
 
-        with torch.random.fork_rng(devices=[self.device_] if self.device_.type == "cuda" else []):
+        # enable_grad: fitting works even when called inside a torch.no_grad() block.
+        with torch.random.fork_rng(devices=[self.device_] if self.device_.type == "cuda" else []), torch.enable_grad():
             torch.manual_seed(torch_seed)
             self.module_ = self._init_module(X_train, generator)
             self._fit_loop(X_train, generator, log_jacobian)

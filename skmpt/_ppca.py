@@ -244,7 +244,9 @@ class MaskedPPCA(_BaseMaskedEstimator):
         Returns
         -------
         bias : ndarray of shape (n_samples,)
-            In nats; negative for rates below one half in practice.
+            In nats. Positive where ``S(x; M)`` at this rate lies above the curve's mean,
+            as at low rates (more context, better predictions): a fixed low rate overstates
+            the log-marginal likelihood.
         """
         check_is_fitted(self)
         X_t = self._to_tensor(X, reset=False)

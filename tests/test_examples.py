@@ -1,9 +1,11 @@
-"""The README's main job keeps working."""
+"""The README's main job and the paper examples keep working (small sizes here)."""
 
 import importlib.util
+import warnings
 from pathlib import Path
 
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -22,4 +24,22 @@ def test_demo_prints_estimates_and_saves_curve(tmp_path, capsys):
     printed = capsys.readouterr().out
     for line in ("MPT estimate of the LML", "exact LML of the fitted model", "PCA.score"):
         assert line in printed
+    assert output.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    "name, argv, expected",
+    [
+        ("plot_convergence_in_masks", ["--n-samples", "10", "--repeats", "2", "--bias-masks", "200"], "bias of"),
+        ("plot_training_curves", ["--n-inits", "1", "--max-epochs", "3"], "exact bias of the fixed-rate objective"),
+        ("plot_mpt_curve_area", ["--n-samples", "120"], "area under the curve"),
+    ],
+)
+def test_paper_examples_run_small(name, argv, expected, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    output = tmp_path / f"{name}.png"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _load(name).main([*argv, "--output", str(output)])
+    assert expected in capsys.readouterr().out
     assert output.stat().st_size > 10_000

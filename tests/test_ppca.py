@@ -283,3 +283,10 @@ def test_rank_one_chain_matches_generic_chain(params, seed):
     ).squeeze(-1)
     np.testing.assert_allclose(fast.numpy(), generic.numpy(), rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(fast.sum(-1).numpy(), lml.numpy()[:, None].repeat(3, 1), rtol=1e-9)
+
+
+def test_fit_inside_no_grad_block(ppca_data):
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ppca = MaskedPPCA(max_epochs=3, random_state=0).fit(ppca_data[:100])
+    assert ppca.history_[-1]["lml"] > ppca.history_[0]["lml"]
