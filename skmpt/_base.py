@@ -19,7 +19,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .masks import check_generator, sample_masks
+from .masks import MAX_EXHAUSTIVE_FEATURES, check_generator, sample_masks
 from .objectives import cumulative_score, mpt_curve, mpt_objective
 
 __all__ = ["resolve_device"]
@@ -90,7 +90,13 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         return torch.tensor(np.asarray(X, dtype=np.float64), dtype=self._dtype, device=self.device_)
 
     def _check_data(self, X):
-        """Data-dependent checks of a subclass, on the validated training array."""
+        """Data-dependent checks on the validated training array; subclasses extend them."""
+        if self.score_masks == "all" and X.shape[1] > MAX_EXHAUSTIVE_FEATURES:
+            raise ValueError(
+                f"score_masks='all' enumerates 2**D - 1 masks, allowed for at most "
+                f"{MAX_EXHAUSTIVE_FEATURES} features; X has {X.shape[1]}. Use an integer "
+                f"score_masks (masks per size, or orderings with score_method='chain')."
+            )
 
     # ------------------------------------------------------------------ training
     @_fit_context(prefer_skip_nested_validation=True)
@@ -204,6 +210,13 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             )
 
     # ------------------------------------------------------------------ scoring
+    def _evaluate(self, X, function):
+        """``function(module_, X)`` on validated ``X``, without gradients, as a NumPy array."""
+        check_is_fitted(self)
+        X_t = self._to_tensor(X, reset=False)
+        with torch.no_grad():
+            return function(self.module_, X_t).cpu().numpy()
+
     def _score_kwargs(self):
         if self.score_masks == "all":
             return {"method": "exhaustive", "n_masks": 1}
@@ -227,11 +240,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         scores : ndarray of shape (n_samples,)
             In nats.
         """
-        check_is_fitted(self)
-        X_t = self._to_tensor(X, reset=False)
-        with torch.no_grad():
-            scores = cumulative_score(self.module_, X_t, **self._score_kwargs())
-        return scores.cpu().numpy()
+        return self._evaluate(X, lambda module, X_t: cumulative_score(module, X_t, **self._score_kwargs()))
 
     def score(self, X, y=None):
         """Mean cumulative MPT estimate of the log-marginal likelihood (see ``score_samples``).
@@ -266,12 +275,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         curve : ndarray of shape (n_samples, n_features)
             ``curve[:, M - 1]`` is ``S(x; M)`` in nats.
         """
-        check_is_fitted(self)
-        X_t = self._to_tensor(X, reset=False)
-        with torch.no_grad():
-            curve = mpt_curve(self.module_, X_t, **self._score_kwargs())
-        n_features = X_t.shape[1]
-        return np.arange(1, n_features + 1) / n_features, curve.cpu().numpy()
+        curve = self._evaluate(X, lambda module, X_t: mpt_curve(module, X_t, **self._score_kwargs()))
+        n_features = self.n_features_in_
+        return np.arange(1, n_features + 1) / n_features, curve
 
     def log_marginal_likelihood(self, X):
         """The model's own log-marginal likelihood of each sample, ``log p(x)``.
@@ -284,10 +290,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         log_marginal : ndarray of shape (n_samples,)
         """
-        check_is_fitted(self)
-        X_t = self._to_tensor(X, reset=False)
-        with torch.no_grad():
-            return self.module_.log_marginal(X_t).cpu().numpy()
+        return self._evaluate(X, lambda module, X_t: module.log_marginal(X_t))
 
     def transform(self, X):
         """Posterior mean of the latent variables given each sample.
@@ -300,11 +303,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         Z : ndarray of shape (n_samples, n_components)
         """
-        check_is_fitted(self)
-        X_t = self._to_tensor(X, reset=False)
-        with torch.no_grad():
-            mean, _ = self.module_.posterior(X_t)
-        return mean.cpu().numpy()
+        return self._evaluate(X, lambda module, X_t: module.posterior(X_t)[0])
 
     @property
     def _n_features_out(self):

@@ -163,6 +163,7 @@ class MaskedPPCA(_BaseMaskedEstimator):
         self.verbose = verbose
 
     def _check_data(self, X):
+        super()._check_data(X)
         n_features = X.shape[1]
         if self.n_components > n_features:
             raise ValueError(
@@ -248,8 +249,9 @@ class MaskedPPCA(_BaseMaskedEstimator):
             as at low rates (more context, better predictions): a fixed low rate overstates
             the log-marginal likelihood.
         """
-        check_is_fitted(self)
-        X_t = self._to_tensor(X, reset=False)
-        with torch.no_grad():
-            bias = objectives.fixed_rate_bias(self.module_, X_t, mask_rate, n_masks=n_masks, random_state=self.random_state)
-        return bias.cpu().numpy()
+        return self._evaluate(
+            X,
+            lambda module, X_t: objectives.fixed_rate_bias(
+                module, X_t, mask_rate, n_masks=n_masks, random_state=self.random_state
+            ),
+        )

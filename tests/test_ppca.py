@@ -196,6 +196,11 @@ def test_bad_training_data(X, message):
         MaskedPPCA().fit(X)
 
 
+def test_exhaustive_scoring_refused_before_training_when_too_wide():
+    with pytest.raises(ValueError, match="score_masks='all' .* at most 20 features; X has 21"):
+        MaskedPPCA(score_masks="all").fit(np.random.RandomState(0).randn(30, 21))
+
+
 @pytest.mark.parametrize(
     "params, message",
     [
