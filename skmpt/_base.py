@@ -279,6 +279,41 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         n_features = self.n_features_in_
         return np.arange(1, n_features + 1) / n_features, curve
 
+    def conditional_log_prob(self, X, masks):
+        """The masked conditionals ``log p(x_j | x_r)`` themselves, per token.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        masks : array-like of bool of shape (n_masks, n_features) or \
+                (n_samples, n_masks, n_features)
+            ``True`` marks a masked token (one to predict from the unmasked ones). Masks of
+            shape (n_masks, n_features) are shared by all samples.
+
+        Returns
+        -------
+        log_prob : ndarray of shape (n_samples, n_masks, n_features)
+            ``log p(x_j | x_r)`` at masked positions, zero at unmasked ones.
+        """
+        check_is_fitted(self)
+        masks = np.asarray(masks)
+        if masks.dtype != bool:
+            if masks.size and not np.isin(masks, (0, 1)).all():
+                raise ValueError("masks must be boolean (True marks a masked token) or hold only 0 and 1.")
+            masks = masks.astype(bool)
+        if masks.ndim not in (2, 3) or masks.shape[-1] != self.n_features_in_:
+            raise ValueError(
+                f"masks must have shape (n_masks, {self.n_features_in_}) or (n_samples, n_masks, "
+                f"{self.n_features_in_}); got {masks.shape}."
+            )
+
+        def conditionals(module, X_t):
+            if masks.ndim == 3 and masks.shape[0] != X_t.shape[0]:
+                raise ValueError(f"masks hold {masks.shape[0]} samples' masks, but X has {X_t.shape[0]} samples.")
+            return module.masked_log_prob(X_t, torch.as_tensor(masks, device=X_t.device))
+
+        return self._evaluate(X, conditionals)
+
     def log_marginal_likelihood(self, X):
         """The model's own log-marginal likelihood of each sample, ``log p(x)``.
 

@@ -295,3 +295,23 @@ def test_fit_inside_no_grad_block(ppca_data):
         warnings.simplefilter("ignore", ConvergenceWarning)
         ppca = MaskedPPCA(max_epochs=3, random_state=0).fit(ppca_data[:100])
     assert ppca.history_[-1]["lml"] > ppca.history_[0]["lml"]
+
+
+def test_conditional_log_prob_for_power_users(ppca_data):
+    ppca = MaskedPPCA(max_epochs=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ppca.fit(ppca_data[:100])
+    X = ppca_data[:4]
+    masks = np.zeros((2, 10), dtype=bool)
+    masks[0, :3] = masks[1, 5] = True
+    out = ppca.conditional_log_prob(X, masks)
+    dense = _dense_conditionals(ppca.components_, ppca.mean_, ppca.noise_variance_, X, masks)
+    np.testing.assert_allclose(out, dense, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(ppca.conditional_log_prob(X, np.broadcast_to(masks.astype(int), (4, 2, 10))), out)
+    with pytest.raises(ValueError, match=r"shape \(n_masks, 10\)"):
+        ppca.conditional_log_prob(X, masks[:, :4])
+    with pytest.raises(ValueError, match="boolean"):
+        ppca.conditional_log_prob(X, masks * 0.5)
+    with pytest.raises(ValueError, match="X has 4 samples"):
+        ppca.conditional_log_prob(X, np.ones((3, 2, 10), dtype=bool))

@@ -1,0 +1,20 @@
+import subprocess
+import sys
+
+
+def test_import_skmpt_is_light():
+    """``import skmpt`` loads neither torch nor scikit-learn; estimators load on first use."""
+    code = (
+        "import sys, skmpt; "
+        "assert 'torch' not in sys.modules and 'sklearn' not in sys.modules, sorted(sys.modules); "
+        "skmpt.MaskedPPCA; assert 'torch' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_public_names():
+    import skmpt
+
+    for name in skmpt.__all__:
+        assert getattr(skmpt, name) is not None
+    assert set(skmpt.__all__) <= set(dir(skmpt))
