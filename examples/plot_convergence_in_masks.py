@@ -55,7 +55,7 @@ def main(argv=None):
         return cumulative_score(module, X, method="sweep", n_masks=P, random_state=seed)
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    for ax, D in zip(axes[:2], (5, 50)):
+    for ax, D in zip(axes[:2], (5, 50), strict=True):
         module, X = true_model(D, args.n_samples)
         rel, runs, lml = relative_errors(module, X, masks_per_size, args.repeats, sweep)
         ax.errorbar(masks_per_size, rel.mean(1), yerr=rel.std(1), marker="o", capsize=3)

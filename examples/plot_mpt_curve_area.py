@@ -44,7 +44,7 @@ def main(argv=None):
     X = make_ppca(args.n_samples, 50, 2, random_state=0).data
     ppca = MaskedPPCA(2, random_state=0).fit(X)
     exact = ppca.log_marginal_likelihood(X).mean()
-    for ax, P in zip(axes[:2], (1, 100)):
+    for ax, P in zip(axes[:2], (1, 100), strict=True):
         ppca.set_params(score_masks=P)
         rates, mean_curve = draw(ax, ppca, X, f"P={P}", color="C0")
         ax.fill_between(rates, mean_curve, mean_curve.min() - 0.5, alpha=0.25, color="C0")
@@ -69,7 +69,8 @@ def main(argv=None):
             model = MaskedPPCA(2, random_state=0, max_epochs=epochs or 300).fit(X)
         label = f"{model.n_iter_} epochs" if epochs else f"converged ({model.n_iter_})"
         _, mean_curve = draw(axes[3], model, X, label, color=plt.cm.viridis(i / 4))
-        print(f"after {model.n_iter_:>3d} epochs: area {mean_curve.sum():9.3f}, exact LML {model.log_marginal_likelihood(X).mean():9.3f}")
+        exact = model.log_marginal_likelihood(X).mean()
+        print(f"after {model.n_iter_:>3d} epochs: area {mean_curve.sum():9.3f}, exact LML {exact:9.3f}")
     axes[3].set_title("Fig. 5 (left): the curve during training", fontsize=9)
     axes[3].legend(fontsize=7)
 

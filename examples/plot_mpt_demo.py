@@ -31,7 +31,9 @@ from skmpt import MaskedPPCA  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1], formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[1], formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--n-components", type=int, default=8, help="latent dimension K (default 8)")
     parser.add_argument("--score-masks", type=int, default=100, help="random masks per mask size (default 100)")
     parser.add_argument("--output", default="mpt_curve_digits.png", help="where to save the curve")

@@ -132,7 +132,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         log_jacobian = -X_t.shape[1] * float(scale.log())
 
         # enable_grad: fitting works even when called inside a torch.no_grad() block.
-        with torch.random.fork_rng(devices=[self.device_] if self.device_.type == "cuda" else []), torch.enable_grad():
+        with torch.random.fork_rng(devices=self._cuda_indices()), torch.enable_grad():
             torch.manual_seed(torch_seed)
             self.module_ = self._init_module(X_train, generator)
             self._fit_loop(X_train, generator, log_jacobian)
@@ -140,6 +140,12 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             self.module_.unstandardize_(center, scale)
         self._set_fitted_attributes()
         return self
+
+    def _cuda_indices(self):
+        """CUDA device indices whose random state fit forks (and restores), none on the CPU."""
+        if self.device_.type != "cuda":
+            return []
+        return [self.device_.index if self.device_.index is not None else torch.cuda.current_device()]
 
     def _resolved_batch_size(self, n_samples):
         return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
@@ -207,6 +213,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 f"{type(self).__name__} stopped after max_epochs={self.max_epochs} epochs while the "
                 f"objective was still improving by more than tol={self.tol}; raise max_epochs.",
                 ConvergenceWarning,
+                stacklevel=3,
             )
 
     # ------------------------------------------------------------------ scoring
@@ -365,5 +372,6 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                     f"This {type(self).__name__} was fitted on {device}; CUDA is not available here, "
                     f"so it was loaded on the CPU.",
                     UserWarning,
+                    stacklevel=2,
                 )
                 self.device_ = torch.device("cpu")

@@ -67,6 +67,11 @@ SCORE_METHODS = ("exhaustive", "sweep", "nested", "chain")
 # (2**24 float64 values are 128 MiB): memory stays bounded whatever the number of masks.
 _CHUNK_BUDGET = 2**24
 
+# Random masks are drawn this many at a time (orderings: this many masks' worth). The blocks
+# do not depend on the number of samples, so the masks, and hence a sample's score, do not
+# depend on which other samples are scored with it.
+_MASK_BLOCK = 4096
+
 
 def masked_log_prob_sum(model, X, masks):
     """``sum_{j in m} log p(x_j | x_r)`` from whichever of the two methods the model has.
@@ -173,10 +178,13 @@ def score_at_size(model, X, size, *, n_masks="all", random_state=None):
     n_features = X.shape[1]
     if n_masks == "all":
         masks = all_masks(n_features, size, device=X.device)
+        n_masks, blocks = len(masks), masks.split(_MASK_BLOCK)
     else:
         n_masks = _check_n_masks(n_masks)
-        masks = masks_of_sizes([size] * n_masks, n_features, random_state=random_state, device=X.device)
-    return _shared_mask_sums(model, X, masks).mean(-1) / size
+        generator = check_generator(random_state)
+        sizes = torch.full((n_masks,), size)
+        blocks = _random_mask_blocks(sizes, n_features, generator, X.device)
+    return _totals_by_size(model, X, blocks)[:, size - 1] / (n_masks * size)
 
 
 def fixed_rate_bias(model, X, mask_rate, *, n_masks="all", random_state=None):
@@ -206,32 +214,53 @@ def fixed_rate_bias(model, X, mask_rate, *, n_masks="all", random_state=None):
     return n_features * score - model.log_marginal(X)
 
 
+def _totals_by_size(model, X, mask_blocks):
+    """Sum over the masks of each size of ``sum_{j in m} log p(x_j | x_r)``: shape ``(n, D)``."""
+    n_samples, n_features = X.shape
+    totals = X.new_zeros(n_samples, n_features)
+    for masks in mask_blocks:
+        totals.index_add_(1, masks.sum(-1) - 1, _shared_mask_sums(model, X, masks))
+    return totals
+
+
+def _random_mask_blocks(sizes, n_features, generator, device):
+    for block in sizes.split(_MASK_BLOCK):
+        yield masks_of_sizes(block, n_features, random_state=generator, device=device)
+
+
+def _sizes(X):
+    return torch.arange(1, X.shape[1] + 1, dtype=X.dtype, device=X.device)
+
+
 def _exhaustive_curve(model, X):
     n_features = X.shape[1]
     masks = all_masks(n_features, device=X.device)
-    sums = _shared_mask_sums(model, X, masks)
-    sizes = masks.sum(-1)
-    totals = X.new_zeros(X.shape[0], n_features).index_add_(1, sizes - 1, sums)
-    counts = torch.tensor(
-        [math.comb(n_features, m) * m for m in range(1, n_features + 1)], dtype=X.dtype, device=X.device
-    )
-    return totals / counts
+    totals = _totals_by_size(model, X, masks.split(_MASK_BLOCK))
+    counts = [math.comb(n_features, m) for m in range(1, n_features + 1)]
+    return totals / (torch.tensor(counts, dtype=X.dtype, device=X.device) * _sizes(X))
 
 
 def _sweep_curve(model, X, n_masks, generator):
-    n_samples, n_features = X.shape
+    n_features = X.shape[1]
     sizes = torch.arange(1, n_features + 1).repeat_interleave(n_masks)
-    masks = masks_of_sizes(sizes, n_features, random_state=generator, device=X.device)
-    sums = _shared_mask_sums(model, X, masks).reshape(n_samples, n_features, n_masks)
-    return sums.mean(-1) / torch.arange(1, n_features + 1, dtype=X.dtype, device=X.device)
+    blocks = _random_mask_blocks(sizes, n_features, generator, X.device)
+    return _totals_by_size(model, X, blocks) / (n_masks * _sizes(X))
+
+
+def _ordering_blocks(n_orderings, n_features, generator, device):
+    per_block = max(1, _MASK_BLOCK // n_features)
+    for start in range(0, n_orderings, per_block):
+        count = min(per_block, n_orderings - start)
+        yield random_orderings(count, n_features, random_state=generator, device=device)
 
 
 def _nested_curve(model, X, n_orderings, generator):
-    n_samples, n_features = X.shape
-    orderings = random_orderings(n_orderings, n_features, random_state=generator, device=X.device)
-    masks = nested_masks(orderings).reshape(n_orderings * n_features, n_features)
-    sums = _shared_mask_sums(model, X, masks).reshape(n_samples, n_orderings, n_features)
-    return sums.mean(1) / torch.arange(1, n_features + 1, dtype=X.dtype, device=X.device)
+    n_features = X.shape[1]
+    blocks = (
+        nested_masks(orderings).reshape(-1, n_features)
+        for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device)
+    )
+    return _totals_by_size(model, X, blocks) / (n_orderings * _sizes(X))
 
 
 def _chain_curve(model, X, n_orderings, generator):
@@ -243,23 +272,23 @@ def _chain_curve(model, X, n_orderings, generator):
             f"lacks; use 'nested' or 'sweep'."
         )
     n_samples, n_features = X.shape
-    orderings = random_orderings(n_orderings, n_features, random_state=generator, device=X.device)
     total = X.new_zeros(n_samples, n_features)
-    if fast is not None:
-        # The model's own path (e.g. PPCA's rank-one posterior updates): D terms per ordering.
-        chunk = _chunk_size(n_samples, n_features)
-        for start in range(0, n_orderings, chunk):
-            total += fast(X, orderings[start : start + chunk]).sum(1)
-        return total / n_orderings
-    # Generic path: each ordering evaluates D nested masks with D per-token values per sample.
-    chunk = _chunk_size(n_samples, n_features, n_features)
-    for start in range(0, n_orderings, chunk):
-        block = orderings[start : start + chunk]
-        masks = nested_masks(block).reshape(-1, n_features)
-        per_token = model.masked_log_prob(X, masks).reshape(n_samples, len(block), n_features, n_features)
-        # Step t predicts the token the t-th mask adds: the ordering's t-th feature.
-        index = block.unsqueeze(0).unsqueeze(-1).expand(n_samples, -1, -1, 1)
-        total += per_token.gather(-1, index).squeeze(-1).sum(1)
+    for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device):
+        if fast is not None:
+            # The model's own path (e.g. PPCA's rank-one posterior updates): D terms per ordering.
+            chunk = _chunk_size(n_samples, n_features)
+            for start in range(0, len(orderings), chunk):
+                total += fast(X, orderings[start : start + chunk]).sum(1)
+            continue
+        # Generic path: each ordering evaluates D nested masks with D per-token values per sample.
+        chunk = _chunk_size(n_samples, n_features, n_features)
+        for start in range(0, len(orderings), chunk):
+            block = orderings[start : start + chunk]
+            masks = nested_masks(block).reshape(-1, n_features)
+            per_token = model.masked_log_prob(X, masks).reshape(n_samples, len(block), n_features, n_features)
+            # Step t predicts the token the t-th mask adds: the ordering's t-th feature.
+            index = block.unsqueeze(0).unsqueeze(-1).expand(n_samples, -1, -1, 1)
+            total += per_token.gather(-1, index).squeeze(-1).sum(1)
     return total / n_orderings
 
 

@@ -119,9 +119,14 @@ def test_bad_arguments():
 def test_chunking_gives_the_same_answer(monkeypatch):
     joint = TabularJoint.random(5, random_state=0)
     X = joint.sample(3, random_state=0)
-    whole = objectives.mpt_curve(joint, X, method="chain", n_masks=7, random_state=0)
+    methods = ("exhaustive", "sweep", "nested", "chain")
+    whole = [objectives.mpt_curve(joint, X, method=m, n_masks=7, random_state=0) for m in methods]
+    # One mask (or ordering) evaluated at a time: the same masks, the same numbers.
     monkeypatch.setattr(objectives, "_CHUNK_BUDGET", 1)
-    chunked = objectives.mpt_curve(joint, X, method="chain", n_masks=7, random_state=0)
-    np.testing.assert_allclose(chunked.numpy(), whole.numpy(), rtol=1e-12)
-    exact = objectives.cumulative_score(joint, X, method="exhaustive")
-    np.testing.assert_allclose(exact.numpy(), joint.log_marginal(X).numpy(), rtol=1e-9)
+    for method, expected in zip(methods, whole, strict=True):
+        chunked = objectives.mpt_curve(joint, X, method=method, n_masks=7, random_state=0)
+        np.testing.assert_allclose(chunked.numpy(), expected.numpy(), rtol=1e-12)
+    # Enumerated masks in blocks of one give the same exact curve.
+    monkeypatch.setattr(objectives, "_MASK_BLOCK", 1)
+    blocked = objectives.mpt_curve(joint, X, method="exhaustive")
+    np.testing.assert_allclose(blocked.numpy(), whole[0].numpy(), rtol=1e-12)
