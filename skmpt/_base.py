@@ -77,6 +77,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     _dtype = torch.float64
 
+    #: Whether the training objective needs masks (the MPT objective does, baselines not).
+    _uses_masks = True
+
     # Step-size schedule: divide by this factor after n_iter_no_change epochs without
     # progress, this many times, then stop.
     _lr_cut_factor = 5.0
@@ -87,7 +90,12 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         # Fitting needs two samples to have any spread; scoring works sample by sample.
         X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=2 if reset else 1)
         # A copy: torch cannot wrap read-only arrays (memmaps) without warning.
-        return torch.tensor(np.asarray(X, dtype=np.float64), dtype=self._dtype, device=self.device_)
+        X_t = torch.tensor(np.asarray(X, dtype=np.float64), dtype=self._dtype, device=self.device_)
+        self._check_values(X_t)
+        return X_t
+
+    def _check_values(self, X):
+        """Checks on the values of any input (fit or score), e.g. binary data; none here."""
 
     def _check_data(self, X):
         """Data-dependent checks on the validated training array; subclasses extend them."""
@@ -136,8 +144,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             torch.manual_seed(torch_seed)
             self.module_ = self._init_module(X_train, generator)
             self._fit_loop(X_train, generator, log_jacobian)
-        with torch.no_grad():
-            self.module_.unstandardize_(center, scale)
+        if self._standardize:
+            with torch.no_grad():
+                self.module_.unstandardize_(center, scale)
         self._set_fitted_attributes()
         return self
 
@@ -172,30 +181,47 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.history_ = []
         best, stall, lr_cuts = -math.inf, 0, 0
         converged = False
+        # Common random numbers for the stopping rule: the objective on masks drawn once is
+        # compared across epochs, so mask noise (large for small masks: one token scaled by D)
+        # cannot pass for a lack of progress. Training itself draws fresh masks every step.
+        monitor_masks = None
+        if self._uses_masks:
+            monitor_masks = sample_masks(
+                self.mask_rate, (n_samples, self.n_masks), n_features, random_state=generator, device=X.device
+            )
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
             total = X.new_zeros(())
             order = torch.randperm(n_samples, generator=generator).to(X.device)
             for batch in order.split(batch_size):
-                masks = sample_masks(
-                    self.mask_rate, (len(batch), self.n_masks), n_features, random_state=generator, device=X.device
-                )
+                masks = None
+                if self._uses_masks:
+                    masks = sample_masks(
+                        self.mask_rate, (len(batch), self.n_masks), n_features, random_state=generator, device=X.device
+                    )
                 total += self._train_step(X[batch], masks, optimizer).sum()
             record = {"epoch": epoch, "objective": float(total) / n_samples + log_jacobian}
             with torch.no_grad():
+                if monitor_masks is not None:
+                    fixed = sum(
+                        float(self._objective(X[i : i + batch_size], monitor_masks[i : i + batch_size]).sum())
+                        for i in range(0, n_samples, batch_size)
+                    )
+                    record["objective_fixed_masks"] = fixed / n_samples + log_jacobian
                 for key, value in self._epoch_diagnostics(X).items():
                     record[key] = value + log_jacobian
+            progress = record.get("objective_fixed_masks", record["objective"])
             record["seconds"] = time.perf_counter() - start
             self.history_.append(record)
             if self.verbose:
                 print(", ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
-            if not math.isfinite(record["objective"]):
+            if not math.isfinite(progress):
                 raise FloatingPointError(
-                    f"The training objective became {record['objective']} at epoch {epoch}; lower "
+                    f"The training objective became {progress} at epoch {epoch}; lower "
                     f"learning_rate (now {self.learning_rate})."
                 )
-            if record["objective"] > best + self.tol:
-                best, stall = record["objective"], 0
+            if progress > best + self.tol:
+                best, stall = progress, 0
             else:
                 stall += 1
             if stall >= self.n_iter_no_change:

@@ -64,8 +64,9 @@ class MaskedPPCA(_BaseMaskedEstimator):
     tol : float, default=1e-3
         Improvement of the epoch's mean objective (nats per sample) that counts as progress.
     n_iter_no_change : int, default=10
-        After this many epochs without progress the step size is divided by 5; after the
-        third such stall training stops (as ``MLPRegressor`` with ``learning_rate="adaptive"``).
+        After this many epochs without progress (of the objective on masks fixed before
+        training) the step size is divided by 5; after the third such stall training stops
+        (as ``MLPRegressor`` with ``learning_rate="adaptive"``).
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
         ``"auto"`` uses CUDA when available.
     random_state : int, RandomState instance or None, default=None
@@ -88,8 +89,10 @@ class MaskedPPCA(_BaseMaskedEstimator):
         Where the module lives.
     history_ : list of dict
         One dict per epoch: ``epoch``, ``objective`` (mean MPT objective over the epoch's
-        batches, nats per sample), ``lml`` (exact log-marginal likelihood of the training
-        data at the end of the epoch, nats per sample) and ``seconds``.
+        batches, nats per sample), ``objective_fixed_masks`` (the objective at the end of the
+        epoch on masks drawn once before training: what the stopping rule compares),
+        ``lml`` (exact log-marginal likelihood of the training data at the end of the epoch,
+        nats per sample) and ``seconds``.
     n_iter_ : int
         Number of epochs run.
     n_features_in_ : int
