@@ -5,6 +5,7 @@ can, the per-token ``masked_log_prob``), its log-marginal likelihood ``log_margi
 its latent posterior; :mod:`skmpt.objectives` builds everything else from those.
 """
 
+from .linear_vae import LinearVAEModule
 from .ppca import PPCAModule
 
-__all__ = ["PPCAModule"]
+__all__ = ["LinearVAEModule", "PPCAModule"]
