@@ -43,3 +43,19 @@ def test_paper_examples_run_small(name, argv, expected, tmp_path, capsys):
         _load(name).main([*argv, "--output", str(output)])
     assert expected in capsys.readouterr().out
     assert output.stat().st_size > 10_000
+
+
+def test_linear_vae_example_runs_small(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from test_datasets import write_mnist
+
+    write_mnist(tmp_path / "fashion", n=30)
+    output = tmp_path / "fig3.png"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _load("plot_linear_vae_training").main(
+            ["--max-epochs", "2", "--data-home", str(tmp_path / "fashion"), "--output", str(output)]
+        )
+    printed = capsys.readouterr().out
+    assert "Fashion-MNIST (binarised, 30 x 784)" in printed and "ELBO" in printed
+    assert output.stat().st_size > 10_000
