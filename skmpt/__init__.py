@@ -11,9 +11,9 @@ import importlib
 
 __version__ = "0.1.0.dev0"
 
-_ESTIMATORS = {"MaskedLinearVAE": "._linear_vae", "MaskedPPCA": "._ppca"}
+_ESTIMATORS = {"MaskedLinearVAE": "._linear_vae", "MaskedPPCA": "._ppca", "MaskedVAE": "._vae"}
 
-__all__ = ["MaskedLinearVAE", "MaskedPPCA", "datasets", "masks", "objectives", "testing"]
+__all__ = ["MaskedLinearVAE", "MaskedPPCA", "MaskedVAE", "datasets", "masks", "objectives", "testing"]
 
 
 def __getattr__(name):

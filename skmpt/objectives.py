@@ -31,6 +31,10 @@ unless the model has the optional fast path
     ``orderings`` of shape ``(n_orderings, D)``; returns the chain-rule terms
     ``log p(x_{s_t} | x_{s_{t+1:D}})`` of shape ``(n_samples, n_orderings, D)``.
 
+A model whose conditionals are random (Monte Carlo) sets an integer ``mask_chunk``: masks
+are then passed to it that many at a time, whatever the number of samples, so that noise it
+draws per call, shared by the samples, makes a sample's estimate independent of the others.
+
 Every function returns log-likelihoods in nats (to maximise), per sample, as tensors on the
 device and in the dtype of ``X``; a training loop negates them. Nothing here depends on
 scikit-learn.
@@ -98,13 +102,21 @@ def masked_log_prob_sum(model, X, masks):
     )
 
 
-def _chunk_size(n_samples, n_features, per_mask_width=1):
+def _chunk_size(model, n_samples, n_features, per_mask_width=1):
+    """Masks (or orderings, ``per_mask_width`` masks each) evaluated per call of the model.
+
+    A model may fix its own ``mask_chunk``: a stochastic one that draws noise per call needs
+    calls that do not depend on the number of samples.
+    """
+    fixed = getattr(model, "mask_chunk", None)
+    if fixed is not None:
+        return max(1, fixed // per_mask_width)
     return max(1, _CHUNK_BUDGET // (max(n_samples, 1) * n_features * per_mask_width))
 
 
 def _shared_mask_sums(model, X, masks):
     """Sums for masks shared by all samples, evaluated a chunk of masks at a time."""
-    chunk = _chunk_size(X.shape[0], X.shape[1])
+    chunk = _chunk_size(model, X.shape[0], X.shape[1])
     parts = [masked_log_prob_sum(model, X, masks[i : i + chunk]) for i in range(0, len(masks), chunk)]
     return torch.cat(parts, dim=1) if parts else X.new_zeros(X.shape[0], 0)
 
@@ -276,12 +288,12 @@ def _chain_curve(model, X, n_orderings, generator):
     for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device):
         if fast is not None:
             # The model's own path (e.g. PPCA's rank-one posterior updates): D terms per ordering.
-            chunk = _chunk_size(n_samples, n_features)
+            chunk = _chunk_size(model, n_samples, n_features)
             for start in range(0, len(orderings), chunk):
                 total += fast(X, orderings[start : start + chunk]).sum(1)
             continue
         # Generic path: each ordering evaluates D nested masks with D per-token values per sample.
-        chunk = _chunk_size(n_samples, n_features, n_features)
+        chunk = _chunk_size(model, n_samples, n_features, n_features)
         for start in range(0, len(orderings), chunk):
             block = orderings[start : start + chunk]
             masks = nested_masks(block).reshape(-1, n_features)

@@ -7,5 +7,6 @@ its latent posterior; :mod:`skmpt.objectives` builds everything else from those.
 
 from .linear_vae import LinearVAEModule
 from .ppca import PPCAModule
+from .vae import VAEModule
 
-__all__ = ["LinearVAEModule", "PPCAModule"]
+__all__ = ["LinearVAEModule", "PPCAModule", "VAEModule"]

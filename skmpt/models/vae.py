@@ -1,0 +1,249 @@
+r"""A deep VAE with Monte Carlo masked conditionals and an importance-sampled LML.
+
+.. math::
+
+    z \sim \mathcal N(0, I_K), \qquad x \mid z \sim \mathcal N(f(z), \mathrm{diag}(v))
+    \ \text{or}\ \mathrm{Bernoulli}(\sigma(f(z))),
+
+with an MLP decoder ``f`` and an MLP encoder ``q(z | x) = N(m(x), diag(s(x)^2))``. The
+conditionals ``p(x_j | x_r)`` are intractable; two estimates, batched over samples, masks and
+particles, and differentiable for MPT training:
+
+- ``"importance"``: self-normalised importance sampling with the encoder as proposal,
+  ``q(z | x~)`` where ``x~`` is ``x`` with the masked tokens replaced by a fill value, mixed
+  half and half with the prior (defensive importance sampling); weights
+  ``w_s ∝ p(x_r | z_s) p(z_s) / ((q(z_s | x~) + p(z_s)) / 2)``;
+  ``p(x_j | x_r) ≈ sum_s w_s p(x_j | z_s)``. Consistent as the particles grow.
+- ``"pseudo_gibbs"``: recursive encoding-decoding (Rezende et al., 2014, appendix F): fill the
+  masked tokens, then ``n_gibbs`` rounds of encode, sample ``z``, decode, overwrite the masked
+  tokens with the decoded mean; predict with the decoder averaged over the final particles. Not
+  consistent in general (Mattei and Frellsen, 2018).
+
+The particles' standard-normal noise is shared by the samples of a call, so a sample's
+estimate does not depend on which other samples are scored with it.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["VAEModule"]
+
+ACTIVATIONS = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh, "logistic": torch.nn.Sigmoid, "identity": torch.nn.Identity}
+LIKELIHOODS = ("gaussian", "bernoulli")
+CONDITIONALS = ("importance", "pseudo_gibbs")
+
+# Elements of the (samples, masks, particles, features) tensors computed at once.
+_SAMPLE_BUDGET = 2**22
+
+
+def _mlp(sizes, activation, dtype):
+    layers = []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        layers.append(torch.nn.Linear(n_in, n_out, dtype=dtype))
+        if i < len(sizes) - 2:
+            layers.append(ACTIVATIONS[activation]())
+    return torch.nn.Sequential(*layers)
+
+
+def _log_normal(z):
+    return -0.5 * (z.square() + math.log(2 * math.pi)).sum(-1)
+
+
+class VAEModule(torch.nn.Module):
+    """MLP encoder and decoder with Monte Carlo masked conditionals.
+
+    Parameters
+    ----------
+    n_features, n_components : int
+    hidden_layer_sizes : tuple of int
+        Encoder layers; the decoder mirrors them. ``()`` makes both linear.
+    activation : {"relu", "tanh", "logistic", "identity"}
+    likelihood : {"gaussian", "bernoulli"}
+    conditional : {"importance", "pseudo_gibbs"}
+    n_particles : int
+        Particles per sample and mask for the conditionals.
+    n_gibbs : int
+        Encode-decode rounds of ``"pseudo_gibbs"``.
+    fill : torch.Tensor of shape (n_features,)
+        Value given to the encoder for masked tokens.
+    variance_floor : float
+        Lower bound of the Gaussian likelihood's per-feature variance.
+    """
+
+    #: Masks per call of ``masked_log_prob``, fixed so that the particles' noise, drawn per
+    #: call, does not depend on how many samples are scored (see :mod:`skmpt.objectives`).
+    mask_chunk = 32
+
+    def __init__(self, n_features, n_components, hidden_layer_sizes, activation, likelihood, *,
+                 conditional="importance", n_particles=16, n_gibbs=5, fill=None, variance_floor=1e-3,
+                 dtype=torch.float64):
+        super().__init__()
+        if likelihood not in LIKELIHOODS:
+            raise ValueError(f"likelihood must be one of {LIKELIHOODS}; got {likelihood!r}.")
+        if conditional not in CONDITIONALS:
+            raise ValueError(f"conditional must be one of {CONDITIONALS}; got {conditional!r}.")
+        hidden = list(hidden_layer_sizes)
+        self.n_components = n_components
+        self.likelihood = likelihood
+        self.conditional = conditional
+        self.n_particles = n_particles
+        self.n_gibbs = n_gibbs
+        self.encoder = _mlp([n_features, *hidden, 2 * n_components], activation, dtype)
+        self.decoder = _mlp([n_components, *reversed(hidden), n_features], activation, dtype)
+        self.register_buffer("fill", torch.zeros(n_features, dtype=dtype) if fill is None else fill.to(dtype))
+        if likelihood == "gaussian":
+            # A learned variance can shrink without bound on constant features and make the
+            # likelihood infinite; the floor (in the units of the data) prevents that.
+            self.register_buffer("variance_floor", torch.tensor(float(variance_floor), dtype=dtype))
+            self.log_variance = torch.nn.Parameter(torch.zeros(n_features, dtype=dtype))
+        #: A torch.Generator for the particles' noise; None uses torch's global generator.
+        self.generator = None
+
+    # ------------------------------------------------------------------ building blocks
+    def variance(self):
+        """Per-feature variance of the Gaussian likelihood, ``floor + exp(log_variance)``."""
+        return self.variance_floor + self.log_variance.exp()
+
+    def encode(self, X):
+        """Mean and log-variance of ``q(z | x)``, each of shape ``(..., K)``."""
+        stats = self.encoder(X)
+        return stats[..., : self.n_components], stats[..., self.n_components :]
+
+    def decode(self, Z):
+        """Mean of ``x`` given ``z``: ``f(z)`` (Gaussian) or ``sigmoid(f(z))`` (Bernoulli)."""
+        out = self.decoder(Z)
+        return torch.sigmoid(out) if self.likelihood == "bernoulli" else out
+
+    def _token_log_lik(self, X, out):
+        """``log p(x_d | z)`` per feature from the decoder's raw output."""
+        if self.likelihood == "bernoulli":
+            return X * out - F.softplus(out)
+        variance = self.variance()
+        return -0.5 * (torch.log(2 * math.pi * variance) + (X - out).square() / variance)
+
+    def _noise(self, shape, like):
+        return torch.randn(shape, generator=self.generator, dtype=like.dtype, device=like.device)
+
+    def unstandardize_(self, center, scale):
+        """Map a Gaussian model fitted on ``(x - center) / scale`` back to the units of ``x``."""
+        if self.likelihood != "gaussian":
+            raise ValueError("Only the Gaussian likelihood is closed under rescaling the data.")
+        first, last = self.encoder[0], self.decoder[-1]
+        first.bias.sub_(first.weight @ center / scale)
+        first.weight.div_(scale)
+        last.weight.mul_(scale)
+        last.bias.mul_(scale).add_(center)
+        self.fill.mul_(scale).add_(center)
+        self.variance_floor.mul_(scale.square())
+        self.log_variance.add_(2 * torch.log(scale))
+        return self
+
+    # ------------------------------------------------------------------ conditionals
+    def _importance(self, X, masks, noise):
+        """``log p(x_j | x_r)`` for all tokens, ``(n, P, D)``; noise ``(.., P, S, K)``.
+
+        Defensive importance sampling (Hesterberg, 1995): the first half of the particles come
+        from the encoder given the filled-in data, the rest from the prior, and every particle
+        is weighted by the mixture ``(q + p) / 2``. An encoder fitted to complete data is
+        over-confident when most tokens are masked; the prior half bounds the weights.
+        """
+        filled = torch.where(masks, self.fill, X.unsqueeze(1))
+        mean, log_var = self.encode(filled)
+        mean, std = mean.unsqueeze(-2), (0.5 * log_var).exp().unsqueeze(-2)
+        from_encoder = torch.arange(noise.shape[-2], device=X.device) < (noise.shape[-2] + 1) // 2
+        z = torch.where(from_encoder.unsqueeze(-1), mean + std * noise, noise)
+        token = self._token_log_lik(X[:, None, None, :], self.decoder(z))  # (n, P, S, D)
+        observed = (~masks).to(X.dtype).unsqueeze(-2)
+        log_prior = _log_normal(z)
+        log_q = _log_normal((z - mean) / std) - torch.log(std).sum(-1)
+        log_mixture = torch.logaddexp(log_q, log_prior) - math.log(2)
+        log_w = torch.log_softmax((token * observed).sum(-1) + log_prior - log_mixture, dim=-1)
+        return torch.logsumexp(log_w.unsqueeze(-1) + token, dim=-2)
+
+    def _pseudo_gibbs(self, X, masks, noise):
+        """Recursive encode-decode; noise ``(.., n_gibbs + 1, P, S, K)``, one draw per round."""
+        n_samples, n_features = X.shape
+        data = X[:, None, None, :]
+        mask = masks.unsqueeze(-2)
+        filled = torch.where(mask, self.fill, data).expand(n_samples, masks.shape[-2], self.n_particles, n_features)
+        for round_noise in noise.unbind(-4)[:-1]:
+            mean, log_var = self.encode(filled)
+            z = mean + (0.5 * log_var).exp() * round_noise
+            filled = torch.where(mask, self.decode(z), data)
+        mean, log_var = self.encode(filled)
+        z = mean + (0.5 * log_var).exp() * noise.unbind(-4)[-1]
+        token = self._token_log_lik(data, self.decoder(z))
+        return torch.logsumexp(token, dim=-2) - math.log(self.n_particles)
+
+    def masked_log_prob(self, X, masks):
+        """Monte Carlo ``log p(x_j | x_r)`` at masked positions, zero elsewhere: ``(n, P, D)``.
+
+        Shared masks ``(P, D)`` share the particles' noise across the samples, which are then
+        processed a few at a time; per-sample masks ``(n, P, D)`` (training) draw noise per sample.
+        """
+        n_samples, n_features = X.shape
+        n_masks = masks.shape[-2]
+        rounds = (self.n_gibbs + 1,) if self.conditional == "pseudo_gibbs" else ()
+        lead = (n_samples,) if masks.ndim == 3 else ()
+        noise = self._noise((*lead, *rounds, n_masks, self.n_particles, self.n_components), X)
+        method = self._importance if self.conditional == "importance" else self._pseudo_gibbs
+        if masks.ndim == 3:
+            log_prob = method(X, masks, noise)
+        else:
+            step = max(1, _SAMPLE_BUDGET // (n_masks * self.n_particles * n_features))
+            log_prob = torch.cat([method(X[i : i + step], masks, noise) for i in range(0, n_samples, step)])
+        return torch.where(masks, log_prob, torch.zeros_like(log_prob))
+
+    def masked_log_prob_sum(self, X, masks):
+        """``sum_{j in m}`` of :meth:`masked_log_prob`, shape ``(n, P)``."""
+        return self.masked_log_prob(X, masks).sum(-1)
+
+    # ------------------------------------------------------------------ marginal likelihood
+    def _log_weights(self, X, noise):
+        """``log p(x, z_s) - log q(z_s | x)`` for noise ``(S, K)`` shared by the samples: ``(n, S)``."""
+        mean, log_var = self.encode(X)
+        std = (0.5 * log_var).exp().unsqueeze(1)
+        z = mean.unsqueeze(1) + std * noise
+        log_lik = self._token_log_lik(X.unsqueeze(1), self.decoder(z)).sum(-1)
+        return log_lik + _log_normal(z) - (_log_normal(noise) - torch.log(std).sum(-1))
+
+    def log_marginal(self, X, n_samples=100):
+        """Importance-sampled ``log p(x)`` with ``n_samples`` draws from the encoder, per sample.
+
+        Computed in chunks of draws and samples, so memory stays bounded.
+        """
+        n, n_features = X.shape
+        # Draws come in fixed chunks, shared by the samples: a sample's estimate does not
+        # depend on which samples it is computed with.
+        draws = min(n_samples, 256)
+        rows = max(1, _SAMPLE_BUDGET // (draws * n_features))
+        total = X.new_full((n,), -math.inf)
+        for start in range(0, n_samples, draws):
+            noise = self._noise((min(draws, n_samples - start), self.n_components), X)
+            chunk = torch.cat([self._log_weights(X[i : i + rows], noise) for i in range(0, n, rows)])
+            total = torch.logaddexp(total, torch.logsumexp(chunk, dim=1))
+        return total - math.log(n_samples)
+
+    def elbo(self, X):
+        """One-sample reparameterised ELBO with the analytic KL, per sample."""
+        mean, log_var = self.encode(X)
+        z = mean + (0.5 * log_var).exp() * self._noise(mean.shape, X)
+        kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
+        return self._token_log_lik(X, self.decoder(z)).sum(-1) - kl
+
+    def iwae(self, X, n_particles):
+        """Importance-weighted bound with ``n_particles`` draws per sample."""
+        mean, log_var = self.encode(X)
+        std = (0.5 * log_var).exp().unsqueeze(1)
+        noise = self._noise((X.shape[0], n_particles, self.n_components), X)
+        z = mean.unsqueeze(1) + std * noise
+        log_lik = self._token_log_lik(X.unsqueeze(1), self.decoder(z)).sum(-1)
+        log_w = log_lik + _log_normal(z) - (_log_normal(noise) - torch.log(std).sum(-1))
+        return torch.logsumexp(log_w, dim=1) - math.log(n_particles)
+
+    def posterior(self, X):
+        """Encoder mean ``(n, K)`` and diagonal covariance ``(n, K, K)``."""
+        mean, log_var = self.encode(X)
+        return mean, torch.diag_embed(log_var.exp())
