@@ -201,8 +201,7 @@ class MaskedVAE(_BaseMaskedEstimator):
     def _evaluate(self, X, function):
         # Reproducible Monte Carlo: the particles' noise comes from random_state, afresh each call.
         check_is_fitted(self)
-        seed = int(torch.randint(2**62, (1,), generator=check_generator(self.random_state)))
-        self.module_.generator = torch.Generator(device=self.device_).manual_seed(seed)
+        self.module_.generator = check_generator(self.random_state)
         try:
             return super()._evaluate(X, function)
         finally:

@@ -30,7 +30,12 @@ import torch.nn.functional as F
 
 __all__ = ["VAEModule"]
 
-ACTIVATIONS = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh, "logistic": torch.nn.Sigmoid, "identity": torch.nn.Identity}
+ACTIVATIONS = {
+    "relu": torch.nn.ReLU,
+    "tanh": torch.nn.Tanh,
+    "logistic": torch.nn.Sigmoid,
+    "identity": torch.nn.Identity,
+}
 LIKELIHOODS = ("gaussian", "bernoulli")
 CONDITIONALS = ("importance", "pseudo_gibbs")
 
@@ -98,7 +103,7 @@ class VAEModule(torch.nn.Module):
             # likelihood infinite; the floor (in the units of the data) prevents that.
             self.register_buffer("variance_floor", torch.tensor(float(variance_floor), dtype=dtype))
             self.log_variance = torch.nn.Parameter(torch.zeros(n_features, dtype=dtype))
-        #: A torch.Generator for the particles' noise; None uses torch's global generator.
+        #: A CPU torch.Generator for the particles' noise; None uses torch's global generator.
         self.generator = None
 
     # ------------------------------------------------------------------ building blocks
@@ -124,7 +129,10 @@ class VAEModule(torch.nn.Module):
         return -0.5 * (torch.log(2 * math.pi * variance) + (X - out).square() / variance)
 
     def _noise(self, shape, like):
-        return torch.randn(shape, generator=self.generator, dtype=like.dtype, device=like.device)
+        if self.generator is None:
+            return torch.randn(shape, dtype=like.dtype, device=like.device)
+        # Drawn on the CPU, like the masks: the same seed gives the same particles on any device.
+        return torch.randn(shape, generator=self.generator, dtype=like.dtype).to(like.device)
 
     def unstandardize_(self, center, scale):
         """Map a Gaussian model fitted on ``(x - center) / scale`` back to the units of ``x``."""
