@@ -17,7 +17,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .masks import MAX_EXHAUSTIVE_FEATURES, check_generator, sample_masks
 from .objectives import cumulative_score, mpt_curve, mpt_objective
@@ -70,15 +70,21 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         "verbose": ["verbose"],
     }
 
-    #: Whether training runs on data centred and divided by one overall scale (exactly
-    #: equivalent for models closed under affine maps with a scalar scale, like PPCA); the
-    #: module is mapped back to the original units after fitting.
-    _standardize = False
-
     _dtype = torch.float64
 
-    #: Whether the training objective needs masks (the MPT objective does, baselines not).
-    _uses_masks = True
+    @property
+    def _standardize(self):
+        """Train on data centred and divided by one overall scale, then map the module back.
+
+        Exact for Gaussian models, which are closed under such maps (PPCA has no
+        ``likelihood`` parameter and is Gaussian); binary data must stay binary.
+        """
+        return getattr(self, "likelihood", "gaussian") == "gaussian"
+
+    @property
+    def _uses_masks(self):
+        """Whether the training objective needs masks (MPT does; ELBO, IWAE and LML not)."""
+        return getattr(self, "objective", "mpt") == "mpt"
 
     # Step-size schedule: divide by this factor after n_iter_no_change epochs without
     # progress, this many times, then stop.
@@ -95,7 +101,16 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         return X_t
 
     def _check_values(self, X):
-        """Checks on the values of any input (fit or score), e.g. binary data; none here."""
+        """Checks on the values of any input, at fit and at score time: binary data for a
+        Bernoulli likelihood."""
+        if getattr(self, "likelihood", None) == "bernoulli":
+            bad = (X != 0) & (X != 1)
+            if bool(bad.any()):
+                raise ValueError(
+                    f"likelihood='bernoulli' models binary data: X must contain only 0 and 1, but "
+                    f"it contains {float(X[bad][0]):g} (and {int(bad.sum()) - 1} other non-binary "
+                    f"values). Binarise it first, e.g. with sklearn.preprocessing.Binarizer in a pipeline."
+                )
 
     def _check_data(self, X):
         """Data-dependent checks on the validated training array; subclasses extend them."""
@@ -372,6 +387,24 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Z : ndarray of shape (n_samples, n_components)
         """
         return self._evaluate(X, lambda module, X_t: module.posterior(X_t)[0])
+
+    def inverse_transform(self, Z):
+        """Mean of ``x`` given latent values (probabilities for a Bernoulli likelihood).
+
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_components)
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+        """
+        check_is_fitted(self)
+        Z = check_array(Z, dtype=np.float64)
+        if Z.shape[1] != self.n_components:
+            raise ValueError(f"Z must have shape (n_samples, {self.n_components}) (n_components); got {Z.shape}.")
+        with torch.no_grad():
+            return self.module_.decode(torch.as_tensor(Z, dtype=self._dtype, device=self.device_)).cpu().numpy()
 
     @property
     def _n_features_out(self):

@@ -12,10 +12,8 @@ section 3.1, Fig. 3 upper row; corrected as DESIGN.md describes: true conditiona
 
 from numbers import Integral
 
-import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._base import _BaseMaskedEstimator
 from .models import LinearVAEModule
@@ -151,26 +149,6 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
-    @property
-    def _standardize(self):
-        # The Gaussian model is closed under x -> (x - c) / s; binary data must stay binary.
-        return self.likelihood == "gaussian"
-
-    @property
-    def _uses_masks(self):
-        return self.objective == "mpt"
-
-    def _check_values(self, X):
-        if self.likelihood == "bernoulli":
-            bad = (X != 0) & (X != 1)
-            if bool(bad.any()):
-                example = float(X[bad][0])
-                raise ValueError(
-                    f"likelihood='bernoulli' models binary data: X must contain only 0 and 1, but "
-                    f"it contains {example:g} (and {int(bad.sum()) - 1} other non-binary values). "
-                    f"Binarise it first, e.g. with sklearn.preprocessing.Binarizer in a pipeline."
-                )
-
     def _n_points(self):
         return AUTO_QUADRATURE[self.n_components] if self.n_quadrature == "auto" else self.n_quadrature
 
@@ -206,22 +184,3 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
         self.intercept_ = self.module_.intercept.detach().cpu().numpy()
         if self.likelihood == "gaussian":
             self.noise_variance_ = float(self.module_.noise_variance.detach())
-
-    def inverse_transform(self, Z):
-        """Mean of ``x`` given latent values: probabilities (Bernoulli) or ``W z + b`` (Gaussian).
-
-        Parameters
-        ----------
-        Z : array-like of shape (n_samples, n_components)
-
-        Returns
-        -------
-        X : ndarray of shape (n_samples, n_features)
-        """
-        check_is_fitted(self)
-        Z = check_array(Z, dtype=np.float64)
-        if Z.shape[1] != self.n_components:
-            raise ValueError(f"Z must have shape (n_samples, {self.n_components}) (n_components); got {Z.shape}.")
-        with torch.no_grad():
-            Z_t = torch.as_tensor(Z, dtype=self._dtype, device=self.device_)
-            return self.module_.decode(Z_t).cpu().numpy()

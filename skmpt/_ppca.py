@@ -12,10 +12,9 @@ be checked against the closed form (Moreno-Muñoz, Recasens and Hauberg, 2023, s
 
 from numbers import Integral
 
-import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from . import objectives
 from ._base import _BaseMaskedEstimator
@@ -132,8 +131,6 @@ class MaskedPPCA(_BaseMaskedEstimator):
         "n_components": [Interval(Integral, 1, None, closed="left")],
     }
 
-    _standardize = True
-
     def __init__(
         self,
         n_components=2,
@@ -189,25 +186,6 @@ class MaskedPPCA(_BaseMaskedEstimator):
         self.components_ = module.components.detach().cpu().numpy()
         self.mean_ = module.mean.detach().cpu().numpy()
         self.noise_variance_ = float(module.noise_variance.detach())
-
-    def inverse_transform(self, Z):
-        """Map latent values back to feature space: ``Z @ components_ + mean_``.
-
-        Parameters
-        ----------
-        Z : array-like of shape (n_samples, n_components)
-
-        Returns
-        -------
-        X : ndarray of shape (n_samples, n_features)
-        """
-        check_is_fitted(self)
-        Z = check_array(Z, dtype=np.float64)
-        if Z.shape[1] != self.n_components:
-            raise ValueError(
-                f"Z must have shape (n_samples, {self.n_components}) (n_components); got {Z.shape}."
-            )
-        return Z @ self.components_ + self.mean_
 
     def get_covariance(self):
         """Model covariance ``W W^T + sigma^2 I``.

@@ -8,10 +8,8 @@ LML by importance sampling. The paper published no code for this model.
 
 from numbers import Integral, Real
 
-import numpy as np
-import torch
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from ._base import _BaseMaskedEstimator
 from .masks import check_generator
@@ -148,27 +146,10 @@ class MaskedVAE(_BaseMaskedEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
-    @property
-    def _standardize(self):
-        return self.likelihood == "gaussian"
-
-    @property
-    def _uses_masks(self):
-        return self.objective == "mpt"
-
     def _check_data(self, X):
         super()._check_data(X)
         if any(not isinstance(h, Integral) or h < 1 for h in self.hidden_layer_sizes):
             raise ValueError(f"hidden_layer_sizes must hold positive integers; got {self.hidden_layer_sizes!r}.")
-
-    def _check_values(self, X):
-        if self.likelihood == "bernoulli":
-            bad = (X != 0) & (X != 1)
-            if bool(bad.any()):
-                raise ValueError(
-                    f"likelihood='bernoulli' models binary data: X must contain only 0 and 1, but it "
-                    f"contains {float(X[bad][0]):g}. Binarise it first, e.g. with sklearn.preprocessing.Binarizer."
-                )
 
     def _init_module(self, X, generator):
         # The module's weights come from torch's generator, which fit has seeded from random_state.
@@ -219,21 +200,3 @@ class MaskedVAE(_BaseMaskedEstimator):
         log_marginal : ndarray of shape (n_samples,)
         """
         return self._evaluate(X, lambda module, X_t: module.log_marginal(X_t, self.n_lml_samples))
-
-    def inverse_transform(self, Z):
-        """Decoder mean of ``x`` given latent values.
-
-        Parameters
-        ----------
-        Z : array-like of shape (n_samples, n_components)
-
-        Returns
-        -------
-        X : ndarray of shape (n_samples, n_features)
-        """
-        check_is_fitted(self)
-        Z = check_array(Z, dtype=np.float64)
-        if Z.shape[1] != self.n_components:
-            raise ValueError(f"Z must have shape (n_samples, {self.n_components}) (n_components); got {Z.shape}.")
-        with torch.no_grad():
-            return self.module_.decode(torch.as_tensor(Z, dtype=self._dtype, device=self.device_)).cpu().numpy()

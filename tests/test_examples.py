@@ -59,3 +59,18 @@ def test_linear_vae_example_runs_small(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "Fashion-MNIST (binarised, 30 x 784)" in printed and "ELBO" in printed
     assert output.stat().st_size > 10_000
+
+
+def test_vae_example_runs_small(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from test_datasets import write_mnist
+
+    write_mnist(tmp_path / "fashion", n=20)
+    output = tmp_path / "fig3_vae.png"
+    _load("plot_vae_training").main(
+        ["--max-epochs", "1", "--n-lml-samples", "5", "--final-lml-samples", "5",
+         "--data-home", str(tmp_path / "fashion"), "--output", str(output)]
+    )
+    printed = capsys.readouterr().out
+    assert "Fashion-MNIST (20 x 784)" in printed and "pseudo-Gibbs" in printed
+    assert output.stat().st_size > 10_000

@@ -235,6 +235,10 @@ class PPCAModule(torch.nn.Module):
         mean = (X - self.mean) @ self.components.T @ cov / self.noise_variance
         return mean, cov
 
+    def decode(self, Z):
+        """Mean of ``x`` given ``z``: ``W z + mu``, shape ``(n, D)``."""
+        return Z @ self.components + self.mean
+
     def covariance(self):
         """Model covariance ``W W^T + sigma^2 I``, shape ``(D, D)``."""
         W = self.components.T
