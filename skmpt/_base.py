@@ -51,8 +51,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     """Base for estimators trained by masked pre-training and scored by its cumulative sum.
 
     Subclasses define ``_init_module(X, generator)`` (a torch module on ``X``'s device and
-    dtype, with ``masked_log_prob_sum``, ``log_marginal`` and ``posterior``) and
-    ``_set_fitted_attributes()``.
+    dtype, with ``masked_log_prob_sum``, ``log_marginal`` and ``posterior``), and may
+    override ``_set_fitted_attributes()`` and ``_log_marginal_kwargs()``.
     """
 
     _parameter_constraints: dict = {
@@ -185,9 +185,16 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         optimizer.step()
         return objective.detach()
 
+    def _log_marginal_kwargs(self):
+        """Keyword arguments of the module's ``log_marginal`` (e.g. a number of samples)."""
+        return {}
+
     def _epoch_diagnostics(self, X):
         """Extra per-epoch numbers for ``history_`` (per-sample means, training units)."""
-        return {}
+        return {"lml": float(self.module_.log_marginal(X, **self._log_marginal_kwargs()).mean())}
+
+    def _set_fitted_attributes(self):
+        """Copy learned parameters out of ``module_`` into NumPy attributes; none by default."""
 
     def _fit_loop(self, X, generator, log_jacobian):
         n_samples, n_features = X.shape
@@ -373,7 +380,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         log_marginal : ndarray of shape (n_samples,)
         """
-        return self._evaluate(X, lambda module, X_t: module.log_marginal(X_t))
+        return self._evaluate(X, lambda module, X_t: module.log_marginal(X_t, **self._log_marginal_kwargs()))
 
     def transform(self, X):
         """Posterior mean of the latent variables given each sample.

@@ -176,9 +176,6 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
             return self.module_.elbo(X)
         return self.module_.log_marginal(X)
 
-    def _epoch_diagnostics(self, X):
-        return {"lml": float(self.module_.log_marginal(X).mean())}
-
     def _set_fitted_attributes(self):
         self.components_ = self.module_.components.detach().cpu().numpy()
         self.intercept_ = self.module_.intercept.detach().cpu().numpy()

@@ -178,9 +178,6 @@ class MaskedPPCA(_BaseMaskedEstimator):
         components = 0.1 * torch.randn(self.n_components, n_features, generator=generator, dtype=X.dtype)
         return PPCAModule(components.to(X.device), X.new_zeros(n_features), X.new_ones(()))
 
-    def _epoch_diagnostics(self, X):
-        return {"lml": float(self.module_.log_marginal(X).mean())}
-
     def _set_fitted_attributes(self):
         module = self.module_
         self.components_ = module.components.detach().cpu().numpy()

@@ -173,11 +173,9 @@ class MaskedVAE(_BaseMaskedEstimator):
             return self.module_.elbo(X)
         return self.module_.iwae(X, self.n_particles)
 
-    def _epoch_diagnostics(self, X):
-        return {"lml": float(self.module_.log_marginal(X, self.n_lml_samples).mean())}
-
-    def _set_fitted_attributes(self):
-        """The fitted state is the module itself."""
+    def _log_marginal_kwargs(self):
+        # log_marginal_likelihood and history_["lml"] are importance-sampled with this many draws.
+        return {"n_samples": self.n_lml_samples}
 
     def _evaluate(self, X, function):
         # Reproducible Monte Carlo: the particles' noise comes from random_state, afresh each call.
@@ -187,16 +185,3 @@ class MaskedVAE(_BaseMaskedEstimator):
             return super()._evaluate(X, function)
         finally:
             self.module_.generator = None
-
-    def log_marginal_likelihood(self, X):
-        """Importance-sampled ``log p(x)`` per sample, with ``n_lml_samples`` encoder draws.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        log_marginal : ndarray of shape (n_samples,)
-        """
-        return self._evaluate(X, lambda module, X_t: module.log_marginal(X_t, self.n_lml_samples))
