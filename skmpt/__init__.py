@@ -11,9 +11,14 @@ import importlib
 
 __version__ = "0.1.0.dev0"
 
-_ESTIMATORS = {"MaskedLinearVAE": "._linear_vae", "MaskedPPCA": "._ppca", "MaskedVAE": "._vae"}
+_ESTIMATORS = {
+    "MLMCurveScorer": "._mlm",
+    "MaskedLinearVAE": "._linear_vae",
+    "MaskedPPCA": "._ppca",
+    "MaskedVAE": "._vae",
+}
 
-__all__ = ["MaskedLinearVAE", "MaskedPPCA", "MaskedVAE", "datasets", "masks", "objectives", "testing"]
+__all__ = ["MLMCurveScorer", "MaskedLinearVAE", "MaskedPPCA", "MaskedVAE", "datasets", "masks", "objectives", "testing"]
 
 
 def __getattr__(name):

@@ -1,0 +1,688 @@
+"""The MPT curve, its area and the cumulative log-marginal estimate of a masked language model.
+
+A sentence ``x`` of ``L`` tokens (special and padding tokens never count) has the MPT curve
+``S(x; M)``: the average, over uniformly random masks of exactly ``M`` of its tokens, of the mean
+log-probability the model gives the masked tokens, each predicted from the unmasked ones.
+Summed over ``M = 1..L`` it is the chain rule averaged over orderings, i.e. ``log p(x)`` for a
+model whose conditionals come from one joint; the pseudo-log-likelihood is ``L * S(x; 1)``.
+
+Every masked copy of a batch of sentences goes through the encoder together; copies are ordered
+by length and cut into forward passes of at most ``batch_size`` copies and ``max_batch_tokens``
+tokens, so memory stays bounded at ``L = 512``, and the language-model head runs only at the
+positions whose probability is needed.
+"""
+
+import copy
+import os
+import time
+import warnings
+import zlib
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ._base import resolve_device
+from .masks import check_generator, mask_size_for_rate, masks_of_sizes, nested_masks, random_orderings
+
+__all__ = ["MLMCurveScorer"]
+
+#: Masking rates of the paper's curves (Fig. 5, Table 2): 1 % to 99 % in steps of 1 %.
+DEFAULT_MASK_RATES = np.arange(1, 100) / 100
+
+# Attributes that hold the language-model head of the masked-LM classes in transformers
+# (``cls`` for the BERT family, ``lm_head`` for RoBERTa, XLM-R, CamemBERT, ...). Other models
+# are run whole and their logits read at the masked positions: slower, equally exact.
+_HEAD_ATTRIBUTES = ("cls", "lm_head")
+
+
+def _language_model_head(model):
+    """``(encoder, head)`` when ``model`` is a base model plus one known head, else ``None``."""
+    base = getattr(model, "base_model", None)
+    children = {name: module for name, module in model.named_children() if module is not base}
+    if base is None or base is model or len(children) != 1:
+        return None
+    name, head = next(iter(children.items()))
+    return (base, head) if name in _HEAD_ATTRIBUTES else None
+
+
+class _EncodedTexts:
+    """Token ids of validated texts and where each text's own tokens sit."""
+
+    def __init__(self, input_ids, content_positions):
+        self.input_ids = input_ids  # list of 1-D long tensors, special tokens included
+        self.content_positions = content_positions  # list of 1-D long tensors into input_ids
+
+    def __len__(self):
+        return len(self.input_ids)
+
+    @property
+    def n_tokens(self):
+        return np.array([len(p) for p in self.content_positions])
+
+
+class MLMCurveScorer(BaseEstimator):
+    """MPT curve and cumulative log-marginal estimate of a masked language model.
+
+    Scores texts with any masked language model of Hugging Face ``transformers``: the MPT curve
+    ``S(x; M)`` at chosen masking rates (:meth:`transform`), its sum over every mask size
+    ``M = 1..L`` (:meth:`score_samples`, the paper's estimate of ``log p(x)``), the
+    pseudo-log-likelihood ``L * S(x; 1)`` (:meth:`pseudo_log_likelihood`) and the paper's area
+    (:meth:`paper_area`). With ``max_steps > 0``, :meth:`fit` continues masked pre-training on
+    the texts with a fixed masking rate or with uniformly random mask sizes.
+
+    Masks follow the theory: exactly ``M`` of a sentence's own ``L`` tokens are replaced by the
+    mask token; special and padding tokens are never masked nor counted, and nothing else is
+    corrupted.
+
+    Read more in the :ref:`User Guide <mlm_curves>`.
+
+    Parameters
+    ----------
+    model : str, path, transformers.PreTrainedModel or transformers.PretrainedConfig, \
+            default="bert-base-uncased"
+        A name or local directory for ``AutoModelForMaskedLM.from_pretrained`` (a name not on
+        disk is fetched from the Hugging Face hub, the only time this class uses the network), a
+        masked-LM object, or a configuration, which builds a randomly initialised model (the
+        paper's "random init." row) seeded by ``random_state``.
+    tokenizer : str, path, tokenizer object or None, default=None
+        The tokenizer, or where ``AutoTokenizer.from_pretrained`` finds it; ``None`` loads it
+        from ``model`` when that is a name or directory, or from the model object's
+        ``name_or_path``. It must have a mask token.
+    mask_rates : array-like of float in (0, 1] or None, default=None
+        Masking rates of :meth:`transform` and :meth:`paper_area`; a rate ``r`` masks
+        ``M = round(r * L)`` tokens, at least one. ``None`` is 0.01, 0.02, ..., 0.99 as in the
+        paper.
+    n_masks : int, default=10
+        Random masks per mask size (sweep and :meth:`transform`) or random orderings (chain).
+    score_method : {"sweep", "chain"}, default="sweep"
+        Estimator of :meth:`score_samples`. ``"sweep"`` averages ``n_masks`` random masks at
+        every size ``M = 1..L`` (the paper's estimator, ``n_masks * L`` masked copies per text).
+        ``"chain"`` sums, along ``n_masks`` random orderings, each token's log-probability
+        given the tokens revealed before it (``L`` copies per ordering): exact for a model
+        whose conditionals come from one joint, whatever the ordering.
+    batch_size : int, default=64
+        Most masked copies in one forward pass; in :meth:`fit`, texts per optimisation step.
+    max_batch_tokens : int, default=16384
+        Most tokens (copies times padded length) in one forward pass: bounds memory whatever
+        the sentence length. A training step larger than this accumulates gradients.
+    max_length : int, default=512
+        Longest tokenised text, special tokens included; longer texts are truncated with a
+        warning. Also capped by the model's position embeddings.
+    mask_rate : float in (0, 1] or "uniform", default=0.15
+        Masking used by :meth:`fit` when ``max_steps > 0``: a fixed rate (``round(rate * L)``
+        tokens), or ``"uniform"`` for a uniformly random size in ``1..L`` per text, whose
+        objective ``(L / M) * sum log p`` is unbiased for ``log p(x)``.
+    max_steps : int, default=0
+        Optimisation steps of masked pre-training in :meth:`fit`; 0 only loads the model.
+    learning_rate : float, default=5e-5
+        Step size of AdamW in :meth:`fit`.
+    text_column : str or None, default=None
+        Column holding the texts when the input is a ``datasets.Dataset`` or a pandas
+        DataFrame; ``None`` picks ``"text"`` or ``"sentence"``, or the only string column.
+    device : str, default="auto"
+        ``"auto"`` is CUDA when available, else the CPU. On CUDA the encoder runs under
+        ``torch.autocast`` (bfloat16 where supported); log-probabilities are always summed in
+        float64.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the masks (each text's masks depend only on this seed and its tokens, so a
+        text's score does not depend on which texts it is scored with), the training masks
+        and the random initialisation from a configuration.
+    verbose : int, default=0
+        Show a progress bar (tqdm) of the forward passes, and the training loss, when > 0.
+
+    Attributes
+    ----------
+    model_ : transformers.PreTrainedModel
+        The masked language model, in evaluation mode on ``device_``. A model object given as
+        ``model`` is used as it is unless :meth:`fit` trains it or moves it to another device,
+        in which case ``model_`` is a copy.
+    tokenizer_ : transformers tokenizer
+    device_ : torch.device
+    max_length_ : int
+        ``max_length`` capped by the model's position embeddings.
+    mask_rates_ : ndarray of shape (n_rates,)
+    history_ : list of dict
+        One entry per optimisation step of :meth:`fit`: ``step``, ``loss`` (negative MPT
+        objective per token, nats) and ``seconds``.
+
+    See Also
+    --------
+    MaskedPPCA : a tractable model whose MPT curve integrates to its exact log-marginal.
+
+    Notes
+    -----
+    ``score_samples`` needs about ``n_masks * L`` forward copies per text of ``L`` tokens with
+    the sweep; the chain needs ``n_masks * L`` as well but has lower variance for consistent
+    models. :meth:`pseudo_log_likelihood` needs ``L``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from transformers import BertConfig, BertForMaskedLM
+    >>> from skmpt import MLMCurveScorer
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> texts = load_wordnet_sentences()[:200]
+    >>> tokenizer = make_wordpiece_tokenizer(texts, vocab_size=300)
+    >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=64)
+    >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, mask_rates=[0.15, 0.5],
+    ...                         n_masks=2, random_state=0).fit()
+    >>> scorer.transform(texts[:3]).shape
+    (3, 2)
+    >>> bool(scorer.score(texts[:3]) < 0)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "model": [str, os.PathLike, object],
+        "tokenizer": [None, str, os.PathLike, object],
+        "mask_rates": [None, "array-like"],
+        "n_masks": [Interval(Integral, 1, None, closed="left")],
+        "score_method": [StrOptions({"sweep", "chain"})],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "max_batch_tokens": [Interval(Integral, 1, None, closed="left")],
+        "max_length": [Interval(Integral, 2, None, closed="left")],
+        "mask_rate": [StrOptions({"uniform"}), Interval(Real, 0, 1, closed="right")],
+        "max_steps": [Interval(Integral, 0, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "text_column": [None, str],
+        "device": [str],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        model="bert-base-uncased",
+        *,
+        tokenizer=None,
+        mask_rates=None,
+        n_masks=10,
+        score_method="sweep",
+        batch_size=64,
+        max_batch_tokens=16384,
+        max_length=512,
+        mask_rate=0.15,
+        max_steps=0,
+        learning_rate=5e-5,
+        text_column=None,
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.mask_rates = mask_rates
+        self.n_masks = n_masks
+        self.score_method = score_method
+        self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
+        self.max_length = max_length
+        self.mask_rate = mask_rate
+        self.max_steps = max_steps
+        self.learning_rate = learning_rate
+        self.text_column = text_column
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ loading
+
+    def _check_mask_rates(self):
+        if self.mask_rates is None:
+            return DEFAULT_MASK_RATES.copy()
+        rates = np.asarray(self.mask_rates, dtype=float)
+        if rates.ndim != 1 or rates.size == 0:
+            raise ValueError(f"mask_rates must be a non-empty 1-D sequence of rates; got shape {rates.shape}.")
+        bad = ~((rates > 0) & (rates <= 1))
+        if bad.any():
+            raise ValueError(f"mask_rates must lie in (0, 1]; got {rates[bad][0]!r}.")
+        if np.any(np.diff(rates) <= 0):
+            raise ValueError("mask_rates must be strictly increasing.")
+        return rates
+
+    def _load_model(self, device):
+        import transformers
+
+        model = self.model
+        if isinstance(model, (str, os.PathLike)):
+            loaded = transformers.AutoModelForMaskedLM.from_pretrained(model)
+            source = model
+        elif isinstance(model, transformers.PretrainedConfig):
+            seed = int(check_random_state(self.random_state).randint(2**31 - 1))
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                loaded = transformers.AutoModelForMaskedLM.from_config(model)
+            source = None
+        elif isinstance(model, torch.nn.Module):
+            needs_copy = self.max_steps > 0 or any(p.device != device for p in model.parameters())
+            loaded = copy.deepcopy(model) if needs_copy else model
+            source = getattr(getattr(model, "config", None), "name_or_path", None) or None
+        else:
+            raise ValueError(
+                "model must be a name or directory for AutoModelForMaskedLM.from_pretrained, a masked "
+                f"language model object or a transformers configuration; got {type(model).__name__}."
+            )
+        tokenizer = self.tokenizer
+        if tokenizer is None:
+            if source is None:
+                raise ValueError(
+                    "tokenizer=None needs a model given by name or directory; pass tokenizer= with a "
+                    "configuration or a model object that has no name_or_path."
+                )
+            tokenizer = source
+        if isinstance(tokenizer, (str, os.PathLike)):
+            tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer)
+        if getattr(tokenizer, "mask_token_id", None) is None:
+            raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no mask token; a masked LM needs one.")
+        if getattr(tokenizer, "pad_token_id", None) is None:
+            raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no padding token.")
+        config = getattr(loaded, "config", None)
+        vocab_size = getattr(config, "vocab_size", None)
+        if vocab_size is not None and len(tokenizer) > vocab_size:
+            raise ValueError(
+                f"The tokenizer has {len(tokenizer)} tokens but the model's vocabulary holds {vocab_size}: "
+                "they do not belong together."
+            )
+        return loaded.to(device).eval(), tokenizer
+
+    def _max_length(self):
+        limits = [self.max_length]
+        positions = getattr(getattr(self.model_, "config", None), "max_position_embeddings", None)
+        if positions:
+            # RoBERTa-style models reserve the first padding_idx + 1 positions.
+            offset = 0
+            if getattr(self.model_.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+                offset = self.model_.config.pad_token_id + 1
+            limits.append(positions - offset)
+        model_max = getattr(self.tokenizer_, "model_max_length", None)
+        if model_max is not None and model_max < 10**6:
+            limits.append(model_max)
+        return int(min(limits))
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X=None, y=None):
+        """Load the model and tokenizer; with ``max_steps > 0``, continue MPT on ``X``.
+
+        Parameters
+        ----------
+        X : list of str, pandas Series, ndarray of str, datasets.Dataset or None, default=None
+            Training texts; needed only when ``max_steps > 0``.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : MLMCurveScorer
+        """
+        self.device_ = resolve_device(self.device)
+        self.mask_rates_ = self._check_mask_rates()
+        self.model_, self.tokenizer_ = self._load_model(self.device_)
+        self.max_length_ = self._max_length()
+        self.history_ = []
+        if self.max_steps > 0:
+            if X is None:
+                raise ValueError("fit with max_steps > 0 needs training texts X.")
+            self._pretrain(self._encode(X))
+        elif X is not None:
+            self._encode(X)  # validate what was given
+        return self
+
+    # ------------------------------------------------------------------ texts
+
+    def _texts(self, X):
+        """The texts of ``X`` as a list, whatever container holds them."""
+        try:
+            import datasets
+        except ImportError:  # pragma: no cover - datasets is part of the text extra
+            datasets = None
+        if datasets is not None and isinstance(X, datasets.Dataset):
+            return list(X[self._text_column(X.column_names, lambda c: X.features[c].dtype == "string")])
+        if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a DataFrame
+            column = self._text_column(list(X.columns), lambda c: X[c].dtype == object)
+            return list(X[column])
+        if isinstance(X, str):
+            raise ValueError("Expected a sequence of texts, got a single string; wrap it in a list.")
+        if isinstance(X, np.ndarray):
+            if X.ndim != 1:
+                raise ValueError(f"Expected a 1-D array of texts; got shape {X.shape}.")
+            return X.tolist()
+        try:
+            return list(X)
+        except TypeError:
+            raise ValueError(f"Expected a sequence of texts; got {type(X).__name__}.") from None
+
+    def _text_column(self, columns, is_text):
+        if self.text_column is not None:
+            if self.text_column not in columns:
+                raise ValueError(f"text_column={self.text_column!r} is not a column; the columns are {columns}.")
+            return self.text_column
+        for name in ("text", "sentence"):
+            if name in columns:
+                return name
+        text_columns = [c for c in columns if is_text(c)]
+        if len(text_columns) != 1:
+            raise ValueError(f"Cannot tell which column holds the texts among {columns}; set text_column.")
+        return text_columns[0]
+
+    def _encode(self, X):
+        """Validate and tokenise texts: ids with special tokens, and the positions of the text's own."""
+        texts = self._texts(X)
+        if not texts:
+            raise ValueError("Expected at least one text; got an empty sequence.")
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ValueError(f"Text {index} is not a string but {type(text).__name__}: {text!r}.")
+            if not text.strip():
+                raise ValueError(f"Text {index} is empty.")
+        tokenizer = self.tokenizer_
+        encoded = tokenizer(
+            texts, truncation=True, max_length=self.max_length_, return_special_tokens_mask=True
+        )
+        plain_lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        n_long = sum(n + tokenizer.num_special_tokens_to_add() > self.max_length_ for n in plain_lengths)
+        if n_long:
+            warnings.warn(
+                f"{n_long} of {len(texts)} texts are longer than max_length={self.max_length_} tokens "
+                "and were truncated.",
+                UserWarning,
+                stacklevel=3,
+            )
+        input_ids, positions = [], []
+        pad, mask = tokenizer.pad_token_id, tokenizer.mask_token_id
+        for index, (ids, special) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"])):
+            ids = torch.as_tensor(ids, dtype=torch.long)
+            own = (torch.as_tensor(special) == 0) & (ids != pad)
+            if not own.any():
+                raise ValueError(f"Text {index} has no tokens of its own after tokenisation: {texts[index]!r}.")
+            if (ids[own] == mask).any():
+                raise ValueError(
+                    f"Text {index} contains the mask token {tokenizer.mask_token!r}; a masked LM cannot "
+                    "score a text that is already masked."
+                )
+            input_ids.append(ids)
+            positions.append(own.nonzero().squeeze(1))
+        return _EncodedTexts(input_ids, positions)
+
+    # ------------------------------------------------------------------ forward passes
+
+    def _batches(self, encoded, copies):
+        """Cut masked copies into forward passes, shortest texts first.
+
+        ``copies[i]`` is ``(masked, targets)``: two boolean tensors of shape (n_copies_i, L_i)
+        over text ``i``'s own tokens. Yields ``pieces``: lists of ``(i, start, stop)``.
+        """
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded.input_ids[i]))
+        batch, count = [], 0
+        for i in order:
+            length = len(encoded.input_ids[i])
+            capacity = max(1, min(self.batch_size, self.max_batch_tokens // length))
+            start, total = 0, len(copies[i][0])
+            while start < total:
+                if count >= capacity:  # the batch's padded length is now this text's
+                    yield batch
+                    batch, count = [], 0
+                stop = min(total, start + capacity - count)
+                batch.append((i, start, stop))
+                count += stop - start
+                start = stop
+        if batch:
+            yield batch
+
+    def _forward(self, encoded, copies, pieces):
+        """Summed log-probability of each copy's target tokens, for one forward pass."""
+        device, tokenizer = self.device_, self.tokenizer_
+        width = max(len(encoded.input_ids[i]) for i, _, _ in pieces)
+        rows, lengths, target_rows, target_cols, target_ids = [], [], [], [], []
+        offset = 0
+        for i, start, stop in pieces:
+            ids, own = encoded.input_ids[i], encoded.content_positions[i]
+            masked, targets = copies[i][0][start:stop], copies[i][1][start:stop]
+            block = torch.full((stop - start, width), tokenizer.pad_token_id, dtype=torch.long)
+            block[:, : len(ids)] = ids
+            columns = block[:, own]
+            columns[masked] = tokenizer.mask_token_id
+            block[:, own] = columns
+            rows.append(block)
+            lengths.append(torch.full((stop - start,), len(ids)))
+            r, c = targets.nonzero(as_tuple=True)
+            target_rows.append(r + offset)
+            target_cols.append(own[c])
+            target_ids.append(ids[own[c]])
+            offset += stop - start
+        input_ids = torch.cat(rows).to(device)
+        attention_mask = (torch.arange(width) < torch.cat(lengths).unsqueeze(1)).long().to(device)
+        target_rows = torch.cat(target_rows).to(device)
+        target_cols = torch.cat(target_cols).to(device)
+        target_ids = torch.cat(target_ids).to(device)
+        split = _language_model_head(self.model_)
+        with self._autocast():
+            if split is not None:
+                encoder, head = split
+                hidden = encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+                logits = head(hidden[target_rows, target_cols])
+            else:
+                logits = self.model_(input_ids=input_ids, attention_mask=attention_mask).logits
+                logits = logits[target_rows, target_cols]
+        log_probs = torch.log_softmax(logits.to(torch.float64), dim=-1)
+        token_log_probs = log_probs.gather(1, target_ids.unsqueeze(1)).squeeze(1)
+        sums = torch.zeros(offset, dtype=torch.float64, device=device)
+        return sums.index_add(0, target_rows, token_log_probs)
+
+    def _autocast(self):
+        if self.device_.type != "cuda":
+            return torch.autocast("cpu", enabled=False)
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.autocast("cuda", dtype=dtype)
+
+    def _copy_log_probs(self, encoded, copies):
+        """Run every copy; per text, the summed target log-probability of each of its copies."""
+        results = [np.empty(len(masked)) for masked, _ in copies]
+        batches = list(self._batches(encoded, copies))
+        if self.verbose:
+            from tqdm.auto import tqdm
+
+            batches = tqdm(batches, desc="forward passes", unit="batch")
+        with torch.inference_mode():
+            for pieces in batches:
+                sums = self._forward(encoded, copies, pieces).cpu().numpy()
+                offset = 0
+                for i, start, stop in pieces:
+                    results[i][start:stop] = sums[offset : offset + stop - start]
+                    offset += stop - start
+        return results
+
+    # ------------------------------------------------------------------ masks
+
+    def _text_generators(self, encoded):
+        """One generator per text, seeded by ``random_state`` and the text's token ids."""
+        base = int(check_random_state(self.random_state).randint(2**32, dtype=np.uint64))
+        for ids in encoded.input_ids:
+            # torch's CPU generator keeps 32 bits of a seed: fold the seed and the ids into 32
+            yield torch.Generator().manual_seed(zlib.crc32(ids.numpy().astype(np.int64).tobytes(), base))
+
+    def _size_copies(self, encoded, sizes_of):
+        """``n_masks`` random masks at each size ``sizes_of(L)``; targets are the masked tokens."""
+        copies, sizes = [], []
+        for positions, generator in zip(encoded.content_positions, self._text_generators(encoded)):
+            text_sizes = np.repeat(sizes_of(len(positions)), self.n_masks)
+            masked = masks_of_sizes(text_sizes, len(positions), random_state=generator)
+            copies.append((masked, masked))
+            sizes.append(text_sizes)
+        return copies, sizes
+
+    def _chain_copies(self, encoded):
+        copies = []
+        for positions, generator in zip(encoded.content_positions, self._text_generators(encoded)):
+            orderings = random_orderings(self.n_masks, len(positions), random_state=generator)
+            masked = nested_masks(orderings).reshape(-1, len(positions))
+            targets = torch.zeros_like(masked)
+            targets[torch.arange(len(masked)), orderings.reshape(-1)] = True
+            copies.append((masked, targets))
+        return copies
+
+    # ------------------------------------------------------------------ public scores
+
+    def transform(self, X):
+        """MPT curve ``S(x; M)`` of each text at each rate of ``mask_rates_``.
+
+        ``S(x; M)`` is the mean log-probability (nats per token) of ``M = round(rate * L)``
+        masked tokens given the other ``L - M``, averaged over ``n_masks`` random masks.
+
+        Parameters
+        ----------
+        X : list of str, pandas Series, ndarray of str or datasets.Dataset
+
+        Returns
+        -------
+        curve : ndarray of shape (n_texts, n_rates)
+        """
+        check_is_fitted(self)
+        encoded = self._encode(X)
+        rates = self.mask_rates_
+
+        def sizes_of(length):
+            return np.array([mask_size_for_rate(float(r), length) for r in rates])
+
+        copies, sizes = self._size_copies(encoded, sizes_of)
+        sums = self._copy_log_probs(encoded, copies)
+        return np.stack([(s / m).reshape(len(rates), self.n_masks).mean(1) for s, m in zip(sums, sizes)])
+
+    def score_samples(self, X):
+        """Cumulative MPT estimate of ``log p(x)``: ``sum_{M=1..L} S(x; M)`` per text (nats).
+
+        Parameters
+        ----------
+        X : list of str, pandas Series, ndarray of str or datasets.Dataset
+
+        Returns
+        -------
+        scores : ndarray of shape (n_texts,)
+        """
+        check_is_fitted(self)
+        encoded = self._encode(X)
+        if self.score_method == "chain":
+            sums = self._copy_log_probs(encoded, self._chain_copies(encoded))
+            return np.array([s.sum() / self.n_masks for s in sums])
+        copies, sizes = self._size_copies(encoded, lambda length: np.arange(1, length + 1))
+        sums = self._copy_log_probs(encoded, copies)
+        return np.array([(s / m).sum() / self.n_masks for s, m in zip(sums, sizes)])
+
+    def score(self, X, y=None):
+        """Mean of :meth:`score_samples` over the texts (nats per text).
+
+        Parameters
+        ----------
+        X : list of str, pandas Series, ndarray of str or datasets.Dataset
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        score : float
+        """
+        return float(np.mean(self.score_samples(X)))
+
+    def pseudo_log_likelihood(self, X):
+        """Pseudo-log-likelihood ``sum_j log p(x_j | x_{-j})``, every token masked once, exactly.
+
+        It is ``L * S(x; 1)``: the first point of the MPT curve times the length, as computed
+        by the MLM scoring tools (Salazar et al., 2020).
+
+        Parameters
+        ----------
+        X : list of str, pandas Series, ndarray of str or datasets.Dataset
+
+        Returns
+        -------
+        pll : ndarray of shape (n_texts,)
+        """
+        check_is_fitted(self)
+        encoded = self._encode(X)
+        copies = []
+        for positions in encoded.content_positions:
+            single = torch.eye(len(positions), dtype=torch.bool)
+            copies.append((single, single))
+        return np.array([s.sum() for s in self._copy_log_probs(encoded, copies)])
+
+    def paper_area(self, X, *, scale=512):
+        """The paper's area under the MPT curve: ``scale * sum_r (r - r_prev) * S(x; r)`` per text.
+
+        Table 2 of the paper reports this area with ``scale = 512`` (BERT's longest input,
+        whatever the sentence's length) over rates 0.01..0.99; it is not an estimate of
+        ``log p(x)`` (see :meth:`score_samples` for that). Widths are ``r_1 - 0`` for the
+        first rate and the gaps between consecutive rates after it.
+
+        Parameters
+        ----------
+        X : list of str, pandas Series, ndarray of str or datasets.Dataset
+        scale : float, default=512
+
+        Returns
+        -------
+        area : ndarray of shape (n_texts,)
+        """
+        check_is_fitted(self)
+        widths = np.diff(np.concatenate([[0.0], self.mask_rates_]))
+        return scale * self.transform(X) @ widths
+
+    # ------------------------------------------------------------------ training
+
+    def _pretrain(self, encoded):
+        """Masked pre-training for ``max_steps`` steps of ``batch_size`` texts."""
+        model = self.model_
+        generator = check_generator(self.random_state)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=self.learning_rate)
+        lengths = encoded.n_tokens
+        order = torch.randperm(len(encoded), generator=generator)
+        cursor, start_time = 0, time.perf_counter()
+        model.train()
+        try:
+            for step in range(1, self.max_steps + 1):
+                if cursor >= len(order):
+                    order, cursor = torch.randperm(len(encoded), generator=generator), 0
+                chosen = order[cursor : cursor + self.batch_size].tolist()
+                cursor += len(chosen)
+                loss = self._train_step(encoded, chosen, lengths, generator, optimizer)
+                self.history_.append({"step": step, "loss": loss, "seconds": time.perf_counter() - start_time})
+                if self.verbose and (step == 1 or step % max(1, self.max_steps // 10) == 0):
+                    print(f"step {step:5d}  loss {loss:.4f} nats/token")
+        finally:
+            model.eval()
+
+    def _train_step(self, encoded, chosen, lengths, generator, optimizer):
+        subset = _EncodedTexts([encoded.input_ids[i] for i in chosen], [encoded.content_positions[i] for i in chosen])
+        copies, weights = [], []
+        for i in chosen:
+            length = int(lengths[i])
+            if self.mask_rate == "uniform":
+                size = int(torch.randint(1, length + 1, (1,), generator=generator))
+            else:
+                size = mask_size_for_rate(self.mask_rate, length)
+            masked = masks_of_sizes([size], length, random_state=generator)
+            copies.append((masked, masked))
+            weights.append(length / size)
+        weights = torch.tensor(weights, dtype=torch.float64, device=self.device_)
+        total_tokens = float(lengths[chosen].sum())
+        optimizer.zero_grad(set_to_none=True)
+        loss_value = 0.0
+        for pieces in self._batches(subset, copies):
+            sums = self._forward(subset, copies, pieces)
+            index = torch.tensor([i for i, _, _ in pieces], device=self.device_)
+            loss = -(weights[index] * sums).sum() / total_tokens
+            loss.backward()
+            loss_value += float(loss.detach())
+        optimizer.step()
+        return loss_value
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.string = True
+        tags.non_deterministic = self.random_state is None
+        return tags

@@ -1,0 +1,360 @@
+"""MLMCurveScorer: the identity on an explicit joint, exact masking, batching, loading, fitting."""
+
+import types
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast  # noqa: E402
+
+from skmpt import MLMCurveScorer  # noqa: E402
+from skmpt import _mlm  # noqa: E402
+from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer  # noqa: E402
+from skmpt.testing import TabularJoint  # noqa: E402
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def binary_tokenizer():
+    """Whitespace tokenizer over the two words ``a`` and ``b`` with BERT's special tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    vocab = {token: i for i, token in enumerate([*SPECIALS, "a", "b"])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+
+
+class JointMaskedLM(torch.nn.Module):
+    """A masked LM whose conditionals come from one explicit joint over binary sentences.
+
+    Sentences are ``[CLS] w_1 ... w_D [SEP]`` with ``w`` in {a, b}; at a masked position the
+    logits are ``log p(w_j | unmasked words)``, computed by brute force from the joint.
+    """
+
+    def __init__(self, joint, tokenizer):
+        super().__init__()
+        self.joint = joint
+        self.a, self.b = tokenizer.convert_tokens_to_ids(["a", "b"])
+        self.mask_id, self.vocab_size = tokenizer.mask_token_id, len(tokenizer)
+
+    def forward(self, input_ids, attention_mask):
+        words = input_ids[:, 1:-1]
+        masks = (words == self.mask_id).unsqueeze(1)
+        logits = torch.full((*input_ids.shape, self.vocab_size), -torch.inf, dtype=torch.float64)
+        for value, token in ((0.0, self.a), (1.0, self.b)):
+            X = torch.where(words == self.b, 1.0, 0.0).double()
+            X[masks[:, 0]] = value
+            logits[:, 1:-1, token] = self.joint.masked_log_prob(X, masks)[:, 0]
+        return types.SimpleNamespace(logits=logits)
+
+
+class RecordingMaskedLM(torch.nn.Module):
+    """Keeps what it is given; predicts uniformly."""
+
+    def __init__(self, vocab_size):
+        super().__init__()
+        self.vocab_size, self.calls = vocab_size, []
+
+    def forward(self, input_ids, attention_mask):
+        self.calls.append((input_ids.clone(), attention_mask.clone()))
+        return types.SimpleNamespace(logits=torch.zeros(*input_ids.shape, self.vocab_size))
+
+
+@pytest.fixture(scope="module")
+def joint_setup():
+    joint = TabularJoint.random(5, random_state=0)
+    tokenizer = binary_tokenizer()
+    X = joint.sample(12, random_state=1).numpy()
+    texts = [" ".join("ab"[int(v)] for v in row) for row in X]
+    return joint, tokenizer, texts, torch.as_tensor(X, dtype=torch.float64)
+
+
+@pytest.fixture(scope="module")
+def tiny_bert():
+    texts = load_wordnet_sentences()[:400]
+    tokenizer = make_wordpiece_tokenizer(texts, vocab_size=400)
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64,
+    )
+    torch.manual_seed(0)
+    model = BertForMaskedLM(config).eval()
+    return model, tokenizer, texts
+
+
+def test_chain_is_exact_on_an_explicit_joint(joint_setup):
+    joint, tokenizer, texts, X = joint_setup
+    scorer = MLMCurveScorer(JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, score_method="chain",
+                            n_masks=3, random_state=0, device="cpu").fit()
+    np.testing.assert_allclose(scorer.score_samples(texts), joint.log_marginal(X).numpy(), rtol=1e-10)
+
+
+def test_curve_sums_to_log_marginal_over_all_masks(joint_setup):
+    # With D=5 every mask of every size can be listed: sum_M S(x; M) over exact averages = log p(x).
+    from itertools import combinations
+
+    joint, tokenizer, texts, X = joint_setup
+    scorer = MLMCurveScorer(JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, device="cpu").fit()
+    encoded = scorer._encode(texts)
+    all_masks = torch.tensor([[j in c for j in range(5)] for M in range(1, 6) for c in combinations(range(5), M)])
+    sizes = all_masks.sum(1).numpy()
+    sums = scorer._copy_log_probs(encoded, [(all_masks, all_masks)] * len(texts))
+    curve = np.stack([[np.mean(s[sizes == M] / M) for M in range(1, 6)] for s in sums])
+    np.testing.assert_allclose(curve.sum(1), joint.log_marginal(X).numpy(), rtol=1e-10)
+    # the sweep is the same sum with random masks: close, not exact
+    sweep = scorer.set_params(n_masks=200, random_state=0).score_samples(texts)
+    assert np.abs(sweep - curve.sum(1)).max() < 0.1
+
+
+def test_pseudo_log_likelihood_is_every_single_token_mask(joint_setup):
+    joint, tokenizer, texts, X = joint_setup
+    scorer = MLMCurveScorer(JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, device="cpu").fit()
+    single = torch.eye(5, dtype=torch.bool)
+    expected = joint.masked_log_prob(X, single)[:, torch.arange(5), torch.arange(5)].sum(1)
+    np.testing.assert_allclose(scorer.pseudo_log_likelihood(texts), expected.numpy(), rtol=1e-12)
+    # L * S(x; 1) from transform at the smallest rate (one token of five) is the same number
+    curve = scorer.set_params(mask_rates=[0.2], n_masks=400, random_state=0).fit().transform(texts)
+    np.testing.assert_allclose(5 * curve[:, 0], expected.numpy(), atol=0.5)
+
+
+@pytest.mark.parametrize("rate", [0.01, 0.4, 0.99])
+def test_masks_exactly_m_of_the_own_tokens(joint_setup, rate):
+    joint, tokenizer, _, _ = joint_setup
+    texts = ["a b", "a b b a b", "b"]
+    model = RecordingMaskedLM(len(tokenizer))
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[rate], n_masks=4, device="cpu",
+                            random_state=0).fit()
+    encoded = scorer._encode(texts)
+    copies, _ = scorer._size_copies(encoded, lambda L: np.array([max(1, round(rate * L))]))
+    for i, (masked, _) in enumerate(copies):
+        L = len(encoded.content_positions[i])
+        assert masked.shape == (4, L) and (masked.sum(1) == max(1, round(rate * L))).all()
+    # what reaches the model: specials and unmasked words as they were, exactly M mask tokens
+    calls = []
+    for pieces in scorer._batches(encoded, copies):
+        model.calls.clear()
+        scorer._forward(encoded, copies, pieces)
+        calls.append((pieces, *model.calls[0]))
+    for pieces, ids, attention in calls:
+        row = 0
+        for i, start, stop in pieces:
+            original = encoded.input_ids[i]
+            for c in range(start, stop):
+                seen = ids[row, : len(original)]
+                changed = seen != original
+                assert (seen[changed] == tokenizer.mask_token_id).all()
+                assert changed.nonzero().squeeze(1).tolist() == encoded.content_positions[i][copies[i][0][c]].tolist()
+                assert (ids[row, len(original) :] == tokenizer.pad_token_id).all()
+                assert attention[row].tolist() == [1] * len(original) + [0] * (ids.shape[1] - len(original))
+                row += 1
+
+
+def test_head_only_at_masked_positions_matches_full_logits(tiny_bert, monkeypatch):
+    model, tokenizer, texts = tiny_bert
+    assert _mlm._language_model_head(model) is not None
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=2, random_state=0, device="cpu").fit()
+    fast = scorer.pseudo_log_likelihood(texts[:6])
+    curve = scorer.transform(texts[:6])
+    monkeypatch.setattr(_mlm, "_HEAD_ATTRIBUTES", ())
+    assert _mlm._language_model_head(model) is None
+    np.testing.assert_allclose(scorer.pseudo_log_likelihood(texts[:6]), fast, rtol=1e-5)
+    np.testing.assert_allclose(scorer.transform(texts[:6]), curve, rtol=1e-5)
+
+
+def test_batching_does_not_change_scores(tiny_bert):
+    model, tokenizer, texts = tiny_bert
+    params = dict(tokenizer=tokenizer, n_masks=2, mask_rates=[0.15, 0.6], random_state=3, device="cpu")
+    big = MLMCurveScorer(model, **params).fit()
+    small = MLMCurveScorer(model, batch_size=3, max_batch_tokens=40, **params).fit()
+    np.testing.assert_allclose(small.transform(texts[:8]), big.transform(texts[:8]), rtol=1e-5)
+    np.testing.assert_allclose(small.score_samples(texts[:8]), big.score_samples(texts[:8]), rtol=1e-5)
+    # a forward pass never holds more than the token budget (one copy when a copy alone exceeds it)
+    encoded = small._encode(texts[:8])
+    copies, _ = small._size_copies(encoded, lambda L: np.arange(1, L + 1))
+    for pieces in small._batches(encoded, copies):
+        rows = sum(stop - start for _, start, stop in pieces)
+        width = max(len(encoded.input_ids[i]) for i, _, _ in pieces)
+        assert rows <= 3 and (rows * width <= 40 or rows == 1)
+
+
+def test_scores_do_not_depend_on_the_other_texts(tiny_bert):
+    model, tokenizer, texts = tiny_bert
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=2, random_state=0, device="cpu").fit()
+    together = scorer.score_samples(texts[:5])
+    alone = [scorer.score_samples([text])[0] for text in texts[:5]]
+    np.testing.assert_allclose(alone, together, rtol=1e-6)
+    # a different seed draws different masks
+    assert not np.allclose(scorer.set_params(random_state=1).score_samples(texts[:5]), together)
+
+
+def test_paper_area_and_random_init_curve(tiny_bert):
+    model, tokenizer, texts = tiny_bert
+    config = model.config
+    scorer = MLMCurveScorer(config, tokenizer=tokenizer, n_masks=1, random_state=0, device="cpu").fit()
+    curve = scorer.transform(texts[:4])
+    assert curve.shape == (4, 99)
+    np.testing.assert_allclose(scorer.paper_area(texts[:4]), 512 * 0.01 * curve.sum(1), rtol=1e-10)
+    # a random initialisation predicts about uniformly: a flat curve near -log V
+    assert np.abs(curve - (-np.log(config.vocab_size))).max() < 0.5
+    # the same seed builds the same random model
+    again = MLMCurveScorer(config, tokenizer=tokenizer, n_masks=1, random_state=0, device="cpu").fit()
+    np.testing.assert_array_equal(again.transform(texts[:4]), curve)
+
+
+def test_loads_from_a_saved_directory(tiny_bert, tmp_path):
+    model, tokenizer, texts = tiny_bert
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    from_disk = MLMCurveScorer(str(tmp_path), device="cpu").fit()
+    in_memory = MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit()
+    assert from_disk.max_length_ == 64
+    np.testing.assert_allclose(
+        from_disk.pseudo_log_likelihood(texts[:4]), in_memory.pseudo_log_likelihood(texts[:4]), rtol=1e-6
+    )
+    assert in_memory.model_ is model  # used as it is: nothing to train, nothing to move
+
+
+def test_accepts_series_arrays_and_datasets(tiny_bert):
+    pd = pytest.importorskip("pandas")
+    datasets = pytest.importorskip("datasets")
+    model, tokenizer, texts = tiny_bert
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit()
+    expected = scorer.pseudo_log_likelihood(texts[:3])
+    frame = pd.DataFrame({"label": [0, 1, 0], "sentence": texts[:3]})
+    for X in (pd.Series(texts[:3]), np.array(texts[:3]), tuple(texts[:3]), frame,
+              datasets.Dataset.from_pandas(frame)):
+        np.testing.assert_allclose(scorer.pseudo_log_likelihood(X), expected)
+    pair = datasets.Dataset.from_dict({"premise": texts[:2], "hypothesis": texts[2:4]})
+    with pytest.raises(ValueError, match="set text_column"):
+        scorer.pseudo_log_likelihood(pair)
+    np.testing.assert_allclose(
+        scorer.set_params(text_column="hypothesis").pseudo_log_likelihood(pair),
+        scorer.pseudo_log_likelihood(texts[2:4]),
+    )
+
+
+@pytest.mark.parametrize(
+    "X, message",
+    [
+        (["a fine text", ""], "Text 1 is empty"),
+        (["a fine text", "   "], "Text 1 is empty"),
+        (["a fine text", None], "Text 1 is not a string"),
+        ([3.5], "Text 0 is not a string"),
+        ([], "at least one text"),
+        ("just one string", "single string"),
+        (np.array([["a", "b"]]), "1-D array"),
+        (["the [MASK] sat"], "Text 0 contains the mask token"),
+    ],
+)
+def test_bad_texts_are_named(tiny_bert, X, message):
+    model, tokenizer, _ = tiny_bert
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit()
+    with pytest.raises(ValueError, match=message):
+        scorer.transform(X)
+
+
+def test_long_texts_are_truncated_with_a_warning(tiny_bert):
+    model, tokenizer, texts = tiny_bert
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, max_length=12, device="cpu").fit()
+    long_text = " ".join(texts[:10])
+    with pytest.warns(UserWarning, match="2 of 3 texts are longer than max_length=12"):
+        pll = scorer.pseudo_log_likelihood([long_text, "the team is a unit", long_text + " again"])
+    with pytest.warns(UserWarning, match="1 of 1 texts"):
+        assert scorer._encode([long_text]).n_tokens[0] == 10  # 12 less [CLS] and [SEP]
+    assert np.isfinite(pll).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scorer.pseudo_log_likelihood(["the team is a unit"])
+
+
+def test_bad_parameters(tiny_bert):
+    model, tokenizer, _ = tiny_bert
+    with pytest.raises(ValueError, match="mask_rates must lie in"):
+        MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[0.5, 1.5], device="cpu").fit()
+    with pytest.raises(ValueError, match="strictly increasing"):
+        MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[0.5, 0.2], device="cpu").fit()
+    with pytest.raises(ValueError, match="pass tokenizer="):
+        MLMCurveScorer(model.config, device="cpu").fit()
+    with pytest.raises(ValueError, match="model must be"):
+        MLMCurveScorer(42, tokenizer=tokenizer, device="cpu").fit()
+    with pytest.raises(ValueError, match="n_masks"):
+        MLMCurveScorer(model, tokenizer=tokenizer, n_masks=0).fit()
+    with pytest.raises(ValueError, match="needs training texts"):
+        MLMCurveScorer(model, tokenizer=tokenizer, max_steps=2, device="cpu").fit()
+    small = BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8)
+    with pytest.raises(ValueError, match="do not belong together"):
+        MLMCurveScorer(small, tokenizer=tokenizer, device="cpu").fit()
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        if not torch.cuda.is_available():
+            MLMCurveScorer(model, tokenizer=tokenizer, device="cuda").fit()
+        else:
+            raise ValueError("CUDA is not available (skipped: CUDA present)")
+
+
+@pytest.mark.parametrize("mask_rate", [0.15, "uniform"])
+def test_fit_continues_masked_pretraining(tiny_bert, mask_rate):
+    model, tokenizer, texts = tiny_bert
+    before = [p.detach().clone() for p in model.parameters()]
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, max_steps=40, batch_size=32, learning_rate=3e-3,
+                            mask_rate=mask_rate, random_state=0, device="cpu").fit(texts)
+    losses = np.array([h["loss"] for h in scorer.history_])
+    assert len(losses) == 40 and losses[-10:].mean() < losses[:5].mean() - 0.3
+    assert scorer.model_ is not model and not scorer.model_.training
+    # the caller's model is untouched
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    trained = scorer.set_params(n_masks=2).pseudo_log_likelihood(texts[:20]).mean()
+    untrained = MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit().pseudo_log_likelihood(texts[:20])
+    assert trained > untrained.mean() + 5
+
+
+def test_grid_search_over_masking_rates(tiny_bert):
+    from sklearn.model_selection import GridSearchCV
+
+    model, tokenizer, texts = tiny_bert
+    search = GridSearchCV(
+        MLMCurveScorer(model, tokenizer=tokenizer, max_steps=5, batch_size=16, learning_rate=1e-3, n_masks=1,
+                       score_method="chain", random_state=0, device="cpu"),
+        {"mask_rate": [0.15, "uniform"]},
+        cv=2,
+    )
+    search.fit(texts[:40])
+    assert set(search.cv_results_["param_mask_rate"]) == {0.15, "uniform"}
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+
+
+def test_command_line(tiny_bert, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from skmpt.__main__ import main
+
+    model, tokenizer, texts = tiny_bert
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    (tmp_path / "texts.txt").write_text("\n".join(texts[:3]) + "\n\n", encoding="utf-8")
+    main(["mlm-curve", "--model", str(tmp_path / "model"), "--texts", str(tmp_path / "texts.txt"),
+          "--out", str(tmp_path / "curve.csv"), "--plot", str(tmp_path / "curve.png"),
+          "--mask-rates", "0.1:0.9:0.2", "--n-masks", "2", "--device", "cpu"])
+    rows = (tmp_path / "curve.csv").read_text().splitlines()
+    assert rows[0] == "text,n_tokens,score,paper_area,S@0.1,S@0.3,S@0.5,S@0.7,S@0.9"
+    assert len(rows) == 4 and (tmp_path / "curve.png").stat().st_size > 0
+    assert "3 texts" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_scores_match_cpu(tiny_bert):
+    model, tokenizer, texts = tiny_bert
+    params = dict(tokenizer=tokenizer, n_masks=2, random_state=0)
+    cpu = MLMCurveScorer(model, device="cpu", **params).fit().transform(texts[:8])
+    cuda = MLMCurveScorer(model, device="cuda", **params).fit().transform(texts[:8])
+    np.testing.assert_allclose(cuda, cpu, atol=0.05)  # bfloat16 autocast
