@@ -461,7 +461,7 @@ _GLUE_LABELS = {"entailment": 0, "not_entailment": 1}
     prefer_skip_nested_validation=True,
 )
 def load_glue(task, split="validation", *, data_dir=None, cache_dir=None):
-    """A GLUE task's split as a ``datasets.Dataset``, from the official TSV files or the hub.
+    r"""A GLUE task's split as a ``datasets.Dataset``, from the official TSV files or the hub.
 
     With ``data_dir`` the official layout is read from disk (``<data_dir>/CoLA/dev.tsv``,
     ``<data_dir>/diagnostic/diagnostic.tsv`` for AX, ...): no network. Without it the task is
@@ -539,4 +539,5 @@ def load_glue(task, split="validation", *, data_dir=None, cache_dir=None):
         out.update(label=label, idx=int(row["idx"]) if "idx" in row else index)
         return out
 
-    return raw.map(normalise, with_indices=True, remove_columns=raw.column_names)
+    dataset = raw.map(normalise, with_indices=True, remove_columns=raw.column_names)
+    return dataset.select_columns([*text_columns, "label", "idx"])

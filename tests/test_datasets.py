@@ -165,3 +165,58 @@ def test_binarized_digits():
     bunch = datasets.load_binarized_digits(threshold=3)
     assert bunch.data.shape == (1797, 64)
     assert set(np.unique(bunch.data)) == {0.0, 1.0}
+
+
+def test_wordnet_sentences_and_notice():
+    from pathlib import Path
+
+    sentences = datasets.load_wordnet_sentences()
+    assert len(sentences) == len(set(sentences)) == 48224
+    assert all(s and s == " ".join(s.split()) for s in sentences)
+    notice = (Path(datasets.__file__).parent / "data" / "WORDNET_NOTICE.txt").read_text()
+    assert "WordNet 3.0 Copyright 2006 by Princeton University" in notice
+
+
+def _write_glue(root):
+    """A few lines of each task in the official GLUE layout (headers as the real files have them)."""
+    files = {
+        "CoLA/train.tsv": "gj04\t1\t\tOur friends won't buy this analysis.\nclc95\t0\t*\tThe more we study verbs.\n",
+        "CoLA/dev.tsv": 'gj04\t1\t\tThe sailors rode the breeze clear of the "rocks".\n',
+        "CoLA/test.tsv": "index\tsentence\n0\tBill whistled past the house.\n",
+        "MRPC/dev.tsv": "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1355540\t1355592\tHe said \"yes\".\tHe agreed.\n",
+        "QNLI/dev.tsv": "index\tquestion\tsentence\tlabel\n0\tWhat came?\tThe rain came.\tentailment\n"
+        "1\tWho left?\tNobody stayed.\tnot_entailment\n",
+        "diagnostic/diagnostic.tsv": "index\tsentence1\tsentence2\n0\tThe cat sat.\tA cat sat.\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+
+
+def test_load_glue_reads_the_official_layout(tmp_path):
+    pytest.importorskip("datasets")
+    _write_glue(tmp_path / "glue")
+    kwargs = dict(data_dir=tmp_path / "glue", cache_dir=tmp_path / "cache")
+    cola = datasets.load_glue("cola", "train", **kwargs)
+    assert cola.column_names == ["sentence", "label", "idx"]
+    assert cola["label"] == [1, 0] and cola[0]["sentence"] == "Our friends won't buy this analysis."
+    assert datasets.load_glue("cola", **kwargs)[0]["sentence"].endswith('"rocks".')  # quotes kept as written
+    assert datasets.load_glue("cola", "test", **kwargs)[0] == {
+        "sentence": "Bill whistled past the house.", "label": -1, "idx": 0
+    }
+    mrpc = datasets.load_glue("mrpc", **kwargs)
+    assert mrpc[0] == {"sentence1": 'He said "yes".', "sentence2": "He agreed.", "label": 1, "idx": 0}
+    assert datasets.load_glue("qnli", **kwargs)["label"] == [0, 1]
+    ax = datasets.load_glue("ax", "test", **kwargs)
+    assert ax.column_names == ["premise", "hypothesis", "label", "idx"] and ax[0]["label"] == -1
+
+
+def test_load_glue_errors(tmp_path):
+    pytest.importorskip("datasets")
+    _write_glue(tmp_path)
+    with pytest.raises(FileNotFoundError, match="RTE"):
+        datasets.load_glue("rte", data_dir=tmp_path)
+    with pytest.raises(ValueError, match="only a test split"):
+        datasets.load_glue("ax", "validation", data_dir=tmp_path)
+    with pytest.raises(ValueError, match="task"):
+        datasets.load_glue("mnli", data_dir=tmp_path)
