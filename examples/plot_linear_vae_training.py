@@ -1,7 +1,7 @@
 """
-==================================================================
+===================================================================
 A Bernoulli linear VAE trained by MPT against the ELBO (Fig. 3 top)
-==================================================================
+===================================================================
 
 Redraws the upper row of Fig. 3 of Moreno-Muñoz et al. (2023): a linear VAE with a Bernoulli
 likelihood and K=2, trained by masked pre-training (uniform mask sizes, and a fixed 15 %) and

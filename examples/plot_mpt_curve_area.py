@@ -1,7 +1,7 @@
 """
-==========================================================
+========================================================
 The area under the MPT curve is the LML (Fig. 4, Fig. 5)
-==========================================================
+========================================================
 
 Redraws Fig. 4 of Moreno-Muñoz et al. (2023): the curve ``S(x; M)`` of a trained PPCA against
 the masking rate ``M / D``; the area under it, ``sum_M S(x; M)``, estimates the log-marginal

@@ -1,7 +1,7 @@
 """
-=================================================================
+================================================================
 Masked pre-training estimates the log-marginal likelihood (demo)
-=================================================================
+================================================================
 
 Fit :class:`skmpt.MaskedPPCA` to scikit-learn's embedded handwritten digits (1797 images,
 64 pixels, no download) by masked pre-training, then compare three numbers per image:
@@ -32,7 +32,7 @@ from skmpt import MaskedPPCA  # noqa: E402
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[1], formatter_class=argparse.RawTextHelpFormatter
+        description="Fit MaskedPPCA to the digits, score it by MPT and compare with the exact LML."
     )
     parser.add_argument("--n-components", type=int, default=8, help="latent dimension K (default 8)")
     parser.add_argument("--score-masks", type=int, default=100, help="random masks per mask size (default 100)")

@@ -1,7 +1,7 @@
 """
-=====================================================================
+===============================================================
 Training PPCA by masked pre-training maximises the LML (Fig. 2)
-=====================================================================
+===============================================================
 
 Redraws Fig. 2 of Moreno-Muñoz et al. (2023): N=2000 samples of a PPCA with D=10, K=2;
 :class:`skmpt.MaskedPPCA` trained from five random initialisations with one mask per sample

@@ -1,7 +1,7 @@
 """
-=====================================================================
+==========================================================================
 A deep VAE trained by masked pre-training against the ELBO (Fig. 3 bottom)
-=====================================================================
+==========================================================================
 
 Redraws the lower row of Fig. 3 of Moreno-Muñoz et al. (2023): a VAE with MLP encoder and
 decoder (256 and 128 hidden units) and a Gaussian likelihood, trained by masked pre-training

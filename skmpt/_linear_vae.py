@@ -90,7 +90,7 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
         the training data after the epoch) and ``seconds``.
     n_iter_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     Examples
     --------

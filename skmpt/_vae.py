@@ -73,7 +73,7 @@ class MaskedVAE(_BaseMaskedEstimator):
         ``lml`` (importance-sampled, ``n_lml_samples`` draws, training data) and ``seconds``.
     n_iter_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     Examples
     --------
