@@ -113,7 +113,14 @@ def build_model(directory, args):
     rng = np.random.default_rng(0)
     picked = rng.choice(len(sentences), 4 * args.n_texts, replace=False)
     texts = [" ".join(sentences[j] for j in picked[4 * i : 4 * i + 4]) for i in range(args.n_texts)]
-    long_text = " ".join(sentences[j] for j in rng.choice(len(sentences), 200, replace=False))
+    # the longest run of whole words that fits BERT's 512 positions with [CLS] and [SEP]
+    words = " ".join(sentences[j] for j in rng.choice(len(sentences), 200, replace=False)).split()
+    low, high = 1, len(words)
+    while low < high:
+        middle = (low + high + 1) // 2
+        fits = len(tokenizer(" ".join(words[:middle]))["input_ids"]) <= 512
+        low, high = (middle, high) if fits else (low, middle - 1)
+    long_text = " ".join(words[:low])
     n_tokens = sum(len(ids) - 2 for ids in tokenizer(texts)["input_ids"])
     return texts, long_text, n_tokens, f"BERT {hidden} hidden x {layers} layers, vocabulary 30522"
 
@@ -139,7 +146,9 @@ def main(argv=None):
         Path(long_file).write_text(json.dumps([long_text]))
         print(f"{description}; {len(texts)} texts, {n_tokens} tokens; device {args.device}")
         common = dict(model=model_dir, device=args.device, repeats=args.repeats)
-        ours = run_child(sys.executable, SKMPT_CHILD, texts=texts_file, max_batch_tokens=args.max_batch_tokens, **common)
+        ours = run_child(
+            sys.executable, SKMPT_CHILD, texts=texts_file, max_batch_tokens=args.max_batch_tokens, **common
+        )
         print(f"skmpt    PLL: {n_tokens / ours['seconds']:9.0f} tokens/s")
         theirs = None
         if args.minicons_python:
@@ -156,7 +165,8 @@ def main(argv=None):
         else:
             print("minicons not compared: pass --minicons-python (see the docstring)")
 
-        print("one 512-token sentence, full PLL (510 masked copies):")
+        long_length = len(_token_counts(model_dir, [long_text])[0])
+        print(f"one long sentence ({long_length + 2} tokens with [CLS] and [SEP]), full PLL ({long_length} copies):")
         single = dict(model=model_dir, device=args.device, repeats=1, texts=long_file)
         report(" skmpt   ", run_child(sys.executable, SKMPT_CHILD, max_batch_tokens=args.max_batch_tokens, **single))
         if args.minicons_python:

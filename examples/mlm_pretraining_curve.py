@@ -36,11 +36,11 @@ from skmpt.datasets import load_glue, load_wordnet_sentences, make_wordpiece_tok
 GLUE_TASKS = [("ax", "test"), ("cola", "validation"), ("qnli", "validation"), ("mrpc", "validation")]
 
 
-def summary(name, scorer, texts, curve):
+def summary(name, scorer, texts):
     lengths = scorer._encode(texts).n_tokens
     cumulative = scorer.score_samples(texts)
     pll = scorer.pseudo_log_likelihood(texts)
-    area = 512 * curve @ np.diff(np.concatenate([[0.0], scorer.mask_rates_]))
+    area = scorer.paper_area(texts)
     print(
         f"{name:<28} cumulative {cumulative.mean():9.2f}  ({cumulative.sum() / lengths.sum():6.3f} per token)  "
         f"PLL {pll.mean():9.2f}  paper area {area.mean():9.2f}"
@@ -77,7 +77,7 @@ def small_bert(args):
         scorer.fit(train)
         fitted = time.perf_counter() - start
         curve = scorer.transform(test)
-        summary(f"{label} ({fitted:.0f} s)", scorer, test, curve)
+        summary(f"{label} ({fitted:.0f} s)", scorer, test)
         ax.plot(100 * scorer.mask_rates_, curve.mean(0), label=label)
     ax.axhline(-np.log(len(tokenizer)), color="grey", lw=0.8, ls=":", label="-log V")
     ax.set(xlabel="% of tokens masked", ylabel="S(x; M), nats per token", title="Small BERT on WordNet sentences")
@@ -99,14 +99,14 @@ def table_2(args):
         data = load_glue(task, split, data_dir=args.glue_dir)
         texts = data[data.column_names[0]][: args.n_eval]
         for label, scorer in scorers.items():
-            summary(f"{task} {label}", scorer, texts, scorer.transform(texts))
+            summary(f"{task} {label}", scorer, texts)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="The MPT curve of a masked LM before and after pre-training")
-    parser.add_argument("--n-train", type=int, default=20000, help="training sentences")
+    parser.add_argument("--n-train", type=int, default=40000, help="training sentences")
     parser.add_argument("--n-eval", type=int, default=100, help="held-out sentences (texts per task with --model)")
-    parser.add_argument("--max-steps", type=int, default=400, help="MPT steps of 64 sentences")
+    parser.add_argument("--max-steps", type=int, default=1500, help="MPT steps of 64 sentences")
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--vocab-size", type=int, default=4000)
     parser.add_argument("--hidden-size", type=int, default=128)

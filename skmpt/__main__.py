@@ -48,7 +48,7 @@ def _parser():
 
 
 def _mlm_curve(args):
-    from ._mlm import MLMCurveScorer
+    from ._mlm import MLMCurveScorer, _area
 
     scorer = MLMCurveScorer(
         args.model,
@@ -66,8 +66,7 @@ def _mlm_curve(args):
     texts = _read_texts(args.texts)
     curve = scorer.transform(texts)
     scores = scorer.score_samples(texts)
-    widths = np.diff(np.concatenate([[0.0], scorer.mask_rates_]))
-    areas = 512 * curve @ widths
+    areas = _area(curve, scorer.mask_rates_)
     lengths = scorer._encode(texts).n_tokens
     with open(args.out, "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)

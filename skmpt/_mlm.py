@@ -50,6 +50,11 @@ def _language_model_head(model):
     return (base, head) if name in _HEAD_ATTRIBUTES else None
 
 
+def _area(curve, mask_rates, scale=512):
+    """The paper's area of curves ``(n_texts, n_rates)``: ``scale * sum_r (r - r_prev) * S``."""
+    return scale * curve @ np.diff(np.concatenate([[0.0], mask_rates]))
+
+
 class _EncodedTexts:
     """Token ids of validated texts and where each text's own tokens sit."""
 
@@ -395,7 +400,7 @@ class MLMCurveScorer(BaseEstimator):
             )
         input_ids, positions = [], []
         pad, mask = tokenizer.pad_token_id, tokenizer.mask_token_id
-        for index, (ids, special) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"])):
+        for index, (ids, special) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"], strict=True)):
             ids = torch.as_tensor(ids, dtype=torch.long)
             own = (torch.as_tensor(special) == 0) & (ids != pad)
             if not own.any():
@@ -509,7 +514,7 @@ class MLMCurveScorer(BaseEstimator):
     def _size_copies(self, encoded, sizes_of):
         """``n_masks`` random masks at each size ``sizes_of(L)``; targets are the masked tokens."""
         copies, sizes = [], []
-        for positions, generator in zip(encoded.content_positions, self._text_generators(encoded)):
+        for positions, generator in zip(encoded.content_positions, self._text_generators(encoded), strict=True):
             text_sizes = np.repeat(sizes_of(len(positions)), self.n_masks)
             masked = masks_of_sizes(text_sizes, len(positions), random_state=generator)
             copies.append((masked, masked))
@@ -518,7 +523,7 @@ class MLMCurveScorer(BaseEstimator):
 
     def _chain_copies(self, encoded):
         copies = []
-        for positions, generator in zip(encoded.content_positions, self._text_generators(encoded)):
+        for positions, generator in zip(encoded.content_positions, self._text_generators(encoded), strict=True):
             orderings = random_orderings(self.n_masks, len(positions), random_state=generator)
             masked = nested_masks(orderings).reshape(-1, len(positions))
             targets = torch.zeros_like(masked)
@@ -551,7 +556,7 @@ class MLMCurveScorer(BaseEstimator):
 
         copies, sizes = self._size_copies(encoded, sizes_of)
         sums = self._copy_log_probs(encoded, copies)
-        return np.stack([(s / m).reshape(len(rates), self.n_masks).mean(1) for s, m in zip(sums, sizes)])
+        return np.stack([(s / m).reshape(len(rates), self.n_masks).mean(1) for s, m in zip(sums, sizes, strict=True)])
 
     def score_samples(self, X):
         """Cumulative MPT estimate of ``log p(x)``: ``sum_{M=1..L} S(x; M)`` per text (nats).
@@ -571,7 +576,7 @@ class MLMCurveScorer(BaseEstimator):
             return np.array([s.sum() / self.n_masks for s in sums])
         copies, sizes = self._size_copies(encoded, lambda length: np.arange(1, length + 1))
         sums = self._copy_log_probs(encoded, copies)
-        return np.array([(s / m).sum() / self.n_masks for s, m in zip(sums, sizes)])
+        return np.array([(s / m).sum() / self.n_masks for s, m in zip(sums, sizes, strict=True)])
 
     def score(self, X, y=None):
         """Mean of :meth:`score_samples` over the texts (nats per text).
@@ -627,9 +632,7 @@ class MLMCurveScorer(BaseEstimator):
         -------
         area : ndarray of shape (n_texts,)
         """
-        check_is_fitted(self)
-        widths = np.diff(np.concatenate([[0.0], self.mask_rates_]))
-        return scale * self.transform(X) @ widths
+        return _area(self.transform(X), self.mask_rates_, scale)
 
     # ------------------------------------------------------------------ training
 

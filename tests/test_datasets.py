@@ -183,7 +183,8 @@ def _write_glue(root):
         "CoLA/train.tsv": "gj04\t1\t\tOur friends won't buy this analysis.\nclc95\t0\t*\tThe more we study verbs.\n",
         "CoLA/dev.tsv": 'gj04\t1\t\tThe sailors rode the breeze clear of the "rocks".\n',
         "CoLA/test.tsv": "index\tsentence\n0\tBill whistled past the house.\n",
-        "MRPC/dev.tsv": "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1355540\t1355592\tHe said \"yes\".\tHe agreed.\n",
+        "MRPC/dev.tsv": "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+        '1\t1355540\t1355592\tHe said "yes".\tHe agreed.\n',
         "QNLI/dev.tsv": "index\tquestion\tsentence\tlabel\n0\tWhat came?\tThe rain came.\tentailment\n"
         "1\tWho left?\tNobody stayed.\tnot_entailment\n",
         "diagnostic/diagnostic.tsv": "index\tsentence1\tsentence2\n0\tThe cat sat.\tA cat sat.\n",

@@ -33,6 +33,12 @@ def test_demo_prints_estimates_and_saves_curve(tmp_path, capsys):
         ("plot_convergence_in_masks", ["--n-samples", "10", "--repeats", "2", "--bias-masks", "200"], "bias of"),
         ("plot_training_curves", ["--n-inits", "1", "--max-epochs", "3"], "exact bias of the fixed-rate objective"),
         ("plot_mpt_curve_area", ["--n-samples", "120"], "area under the curve"),
+        (
+            "mlm_pretraining_curve",
+            ["--n-train", "500", "--max-steps", "3", "--n-eval", "5", "--n-masks", "1", "--hidden-size", "32",
+             "--vocab-size", "300"],
+            "paper area",
+        ),
     ],
 )
 def test_paper_examples_run_small(name, argv, expected, tmp_path, capsys):

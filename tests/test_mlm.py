@@ -313,7 +313,7 @@ def test_fit_continues_masked_pretraining(tiny_bert, mask_rate):
     assert len(losses) == 40 and losses[-10:].mean() < losses[:5].mean() - 0.3
     assert scorer.model_ is not model and not scorer.model_.training
     # the caller's model is untouched
-    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     trained = scorer.set_params(n_masks=2).pseudo_log_likelihood(texts[:20]).mean()
     untrained = MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit().pseudo_log_likelihood(texts[:20])
     assert trained > untrained.mean() + 5

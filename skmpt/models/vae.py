@@ -75,6 +75,16 @@ class VAEModule(torch.nn.Module):
         Value given to the encoder for masked tokens.
     variance_floor : float
         Lower bound of the Gaussian likelihood's per-feature variance.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import VAEModule
+    >>> module = VAEModule(6, 2, (8,), "tanh", "gaussian", n_particles=4)
+    >>> X = torch.randn(3, 6, dtype=torch.float64)
+    >>> masks = torch.tensor([[True, False, False, False, False, False]])
+    >>> module.masked_log_prob(X, masks).shape
+    torch.Size([3, 1, 6])
     """
 
     #: Masks per call of ``masked_log_prob``, fixed so that the particles' noise, drawn per
