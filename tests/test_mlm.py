@@ -358,3 +358,45 @@ def test_cuda_scores_match_cpu(tiny_bert):
     cpu = MLMCurveScorer(model, device="cpu", **params).fit().transform(texts[:8])
     cuda = MLMCurveScorer(model, device="cuda", **params).fit().transform(texts[:8])
     np.testing.assert_allclose(cuda, cpu, atol=0.05)  # bfloat16 autocast
+
+
+def test_roberta_head_and_position_limit(tiny_bert):
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    _, tokenizer, texts = tiny_bert
+    config = RobertaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=40, pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    model = RobertaForMaskedLM(config).eval()
+    assert _mlm._language_model_head(model)[1] is model.lm_head
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit()
+    assert scorer.max_length_ == 40 - (tokenizer.pad_token_id + 1)  # RoBERTa reserves the padding position
+    encoded = scorer._encode(texts[:4])
+    single = [(torch.eye(len(p), dtype=torch.bool),) * 2 for p in encoded.content_positions]
+    expected = []
+    for i, (masked, _) in enumerate(single):  # the whole model, all single-token masks of a text
+        own = encoded.content_positions[i]
+        ids = encoded.input_ids[i].repeat(len(masked), 1)
+        ids[:, own] = torch.where(masked, tokenizer.mask_token_id, ids[:, own])
+        with torch.no_grad():
+            log_probs = model(input_ids=ids).logits.double().log_softmax(-1)
+        expected.append(log_probs[torch.arange(len(own)), own, encoded.input_ids[i][own]].sum())
+    np.testing.assert_allclose(scorer.pseudo_log_likelihood(texts[:4]), torch.stack(expected).numpy(), rtol=1e-5)
+
+
+def test_progress_bar_clone_and_pickle(tiny_bert, capsys):
+    import pickle
+
+    from sklearn.base import clone
+
+    model, tokenizer, texts = tiny_bert
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=1, random_state=0, device="cpu", verbose=1).fit()
+    pll = scorer.pseudo_log_likelihood(texts[:3])
+    assert "forward passes" in capsys.readouterr().err
+    restored = pickle.loads(pickle.dumps(scorer))
+    np.testing.assert_allclose(restored.pseudo_log_likelihood(texts[:3]), pll, rtol=1e-6)
+    fresh = clone(scorer)
+    assert fresh.model is not model and not hasattr(fresh, "model_")
+    np.testing.assert_allclose(fresh.fit().pseudo_log_likelihood(texts[:3]), pll, rtol=1e-6)
