@@ -34,6 +34,9 @@ __all__ = ["MLMCurveScorer"]
 #: Masking rates of the paper's curves (Fig. 5, Table 2): 1 % to 99 % in steps of 1 %.
 DEFAULT_MASK_RATES = np.arange(1, 100) / 100
 
+# Most mask entries (copies x tokens) held at once; texts are scored in groups under it.
+_COPY_BUDGET = 2**24
+
 # Attributes that hold the language-model head of the masked-LM classes in transformers
 # (``cls`` for the BERT family, ``lm_head`` for RoBERTa, XLM-R, CamemBERT, ...). Other models
 # are run whole and their logits read at the masked positions: slower, equally exact.
@@ -48,6 +51,27 @@ def _language_model_head(model):
         return None
     name, head = next(iter(children.items()))
     return (base, head) if name in _HEAD_ATTRIBUTES else None
+
+
+def _size_masks(sizes, length, generator):
+    """Random masks of the given sizes over a text's ``length`` tokens; targets are the masked."""
+    masked = masks_of_sizes(sizes, length, random_state=generator)
+    return masked, masked
+
+
+def _chain_masks(n_orderings, length, generator):
+    """Nested masks along random orderings; each copy's target is the token it adds."""
+    orderings = random_orderings(n_orderings, length, random_state=generator)
+    masked = nested_masks(orderings).reshape(-1, length)
+    targets = torch.zeros_like(masked)
+    targets[torch.arange(len(masked)), orderings.reshape(-1)] = True
+    return masked, targets
+
+
+def _single_masks(length, generator=None):
+    """Every single-token mask: the pseudo-log-likelihood's copies."""
+    single = torch.eye(length, dtype=torch.bool)
+    return single, single
 
 
 def _area(curve, mask_rates, scale=512):
@@ -489,13 +513,8 @@ class MLMCurveScorer(BaseEstimator):
     def _copy_log_probs(self, encoded, copies):
         """Run every copy; per text, the summed target log-probability of each of its copies."""
         results = [np.empty(len(masked)) for masked, _ in copies]
-        batches = list(self._batches(encoded, copies))
-        if self.verbose:
-            from tqdm.auto import tqdm
-
-            batches = tqdm(batches, desc="forward passes", unit="batch")
         with torch.inference_mode():
-            for pieces in batches:
+            for pieces in self._batches(encoded, copies):
                 sums = self._forward(encoded, copies, pieces).cpu().numpy()
                 offset = 0
                 for i, start, stop in pieces:
@@ -503,34 +522,45 @@ class MLMCurveScorer(BaseEstimator):
                     offset += stop - start
         return results
 
-    # ------------------------------------------------------------------ masks
+    def _score_texts(self, encoded, make_copies, reduce):
+        """Score each text from its masked copies, a group of texts at a time.
 
-    def _text_generators(self, encoded):
-        """One generator per text, seeded by ``random_state`` and the text's token ids."""
+        ``make_copies(length, generator)`` gives a text's ``(masked, targets)``, boolean of
+        shape (n_copies, length) over its own tokens; ``reduce(masked, sums)`` turns the summed
+        target log-probabilities of its copies into its result. Texts go shortest first, in
+        groups holding at most ``_COPY_BUDGET`` mask entries, so memory stays bounded however
+        many texts are scored.
+        """
         base = int(check_random_state(self.random_state).randint(2**32, dtype=np.uint64))
-        for ids in encoded.input_ids:
-            # torch's CPU generator keeps 32 bits of a seed: fold the seed and the ids into 32
-            yield torch.Generator().manual_seed(zlib.crc32(ids.numpy().astype(np.int64).tobytes(), base))
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded.input_ids[i]))
+        results = [None] * len(encoded)
+        progress = None
+        if self.verbose:
+            from tqdm.auto import tqdm
 
-    def _size_copies(self, encoded, sizes_of):
-        """``n_masks`` random masks at each size ``sizes_of(L)``; targets are the masked tokens."""
-        copies, sizes = [], []
-        for positions, generator in zip(encoded.content_positions, self._text_generators(encoded), strict=True):
-            text_sizes = np.repeat(sizes_of(len(positions)), self.n_masks)
-            masked = masks_of_sizes(text_sizes, len(positions), random_state=generator)
-            copies.append((masked, masked))
-            sizes.append(text_sizes)
-        return copies, sizes
-
-    def _chain_copies(self, encoded):
-        copies = []
-        for positions, generator in zip(encoded.content_positions, self._text_generators(encoded), strict=True):
-            orderings = random_orderings(self.n_masks, len(positions), random_state=generator)
-            masked = nested_masks(orderings).reshape(-1, len(positions))
-            targets = torch.zeros_like(masked)
-            targets[torch.arange(len(masked)), orderings.reshape(-1)] = True
-            copies.append((masked, targets))
-        return copies
+            progress = tqdm(total=len(encoded), desc="scoring texts", unit="text")
+        group, copies, load = [], [], 0
+        for rank, i in enumerate(order):
+            ids, own = encoded.input_ids[i], encoded.content_positions[i]
+            # Each text's masks depend only on the seed and its tokens (torch's CPU generator
+            # keeps 32 bits of a seed: both are folded into 32).
+            generator = torch.Generator().manual_seed(zlib.crc32(ids.numpy().astype(np.int64).tobytes(), base))
+            copies.append(make_copies(len(own), generator))
+            group.append(i)
+            load += copies[-1][0].numel()
+            if load >= _COPY_BUDGET or rank == len(order) - 1:
+                subset = _EncodedTexts(
+                    [encoded.input_ids[j] for j in group], [encoded.content_positions[j] for j in group]
+                )
+                sums = self._copy_log_probs(subset, copies)
+                for j, (masked, _), text_sums in zip(group, copies, sums, strict=True):
+                    results[j] = reduce(masked, text_sums)
+                if progress is not None:
+                    progress.update(len(group))
+                group, copies, load = [], [], 0
+        if progress is not None:
+            progress.close()
+        return np.array(results)
 
     # ------------------------------------------------------------------ public scores
 
@@ -550,14 +580,16 @@ class MLMCurveScorer(BaseEstimator):
         """
         check_is_fitted(self)
         encoded = self._encode(X)
-        rates = self.mask_rates_
+        rates, n_masks = self.mask_rates_, self.n_masks
 
-        def sizes_of(length):
-            return np.array([mask_size_for_rate(float(r), length) for r in rates])
+        def make_copies(length, generator):
+            sizes = [mask_size_for_rate(float(rate), length) for rate in rates]
+            return _size_masks(np.repeat(sizes, n_masks), length, generator)
 
-        copies, sizes = self._size_copies(encoded, sizes_of)
-        sums = self._copy_log_probs(encoded, copies)
-        return np.stack([(s / m).reshape(len(rates), self.n_masks).mean(1) for s, m in zip(sums, sizes, strict=True)])
+        def reduce(masked, sums):
+            return (sums / masked.sum(1).numpy()).reshape(len(rates), n_masks).mean(1)
+
+        return self._score_texts(encoded, make_copies, reduce)
 
     def score_samples(self, X):
         """Cumulative MPT estimate of ``log p(x)``: ``sum_{M=1..L} S(x; M)`` per text (nats).
@@ -572,12 +604,16 @@ class MLMCurveScorer(BaseEstimator):
         """
         check_is_fitted(self)
         encoded = self._encode(X)
+        n_masks = self.n_masks
         if self.score_method == "chain":
-            sums = self._copy_log_probs(encoded, self._chain_copies(encoded))
-            return np.array([s.sum() / self.n_masks for s in sums])
-        copies, sizes = self._size_copies(encoded, lambda length: np.arange(1, length + 1))
-        sums = self._copy_log_probs(encoded, copies)
-        return np.array([(s / m).sum() / self.n_masks for s, m in zip(sums, sizes, strict=True)])
+            return self._score_texts(
+                encoded, lambda length, g: _chain_masks(n_masks, length, g), lambda masked, sums: sums.sum() / n_masks
+            )
+        return self._score_texts(
+            encoded,
+            lambda length, g: _size_masks(np.repeat(np.arange(1, length + 1), n_masks), length, g),
+            lambda masked, sums: (sums / masked.sum(1).numpy()).sum() / n_masks,
+        )
 
     def score(self, X, y=None):
         """Mean of :meth:`score_samples` over the texts (nats per text).
@@ -610,11 +646,7 @@ class MLMCurveScorer(BaseEstimator):
         """
         check_is_fitted(self)
         encoded = self._encode(X)
-        copies = []
-        for positions in encoded.content_positions:
-            single = torch.eye(len(positions), dtype=torch.bool)
-            copies.append((single, single))
-        return np.array([s.sum() for s in self._copy_log_probs(encoded, copies)])
+        return self._score_texts(encoded, _single_masks, lambda masked, sums: sums.sum())
 
     def paper_area(self, X, *, scale=512):
         """The paper's area under the MPT curve: ``scale * sum_r (r - r_prev) * S(x; r)`` per text.

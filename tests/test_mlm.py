@@ -137,7 +137,11 @@ def test_masks_exactly_m_of_the_own_tokens(joint_setup, rate):
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[rate], n_masks=4, device="cpu",
                             random_state=0).fit()
     encoded = scorer._encode(texts)
-    copies, _ = scorer._size_copies(encoded, lambda L: np.array([max(1, round(rate * L))]))
+    generator = torch.Generator().manual_seed(0)
+    copies = [
+        _mlm._size_masks(np.repeat(max(1, round(rate * len(p))), 4), len(p), generator)
+        for p in encoded.content_positions
+    ]
     for i, (masked, _) in enumerate(copies):
         L = len(encoded.content_positions[i])
         assert masked.shape == (4, L) and (masked.sum(1) == max(1, round(rate * L))).all()
@@ -182,11 +186,22 @@ def test_batching_does_not_change_scores(tiny_bert):
     np.testing.assert_allclose(small.score_samples(texts[:8]), big.score_samples(texts[:8]), rtol=1e-5)
     # a forward pass never holds more than the token budget (one copy when a copy alone exceeds it)
     encoded = small._encode(texts[:8])
-    copies, _ = small._size_copies(encoded, lambda L: np.arange(1, L + 1))
+    copies = [_mlm._size_masks(np.arange(1, len(p) + 1), len(p), None) for p in encoded.content_positions]
     for pieces in small._batches(encoded, copies):
         rows = sum(stop - start for _, start, stop in pieces)
         width = max(len(encoded.input_ids[i]) for i, _, _ in pieces)
         assert rows <= 3 and (rows * width <= 40 or rows == 1)
+
+
+def test_groups_of_texts_do_not_change_scores(tiny_bert, monkeypatch):
+    model, tokenizer, texts = tiny_bert
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=2, mask_rates=[0.2, 0.7], random_state=0,
+                            device="cpu").fit()
+    expected = scorer.transform(texts[:7]), scorer.score_samples(texts[:7]), scorer.pseudo_log_likelihood(texts[:7])
+    monkeypatch.setattr(_mlm, "_COPY_BUDGET", 50)  # about one text per group
+    np.testing.assert_allclose(scorer.transform(texts[:7]), expected[0], rtol=1e-6)
+    np.testing.assert_allclose(scorer.score_samples(texts[:7]), expected[1], rtol=1e-6)
+    np.testing.assert_allclose(scorer.pseudo_log_likelihood(texts[:7]), expected[2], rtol=1e-6)
 
 
 def test_scores_do_not_depend_on_the_other_texts(tiny_bert):
@@ -394,7 +409,7 @@ def test_progress_bar_clone_and_pickle(tiny_bert, capsys):
     model, tokenizer, texts = tiny_bert
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=1, random_state=0, device="cpu", verbose=1).fit()
     pll = scorer.pseudo_log_likelihood(texts[:3])
-    assert "forward passes" in capsys.readouterr().err
+    assert "scoring texts" in capsys.readouterr().err
     restored = pickle.loads(pickle.dumps(scorer))
     np.testing.assert_allclose(restored.pseudo_log_likelihood(texts[:3]), pll, rtol=1e-6)
     fresh = clone(scorer)
