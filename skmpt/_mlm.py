@@ -53,6 +53,15 @@ def _language_model_head(model):
     return (base, head) if name in _HEAD_ATTRIBUTES else None
 
 
+def _check_local_path(source, name):
+    """A path (not a hub name) must exist: say so before transformers takes it for a hub name."""
+    text = os.fspath(source)
+    if (isinstance(source, os.PathLike) or text.startswith(("/", ".", "~"))) and not os.path.exists(
+        os.path.expanduser(text)
+    ):
+        raise ValueError(f"{name}={text!r} is a path that does not exist; give a saved directory or a hub name.")
+
+
 def _size_masks(sizes, length, generator):
     """Random masks of the given sizes over a text's ``length`` tokens; targets are the masked."""
     masked = masks_of_sizes(sizes, length, random_state=generator)
@@ -281,6 +290,7 @@ class MLMCurveScorer(BaseEstimator):
 
         model = self.model
         if isinstance(model, (str, os.PathLike)):
+            _check_local_path(model, "model")
             loaded = transformers.AutoModelForMaskedLM.from_pretrained(model)
             source = model
         elif isinstance(model, transformers.PretrainedConfig):
@@ -307,6 +317,7 @@ class MLMCurveScorer(BaseEstimator):
                 )
             tokenizer = source
         if isinstance(tokenizer, (str, os.PathLike)):
+            _check_local_path(tokenizer, "tokenizer")
             tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer)
         if getattr(tokenizer, "mask_token_id", None) is None:
             raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no mask token; a masked LM needs one.")

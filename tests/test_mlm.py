@@ -302,6 +302,10 @@ def test_bad_parameters(tiny_bert):
         MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[0.5, 0.2], device="cpu").fit()
     with pytest.raises(ValueError, match="pass tokenizer="):
         MLMCurveScorer(model.config, device="cpu").fit()
+    with pytest.raises(ValueError, match="is a path that does not exist"):
+        MLMCurveScorer("/no/such/model/dir", device="cpu").fit()
+    with pytest.raises(ValueError, match="tokenizer='./no-such-tokenizer' is a path"):
+        MLMCurveScorer(model, tokenizer="./no-such-tokenizer", device="cpu").fit()
     with pytest.raises(ValueError, match="model must be"):
         MLMCurveScorer(42, tokenizer=tokenizer, device="cpu").fit()
     with pytest.raises(ValueError, match="n_masks"):
