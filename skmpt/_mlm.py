@@ -102,6 +102,9 @@ class _EncodedTexts:
     def n_tokens(self):
         return np.array([len(p) for p in self.content_positions])
 
+    def subset(self, indices):
+        return _EncodedTexts([self.input_ids[i] for i in indices], [self.content_positions[i] for i in indices])
+
 
 class MLMCurveScorer(BaseEstimator):
     """MPT curve and cumulative log-marginal estimate of a masked language model.
@@ -560,10 +563,7 @@ class MLMCurveScorer(BaseEstimator):
             group.append(i)
             load += copies[-1][0].numel()
             if load >= _COPY_BUDGET or rank == len(order) - 1:
-                subset = _EncodedTexts(
-                    [encoded.input_ids[j] for j in group], [encoded.content_positions[j] for j in group]
-                )
-                sums = self._copy_log_probs(subset, copies)
+                sums = self._copy_log_probs(encoded.subset(group), copies)
                 for j, (masked, _), text_sums in zip(group, copies, sums, strict=True):
                     results[j] = reduce(masked, text_sums)
                 if progress is not None:
@@ -703,7 +703,7 @@ class MLMCurveScorer(BaseEstimator):
             model.eval()
 
     def _train_step(self, encoded, chosen, lengths, generator, optimizer):
-        subset = _EncodedTexts([encoded.input_ids[i] for i in chosen], [encoded.content_positions[i] for i in chosen])
+        subset = encoded.subset(chosen)
         copies, weights = [], []
         for i in chosen:
             length = int(lengths[i])
