@@ -20,7 +20,8 @@ cores), the run the documentation reports.
 ``--model bert-base-uncased --glue-dir DIR`` (a checkpoint name or directory that
 ``transformers`` can load, and GLUE's official TSV files) prints the Table 2 rows instead:
 the paper's area for random initialisation and the pre-trained checkpoint on AX, CoLA, QNLI
-and MRPC. Nothing here downloads anything unless such a name is given.
+and MRPC (``--n-eval`` texts of each task's first text column; the paper does not say which
+it scored). Nothing here downloads anything unless such a name is given.
 """
 
 import argparse

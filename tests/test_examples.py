@@ -80,3 +80,24 @@ def test_vae_example_runs_small(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "Fashion-MNIST (20 x 784)" in printed and "pseudo-Gibbs" in printed
     assert output.stat().st_size > 10_000
+
+
+def test_mlm_example_prints_table_2_rows_for_a_checkpoint(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    from test_datasets import _write_glue
+    from transformers import BertConfig, BertForMaskedLM
+
+    from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+
+    tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:300], vocab_size=300)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
+                        intermediate_size=16, max_position_embeddings=64)
+    BertForMaskedLM(config).save_pretrained(tmp_path / "bert")
+    tokenizer.save_pretrained(tmp_path / "bert")
+    _write_glue(tmp_path / "glue")
+    _load("mlm_pretraining_curve").main(
+        ["--model", str(tmp_path / "bert"), "--glue-dir", str(tmp_path / "glue"), "--n-masks", "1"]
+    )
+    printed = capsys.readouterr().out
+    for row in ("ax random init.", "cola pre-trained", "qnli random init.", "mrpc pre-trained"):
+        assert row in printed
