@@ -13,6 +13,7 @@ positions whose probability is needed.
 """
 
 import copy
+import logging
 import os
 import time
 import warnings
@@ -21,7 +22,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, _fit_context
+from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -30,6 +31,8 @@ from ._base import resolve_device
 from .masks import check_generator, mask_size_for_rate, masks_of_sizes, nested_masks, random_orderings
 
 __all__ = ["MLMCurveScorer"]
+
+logger = logging.getLogger(__name__)
 
 #: Masking rates of the paper's curves (Fig. 5, Table 2): 1 % to 99 % in steps of 1 %.
 DEFAULT_MASK_RATES = np.arange(1, 100) / 100
@@ -53,13 +56,104 @@ def _language_model_head(model):
     return (base, head) if name in _HEAD_ATTRIBUTES else None
 
 
+# File endings of model and tokenizer files: a name ending in one is a path, never a hub name.
+_FILE_EXTENSIONS = (".bin", ".safetensors", ".json", ".txt", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".model",
+                    ".gguf", ".onnx")
+
+# Files from which AutoTokenizer builds a tokenizer; a directory with none of them holds no tokenizer.
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.*", "merges.txt", "*.model",
+                    "special_tokens_map.json")
+
+# Options of ``from_pretrained`` that say where and how to fetch; they apply to the tokenizer too.
+_HUB_OPTIONS = ("revision", "trust_remote_code", "local_files_only", "cache_dir", "token")
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
+
+
+def _looks_like_path(text):
+    """Whether a string that is not on disk is a path rather than a hub name (``name`` or ``org/name``)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if text.lower().endswith(_FILE_EXTENSIONS):
+        return True
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        return True
+    return False
+
+
 def _check_local_path(source, name):
-    """A path (not a hub name) must exist: say so before transformers takes it for a hub name."""
+    """A path (not a hub name) must exist: say so before transformers takes it for a hub name.
+
+    A string is a hub name only when it is not on disk, has the form ``name`` or ``org/name``
+    (huggingface_hub's repository-id rules: no ``./``, ``../``, ``~``, leading ``/``, backslash
+    or second ``/``) and does not end in a file extension such as ``.bin`` or ``.json``.
+    """
     text = os.fspath(source)
-    if (isinstance(source, os.PathLike) or text.startswith(("/", ".", "~"))) and not os.path.exists(
-        os.path.expanduser(text)
-    ):
-        raise ValueError(f"{name}={text!r} is a path that does not exist; give a saved directory or a hub name.")
+    if os.path.exists(os.path.expanduser(text)):
+        return
+    if isinstance(source, os.PathLike) or _looks_like_path(text):
+        raise ValueError(
+            f"{name}={text!r} is a path that does not exist (relative to {os.getcwd()!r}); give a saved "
+            "directory or a hub name of the form 'name' or 'org/name'."
+        )
+
+
+def _check_tokenizer_directory(source, name):
+    """A local directory must hold tokenizer files: transformers would build an empty tokenizer."""
+    directory = os.path.expanduser(os.fspath(source))
+    if not os.path.isdir(directory):
+        return
+    import glob
+
+    if not any(glob.glob(os.path.join(glob.escape(directory), pattern)) for pattern in _TOKENIZER_FILES):
+        raise ValueError(
+            f"No tokenizer was found in {name}={os.fspath(source)!r} (no tokenizer.json, tokenizer_config.json, "
+            "vocab.* or *.model file); pass one with tokenizer= (--tokenizer on the command line): a tokenizer "
+            "object, or the name or directory of one."
+        )
+
+
+def _check_masked_lm_class(config, what):
+    """``config`` must have a masked-LM class in transformers (or declare one as remote code)."""
+    import transformers
+
+    remote = "AutoModelForMaskedLM" in (getattr(config, "auto_map", None) or {})
+    if type(config) not in transformers.MODEL_FOR_MASKED_LM_MAPPING and not remote:
+        raise ValueError(
+            f"{what} is a {getattr(config, 'model_type', type(config).__name__)!r} model, which has no masked "
+            "language-model class in transformers (AutoModelForMaskedLM); causal LMs such as GPT-2 cannot be "
+            "scored by masking."
+        )
+
+
+def _check_masked_lm_object(model):
+    """A transformers model object must be a masked LM with its head, not a base model or a causal LM."""
+    import transformers
+
+    if not isinstance(model, transformers.PreTrainedModel):
+        return  # a user's module: documented to return ``.logits`` over the vocabulary
+    mapping = transformers.MODEL_FOR_MASKED_LM_MAPPING
+    if type(model.config) in mapping:
+        classes = mapping[type(model.config)]
+        ok = isinstance(model, classes if isinstance(classes, tuple) else (classes,))
+    else:
+        ok = "MaskedLM" in type(model).__name__
+    if not ok:
+        raise ValueError(
+            f"model is a {type(model).__name__}, not a masked language model (no masked-LM head); give its "
+            "...ForMaskedLM class, e.g. the one AutoModelForMaskedLM loads."
+        )
+
+
+def _embedding_size(model):
+    """Number of token ids the model's input embedding holds, or ``None`` when unknown."""
+    try:
+        return int(model.get_input_embeddings().num_embeddings)
+    except (AttributeError, NotImplementedError, TypeError):
+        size = getattr(getattr(model, "config", None), "vocab_size", None) or getattr(model, "vocab_size", None)
+        return None if size is None else int(size)
 
 
 def _size_masks(sizes, length, generator):
@@ -106,7 +200,7 @@ class _EncodedTexts:
         return _EncodedTexts([self.input_ids[i] for i in indices], [self.content_positions[i] for i in indices])
 
 
-class MLMCurveScorer(BaseEstimator):
+class MLMCurveScorer(TransformerMixin, BaseEstimator):
     """MPT curve and cumulative log-marginal estimate of a masked language model.
 
     Scores texts with any masked language model of Hugging Face ``transformers``: the MPT curve
@@ -233,7 +327,10 @@ class MLMCurveScorer(BaseEstimator):
         "max_steps": [Interval(Integral, 0, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "text_column": [None, str],
-        "device": [str],
+        "device": [str, torch.device],
+        "dtype": [None, StrOptions({"auto", *_DTYPES}), torch.dtype],
+        "model_kwargs": [None, dict],
+        "allow_missing_weights": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -254,6 +351,9 @@ class MLMCurveScorer(BaseEstimator):
         learning_rate=5e-5,
         text_column=None,
         device="auto",
+        dtype="auto",
+        model_kwargs=None,
+        allow_missing_weights=False,
         random_state=None,
         verbose=0,
     ):
@@ -270,6 +370,9 @@ class MLMCurveScorer(BaseEstimator):
         self.learning_rate = learning_rate
         self.text_column = text_column
         self.device = device
+        self.dtype = dtype
+        self.model_kwargs = model_kwargs
+        self.allow_missing_weights = allow_missing_weights
         self.random_state = random_state
         self.verbose = verbose
 
@@ -288,22 +391,57 @@ class MLMCurveScorer(BaseEstimator):
             raise ValueError("mask_rates must be strictly increasing.")
         return rates
 
+    def _dtype(self):
+        """The torch dtype asked for, or ``None`` for the model's own."""
+        if self.dtype is None or isinstance(self.dtype, torch.dtype):
+            return self.dtype
+        return None if self.dtype == "auto" else _DTYPES[self.dtype]
+
+    def _model_kwargs(self):
+        kwargs = dict(self.model_kwargs or {})
+        for key in ("dtype", "torch_dtype", "output_loading_info"):
+            if key in kwargs:
+                hint = "use the dtype parameter" if key != "output_loading_info" else "it is set by MLMCurveScorer"
+                raise ValueError(f"model_kwargs may not hold {key!r}: {hint}.")
+        return kwargs
+
     def _load_model(self, device):
         import transformers
 
-        model = self.model
+        model, dtype, kwargs = self.model, self._dtype(), self._model_kwargs()
         if isinstance(model, (str, os.PathLike)):
             _check_local_path(model, "model")
-            loaded = transformers.AutoModelForMaskedLM.from_pretrained(model)
+            _check_masked_lm_class(transformers.AutoConfig.from_pretrained(model, **kwargs), f"model={os.fspath(model)!r}")
+            loaded, info = transformers.AutoModelForMaskedLM.from_pretrained(
+                model, dtype="auto" if dtype is None else dtype, output_loading_info=True, **kwargs
+            )
+            # transformers initialises missing weights at random (and logs a load report): refuse that
+            missing = sorted(info["missing_keys"]) + sorted(str(k) for k in info["mismatched_keys"])
+            if missing and not self.allow_missing_weights:
+                raise ValueError(
+                    f"model={os.fspath(model)!r} lacks {len(missing)} weights of its masked LM, which transformers "
+                    f"would initialise at random: {', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}. "
+                    "Is it a base model without its masked-LM head? Set allow_missing_weights=True to accept random "
+                    "weights, or build a random model from a configuration."
+                )
             source = model
         elif isinstance(model, transformers.PretrainedConfig):
+            _check_masked_lm_class(model, "model")
             seed = int(check_random_state(self.random_state).randint(2**31 - 1))
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
-                loaded = transformers.AutoModelForMaskedLM.from_config(model)
+                # from_config writes its dtype into the configuration: give it a copy of the user's
+                loaded = transformers.AutoModelForMaskedLM.from_config(copy.deepcopy(model))
             source = None
         elif isinstance(model, torch.nn.Module):
-            needs_copy = self.max_steps > 0 or any(p.device != device for p in model.parameters())
+            _check_masked_lm_object(model)
+            parameters = list(model.parameters())
+            needs_copy = (
+                self.max_steps > 0
+                or any(p.device != device for p in parameters)
+                or (dtype is not None and any(p.is_floating_point() and p.dtype != dtype for p in parameters))
+            )
+            # one copy when training, moving or casting: the user's object is never modified
             loaded = copy.deepcopy(model) if needs_copy else model
             source = getattr(getattr(model, "config", None), "name_or_path", None) or None
         else:
@@ -320,20 +458,26 @@ class MLMCurveScorer(BaseEstimator):
                 )
             tokenizer = source
         if isinstance(tokenizer, (str, os.PathLike)):
-            _check_local_path(tokenizer, "tokenizer")
-            tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer)
+            _check_local_path(tokenizer, "tokenizer" if self.tokenizer is not None else "model")
+            _check_tokenizer_directory(tokenizer, "tokenizer" if self.tokenizer is not None else "model")
+            hub = {key: kwargs[key] for key in _HUB_OPTIONS if key in kwargs}
+            if tokenizer is not source:  # the model's revision is not the tokenizer's
+                hub.pop("revision", None)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer, **hub)
         if getattr(tokenizer, "mask_token_id", None) is None:
             raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no mask token; a masked LM needs one.")
         if getattr(tokenizer, "pad_token_id", None) is None:
             raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no padding token.")
-        config = getattr(loaded, "config", None)
-        vocab_size = getattr(config, "vocab_size", None)
-        if vocab_size is not None and len(tokenizer) > vocab_size:
+        size = _embedding_size(loaded)
+        largest = max(max(tokenizer.get_vocab().values()), len(tokenizer) - 1)
+        if size is not None and largest >= size:
             raise ValueError(
-                f"The tokenizer has {len(tokenizer)} tokens but the model's vocabulary holds {vocab_size}: "
-                "they do not belong together."
+                f"The tokenizer can produce token ids up to {largest} but the model's embedding holds {size} "
+                "(ids 0..{}): they do not belong together.".format(size - 1)
             )
-        return loaded.to(device).eval(), tokenizer
+        loaded = loaded.to(device=device, dtype=dtype) if dtype is not None else loaded.to(device)
+        logger.info("Loaded %s (%s) on %s.", type(loaded).__name__, source or "object", device)
+        return loaded.eval(), tokenizer
 
     def _max_length(self):
         limits = [self.max_length]
@@ -385,21 +529,43 @@ class MLMCurveScorer(BaseEstimator):
             import datasets
         except ImportError:  # pragma: no cover - datasets is part of the text extra
             datasets = None
-        if datasets is not None and isinstance(X, datasets.Dataset):
-            return list(X[self._text_column(X.column_names, lambda c: X.features[c].dtype == "string")])
+        if datasets is not None and isinstance(X, (datasets.Dataset, datasets.IterableDataset)):
+            return self._dataset_texts(X, datasets)
         if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a DataFrame
-            column = self._text_column(list(X.columns), lambda c: X[c].dtype == object)
+            from pandas.api.types import is_string_dtype
+
+            column = self._text_column(list(X.columns), lambda c: is_string_dtype(X[c]))
             return list(X[column])
         if isinstance(X, str):
             raise ValueError("Expected a sequence of texts, got a single string; wrap it in a list.")
-        if isinstance(X, np.ndarray):
-            if X.ndim != 1:
-                raise ValueError(f"Expected a 1-D array of texts; got shape {X.shape}.")
-            return X.tolist()
-        try:
-            return list(X)
-        except TypeError:
-            raise ValueError(f"Expected a sequence of texts; got {type(X).__name__}.") from None
+        if not isinstance(X, np.ndarray):
+            try:
+                X = list(X)
+            except TypeError:
+                raise ValueError(f"Expected a sequence of texts; got {type(X).__name__}.") from None
+            if not any(isinstance(x, (list, tuple, np.ndarray)) for x in X):
+                return X
+            X = np.asarray(X, dtype=object)  # rows of one text each, shape (n, 1)
+        if X.ndim == 2 and X.shape[1] == 1:
+            X = X[:, 0]
+        if X.ndim != 1:
+            raise ValueError(f"Expected a 1-D array of texts or a column of shape (n, 1); got shape {X.shape}.")
+        return X.tolist()
+
+    def _dataset_texts(self, X, datasets):
+        """Texts of a ``datasets.Dataset`` or ``IterableDataset``: one column, read in full."""
+        columns, features = X.column_names, X.features
+        if columns is None:  # an IterableDataset that does not know its columns before it is read
+            columns = list(next(iter(X)))
+
+        def is_text(column):
+            feature = None if features is None else features.get(column)
+            return isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")
+
+        column = self._text_column(columns, is_text)
+        if isinstance(X, datasets.Dataset):
+            return list(X[column])
+        return [row[column] for row in X]
 
     def _text_column(self, columns, is_text):
         if self.text_column is not None:
@@ -414,22 +580,35 @@ class MLMCurveScorer(BaseEstimator):
             raise ValueError(f"Cannot tell which column holds the texts among {columns}; set text_column.")
         return text_columns[0]
 
-    def _encode(self, X):
-        """Validate and tokenise texts: ids with special tokens, and the positions of the text's own."""
+    def _encode(self, X, names=None):
+        """Validate and tokenise texts: ids with special tokens, and the positions of the text's own.
+
+        ``names[i]`` names text ``i`` in errors (default ``"Text i"``; the command line gives line
+        numbers).
+        """
         texts = self._texts(X)
         if not texts:
             raise ValueError("Expected at least one text; got an empty sequence.")
-        for index, text in enumerate(texts):
+        names = [f"Text {index}" for index in range(len(texts))] if names is None else names
+        for name, text in zip(names, texts, strict=True):
             if not isinstance(text, str):
-                raise ValueError(f"Text {index} is not a string but {type(text).__name__}: {text!r}.")
+                raise ValueError(f"{name} is not a string but {type(text).__name__}: {text!r}.")
             if not text.strip():
-                raise ValueError(f"Text {index} is empty.")
+                raise ValueError(f"{name} is empty.")
         tokenizer = self.tokenizer_
-        encoded = tokenizer(
-            texts, truncation=True, max_length=self.max_length_, return_special_tokens_mask=True
-        )
-        plain_lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        n_long = sum(n + tokenizer.num_special_tokens_to_add() > self.max_length_ for n in plain_lengths)
+        plain = tokenizer(texts, add_special_tokens=False)["input_ids"]
+        # A literal special token would be masked and scored as a word of the text, or silently
+        # skipped as a special one, depending on the tokenizer; neither is the text's likelihood.
+        # Unknown pieces are what the tokenizer makes of text it cannot spell: they stay.
+        specials = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
+        for name, ids in zip(names, plain, strict=True):
+            found = [i for i in ids if i in specials]
+            if found:
+                raise ValueError(
+                    f"{name} contains the special token {tokenizer.convert_ids_to_tokens(found[0])!r}; texts "
+                    "holding special tokens literally ([CLS], [SEP], [PAD], [MASK], ...) are rejected: remove them."
+                )
+        n_long = sum(len(ids) + tokenizer.num_special_tokens_to_add() > self.max_length_ for ids in plain)
         if n_long:
             warnings.warn(
                 f"{n_long} of {len(texts)} texts are longer than max_length={self.max_length_} tokens "
@@ -437,18 +616,15 @@ class MLMCurveScorer(BaseEstimator):
                 UserWarning,
                 stacklevel=3,
             )
+        encoded = tokenizer(texts, truncation=True, max_length=self.max_length_, return_special_tokens_mask=True)
         input_ids, positions = [], []
-        pad, mask = tokenizer.pad_token_id, tokenizer.mask_token_id
-        for index, (ids, special) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"], strict=True)):
+        for name, text, ids, special in zip(
+            names, texts, encoded["input_ids"], encoded["special_tokens_mask"], strict=True
+        ):
             ids = torch.as_tensor(ids, dtype=torch.long)
-            own = (torch.as_tensor(special) == 0) & (ids != pad)
+            own = (torch.as_tensor(special) == 0) & (ids != tokenizer.pad_token_id)
             if not own.any():
-                raise ValueError(f"Text {index} has no tokens of its own after tokenisation: {texts[index]!r}.")
-            if (ids[own] == mask).any():
-                raise ValueError(
-                    f"Text {index} contains the mask token {tokenizer.mask_token!r}; a masked LM cannot "
-                    "score a text that is already masked."
-                )
+                raise ValueError(f"{name} has no tokens of its own after tokenisation: {text!r}.")
             input_ids.append(ids)
             positions.append(own.nonzero().squeeze(1))
         return _EncodedTexts(input_ids, positions)
@@ -519,13 +695,17 @@ class MLMCurveScorer(BaseEstimator):
         return sums.index_add(0, target_rows, token_log_probs)
 
     def _autocast(self):
-        if self.device_.type != "cuda":
+        """bfloat16 (or float16) autocast on CUDA for a model in its own dtype; none otherwise."""
+        if self.device_.type != "cuda" or self._dtype() is not None:
             return torch.autocast("cpu", enabled=False)
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.autocast("cuda", dtype=dtype)
 
-    def _copy_log_probs(self, encoded, copies):
-        """Run every copy; per text, the summed target log-probability of each of its copies."""
+    def _copy_log_probs(self, encoded, copies, progress=None):
+        """Run every copy; per text, the summed target log-probability of each of its copies.
+
+        ``progress``, a tqdm bar counting masked copies, advances after each forward pass.
+        """
         results = [np.empty(len(masked)) for masked, _ in copies]
         with torch.inference_mode():
             for pieces in self._batches(encoded, copies):
@@ -534,43 +714,41 @@ class MLMCurveScorer(BaseEstimator):
                 for i, start, stop in pieces:
                     results[i][start:stop] = sums[offset : offset + stop - start]
                     offset += stop - start
+                if progress is not None:
+                    progress.update(offset)
         return results
 
-    def _score_texts(self, encoded, make_copies, reduce):
+    def _score_texts(self, encoded, make_copies, reduce, n_copies):
         """Score each text from its masked copies, a group of texts at a time.
 
         ``make_copies(length, generator)`` gives a text's ``(masked, targets)``, boolean of
         shape (n_copies, length) over its own tokens; ``reduce(masked, sums)`` turns the summed
-        target log-probabilities of its copies into its result. Texts go shortest first, in
+        target log-probabilities of its copies into its result; ``n_copies(length)`` is how many
+        copies ``make_copies`` makes (the progress bar's total). Texts go shortest first, in
         groups holding at most ``_COPY_BUDGET`` mask entries, so memory stays bounded however
         many texts are scored.
         """
+        from tqdm.auto import tqdm
+
         base = int(check_random_state(self.random_state).randint(2**32, dtype=np.uint64))
         order = sorted(range(len(encoded)), key=lambda i: len(encoded.input_ids[i]))
         results = [None] * len(encoded)
-        progress = None
-        if self.verbose:
-            from tqdm.auto import tqdm
-
-            progress = tqdm(total=len(encoded), desc="scoring texts", unit="text")
-        group, copies, load = [], [], 0
-        for rank, i in enumerate(order):
-            ids, own = encoded.input_ids[i], encoded.content_positions[i]
-            # Each text's masks depend only on the seed and its tokens (torch's CPU generator
-            # keeps 32 bits of a seed: both are folded into 32).
-            generator = torch.Generator().manual_seed(zlib.crc32(ids.numpy().astype(np.int64).tobytes(), base))
-            copies.append(make_copies(len(own), generator))
-            group.append(i)
-            load += copies[-1][0].numel()
-            if load >= _COPY_BUDGET or rank == len(order) - 1:
-                sums = self._copy_log_probs(encoded.subset(group), copies)
-                for j, (masked, _), text_sums in zip(group, copies, sums, strict=True):
-                    results[j] = reduce(masked, text_sums)
-                if progress is not None:
-                    progress.update(len(group))
-                group, copies, load = [], [], 0
-        if progress is not None:
-            progress.close()
+        total = int(sum(n_copies(int(length)) for length in encoded.n_tokens))
+        with tqdm(total=total, desc="scoring", unit="copy", disable=not self.verbose) as progress:
+            group, copies, load = [], [], 0
+            for rank, i in enumerate(order):
+                ids, own = encoded.input_ids[i], encoded.content_positions[i]
+                # Each text's masks depend only on the seed and its tokens (torch's CPU generator
+                # keeps 32 bits of a seed: both are folded into 32).
+                generator = torch.Generator().manual_seed(zlib.crc32(ids.numpy().astype(np.int64).tobytes(), base))
+                copies.append(make_copies(len(own), generator))
+                group.append(i)
+                load += copies[-1][0].numel()
+                if load >= _COPY_BUDGET or rank == len(order) - 1:
+                    sums = self._copy_log_probs(encoded.subset(group), copies, progress)
+                    for j, (masked, _), text_sums in zip(group, copies, sums, strict=True):
+                        results[j] = reduce(masked, text_sums)
+                    group, copies, load = [], [], 0
         return np.array(results)
 
     # ------------------------------------------------------------------ public scores
@@ -600,7 +778,7 @@ class MLMCurveScorer(BaseEstimator):
         def reduce(masked, sums):
             return (sums / masked.sum(1).numpy()).reshape(len(rates), n_masks).mean(1)
 
-        return self._score_texts(encoded, make_copies, reduce)
+        return self._score_texts(encoded, make_copies, reduce, lambda length: len(rates) * n_masks)
 
     def score_samples(self, X):
         """Cumulative MPT estimate of ``log p(x)``: ``sum_{M=1..L} S(x; M)`` per text (nats).
@@ -618,12 +796,16 @@ class MLMCurveScorer(BaseEstimator):
         n_masks = self.n_masks
         if self.score_method == "chain":
             return self._score_texts(
-                encoded, lambda length, g: _chain_masks(n_masks, length, g), lambda masked, sums: sums.sum() / n_masks
+                encoded,
+                lambda length, g: _chain_masks(n_masks, length, g),
+                lambda masked, sums: sums.sum() / n_masks,
+                lambda length: n_masks * length,
             )
         return self._score_texts(
             encoded,
             lambda length, g: _size_masks(np.repeat(np.arange(1, length + 1), n_masks), length, g),
             lambda masked, sums: (sums / masked.sum(1).numpy()).sum() / n_masks,
+            lambda length: n_masks * length,
         )
 
     def score(self, X, y=None):
@@ -657,7 +839,7 @@ class MLMCurveScorer(BaseEstimator):
         """
         check_is_fitted(self)
         encoded = self._encode(X)
-        return self._score_texts(encoded, _single_masks, lambda masked, sums: sums.sum())
+        return self._score_texts(encoded, _single_masks, lambda masked, sums: sums.sum(), lambda length: length)
 
     def paper_area(self, X, *, scale=512):
         """The paper's area under the MPT curve: ``scale * sum_r (r - r_prev) * S(x; r)`` per text.
@@ -678,6 +860,30 @@ class MLMCurveScorer(BaseEstimator):
         """
         return _area(self.transform(X), self.mask_rates_, scale)
 
+    def get_feature_names_out(self, input_features=None):
+        """Names of the columns of :meth:`transform`: ``"S@<rate>"`` for each rate of ``mask_rates_``.
+
+        Parameters
+        ----------
+        input_features : None
+            Ignored: the input is text.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects of shape (n_rates,)
+        """
+        check_is_fitted(self)
+        return np.asarray([f"S@{np.format_float_positional(r, trim='-')}" for r in self.mask_rates_], dtype=object)
+
+    def __sklearn_clone__(self):
+        # The model and tokenizer objects are shared, not deep-copied: fit never modifies them
+        # (it trains, moves or casts a copy), so a clone costs no copy of the weights.
+        stripped = copy.copy(self)
+        stripped.model = stripped.tokenizer = None
+        clone = super(MLMCurveScorer, stripped).__sklearn_clone__()
+        clone.model, clone.tokenizer = self.model, self.tokenizer
+        return clone
+
     # ------------------------------------------------------------------ training
 
     def _pretrain(self, encoded):
@@ -689,16 +895,21 @@ class MLMCurveScorer(BaseEstimator):
         order = torch.randperm(len(encoded), generator=generator)
         cursor, start_time = 0, time.perf_counter()
         model.train()
+        from tqdm.auto import tqdm
+
         try:
-            for step in range(1, self.max_steps + 1):
-                if cursor >= len(order):
-                    order, cursor = torch.randperm(len(encoded), generator=generator), 0
-                chosen = order[cursor : cursor + self.batch_size].tolist()
-                cursor += len(chosen)
-                loss = self._train_step(encoded, chosen, lengths, generator, optimizer)
-                self.history_.append({"step": step, "loss": loss, "seconds": time.perf_counter() - start_time})
-                if self.verbose and (step == 1 or step % max(1, self.max_steps // 10) == 0):
-                    print(f"step {step:5d}  loss {loss:.4f} nats/token")
+            with tqdm(total=self.max_steps, desc="training", unit="step", disable=not self.verbose) as progress:
+                for step in range(1, self.max_steps + 1):
+                    if cursor >= len(order):
+                        order, cursor = torch.randperm(len(encoded), generator=generator), 0
+                    chosen = order[cursor : cursor + self.batch_size].tolist()
+                    cursor += len(chosen)
+                    loss = self._train_step(encoded, chosen, lengths, generator, optimizer)
+                    self.history_.append({"step": step, "loss": loss, "seconds": time.perf_counter() - start_time})
+                    progress.set_postfix(loss=f"{loss:.4f}", refresh=False)
+                    progress.update()
+                    if step == 1 or step % max(1, self.max_steps // 10) == 0:
+                        logger.info("step %d of %d: loss %.4f nats per token", step, self.max_steps, loss)
         finally:
             model.eval()
 

@@ -270,7 +270,7 @@ def test_accepts_series_arrays_and_datasets(tiny_bert):
         ([], "at least one text"),
         ("just one string", "single string"),
         (np.array([["a", "b"]]), "1-D array"),
-        (["the [MASK] sat"], "Text 0 contains the mask token"),
+        (["the [MASK] sat"], r"Text 0 contains the special token '\[MASK\]'"),
     ],
 )
 def test_bad_texts_are_named(tiny_bert, X, message):
@@ -413,9 +413,206 @@ def test_progress_bar_clone_and_pickle(tiny_bert, capsys):
     model, tokenizer, texts = tiny_bert
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=1, random_state=0, device="cpu", verbose=1).fit()
     pll = scorer.pseudo_log_likelihood(texts[:3])
-    assert "scoring texts" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "scoring" in err and "44/44" in err  # masked copies: one per token of the three texts
     restored = pickle.loads(pickle.dumps(scorer))
     np.testing.assert_allclose(restored.pseudo_log_likelihood(texts[:3]), pll, rtol=1e-6)
     fresh = clone(scorer)
-    assert fresh.model is not model and not hasattr(fresh, "model_")
+    assert fresh.model is model and not hasattr(fresh, "model_")  # shared: fit never modifies it
     np.testing.assert_allclose(fresh.fit().pseudo_log_likelihood(texts[:3]), pll, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- boundaries (issues 11, 13, 14)
+
+
+@pytest.fixture(scope="module")
+def saved_bert(tiny_bert, tmp_path_factory):
+    """The tiny BERT saved with its tokenizer, and saved again without one."""
+    model, tokenizer, texts = tiny_bert
+    root = tmp_path_factory.mktemp("saved")
+    model.save_pretrained(root / "full")
+    tokenizer.save_pretrained(root / "full")
+    model.save_pretrained(root / "weights-only")
+    return root
+
+
+def test_directory_without_tokenizer_files_is_an_error(saved_bert, tiny_bert):
+    _, tokenizer, texts = tiny_bert
+    directory = str(saved_bert / "weights-only")
+    with pytest.raises(ValueError, match=r"No tokenizer was found in model='.*weights-only'.*pass one with tokenizer="):
+        MLMCurveScorer(directory, device="cpu").fit()
+    with pytest.raises(ValueError, match="No tokenizer was found in tokenizer="):
+        MLMCurveScorer(directory, tokenizer=directory, device="cpu").fit()
+    scorer = MLMCurveScorer(directory, tokenizer=str(saved_bert / "full"), device="cpu").fit()
+    assert len(scorer.tokenizer_) == len(tokenizer)
+
+
+def test_tokenizer_ids_beyond_the_embedding_are_an_error(tiny_bert):
+    _, tokenizer, _ = tiny_bert
+    config = BertConfig(vocab_size=len(tokenizer) - 1, hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
+                        intermediate_size=8)
+    with pytest.raises(ValueError, match=rf"token ids up to {len(tokenizer) - 1} but the model's embedding holds "
+                                         rf"{len(tokenizer) - 1}"):
+        MLMCurveScorer(config, tokenizer=tokenizer, device="cpu").fit()
+
+
+def test_models_that_are_not_masked_lms_are_rejected(tiny_bert, tmp_path):
+    from transformers import BertModel, GPT2Config, GPT2LMHeadModel
+
+    model, tokenizer, texts = tiny_bert
+    gpt2_config = GPT2Config(vocab_size=len(tokenizer), n_embd=16, n_layer=1, n_head=2, n_positions=32)
+    gpt2 = GPT2LMHeadModel(gpt2_config)
+    gpt2.save_pretrained(tmp_path / "gpt2")
+    tokenizer.save_pretrained(tmp_path / "gpt2")
+    base = BertModel(model.config)
+    base.save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    for given, message in [
+        (gpt2, "GPT2LMHeadModel, not a masked language model"),
+        (base, "BertModel, not a masked language model"),
+        (gpt2_config, "'gpt2' model, which has no masked language-model class"),
+        (str(tmp_path / "gpt2"), "'gpt2' model, which has no masked language-model class"),
+        (str(tmp_path / "base"), r"lacks 6 weights of its masked LM, which transformers would initialise at random: "
+                                 r"cls\.predictions\.bias"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            MLMCurveScorer(given, tokenizer=tokenizer, device="cpu").fit()
+    # asked for explicitly, a random head is accepted
+    scorer = MLMCurveScorer(str(tmp_path / "base"), allow_missing_weights=True, device="cpu").fit()
+    assert np.isfinite(scorer.pseudo_log_likelihood(texts[:2])).all()
+
+
+@pytest.mark.parametrize(
+    "path", ["./no-such-model", "../no-such-model", "no/such/model", "model.safetensors", "models\\bert", "~/no-model"]
+)
+def test_paths_that_do_not_exist_are_not_hub_names(tiny_bert, path):
+    with pytest.raises(ValueError, match=rf"model={path!r} is a path that does not exist".replace("\\", "\\\\")):
+        MLMCurveScorer(path, device="cpu").fit()
+
+
+def test_hub_names_look_like_hub_names():
+    assert not _mlm._looks_like_path("bert-base-uncased")
+    assert not _mlm._looks_like_path("google-bert/bert-base-uncased")
+    assert _mlm._looks_like_path("a/b/c") and _mlm._looks_like_path("vocab.txt")
+
+
+@pytest.mark.parametrize("token", ["[SEP]", "[CLS]", "[PAD]", "[MASK]"])
+def test_literal_special_tokens_are_rejected_by_every_method(joint_setup, token):
+    _, tokenizer, _, _ = joint_setup
+    texts = ["a b", f"a {token} b"]
+    scorer = MLMCurveScorer(RecordingMaskedLM(len(tokenizer)), tokenizer=tokenizer, mask_rates=[0.5], n_masks=1,
+                            device="cpu").fit()
+    message = rf"Text 1 contains the special token '\[{token[1:-1]}\]'"
+    for method in (scorer.transform, scorer.score_samples, scorer.pseudo_log_likelihood, scorer.paper_area,
+                   scorer.fit, scorer.fit_transform, scorer.set_params(max_steps=1).fit):
+        with pytest.raises(ValueError, match=message):
+            method(texts)
+    # an unknown word becomes [UNK], as the tokenizer spells it, and is scored
+    assert scorer.set_params(max_steps=0).fit().transform(["a zzz b"]).shape == (1, 1)
+
+
+def test_pandas_string_columns_arrays_and_datasets(tiny_bert):
+    pd = pytest.importorskip("pandas")
+    datasets = pytest.importorskip("datasets")
+    model, tokenizer, texts = tiny_bert
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit()
+    expected = scorer.pseudo_log_likelihood(texts[:3])
+    inputs = [np.array(texts[:3])[:, None], [[t] for t in texts[:3]],
+              datasets.Dataset.from_dict({"n": [1, 2, 3], "body": texts[:3]}).to_iterable_dataset(),
+              datasets.IterableDataset.from_generator(lambda: iter({"text": t} for t in texts[:3]))]
+    for dtype in ("str", "string[pyarrow]", "string[python]", object):
+        inputs += [pd.Series(texts[:3], dtype=dtype), pd.DataFrame({"body": texts[:3]}, dtype=dtype),
+                   pd.DataFrame({"n": [1, 2, 3], "body": pd.Series(texts[:3], dtype=dtype)})]
+    for X in inputs:
+        np.testing.assert_allclose(scorer.pseudo_log_likelihood(X), expected, err_msg=type(X).__name__)
+    with pytest.raises(ValueError, match=r"Text 1 is not a string but NAType"):
+        scorer.transform(pd.Series([texts[0], None], dtype="string"))
+    with pytest.raises(ValueError, match=r"column of shape \(n, 1\); got shape \(3, 2\)"):
+        scorer.transform(np.array([texts[:2]] * 3))
+
+
+def test_a_transformer_with_pandas_output(tiny_bert):
+    pd = pytest.importorskip("pandas")
+    model, tokenizer, texts = tiny_bert
+    params = dict(tokenizer=tokenizer, mask_rates=[0.1, 0.25, 0.5], n_masks=1, random_state=0)
+    scorer = MLMCurveScorer(model, device=torch.device("cpu"), **params)
+    curve = scorer.fit_transform(texts[:3])
+    np.testing.assert_array_equal(curve, MLMCurveScorer(model, device="cpu", **params).fit().transform(texts[:3]))
+    assert scorer.device_ == torch.device("cpu")
+    assert scorer.get_feature_names_out().tolist() == ["S@0.1", "S@0.25", "S@0.5"]
+    frame = scorer.set_output(transform="pandas").transform(pd.Series(texts[:3], index=[7, 8, 9]))
+    assert isinstance(frame, pd.DataFrame) and frame.columns.tolist() == ["S@0.1", "S@0.25", "S@0.5"]
+    assert frame.index.tolist() == [7, 8, 9]
+    np.testing.assert_array_equal(frame.to_numpy(), curve)
+
+
+def test_clone_does_not_copy_the_weights(tiny_bert, monkeypatch):
+    from sklearn.base import clone
+
+    model, tokenizer, texts = tiny_bert
+    n_parameters = len(list(model.parameters()))
+    copies = []
+    original = torch.nn.Parameter.__deepcopy__
+
+    def counting(self, memo):
+        copies.append(1)
+        return original(self, memo)
+
+    monkeypatch.setattr(torch.nn.Parameter, "__deepcopy__", counting)
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, max_steps=1, batch_size=4, device="cpu", random_state=0)
+    fresh = clone(clone(scorer))
+    assert len(copies) == 0 and fresh.model is model
+    fresh.fit(texts[:8])  # training works on one copy; the user's model is untouched
+    assert len(copies) == n_parameters and fresh.model_ is not model
+    MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit()  # nothing to train, move or cast
+    assert len(copies) == n_parameters
+
+
+def test_from_pretrained_options_are_passed_through(saved_bert, monkeypatch):
+    import transformers
+
+    seen = {}
+    for cls in (transformers.AutoConfig, transformers.AutoModelForMaskedLM, transformers.AutoTokenizer):
+        original = cls.from_pretrained.__func__
+
+        def spy(klass, source, *args, _original=original, _name=cls.__name__, **kwargs):
+            seen[_name] = kwargs
+            return _original(klass, source, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "from_pretrained", classmethod(spy))
+    options = {"revision": "main", "local_files_only": True, "trust_remote_code": False}
+    MLMCurveScorer(str(saved_bert / "full"), model_kwargs=options, dtype="float32", device="cpu").fit()
+    assert options.items() <= seen["AutoConfig"].items() and options.items() <= seen["AutoTokenizer"].items()
+    assert {**options, "dtype": torch.float32, "output_loading_info": True}.items() <= seen["AutoModelForMaskedLM"].items()
+    with pytest.raises(ValueError, match="model_kwargs may not hold 'torch_dtype': use the dtype parameter"):
+        MLMCurveScorer(str(saved_bert / "full"), model_kwargs={"torch_dtype": "float16"}, device="cpu").fit()
+
+
+def test_bfloat16_scores_are_close_to_float32_and_the_model_is_not_cast(tiny_bert):
+    model, tokenizer, texts = tiny_bert
+    params = dict(tokenizer=tokenizer, n_masks=2, mask_rates=[0.15, 0.5], random_state=0, device="cpu")
+    full = MLMCurveScorer(model, **params).fit()
+    half = MLMCurveScorer(model, dtype="bfloat16", **params).fit()
+    assert next(half.model_.parameters()).dtype == torch.bfloat16
+    assert next(model.parameters()).dtype == torch.float32  # the user's model is not cast
+    for method in ("transform", "pseudo_log_likelihood"):
+        exact, rounded = getattr(full, method)(texts[:8]), getattr(half, method)(texts[:8])
+        assert rounded.dtype == np.float64
+        per_token = np.abs(rounded - exact) / (1 if method == "transform" else full._encode(texts[:8]).n_tokens)
+        assert per_token.max() < 0.005, per_token.max()  # measured: 6.2e-4 (curve), 3.3e-4 (PLL) nats per token
+    config = model.config
+    before = config.to_dict()
+    MLMCurveScorer(config, dtype="bfloat16", **params).fit()
+    assert config.to_dict() == before  # the user's configuration is not written to
+
+
+def test_training_logs_to_the_skmpt_logger(tiny_bert, caplog, capsys):
+    model, tokenizer, texts = tiny_bert
+    with caplog.at_level("INFO", logger="skmpt"):
+        scorer = MLMCurveScorer(model, tokenizer=tokenizer, max_steps=2, batch_size=4, random_state=0,
+                                device="cpu", verbose=1).fit(texts[:8])
+    assert [r.getMessage()[:14] for r in caplog.records if "step" in r.getMessage()] == ["step 1 of 2: l", "step 2 of 2: l"]
+    assert all(r.name.startswith("skmpt") for r in caplog.records)
+    captured = capsys.readouterr()
+    assert captured.out == "" and "training" in captured.err  # a tqdm bar, no print
+    assert len(scorer.history_) == 2
