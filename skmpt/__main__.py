@@ -1,55 +1,209 @@
-"""Command line: ``python -m skmpt mlm-curve --model DIR --texts FILE --out curve.csv``.
+"""Command line: ``skmpt mlm-curve --model DIR --texts FILE --out curve.csv`` (or ``python -m skmpt``).
 
-Writes one CSV row per text (its number of tokens, the cumulative MPT estimate of
-``log p(x)``, the paper's area and ``S(x; M)`` at each masking rate) and, with ``--plot``,
-a figure of the mean curve.
+Writes one CSV row per line of the texts file: its line number, its number of tokens, the
+cumulative MPT estimate of ``log p(x)``, the paper's area and ``S(x; M)`` at each masking rate;
+a blank line gets a row with its line number and empty cells. With ``--plot``, a figure of the
+mean curve.
+
+Every argument is checked before the model is loaded. An error is one line on standard error,
+with exit status 2 for a usage error (a bad argument, a missing file, an output that exists
+without ``--force``) and 1 for an error while loading or scoring; ``--debug`` shows the
+traceback. Outputs are written to a temporary file beside the target and renamed at the end, so
+an interrupted run leaves no partial file; the ``--texts`` input is never written to.
 """
 
 import argparse
 import csv
+import importlib.util
+import io
+import logging
+import os
 import sys
+import tempfile
+import warnings
 
 import numpy as np
 
+from . import __version__
+
+logger = logging.getLogger("skmpt.cli")
+
+#: Most rates a ``start:stop:step`` spec may expand to.
+_MAX_RATES = 10_000
+
+
+class _UsageError(Exception):
+    """A bad argument: exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _UsageError(f"{self.prog}: error: {message}")
+
 
 def _rates(text):
-    """``"0.01:0.99:0.01"`` (start:stop:step, stop included) or ``"0.15,0.5"``."""
-    if ":" in text:
-        start, stop, step = (float(part) for part in text.split(":"))
-        return np.round(np.arange(start, stop + step / 2, step), 10)
-    return np.array([float(part) for part in text.split(",")])
+    """``"0.01:0.99:0.01"`` (start:stop:step, stop included) or ``"0.15,0.5"``, checked as ``mask_rates``."""
+    try:
+        if ":" in text:
+            start, stop, step = (float(part) for part in text.split(":"))
+            if not step > 0:
+                raise argparse.ArgumentTypeError(f"the step of {text!r} must be positive")
+            if (stop - start) / step + 1 > _MAX_RATES:
+                raise argparse.ArgumentTypeError(f"{text!r} gives more than {_MAX_RATES} rates")
+            rates = np.round(np.arange(start, stop + step / 2, step), 10)
+        else:
+            rates = np.array([float(part) for part in text.split(",")])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 'start:stop:step' or 'r1,r2,...' of numbers") from None
+    if rates.size == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} gives no rate")
+    if not np.all((rates > 0) & (rates <= 1)):
+        raise argparse.ArgumentTypeError(f"rates must lie in (0, 1]; {text!r} gives {rates[~((rates > 0) & (rates <= 1))][0]:g}")
+    if np.any(np.diff(rates) <= 0):
+        raise argparse.ArgumentTypeError(f"rates must be strictly increasing; got {text!r}")
+    return rates
 
 
-def _read_texts(path):
-    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
-    with stream:
-        return [line.rstrip("\n") for line in stream if line.strip()]
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
+    return value
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="python -m skmpt", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="skmpt", description=__doc__.splitlines()[0],
+                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"skmpt {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    curve = commands.add_parser("mlm-curve", help="MPT curve and cumulative score of a masked language model")
-    curve.add_argument("--model", required=True, help="name or directory for AutoModelForMaskedLM.from_pretrained")
-    curve.add_argument("--tokenizer", default=None, help="name or directory of the tokenizer (default: the model's)")
-    curve.add_argument("--texts", required=True, help="file with one text per line ('-' for standard input)")
-    curve.add_argument("--out", required=True, help="CSV file to write")
-    curve.add_argument("--plot", default=None, help="PNG file for the mean curve (needs matplotlib)")
-    curve.add_argument("--mask-rates", type=_rates, default=None, help="'start:stop:step' or 'r1,r2,...'")
-    curve.add_argument("--n-masks", type=int, default=10)
-    curve.add_argument("--score-method", choices=["sweep", "chain"], default="sweep")
-    curve.add_argument("--batch-size", type=int, default=64)
-    curve.add_argument("--max-batch-tokens", type=int, default=16384)
-    curve.add_argument("--max-length", type=int, default=512)
-    curve.add_argument("--device", default="auto")
-    curve.add_argument("--random-state", type=int, default=0)
-    curve.add_argument("--verbose", action="store_true")
+    curve = commands.add_parser(
+        "mlm-curve", help="MPT curve and cumulative score of a masked language model",
+        description="MPT curve, cumulative MPT estimate of log p(x) and paper's area of each text of a file.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add = curve.add_argument
+    add("--model", required=True, help="name or directory for AutoModelForMaskedLM.from_pretrained")
+    add("--tokenizer", default=None, help="name or directory of the tokenizer (None: the model's)")
+    add("--texts", required=True, help="UTF-8 file with one text per line ('-' for standard input)")
+    add("--out", required=True, help="CSV file to write ('-' for standard output)")
+    add("--plot", default=None, help="PNG file for the mean curve (needs matplotlib)")
+    add("--force", action="store_true", help="overwrite --out and --plot if they exist")
+    add("--mask-rates", type=_rates, default="0.01:0.99:0.01", help="'start:stop:step' (stop included) or 'r1,r2,...'")
+    add("--n-masks", type=_positive_int, default=10, help="random masks per mask size, or orderings for the chain")
+    add("--score-method", choices=["sweep", "chain"], default="sweep", help="estimator of the cumulative score")
+    add("--batch-size", type=_positive_int, default=64, help="most masked copies per forward pass")
+    add("--max-batch-tokens", type=_positive_int, default=16384, help="most tokens per forward pass")
+    add("--max-length", type=_positive_int, default=512, help="longest text in tokens; longer ones are truncated")
+    add("--device", default="auto", help="'auto', 'cpu', 'cuda' or 'cuda:N'")
+    add("--dtype", choices=["auto", "float32", "bfloat16", "float16", "float64"], default="auto",
+        help="dtype the model runs in ('auto': the checkpoint's)")
+    add("--revision", default=None, help="hub revision of the model (branch, tag or commit)")
+    add("--local-files-only", action="store_true", help="never use the network, only the local cache")
+    add("--trust-remote-code", action="store_true", help="allow a hub model's own code to run")
+    add("--random-state", type=int, default=0, help="seed of the masks")
+    add("--quiet", action="store_true", help="no progress bar and no messages")
+    add("--debug", action="store_true", help="show the traceback of an error")
     return parser
 
 
+def _same_file(a, b):
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_output(path, option, args):
+    """``path`` may be written: its directory exists, it is not the input, it is new or ``--force``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise _UsageError(f"{option} {path!r}: the directory {directory!r} does not exist")
+    if os.path.isdir(path):
+        raise _UsageError(f"{option} {path!r} is a directory")
+    if args.texts != "-" and _same_file(path, args.texts):
+        raise _UsageError(f"{option} {path!r} is the --texts input; it is never written to")
+    if os.path.exists(path) and not args.force:
+        raise _UsageError(f"{option} {path!r} exists; pass --force to overwrite it")
+
+
+def _read_texts(path):
+    """``(line_numbers, texts)`` of every line, blank ones included (1-based numbers)."""
+    if path != "-" and not os.path.isfile(path):
+        raise _UsageError(f"--texts {path!r}: no such file")
+    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
+    try:
+        lines = [line.rstrip("\r\n") for line in stream]
+    except UnicodeDecodeError as exc:
+        raise _UsageError(f"--texts {path!r} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    if not any(line.strip() for line in lines):
+        raise _UsageError(f"--texts {path!r} holds no text (it is empty or blank)")
+    return list(range(1, len(lines) + 1)), lines
+
+
+def _validate(args):
+    """Every check that needs no model; returns the texts with their line numbers."""
+    from ._mlm import _check_local_path
+
+    if args.out != "-":
+        _check_output(args.out, "--out", args)
+    if args.plot is not None:
+        if args.plot == "-":
+            raise _UsageError("--plot must be a file, not '-'")
+        _check_output(args.plot, "--plot", args)
+        if args.out != "-" and _same_file(args.plot, args.out):
+            raise _UsageError("--plot and --out are the same file")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise _UsageError("--plot needs matplotlib, which is not installed")
+    try:
+        _check_local_path(args.model, "--model")
+        if args.tokenizer is not None:
+            _check_local_path(args.tokenizer, "--tokenizer")
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+    return _read_texts(args.texts)
+
+
+def _atomic_write(path, write, suffix=""):
+    """Write through ``write(file)`` to a temporary file beside ``path``; returns its name (rename later)."""
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                         prefix=f".{os.path.basename(path)}.", suffix=f".tmp{suffix}")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)  # the permissions a plain open() would give
+    try:
+        with os.fdopen(handle, "wb") as file:
+            write(file)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    return temporary
+
+
 def _mlm_curve(args):
+    line_numbers, lines = _validate(args)
+    if not args.quiet:
+        return _score_file(args, line_numbers, lines)
+    from transformers.utils import logging as transformers_logging
+
+    shown = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()  # its bars, not its warnings
+    try:
+        return _score_file(args, line_numbers, lines)
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()
+
+
+def _score_file(args, line_numbers, lines):
     from ._mlm import MLMCurveScorer, _area
 
+    options = {"revision": args.revision, "local_files_only": args.local_files_only,
+               "trust_remote_code": args.trust_remote_code}
     scorer = MLMCurveScorer(
         args.model,
         tokenizer=args.tokenizer,
@@ -60,39 +214,106 @@ def _mlm_curve(args):
         max_batch_tokens=args.max_batch_tokens,
         max_length=args.max_length,
         device=args.device,
+        dtype=args.dtype,
+        model_kwargs={key: value for key, value in options.items() if value},
         random_state=args.random_state,
-        verbose=int(args.verbose),
+        verbose=int(not args.quiet),
     ).fit()
-    texts = _read_texts(args.texts)
+    kept = [i for i, line in enumerate(lines) if line.strip()]
+    texts = [lines[i] for i in kept]
+    lengths = scorer._encode(texts, names=[f"line {line_numbers[i]}" for i in kept]).n_tokens
     curve = scorer.transform(texts)
     scores = scorer.score_samples(texts)
     areas = _area(curve, scorer.mask_rates_)
-    lengths = scorer._encode(texts).n_tokens
-    with open(args.out, "w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file)
-        writer.writerow(["text", "n_tokens", "score", "paper_area", *(f"S@{r:g}" for r in scorer.mask_rates_)])
-        for index in range(len(texts)):
-            writer.writerow([index, lengths[index], scores[index], areas[index], *curve[index]])
-    print(f"{len(texts)} texts, mean score {scores.mean():.3f} nats, mean paper area {areas.mean():.2f}: {args.out}")
-    if args.plot:
-        import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    writer.writerow(["line", "n_tokens", "score", "paper_area", *scorer.get_feature_names_out()])
+    rows = {i: [lengths[k], scores[k], areas[k], *curve[k]] for k, i in enumerate(kept)}
+    for i, number in enumerate(line_numbers):
+        writer.writerow([number, *rows.get(i, [""] * (3 + curve.shape[1]))])
+    table = buffer.getvalue().encode("utf-8")
 
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        ax.plot(100 * scorer.mask_rates_, curve.mean(0), marker=".")
-        ax.set(xlabel="% of tokens masked", ylabel="S(x; M), nats per token", title=str(args.model))
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
-        print(f"figure: {args.plot}")
+    temporaries = []
+    try:
+        if args.out != "-":
+            temporaries.append((_atomic_write(args.out, lambda file: file.write(table)), args.out))
+        if args.plot is not None:
+            temporaries.append((_atomic_write(args.plot, lambda file: _plot(file, scorer, curve, args),
+                                              os.path.splitext(args.plot)[1]), args.plot))
+        for temporary, target in temporaries:
+            if os.path.exists(target) and not args.force:
+                raise _UsageError(f"{target!r} appeared while scoring; pass --force to overwrite it")
+        for temporary, target in temporaries:
+            os.replace(temporary, target)
+    finally:
+        for temporary, _ in temporaries:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+    if args.out == "-":
+        sys.stdout.write(table.decode("utf-8"))
+        sys.stdout.flush()
+    logger.info(
+        "%d texts, %d blank line(s), mean score %.3f nats, mean paper area %.2f%s%s",
+        len(texts), len(lines) - len(texts), scores.mean(), areas.mean(),
+        "" if args.out == "-" else f": {args.out}", "" if args.plot is None else f", figure: {args.plot}",
+    )
+
+
+def _plot(file, scorer, curve, args):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(100 * scorer.mask_rates_, curve.mean(0), marker=".")
+    ax.set(xlabel="% of tokens masked", ylabel="S(x; M), nats per token", title=str(args.model))
+    fig.tight_layout()
+    fig.savefig(file, dpi=120, format=os.path.splitext(args.plot)[1][1:] or "png")
+    plt.close(fig)
+
+
+def _one_line(exc):
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def main(argv=None):
-    """Run the command line with ``argv`` (default: ``sys.argv[1:]``)."""
-    args = _parser().parse_args(argv)
-    if args.command == "mlm-curve":
-        _mlm_curve(args)
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    parser = _parser()
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    package_logger = logging.getLogger("skmpt")
+    level = package_logger.level
+    try:
+        args = parser.parse_args(argv)
+        if not args.quiet:
+            package_logger.addHandler(handler)
+            package_logger.setLevel(logging.INFO)
+        with warnings.catch_warnings():
+            # a warning is one line on standard error, as errors are
+            warnings.showwarning = lambda message, category, *rest, **kw: print(
+                f"skmpt: warning: {_one_line(message)}", file=sys.stderr
+            )
+            _mlm_curve(args)
+    except _UsageError as exc:
+        if debug:
+            raise
+        message = _one_line(exc)
+        print(message if message.startswith("skmpt") else f"skmpt mlm-curve: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("skmpt: interrupted; no output was written", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        print(f"skmpt mlm-curve: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    finally:
+        package_logger.removeHandler(handler)
+        package_logger.setLevel(level)
     return 0
 
 

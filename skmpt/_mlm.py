@@ -406,35 +406,35 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         return kwargs
 
     def _load_model(self, device):
+        """The model on ``device`` (in ``dtype``) and its tokenizer; cheap checks come first."""
         import transformers
 
         model, dtype, kwargs = self.model, self._dtype(), self._model_kwargs()
         if isinstance(model, (str, os.PathLike)):
             _check_local_path(model, "model")
             _check_masked_lm_class(transformers.AutoConfig.from_pretrained(model, **kwargs), f"model={os.fspath(model)!r}")
-            loaded, info = transformers.AutoModelForMaskedLM.from_pretrained(
-                model, dtype="auto" if dtype is None else dtype, output_loading_info=True, **kwargs
-            )
-            # transformers initialises missing weights at random (and logs a load report): refuse that
-            missing = sorted(info["missing_keys"]) + sorted(str(k) for k in info["mismatched_keys"])
-            if missing and not self.allow_missing_weights:
-                raise ValueError(
-                    f"model={os.fspath(model)!r} lacks {len(missing)} weights of its masked LM, which transformers "
-                    f"would initialise at random: {', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}. "
-                    "Is it a base model without its masked-LM head? Set allow_missing_weights=True to accept random "
-                    "weights, or build a random model from a configuration."
-                )
             source = model
         elif isinstance(model, transformers.PretrainedConfig):
             _check_masked_lm_class(model, "model")
+            source = None
+        elif isinstance(model, torch.nn.Module):
+            _check_masked_lm_object(model)
+            source = getattr(getattr(model, "config", None), "name_or_path", None) or None
+        else:
+            raise ValueError(
+                "model must be a name or directory for AutoModelForMaskedLM.from_pretrained, a masked "
+                f"language model object or a transformers configuration; got {type(model).__name__}."
+            )
+        tokenizer = self._load_tokenizer(source, kwargs)  # before the weights: it fails faster
+        if isinstance(model, (str, os.PathLike)):
+            loaded = self._from_pretrained(model, dtype, kwargs)
+        elif isinstance(model, transformers.PretrainedConfig):
             seed = int(check_random_state(self.random_state).randint(2**31 - 1))
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
                 # from_config writes its dtype into the configuration: give it a copy of the user's
                 loaded = transformers.AutoModelForMaskedLM.from_config(copy.deepcopy(model))
-            source = None
-        elif isinstance(model, torch.nn.Module):
-            _check_masked_lm_object(model)
+        else:
             parameters = list(model.parameters())
             needs_copy = (
                 self.max_steps > 0
@@ -443,41 +443,59 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
             )
             # one copy when training, moving or casting: the user's object is never modified
             loaded = copy.deepcopy(model) if needs_copy else model
-            source = getattr(getattr(model, "config", None), "name_or_path", None) or None
-        else:
+        size = _embedding_size(loaded)
+        largest = max(max(tokenizer.get_vocab().values()), len(tokenizer) - 1)
+        if size is not None and largest >= size:
             raise ValueError(
-                "model must be a name or directory for AutoModelForMaskedLM.from_pretrained, a masked "
-                f"language model object or a transformers configuration; got {type(model).__name__}."
+                f"The tokenizer can produce token ids up to {largest} but the model's embedding holds {size} "
+                f"(ids 0..{size - 1}): they do not belong together."
             )
-        tokenizer = self.tokenizer
+        loaded = loaded.to(device=device, dtype=dtype) if dtype is not None else loaded.to(device)
+        logger.info("Loaded %s (%s) on %s.", type(loaded).__name__, source or "object", device)
+        return loaded.eval(), tokenizer
+
+    def _from_pretrained(self, model, dtype, kwargs):
+        """``AutoModelForMaskedLM.from_pretrained``, refusing weights it would initialise at random."""
+        import transformers
+
+        loaded, info = transformers.AutoModelForMaskedLM.from_pretrained(
+            model, dtype="auto" if dtype is None else dtype, output_loading_info=True, **kwargs
+        )
+        # transformers initialises missing weights at random (and logs its load report): refuse that
+        missing = sorted(info["missing_keys"]) + sorted(str(k) for k in info["mismatched_keys"])
+        if missing and not self.allow_missing_weights:
+            raise ValueError(
+                f"model={os.fspath(model)!r} lacks {len(missing)} weights of its masked LM, which transformers "
+                f"would initialise at random: {', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}. "
+                "Is it a base model without its masked-LM head? Set allow_missing_weights=True to accept random "
+                "weights, or build a random model from a configuration."
+            )
+        return loaded
+
+    def _load_tokenizer(self, source, kwargs):
+        """The tokenizer given, or loaded from ``tokenizer`` or else the model's ``source``."""
+        import transformers
+
+        tokenizer, name = self.tokenizer, "tokenizer"
         if tokenizer is None:
             if source is None:
                 raise ValueError(
                     "tokenizer=None needs a model given by name or directory; pass tokenizer= with a "
                     "configuration or a model object that has no name_or_path."
                 )
-            tokenizer = source
+            tokenizer, name = source, "model"
         if isinstance(tokenizer, (str, os.PathLike)):
-            _check_local_path(tokenizer, "tokenizer" if self.tokenizer is not None else "model")
-            _check_tokenizer_directory(tokenizer, "tokenizer" if self.tokenizer is not None else "model")
+            _check_local_path(tokenizer, name)
+            _check_tokenizer_directory(tokenizer, name)
             hub = {key: kwargs[key] for key in _HUB_OPTIONS if key in kwargs}
-            if tokenizer is not source:  # the model's revision is not the tokenizer's
+            if name == "tokenizer":  # the model's revision is not the tokenizer's
                 hub.pop("revision", None)
             tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer, **hub)
         if getattr(tokenizer, "mask_token_id", None) is None:
             raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no mask token; a masked LM needs one.")
         if getattr(tokenizer, "pad_token_id", None) is None:
             raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no padding token.")
-        size = _embedding_size(loaded)
-        largest = max(max(tokenizer.get_vocab().values()), len(tokenizer) - 1)
-        if size is not None and largest >= size:
-            raise ValueError(
-                f"The tokenizer can produce token ids up to {largest} but the model's embedding holds {size} "
-                "(ids 0..{}): they do not belong together.".format(size - 1)
-            )
-        loaded = loaded.to(device=device, dtype=dtype) if dtype is not None else loaded.to(device)
-        logger.info("Loaded %s (%s) on %s.", type(loaded).__name__, source or "object", device)
-        return loaded.eval(), tokenizer
+        return tokenizer
 
     def _max_length(self):
         limits = [self.max_length]

@@ -361,13 +361,14 @@ def test_command_line(tiny_bert, tmp_path, capsys):
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
     (tmp_path / "texts.txt").write_text("\n".join(texts[:3]) + "\n\n", encoding="utf-8")
-    main(["mlm-curve", "--model", str(tmp_path / "model"), "--texts", str(tmp_path / "texts.txt"),
-          "--out", str(tmp_path / "curve.csv"), "--plot", str(tmp_path / "curve.png"),
-          "--mask-rates", "0.1:0.9:0.2", "--n-masks", "2", "--device", "cpu"])
+    status = main(["mlm-curve", "--model", str(tmp_path / "model"), "--texts", str(tmp_path / "texts.txt"),
+                   "--out", str(tmp_path / "curve.csv"), "--plot", str(tmp_path / "curve.png"),
+                   "--mask-rates", "0.1:0.9:0.2", "--n-masks", "2", "--device", "cpu"])
     rows = (tmp_path / "curve.csv").read_text().splitlines()
-    assert rows[0] == "text,n_tokens,score,paper_area,S@0.1,S@0.3,S@0.5,S@0.7,S@0.9"
-    assert len(rows) == 4 and (tmp_path / "curve.png").stat().st_size > 0
-    assert "3 texts" in capsys.readouterr().out
+    assert status == 0 and rows[0] == "line,n_tokens,score,paper_area,S@0.1,S@0.3,S@0.5,S@0.7,S@0.9"
+    assert len(rows) == 5 and rows[4] == "4,,,,,,,,"  # the blank line, numbered, with empty cells
+    assert (tmp_path / "curve.png").stat().st_size > 0
+    assert "3 texts, 1 blank line(s), mean score" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -616,3 +617,30 @@ def test_training_logs_to_the_skmpt_logger(tiny_bert, caplog, capsys):
     captured = capsys.readouterr()
     assert captured.out == "" and "training" in captured.err  # a tqdm bar, no print
     assert len(scorer.history_) == 2
+
+
+def test_progress_bar_advances_per_forward_pass(tiny_bert, monkeypatch):
+    import tqdm.auto
+
+    model, tokenizer, texts = tiny_bert
+    bars = []
+
+    class Recording(tqdm.auto.tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.steps = []
+            bars.append(self)
+
+        def update(self, n=1):
+            self.steps.append(n)
+            return super().update(n)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recording)
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, batch_size=4, device="cpu", verbose=1).fit()
+    scorer.pseudo_log_likelihood(texts[:3])
+    lengths = scorer._encode(texts[:3]).n_tokens
+    (bar,) = bars
+    assert bar.total == lengths.sum() == sum(bar.steps) and len(bar.steps) >= lengths.sum() // 4
+    assert max(bar.steps) <= 4  # one update per forward pass of at most batch_size copies
+    scorer.set_params(verbose=0).pseudo_log_likelihood(texts[:3])
+    assert bars[-1].disable

@@ -1,0 +1,188 @@
+"""The command line: outputs never overwritten or left half-written, arguments checked before the model loads."""
+
+import csv
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+from test_mlm import binary_tokenizer  # noqa: E402
+from transformers import BertConfig, BertForMaskedLM  # noqa: E402
+
+from skmpt import MLMCurveScorer  # noqa: E402
+from skmpt import __main__ as cli  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXTS = ["a b a b", "", "b b a", "  ", "a"]  # lines 1..5; lines 2 and 4 are blank
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A tiny BERT over the words a and b, saved with its tokenizer."""
+    tokenizer = binary_tokenizer()
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16, max_position_embeddings=16)
+    torch.manual_seed(0)
+    directory = tmp_path_factory.mktemp("cli") / "model"
+    BertForMaskedLM(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture
+def texts_file(tmp_path):
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    return path
+
+
+def run(model_dir, texts, out, *extra):
+    return cli.main(["mlm-curve", "--model", str(model_dir), "--texts", str(texts), "--out", str(out),
+                     "--mask-rates", "0.25,0.5", "--n-masks", "2", "--device", "cpu", *extra])
+
+
+def one_line_error(capsys, start="skmpt mlm-curve: error: "):
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(start) and "Traceback" not in err, err
+    return err
+
+
+def test_rows_carry_line_numbers_and_blank_lines_have_empty_cells(model_dir, texts_file, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "curve.csv"
+    assert run(model_dir, texts_file, out, "--plot", str(tmp_path / "curve.png"), "--quiet") == 0
+    assert capsys.readouterr().err == ""  # --quiet: no bar, no message
+    rows = list(csv.reader(out.open(encoding="utf-8")))
+    assert rows[0] == ["line", "n_tokens", "score", "paper_area", "S@0.25", "S@0.5"]
+    assert [row[0] for row in rows[1:]] == ["1", "2", "3", "4", "5"]
+    assert rows[2][1:] == rows[4][1:] == [""] * 5
+    scorer = MLMCurveScorer(str(model_dir), mask_rates=[0.25, 0.5], n_masks=2, random_state=0, device="cpu").fit()
+    texts = [TEXTS[0], TEXTS[2], TEXTS[4]]
+    written = np.array([[float(v) for v in rows[i][1:]] for i in (1, 3, 5)])
+    np.testing.assert_array_equal(written[:, 0], [4, 3, 1])
+    np.testing.assert_allclose(written[:, 1], scorer.score_samples(texts), rtol=1e-12)
+    np.testing.assert_allclose(written[:, 3:], scorer.transform(texts), rtol=1e-12)
+    assert (tmp_path / "curve.png").stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curve.csv", "curve.png", "texts.txt"]  # no temporaries
+
+
+def test_existing_outputs_and_the_input_are_never_overwritten(model_dir, texts_file, tmp_path, capsys):
+    out, plot = tmp_path / "curve.csv", tmp_path / "curve.png"
+    out.write_text("precious\n")
+    assert run(model_dir, texts_file, out) == 2
+    assert "exists; pass --force to overwrite it" in one_line_error(capsys)
+    assert out.read_text() == "precious\n"
+    plot.write_text("precious\n")
+    assert run(model_dir, texts_file, tmp_path / "new.csv", "--plot", str(plot)) == 2
+    assert "--plot" in one_line_error(capsys) and not (tmp_path / "new.csv").exists()
+    for target in (["--force"], ["--force", "--plot", str(texts_file)]):
+        destination = texts_file if target == ["--force"] else out
+        assert run(model_dir, texts_file, destination, *target) == 2
+        assert "is the --texts input; it is never written to" in one_line_error(capsys)
+    assert texts_file.read_text(encoding="utf-8") == "\n".join(TEXTS) + "\n"
+    assert run(model_dir, texts_file, out, "--force", "--quiet") == 0
+    assert out.read_text().startswith("line,n_tokens")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--texts", "missing.txt"], "--texts 'missing.txt': no such file"),
+        (["--out", "no-dir/curve.csv"], "the directory '.*no-dir' does not exist"),
+        (["--mask-rates", "0:1:0"], "the step of '0:1:0' must be positive"),
+        (["--mask-rates", "0,0.5"], r"rates must lie in \(0, 1\]; '0,0.5' gives 0"),
+        (["--mask-rates", "0.5,1.5"], "gives 1.5"),
+        (["--mask-rates", ""], "'' is not 'start:stop:step'"),
+        (["--mask-rates", "0.5,0.2"], "strictly increasing"),
+        (["--n-masks", "0"], "argument --n-masks: must be a positive integer; got 0"),
+        (["--n-masks", "-3"], "argument --n-masks: must be a positive integer; got -3"),
+        (["--plot", "-"], "--plot must be a file"),
+        (["--model", "./no-such-model"], "--model='./no-such-model' is a path that does not exist"),
+        (["--device", "tpu"], None),  # checked by the scorer: a runtime error, exit 1
+    ],
+)
+def test_bad_arguments_fail_before_the_model_loads(model_dir, texts_file, tmp_path, capsys, monkeypatch, args,
+                                                   message):
+    monkeypatch.chdir(tmp_path)
+    loads = []
+    monkeypatch.setattr(MLMCurveScorer, "_load_model", lambda self, device: loads.append(1))
+    options = {"--model": str(model_dir), "--texts": str(texts_file), "--out": "curve.csv", "--device": "cpu"}
+    options.update(zip(args[::2], args[1::2]))
+    status = cli.main(["mlm-curve", *(x for pair in options.items() for x in pair)])
+    err = one_line_error(capsys, start="skmpt")
+    assert loads == [] and not (tmp_path / "curve.csv").exists()
+    if message is None:
+        assert status == 1 and "device must be" in err
+    else:
+        assert status == 2 and re.search(message, err), err
+
+
+def test_runtime_errors_exit_1_and_debug_shows_the_traceback(model_dir, texts_file, tmp_path, capsys):
+    weights_only = tmp_path / "weights-only"
+    BertForMaskedLM.from_pretrained(model_dir).save_pretrained(weights_only)
+    capsys.readouterr()
+    assert run(weights_only, texts_file, tmp_path / "curve.csv") == 1
+    err = one_line_error(capsys)
+    assert "No tokenizer was found in model=" in err and "(--tokenizer on the command line)" in err
+    with pytest.raises(ValueError, match="No tokenizer was found"):
+        run(weights_only, texts_file, tmp_path / "curve.csv", "--debug")
+    texts_file.write_text("a b\n\nb [MASK] a\n", encoding="utf-8")
+    assert run(model_dir, texts_file, tmp_path / "curve.csv", "--quiet") == 1
+    assert "line 3 contains the special token '[MASK]'" in one_line_error(capsys)
+    assert not (tmp_path / "curve.csv").exists()
+
+
+def test_an_interrupted_run_leaves_no_file(model_dir, texts_file, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_plot", interrupted)  # the CSV is written, the figure is not
+    assert run(model_dir, texts_file, tmp_path / "curve.csv", "--plot", str(tmp_path / "curve.png"), "--quiet") == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["texts.txt"]
+
+
+def test_stdout_progress_and_help(model_dir, texts_file, capsys):
+    assert run(model_dir, texts_file, "-", "--batch-size", "2") == 0
+    captured = capsys.readouterr()
+    rows = list(csv.reader(io.StringIO(captured.out)))
+    assert rows[0][0] == "line" and len(rows) == 6  # only the CSV on standard output
+    assert "scoring" in captured.err and "3 texts, 2 blank line(s), mean score" in captured.err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["mlm-curve", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for default in ("(default: 10)", "(default: 0.01:0.99:0.01)", "(default: sweep)", "(default: 64)",
+                    "(default: 16384)", "(default: 512)", "(default: auto)", "(default: 0)"):
+        assert default in text, default
+
+
+def test_console_script_and_python_m(model_dir, texts_file):
+    # the worktree's skmpt, not an installed copy, runs in the subprocesses
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    script = Path(sys.executable).with_name("skmpt")
+    if not script.exists():
+        pytest.skip("the skmpt console script is not installed beside this Python")
+    done = subprocess.run([str(script), "mlm-curve", "--model", str(model_dir), "--texts", str(texts_file), "--out",
+                           "-", "--mask-rates", "0.5", "--n-masks", "1", "--device", "cpu", "--quiet"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "line,n_tokens,score,paper_area,S@0.5" and len(done.stdout.splitlines()) == 6
+    import skmpt
+
+    done = subprocess.run([sys.executable, "-m", "skmpt", "--version"], capture_output=True, text=True, env=env)
+    assert (done.returncode, done.stdout.strip()) == (0, f"skmpt {skmpt.__version__}")
+    done = subprocess.run([sys.executable, "-m", "skmpt", "mlm-curve", "--model", "m", "--texts", "t", "--out", "o",
+                           "--mask-rates", "0:1:0"], capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
