@@ -3,20 +3,20 @@
 Everything works offline by default. :func:`fetch_mnist` reads MNIST or Fashion-MNIST from
 their standard IDX files wherever they already are (a directory you name, the layout
 torchvision leaves on disk, Debian's ``dataset-fashion-mnist`` package, skmpt's cache) and
-downloads them only when asked to (``download=True``). IDX files are parsed with NumPy: no
-torchvision is needed (:func:`from_torchvision` converts its datasets when you have it).
+downloads them only when asked to (``download=True``), through :mod:`pooch`, verified against
+their published SHA-256 checksums. IDX files are parsed with NumPy: no torchvision is needed
+(:func:`from_torchvision` converts its datasets when you have it).
 """
 
 import gzip
 import importlib.util
 import os
-import shutil
-import urllib.error
-import urllib.request
+import zlib
 from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
+import pooch
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
@@ -36,6 +36,25 @@ __all__ = [
 MNIST_URLS = {
     "mnist": ("https://ossci-datasets.s3.amazonaws.com/mnist/", "https://yann.lecun.com/exdb/mnist/"),
     "fashion-mnist": ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",),
+}
+
+# The published SHA-256 of each gzipped IDX file, as pooch's ``known_hash``. The same values are
+# listed by TensorFlow Datasets (tensorflow_datasets/url_checksums/mnist.txt and
+# fashion_mnist.txt, with the files' sizes) and by torchvision's prototype datasets
+# (torchvision/prototype/datasets/_builtin/mnist.py, ``_CHECKSUMS``).
+_CHECKSUMS = {
+    "mnist": {
+        "train-images-idx3-ubyte.gz": "sha256:440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+        "train-labels-idx1-ubyte.gz": "sha256:3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+        "t10k-images-idx3-ubyte.gz": "sha256:8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+        "t10k-labels-idx1-ubyte.gz": "sha256:f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+    },
+    "fashion-mnist": {
+        "train-images-idx3-ubyte.gz": "sha256:3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+        "train-labels-idx1-ubyte.gz": "sha256:a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
+        "t10k-images-idx3-ubyte.gz": "sha256:346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
+        "t10k-labels-idx1-ubyte.gz": "sha256:67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
+    },
 }
 
 #: Directories searched, after ``data_home``, for each data set.
@@ -159,13 +178,20 @@ def load_idx(path):
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
-        raw = f.read()
+        try:
+            raw = f.read()
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise ValueError(f"{path} is a damaged or truncated gzip file ({exc}).") from exc
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
         raise ValueError(f"{path} is not an IDX file: its first bytes are {raw[:4]!r}.")
     ndim = raw[3]
-    shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">i4", count=ndim, offset=4))
-    dtype = np.dtype(_IDX_DTYPES[raw[2]])
     offset = 4 + 4 * ndim
+    if len(raw) < offset:
+        raise ValueError(f"{path} is truncated: its header declares {ndim} dimensions but holds {len(raw)} bytes.")
+    shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">i4", count=ndim, offset=4))
+    if any(d < 0 for d in shape):
+        raise ValueError(f"{path} declares a negative dimension in its shape {shape}.")
+    dtype = np.dtype(_IDX_DTYPES[raw[2]])
     expected = int(np.prod(shape)) * dtype.itemsize
     if len(raw) - offset != expected:
         raise ValueError(
@@ -201,25 +227,37 @@ def _search_dirs(kind, data_home):
     return dirs
 
 
-def _download(kind, names, target, base_urls):
-    target.mkdir(parents=True, exist_ok=True)
+def _retrieve(kind, name, cache, base_urls):
+    """Download ``name`` of ``kind`` into ``cache`` with pooch, trying each mirror in turn.
+
+    pooch re-fetches a cached file whose checksum does not match, and deletes a download
+    whose checksum does not match before raising.
+    """
+    known_hash = _CHECKSUMS[kind][name]
     failures = []
-    for name in names:
-        destination = target / f"{name}.gz"
-        for base in base_urls:
-            url = base.rstrip("/") + f"/{name}.gz"
-            try:
-                with urllib.request.urlopen(url, timeout=60) as response, open(f"{destination}.part", "wb") as f:
-                    shutil.copyfileobj(response, f)
-                os.replace(f"{destination}.part", destination)
-                break
-            except (urllib.error.URLError, OSError) as exc:
-                failures.append(f"{url}: {exc}")
-        else:
-            raise OSError(
-                f"Could not download {name}.gz of {kind}: " + "; ".join(failures) + ". If this machine is "
-                f"offline, copy the IDX files into {target} (or any directory passed as data_home)."
-            )
+    for base in base_urls:
+        url = base.rstrip("/") + f"/{name}"
+        try:
+            return Path(pooch.retrieve(url, known_hash, fname=name, path=cache, progressbar=True))
+        except (OSError, ValueError) as exc:  # requests' errors are OSErrors; a bad checksum a ValueError
+            failures.append(f"{url}: {exc}")
+    raise OSError(
+        f"Could not download {name} of {kind}: " + "; ".join(failures) + ". If this machine is "
+        f"offline, copy the IDX files into {cache} (or any directory passed as data_home)."
+    )
+
+
+def _check_cached(kind, name, cache):
+    """A cached download, verified against its published checksum (no network)."""
+    path = cache / name
+    known_hash = _CHECKSUMS[kind][name]
+    algorithm, digest = known_hash.split(":", 1)
+    if pooch.file_hash(str(path), alg=algorithm) != digest:
+        raise OSError(
+            f"{path} is corrupt or incomplete: its SHA-256 differs from the published {known_hash}. "
+            "Call fetch_mnist with download=True to fetch it again (or delete it)."
+        )
+    return path
 
 
 @validate_params(
@@ -239,7 +277,11 @@ def fetch_mnist(kind="mnist", *, subset="train", data_home=None, download=False,
     Looked for, in order: ``data_home`` itself, torchvision's layout under it
     (``data_home/MNIST/raw``, ``data_home/FashionMNIST/raw``), ``data_home/<kind>``;
     Debian's ``dataset-fashion-mnist`` package (``/usr/share/datasets/fashion-mnist``);
-    skmpt's cache under scikit-learn's data home. Files may be gzipped or not.
+    skmpt's cache, ``<data home>/skmpt/<kind>`` under scikit-learn's data home. Files found
+    in a directory of yours may be gzipped or not and are checked for a consistent IDX header
+    and size; the cache holds the gzipped files as published, downloaded by :mod:`pooch` and
+    checked against their published SHA-256 (``skmpt.datasets._CHECKSUMS``, from the lists of
+    TensorFlow Datasets and torchvision) every time they are read.
 
     Parameters
     ----------
@@ -247,12 +289,13 @@ def fetch_mnist(kind="mnist", *, subset="train", data_home=None, download=False,
     subset : {"train", "test"}, default="train"
         60 000 or 10 000 images.
     data_home : str or path-like, default=None
-        A directory to search first; also where downloads go (else scikit-learn's data home).
+        A directory to search first; also where the cache lives (else scikit-learn's data home).
     download : bool, default=False
-        Download the files into the cache when they are nowhere on disk. Off by default:
-        nothing here touches the network unless asked.
+        Download the files into the cache when they are nowhere else on disk, and download
+        again a cached file whose checksum does not match (a corrupt or interrupted
+        download). Off by default: nothing here touches the network unless asked.
     base_urls : sequence of str, default=None
-        Where to download from; by default :data:`MNIST_URLS` ``[kind]``.
+        Mirrors to download from, tried in order; by default :data:`MNIST_URLS` ``[kind]``.
     return_X_y : bool, default=False
 
     Returns
@@ -267,7 +310,12 @@ def fetch_mnist(kind="mnist", *, subset="train", data_home=None, download=False,
     FileNotFoundError
         When the files are not on disk and ``download`` is False; it lists where it looked.
     OSError
-        When a download fails (for example offline).
+        When a cached file's checksum does not match and ``download`` is False, or when a
+        download fails from every mirror (offline, or a checksum that does not match);
+        the message names the file.
+    ValueError
+        When a file is not a valid IDX file (a damaged gzip stream, a header or size that
+        does not add up), naming the file, or when images and labels do not match.
 
     Examples
     --------
@@ -286,28 +334,35 @@ def fetch_mnist(kind="mnist", *, subset="train", data_home=None, download=False,
     """
     names = _idx_names(subset)
     searched = _search_dirs(kind, data_home)
-    directory = next((d for d in searched if all(_find(d, n) for n in names)), None)
-    if directory is None:
-        if not download:
+    cache = searched[-1]
+    directory = next((d for d in searched[:-1] if all(_find(d, n) for n in names)), None)
+    if directory is not None:
+        paths = [_find(directory, n) for n in names]
+    else:
+        gzipped = [f"{n}.gz" for n in names]
+        if download:
+            paths = [_retrieve(kind, g, cache, tuple(base_urls or MNIST_URLS[kind])) for g in gzipped]
+        elif all((cache / g).is_file() for g in gzipped):
+            paths = [_check_cached(kind, g, cache) for g in gzipped]
+        else:
             raise FileNotFoundError(
                 f"The {subset} IDX files of {kind} ({', '.join(names)}, optionally .gz) are not in any of: "
-                + ", ".join(str(d) for d in searched)
-                + ". Pass data_home=<directory holding them>, or download=True to fetch them"
+                + ", ".join(str(d) for d in searched[:-1])
+                + f", nor downloaded into {cache}. Pass data_home=<directory holding them>, or download=True "
+                "to fetch them"
                 + (" (or install Debian's dataset-fashion-mnist)." if kind == "fashion-mnist" else ".")
             )
-        directory = _cache_dir(kind, data_home)
-        _download(kind, names, directory, tuple(base_urls or MNIST_URLS[kind]))
-    images = load_idx(_find(directory, names[0]))
-    labels = load_idx(_find(directory, names[1]))
+    images, labels = load_idx(paths[0]), load_idx(paths[1])
     if images.ndim != 3 or labels.shape != images.shape[:1]:
         raise ValueError(
-            f"In {directory}: images of shape {images.shape} do not match labels of shape {labels.shape}."
+            f"{paths[0]} (images of shape {images.shape}) does not match {paths[1]} (labels of shape "
+            f"{labels.shape})."
         )
     X = images.reshape(len(images), -1).astype(np.float64)
     y = labels.astype(np.int64)
     if return_X_y:
         return X, y
-    return Bunch(data=X, target=y, images=images, source=str(directory), kind=kind, subset=subset)
+    return Bunch(data=X, target=y, images=images, source=str(paths[0].parent), kind=kind, subset=subset)
 
 
 def load_mnist_5k(path=None, *, return_X_y=False):
@@ -485,6 +540,43 @@ _GLUE_FILES = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"
 _GLUE_LABELS = {"entailment": 0, "not_entailment": 1}
 
 
+def _check_glue_tsv(path, names, has_header):
+    """Raise a ValueError naming ``path`` and the line of the first row ``datasets`` would misread.
+
+    With quoting off, a row with too few fields would be read with empty columns and one with
+    too many fails deep inside pandas; a blank line would be skipped; a label or index that is
+    not a number would fail later without a line number.
+    """
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text: {exc}.") from exc
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    numeric = [i for i, name in enumerate(names) if name in ("label", "idx")]
+    for number, line in enumerate(lines, start=1):
+        fields = line.removesuffix("\r").split("\t")
+        if line in ("", "\r"):
+            raise ValueError(f"{path}, line {number}: empty line; GLUE files have one row per line.")
+        if len(fields) != len(names):
+            raise ValueError(
+                f"{path}, line {number}: {len(fields)} tab-separated fields where {len(names)} are expected "
+                f"({', '.join(names)})."
+            )
+        if has_header and number == 1:
+            continue
+        for i in numeric:
+            if names[i] == "label" and fields[i] in _GLUE_LABELS:
+                continue
+            try:
+                int(fields[i])
+            except ValueError:
+                raise ValueError(
+                    f"{path}, line {number}: the {names[i]} field is {fields[i]!r}, not an integer"
+                    + (f" or one of {sorted(_GLUE_LABELS)}." if names[i] == "label" else ".")
+                ) from None
+
+
 @validate_params(
     {
         "task": [StrOptions(set(_GLUE_TASKS))],
@@ -549,6 +641,7 @@ def load_glue(task, split="validation", *, data_dir=None, cache_dir=None):
         )
     if split == "test":
         header, names = 0, test_names
+    _check_glue_tsv(path, names, header is not None)
     features = datasets.Features({name: datasets.Value("string") for name in names})
     raw = datasets.load_dataset(
         "csv",

@@ -1,6 +1,7 @@
 """Loaders tested on small files the tests write themselves; downloads from a local server."""
 
 import functools
+import re
 import gzip
 import http.server
 import socket
@@ -9,6 +10,7 @@ import threading
 from types import SimpleNamespace
 
 import numpy as np
+import pooch
 import pytest
 
 from skmpt import datasets
@@ -56,8 +58,32 @@ def test_load_idx_rejects_bad_files(tmp_path):
         datasets.load_idx(tmp_path / "junk")
     write_idx(tmp_path / "short", np.zeros((2, 2), np.uint8))
     (tmp_path / "short").write_bytes((tmp_path / "short").read_bytes()[:-1])
-    with pytest.raises(ValueError, match="declares shape"):
+    with pytest.raises(ValueError, match="short declares shape"):
         datasets.load_idx(tmp_path / "short")
+    (tmp_path / "header").write_bytes(bytes([0, 0, 8, 3, 0, 0, 0, 2]))  # 3 dimensions, 1 given
+    with pytest.raises(ValueError, match="header is truncated: its header declares 3 dimensions"):
+        datasets.load_idx(tmp_path / "header")
+    (tmp_path / "negative").write_bytes(bytes([0, 0, 8, 1, 255, 255, 255, 255]))
+    with pytest.raises(ValueError, match="negative declares a negative dimension"):
+        datasets.load_idx(tmp_path / "negative")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbled"])
+def test_load_idx_names_a_damaged_gzip_file(tmp_path, damage):
+    write_idx(tmp_path / "images", np.arange(4000, dtype=np.int32), compress=True)
+    path = tmp_path / "images.gz"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "truncated" else data[:20] + bytes(200) + data[220:])
+    with pytest.raises(ValueError, match=r"images\.gz is a damaged or truncated gzip file"):
+        datasets.load_idx(path)
+
+
+def test_fetch_mnist_names_a_truncated_file_in_data_home(tmp_path, no_system_dirs):
+    write_mnist(tmp_path, n=4, compress=False)
+    images = tmp_path / "train-images-idx3-ubyte"
+    images.write_bytes(images.read_bytes()[:-100])
+    with pytest.raises(ValueError, match="train-images-idx3-ubyte declares shape"):
+        datasets.fetch_mnist("mnist", data_home=tmp_path, download=True)  # never "repairs" the user's files
 
 
 @pytest.mark.parametrize("layout", ["flat", "torchvision", "named"])
@@ -84,7 +110,7 @@ def test_fetch_mnist_missing_files_say_where_and_how(tmp_path, no_system_dirs):
 def test_fetch_mnist_mismatched_files(tmp_path, no_system_dirs):
     write_mnist(tmp_path, n=4)
     write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros(3, np.uint8), compress=True)
-    with pytest.raises(ValueError, match="do not match"):
+    with pytest.raises(ValueError, match=r"images-idx3-ubyte.gz \(images of shape \(4, 28, 28\)\) does not match"):
         datasets.fetch_mnist("mnist", data_home=tmp_path)
 
 
@@ -101,23 +127,71 @@ def local_server(tmp_path):
     server.server_close()
 
 
-def test_download_from_a_local_server(tmp_path, local_server, no_system_dirs):
+@pytest.fixture
+def served_mnist(local_server, monkeypatch):
+    """MNIST-shaped files on the local server, with their checksums as the published ones."""
     served, url = local_server
     images, labels = write_mnist(served, n=5)
+    checksums = {p.name: f"sha256:{pooch.file_hash(str(p))}" for p in served.glob("*.gz")}
+    monkeypatch.setattr(datasets, "_CHECKSUMS", {"mnist": checksums})
+    return SimpleNamespace(directory=served, url=url, images=images, labels=labels)
+
+
+def test_download_from_a_local_server(tmp_path, served_mnist, no_system_dirs):
     home = tmp_path / "home"
-    bunch = datasets.fetch_mnist("mnist", data_home=home, download=True, base_urls=[url])
-    np.testing.assert_array_equal(bunch.images, images)
-    np.testing.assert_array_equal(bunch.target, labels)
+    bunch = datasets.fetch_mnist("mnist", data_home=home, download=True, base_urls=[served_mnist.url])
+    np.testing.assert_array_equal(bunch.images, served_mnist.images)
+    np.testing.assert_array_equal(bunch.target, served_mnist.labels)
     assert bunch.source == str(home / "skmpt" / "mnist")
     # Now cached: found on disk without download.
     again = datasets.fetch_mnist("mnist", data_home=home)
-    np.testing.assert_array_equal(again.images, images)
+    np.testing.assert_array_equal(again.images, served_mnist.images)
+
+
+def test_download_tries_the_next_mirror(tmp_path, served_mnist, no_system_dirs):
+    dead = f"http://127.0.0.1:{_unused_port()}/"
+    bunch = datasets.fetch_mnist("mnist", data_home=tmp_path, download=True, base_urls=[dead, served_mnist.url])
+    np.testing.assert_array_equal(bunch.target, served_mnist.labels)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbled"])
+def test_corrupt_cache_is_named_offline_and_repaired_by_download(tmp_path, served_mnist, no_system_dirs, damage):
+    datasets.fetch_mnist("mnist", data_home=tmp_path, download=True, base_urls=[served_mnist.url])
+    cached = tmp_path / "skmpt" / "mnist" / "train-images-idx3-ubyte.gz"
+    data = cached.read_bytes()
+    cached.write_bytes(data[:-50] if damage == "truncated" else data[:-50] + bytes(50))
+    with pytest.raises(OSError, match=r"train-images-idx3-ubyte\.gz is corrupt or incomplete.*download=True"):
+        datasets.fetch_mnist("mnist", data_home=tmp_path)
+    assert cached.read_bytes() != data  # nothing repaired without download=True
+    bunch = datasets.fetch_mnist("mnist", data_home=tmp_path, download=True, base_urls=[served_mnist.url])
+    assert cached.read_bytes() == data
+    np.testing.assert_array_equal(bunch.images, served_mnist.images)
+
+
+def test_download_with_a_wrong_checksum_is_refused(tmp_path, served_mnist, monkeypatch, no_system_dirs):
+    checksums = dict(datasets._CHECKSUMS["mnist"])
+    checksums["train-images-idx3-ubyte.gz"] = "sha256:" + "0" * 64
+    monkeypatch.setattr(datasets, "_CHECKSUMS", {"mnist": checksums})
+    with pytest.raises(OSError, match=r"Could not download train-images-idx3-ubyte\.gz of mnist.*hash"):
+        datasets.fetch_mnist("mnist", data_home=tmp_path, download=True, base_urls=[served_mnist.url])
+    assert not (tmp_path / "skmpt" / "mnist" / "train-images-idx3-ubyte.gz").exists()
+
+
+def test_published_checksums_cover_every_file():
+    for kind in ("mnist", "fashion-mnist"):
+        names = {f"{name}.gz" for subset in ("train", "test") for name in datasets._idx_names(subset)}
+        assert set(datasets._CHECKSUMS[kind]) == names
+        assert all(h.startswith("sha256:") and len(h) == 7 + 64 for h in datasets._CHECKSUMS[kind].values())
+
+
+def _unused_port():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_download_failure_is_a_clear_error(tmp_path, no_system_dirs):
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _unused_port()
     with pytest.raises(OSError, match="Could not download train-images-idx3-ubyte.gz of mnist.*offline"):
         datasets.fetch_mnist("mnist", data_home=tmp_path, download=True, base_urls=[f"http://127.0.0.1:{port}/"])
     assert not list((tmp_path / "skmpt" / "mnist").glob("*.gz"))
@@ -221,3 +295,35 @@ def test_load_glue_errors(tmp_path):
         datasets.load_glue("ax", "validation", data_dir=tmp_path)
     with pytest.raises(ValueError, match="task"):
         datasets.load_glue("mnli", data_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "task, name, text, line, message",
+    [
+        ("cola", "CoLA/dev.tsv", "gj04\t1\t\tFine.\ngj04\t1\tOnly three fields\n", 2, "3 tab-separated fields where 4"),
+        ("cola", "CoLA/dev.tsv", "gj04\t1\t\tFine.\ngj04\t0\t*\tok\textra\n", 2, "5 tab-separated fields where 4"),
+        ("cola", "CoLA/dev.tsv", "gj04\t1\t\tFine.\n\ngj04\t0\t*\tAfter a gap.\n", 2, "empty line"),
+        ("cola", "CoLA/dev.tsv", "gj04\tyes\t\tFine.\n", 1, "the label field is 'yes', not an integer"),
+        ("qnli", "QNLI/dev.tsv", "index\tquestion\tsentence\n0\tWhat?\tThat.\n", 1, "3 tab-separated fields where 4"),
+        ("qnli", "QNLI/dev.tsv", "index\tquestion\tsentence\tlabel\nx\tWhat?\tThat.\tentailment\n", 2, "idx field"),
+        ("qnli", "QNLI/dev.tsv", "index\tquestion\tsentence\tlabel\n0\tWhat?\tThat.\tmaybe\n", 2, "entailment"),
+        ("cola", "CoLA/test.tsv", "index\tsentence\n0\tFine.\n1\tA\ttab too many\n", 3, "3 tab-separated fields where 2"),
+    ],
+)
+def test_load_glue_names_the_file_and_line_of_a_malformed_row(tmp_path, task, name, text, line, message):
+    pytest.importorskip("datasets")
+    path = tmp_path / name
+    path.parent.mkdir(parents=True)
+    path.write_text(text, encoding="utf-8")
+    split = "test" if name.endswith("test.tsv") else "validation"
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}, line {line}: .*{re.escape(message)}"):
+        datasets.load_glue(task, split, data_dir=tmp_path, cache_dir=tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()  # rejected before datasets reads anything
+
+
+def test_load_glue_names_a_file_that_is_not_utf8(tmp_path):
+    pytest.importorskip("datasets")
+    (tmp_path / "CoLA").mkdir()
+    (tmp_path / "CoLA" / "dev.tsv").write_bytes(b"gj04\t1\t\tCaf\xe9.\n")
+    with pytest.raises(ValueError, match=r"dev\.tsv is not UTF-8"):
+        datasets.load_glue("cola", data_dir=tmp_path)

@@ -51,6 +51,23 @@ def test_paper_examples_run_small(name, argv, expected, tmp_path, capsys):
     assert output.stat().st_size > 10_000
 
 
+def test_grid_search_example_runs_small(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    output = tmp_path / "grid_search.png"
+    _load("plot_grid_search").main(
+        ["--n-samples", "40", "--components", "2", "--mask-rates", "uniform", "0.5", "--n-digits", "40",
+         "--vae-components", "1", "--vae-mask-rates", "0.5", "--n-quadrature", "8", "--cv", "2",
+         "--max-epochs", "1", "--curve-masks", "1", "--output", str(output)]
+    )
+    printed = capsys.readouterr().out
+    assert "GridSearchCV(PCA) chose {'pca__n_components': " in printed
+    assert "GridSearchCV(MaskedPPCA) chose {'ppca__mask_rate': " in printed
+    assert "GridSearchCV(MaskedLinearVAE) chose {'vae__mask_rate': " in printed
+    assert "5 of 5 fits stopped at max_epochs" in printed and "3 of 3 fits stopped" in printed  # counted, not hidden
+    assert printed.count("area under its MPT curve") == 2
+    assert output.stat().st_size > 10_000
+
+
 def test_linear_vae_example_runs_small(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     from test_datasets import write_mnist

@@ -1,0 +1,491 @@
+"""Data parallelism with :mod:`torch.distributed`: ranks, shards, gathers, DDP and checkpoints.
+
+A script started by ``torchrun --nproc-per-node N`` or ``accelerate launch`` runs once per
+process, each told its ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` in its environment.
+:func:`init_distributed` reads them, joins the process group (gloo on the CPU, NCCL on CUDA,
+each process on ``cuda:LOCAL_RANK``) and returns a :class:`DistributedContext`; without a
+launcher it returns a world of one process, and everything below runs the same code.
+
+- Scoring is split by :func:`sharded_map`: each rank computes the items of its shard
+  (:func:`shard_indices`) and every rank gets all results back in input order. The results
+  equal one process's when an item's result depends on the item alone (skmpt seeds a text's
+  masks from ``random_state`` and the text, never from its batch or rank).
+- Training wraps the model in ``DistributedDataParallel`` (:func:`wrap_model`; gradients are
+  averaged over ranks), draws masks from a per-rank generator (:func:`rank_generator`) and
+  saves and restores checkpoints (:func:`save_checkpoint`, :func:`load_checkpoint`) that hold
+  the model, the optimiser, the step and every rank's random state, so that a resumed run
+  continues exactly where the interrupted one saved.
+"""
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ._base import resolve_device
+
+__all__ = [
+    "DistributedContext",
+    "init_distributed",
+    "current_context",
+    "shard_indices",
+    "sharded_map",
+    "wrap_model",
+    "unwrap_model",
+    "sync_gradients",
+    "rank_generator",
+    "save_checkpoint",
+    "load_checkpoint",
+]
+
+_LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+
+@dataclass(frozen=True)
+class DistributedContext:
+    """Where this process stands in a data-parallel run.
+
+    Attributes
+    ----------
+    rank : int
+        This process's number, ``0 .. world_size - 1``.
+    world_size : int
+        Number of processes; 1 without a launcher.
+    local_rank : int
+        This process's number on its machine; it picks ``cuda:local_rank``.
+    device : torch.device
+        The device this process computes on.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self):
+        """Whether this is rank 0, the process that writes files."""
+        return self.rank == 0
+
+
+def _launcher_ranks(environ):
+    """``(rank, world_size, local_rank)`` set by a launcher, or ``None`` when none is set."""
+    present = [name for name in _LAUNCHER_VARIABLES if name in environ]
+    if not present:
+        return None
+    if "RANK" not in environ or "WORLD_SIZE" not in environ:
+        raise ValueError(
+            f"The environment sets {', '.join(present)} but not both RANK and WORLD_SIZE; start the "
+            "processes with torchrun or accelerate launch, which set RANK, WORLD_SIZE and LOCAL_RANK."
+        )
+    values = {}
+    for name in _LAUNCHER_VARIABLES:
+        text = environ.get(name, environ["RANK"] if name == "LOCAL_RANK" else None)
+        try:
+            values[name] = int(text)
+        except ValueError:
+            raise ValueError(f"The environment variable {name}={text!r} is not an integer.") from None
+    rank, world_size, local_rank = (values[name] for name in _LAUNCHER_VARIABLES)
+    if world_size < 1 or not 0 <= rank < world_size or local_rank < 0:
+        raise ValueError(
+            f"The launcher's variables are inconsistent: RANK={rank}, WORLD_SIZE={world_size}, "
+            f"LOCAL_RANK={local_rank} (need 0 <= RANK < WORLD_SIZE and LOCAL_RANK >= 0)."
+        )
+    return rank, world_size, local_rank
+
+
+def _rank_device(device, local_rank, launched):
+    """``device`` resolved for this process: under a launcher, CUDA means ``cuda:local_rank``."""
+    resolved = resolve_device(device)
+    if launched and resolved.type == "cuda" and (device == "auto" or resolved.index is None):
+        if local_rank >= torch.cuda.device_count():
+            raise ValueError(
+                f"LOCAL_RANK={local_rank} but this machine has {torch.cuda.device_count()} CUDA devices; "
+                "start at most one process per GPU."
+            )
+        return torch.device("cuda", local_rank)
+    return resolved
+
+
+def init_distributed(device="auto", *, backend=None, environ=None):
+    """Join the launcher's process group, if there is one, and say where this process stands.
+
+    Without ``RANK`` and ``WORLD_SIZE`` in the environment (no launcher), or with a world of
+    one process, no process group is created and the context is rank 0 of 1. A process group
+    that already exists (created by the caller, or by an earlier call) is used as it is.
+
+    Parameters
+    ----------
+    device : str or torch.device, default="auto"
+        ``"auto"`` is CUDA when available, else the CPU; under a launcher, ``"auto"`` and
+        ``"cuda"`` mean ``cuda:LOCAL_RANK``, one GPU per process.
+    backend : str or None, default=None
+        The backend of :func:`torch.distributed.init_process_group`; ``None`` is ``"nccl"``
+        on CUDA and ``"gloo"`` on the CPU.
+    environ : mapping or None, default=None
+        Where to read the launcher's variables; ``None`` is :data:`os.environ`.
+
+    Returns
+    -------
+    context : DistributedContext
+
+    Examples
+    --------
+    >>> from skmpt._distributed import init_distributed
+    >>> init_distributed("cpu", environ={})
+    DistributedContext(rank=0, world_size=1, local_rank=0, device=device(type='cpu'))
+    """
+    environ = os.environ if environ is None else environ
+    launched = _launcher_ranks(environ)
+    if dist.is_available() and dist.is_initialized():
+        local_rank = launched[2] if launched else int(environ.get("LOCAL_RANK", dist.get_rank()))
+        device = _rank_device(device, local_rank, launched=True)
+        return DistributedContext(dist.get_rank(), dist.get_world_size(), local_rank, device)
+    if launched is None or launched[1] == 1:
+        local_rank = launched[2] if launched else 0
+        return DistributedContext(0, 1, local_rank, _rank_device(device, local_rank, launched is not None))
+    rank, world_size, local_rank = launched
+    device = _rank_device(device, local_rank, launched=True)
+    if not dist.is_available():
+        raise RuntimeError("This torch build has no torch.distributed; it cannot run with WORLD_SIZE > 1.")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(
+        backend or ("nccl" if device.type == "cuda" else "gloo"),
+        init_method="env://",
+        rank=rank,
+        world_size=world_size,
+        device_id=device if device.type == "cuda" else None,
+    )
+    return DistributedContext(rank, world_size, local_rank, device)
+
+
+def current_context(device=None):
+    """This process's place in the process group that exists now, without creating one.
+
+    Parameters
+    ----------
+    device : torch.device or None, default=None
+        Recorded in the context; ``None`` is the CPU.
+
+    Returns
+    -------
+    context : DistributedContext
+        Rank 0 of 1 when no process group is initialised.
+    """
+    device = torch.device("cpu") if device is None else torch.device(device)
+    if not (dist.is_available() and dist.is_initialized()):
+        return DistributedContext(device=device)
+    local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
+    return DistributedContext(dist.get_rank(), dist.get_world_size(), local_rank, device)
+
+
+def shard_indices(n_items, rank, world_size, *, strategy="strided", costs=None):
+    """The items rank ``rank`` of ``world_size`` computes; the shards partition ``range(n_items)``.
+
+    Parameters
+    ----------
+    n_items : int
+    rank, world_size : int
+    strategy : {"strided", "contiguous"}, default="strided"
+        ``"strided"`` deals items out like cards (``rank, rank + world_size, ...``);
+        ``"contiguous"`` gives each rank one block of consecutive items, the first
+        ``n_items % world_size`` blocks one item longer.
+    costs : array-like of shape (n_items,) or None, default=None
+        The work each item takes (a text's length): items are dealt in decreasing order of
+        cost, so that with ``"strided"`` every rank gets a similar share of the work.
+
+    Returns
+    -------
+    indices : ndarray of int of shape (n_shard,)
+        Increasing.
+
+    Examples
+    --------
+    >>> from skmpt._distributed import shard_indices
+    >>> shard_indices(5, 1, 2)
+    array([1, 3])
+    >>> shard_indices(5, 0, 2, strategy="contiguous")
+    array([0, 1, 2])
+    >>> shard_indices(4, 0, 2, costs=[1, 9, 8, 2])  # costs 9 and 2; rank 1 gets 8 and 1
+    array([1, 3])
+    """
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"Need 0 <= rank < world_size; got rank={rank}, world_size={world_size}.")
+    if strategy not in ("strided", "contiguous"):
+        raise ValueError(f"strategy must be 'strided' or 'contiguous'; got {strategy!r}.")
+    order = np.arange(n_items)
+    if costs is not None:
+        costs = np.asarray(costs, dtype=float)
+        if costs.shape != (n_items,):
+            raise ValueError(f"costs must have shape ({n_items},); got {costs.shape}.")
+        order = np.argsort(-costs, kind="stable")
+    if strategy == "strided":
+        return np.sort(order[rank::world_size])
+    return np.sort(np.array_split(order, world_size)[rank])
+
+
+def sharded_map(function, n_items, *, context=None, strategy="strided", costs=None):
+    """``function(indices)`` on this rank's shard; every rank returns all results in input order.
+
+    Parameters
+    ----------
+    function : callable
+        ``function(indices)`` takes an increasing integer array and returns one result per
+        index (a list, or an array whose first axis is the items); results of different
+        items may have different shapes. It is called on every rank, also with an empty
+        shard, so that it can take part in collective operations.
+    n_items : int
+    context : DistributedContext or None, default=None
+        ``None`` is :func:`current_context`.
+    strategy, costs
+        How the items are split, as in :func:`shard_indices`.
+
+    Returns
+    -------
+    results : list of length n_items
+        ``results[i]`` is item ``i``'s result, computed on whichever rank held it.
+
+    Examples
+    --------
+    >>> from skmpt._distributed import sharded_map
+    >>> sharded_map(lambda indices: [10 * int(i) for i in indices], 3)
+    [0, 10, 20]
+    """
+    context = current_context() if context is None else context
+    indices = shard_indices(n_items, context.rank, context.world_size, strategy=strategy, costs=costs)
+    local = list(function(indices))
+    if len(local) != len(indices):
+        raise ValueError(f"function returned {len(local)} results for a shard of {len(indices)} items.")
+    if context.world_size == 1:
+        shards = [(indices, local)]
+    else:
+        # Objects, not tensors: the per-item results may have different shapes.
+        shards = [None] * context.world_size
+        dist.all_gather_object(shards, (indices, local))
+    results, filled = [None] * n_items, np.zeros(n_items, dtype=bool)
+    for shard, shard_results in shards:
+        for index, result in zip(shard, shard_results, strict=True):
+            results[index] = result
+        filled[shard] = True
+    if not filled.all():  # the ranks disagree about n_items
+        raise RuntimeError(f"Items {np.flatnonzero(~filled)[:10].tolist()} were computed by no rank.")
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# training
+
+
+def wrap_model(model, context):
+    """``model`` in :class:`~torch.nn.parallel.DistributedDataParallel` when the world has
+    several processes, else ``model`` itself.
+
+    DDP averages the gradients over ranks at each ``backward``; call it through
+    :func:`sync_gradients` when a step accumulates several backward passes.
+    """
+    if context.world_size == 1:
+        return model
+    device_ids = [context.device.index] if context.device.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+
+
+def unwrap_model(model):
+    """The module inside a ``DistributedDataParallel`` wrapper, or ``model`` itself."""
+    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
+def sync_gradients(model, sync):
+    """Context for one backward pass of an accumulated step: DDP averages the gradients only
+    when ``sync`` is true (the step's last pass); a model without DDP always accumulates.
+
+    Every rank must make the same number of synchronising passes per step: give exactly one
+    pass per step ``sync=True`` on every rank.
+    """
+    if sync or not isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return contextlib.nullcontext()
+    return model.no_sync()
+
+
+def rank_generator(generator, rank):
+    """A generator of its own for rank ``rank``, seeded from one draw of the shared ``generator``.
+
+    Every rank draws the same seed (the shared generators are in the same state) and mixes in
+    its rank, so ranks draw different masks, reproducibly; the shared generator advances the
+    same way on every rank.
+
+    Parameters
+    ----------
+    generator : torch.Generator
+        Seeded alike on every rank.
+    rank : int
+
+    Returns
+    -------
+    generator : torch.Generator
+        On the CPU.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt._distributed import rank_generator
+    >>> a = rank_generator(torch.Generator().manual_seed(0), 0)
+    >>> b = rank_generator(torch.Generator().manual_seed(0), 1)
+    >>> bool(torch.equal(torch.rand(3, generator=a), torch.rand(3, generator=b)))
+    False
+    """
+    seed = int(torch.randint(2**62, (1,), generator=generator))
+    mixed = np.random.SeedSequence([seed, rank]).generate_state(2, dtype=np.uint32)
+    return torch.Generator(device="cpu").manual_seed(int(mixed[0]) << 31 | int(mixed[1]) >> 1)
+
+
+_STEP_DIRECTORY = re.compile(r"^step-(\d+)$")
+
+
+def _random_states(generators):
+    state = {name: generator.get_state() for name, generator in generators.items()}
+    state["torch"] = torch.get_rng_state()  # dropout and other draws from the global generator
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_random_states(state, generators):
+    for name, generator in generators.items():
+        if name not in state:
+            raise ValueError(f"The checkpoint holds no state of generator {name!r}; it holds {sorted(state)}.")
+        generator.set_state(state[name])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(directory, *, model, optimizer, step, generators=None, extra=None, context=None, keep=1):
+    """Save a training state under ``directory/step-NNNNNNNN``, atomically; rank 0 writes.
+
+    The checkpoint holds the model (``save_pretrained`` for a transformers model, so the
+    directory ``model/`` loads with ``from_pretrained``; else its ``state_dict`` in
+    ``model.pt``), and in ``trainer_state.pt`` the optimiser's state, the step, ``extra``,
+    and each rank's random states (its ``generators`` and torch's global generators). It is
+    written to a temporary directory that is then renamed, and the file ``latest`` names it
+    only afterwards, so an interruption at any moment leaves the previous checkpoint whole.
+    Called on every rank (the random states are gathered); returns once the file is written.
+
+    Parameters
+    ----------
+    directory : str or path
+    model : torch.nn.Module
+        Possibly wrapped in ``DistributedDataParallel``.
+    optimizer : torch.optim.Optimizer
+    step : int
+        Steps completed.
+    generators : dict of str to torch.Generator or None, default=None
+        This rank's generators to restore on resume.
+    extra : dict or None, default=None
+        More training state (history, data order): tensors, numbers, strings and lists or
+        dicts of them, what ``torch.load(weights_only=True)`` reads back.
+    context : DistributedContext or None, default=None
+        ``None`` is :func:`current_context`.
+    keep : int, default=1
+        Checkpoints kept; older ones are deleted after the new one is in place.
+
+    Returns
+    -------
+    path : pathlib.Path
+        The new checkpoint's directory.
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1; got {keep}.")
+    context = current_context() if context is None else context
+    directory = Path(directory)
+    states = _random_states(generators or {})
+    if context.world_size > 1:
+        gathered = [None] * context.world_size
+        dist.all_gather_object(gathered, states)
+    else:
+        gathered = [states]
+    path = directory / f"step-{step:08d}"
+    if context.is_main:
+        directory.mkdir(parents=True, exist_ok=True)
+        temporary = Path(tempfile.mkdtemp(prefix=f".step-{step:08d}-", dir=directory))
+        module = unwrap_model(model)
+        if hasattr(module, "save_pretrained"):
+            module.save_pretrained(temporary / "model")
+        else:
+            torch.save(module.state_dict(), temporary / "model.pt")
+        trainer_state = {
+            "step": int(step),
+            "world_size": context.world_size,
+            "optimizer": optimizer.state_dict(),
+            "random_states": gathered,
+            "extra": extra or {},
+        }
+        torch.save(trainer_state, temporary / "trainer_state.pt")
+        if path.exists():  # the same step saved again (a resumed run): replace it whole
+            shutil.rmtree(path)
+        os.replace(temporary, path)
+        pointer = directory / "latest.tmp"
+        pointer.write_text(path.name + "\n", encoding="utf-8")
+        os.replace(pointer, directory / "latest")
+        steps = sorted(p for p in directory.iterdir() if _STEP_DIRECTORY.match(p.name) and p != path)
+        for old in steps[: max(0, len(steps) - (keep - 1))]:
+            shutil.rmtree(old)
+    if context.world_size > 1:
+        dist.barrier()  # no rank goes on (and may be killed) before the checkpoint exists
+    return path
+
+
+def load_checkpoint(directory, *, model, optimizer, generators=None, context=None):
+    """Restore the latest checkpoint of ``directory`` into ``model``, ``optimizer`` and
+    ``generators``, on every rank.
+
+    Parameters
+    ----------
+    directory : str or path
+    model : torch.nn.Module
+        The same architecture as the saved one; loaded in place.
+    optimizer : torch.optim.Optimizer
+        Built over ``model``'s parameters; loaded in place.
+    generators : dict of str to torch.Generator or None, default=None
+        Restored to this rank's saved states, as are torch's global generators.
+    context : DistributedContext or None, default=None
+        ``None`` is :func:`current_context`.
+
+    Returns
+    -------
+    checkpoint : dict or None
+        ``{"step": int, "extra": dict, "path": pathlib.Path}``, or ``None`` when
+        ``directory`` holds no checkpoint yet (a first run).
+    """
+    context = current_context() if context is None else context
+    directory = Path(directory)
+    pointer = directory / "latest"
+    if not pointer.exists():
+        return None
+    path = directory / pointer.read_text(encoding="utf-8").strip()
+    state_file = path / "trainer_state.pt"
+    if not state_file.exists():
+        raise ValueError(f"{pointer} names {path.name}, which holds no trainer_state.pt.")
+    state = torch.load(state_file, map_location="cpu", weights_only=True)
+    if state["world_size"] != context.world_size:
+        raise ValueError(
+            f"The checkpoint {path} was saved by {state['world_size']} processes; this run has "
+            f"{context.world_size}. Resume with the same number of processes, whose random states it holds."
+        )
+    module = unwrap_model(model)
+    if (path / "model").is_dir():
+        saved = type(module).from_pretrained(path / "model")
+        module.load_state_dict(saved.state_dict())
+    else:
+        device = next(module.parameters()).device
+        module.load_state_dict(torch.load(path / "model.pt", map_location=device, weights_only=True))
+    optimizer.load_state_dict(state["optimizer"])
+    _set_random_states(state["random_states"][context.rank], generators or {})
+    return {"step": state["step"], "extra": state["extra"], "path": path}

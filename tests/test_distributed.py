@@ -1,0 +1,471 @@
+"""Scaling past one process: GridSearchCV on dask and Ray workers, and torch.distributed helpers.
+
+The cluster tests start a dask ``LocalCluster`` (2 worker processes, one thread each) and a local
+Ray instance (2 CPUs) once per module and compare every search with the same search run with
+``n_jobs=1``: the scores must be identical, not merely close. The torch.distributed tests spawn 2
+gloo processes on the CPU and compare them with one process.
+"""
+
+import functools
+import os
+import sys
+from pathlib import Path
+
+import joblib
+import numpy as np
+import pytest
+import torch
+from sklearn.model_selection import GridSearchCV
+
+from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE
+
+# ---------------------------------------------------------------------------------------------
+# GridSearchCV on a cluster
+
+
+def _score(estimator, X, y=None):
+    return estimator.score(X)
+
+
+def _threads_scorer(estimator, X, y=None):
+    """Torch's intra-op threads in the process that just fitted ``estimator`` (as a 'score')."""
+    return float(torch.get_num_threads())
+
+
+def _pid_scorer(estimator, X, y=None):
+    """The id of the process that just fitted ``estimator`` (as a 'score')."""
+    return float(os.getpid())
+
+
+def _search(estimator, grid, X, n_jobs):
+    # The estimator's own score decides; two more 'metrics' record where each fit ran.
+    scoring = {"score": _score, "threads": _threads_scorer, "pid": _pid_scorer}
+    return GridSearchCV(estimator, grid, cv=2, n_jobs=n_jobs, scoring=scoring, refit="score").fit(X)
+
+
+def _ppca_data(n_samples=40, n_features=4, seed=0):
+    rng = np.random.RandomState(seed)
+    return rng.randn(n_samples, 2) @ rng.randn(2, n_features) + 0.5 * rng.randn(n_samples, n_features)
+
+
+def _binary_data(n_samples=40, n_features=5, seed=0):
+    return (np.random.RandomState(seed).rand(n_samples, n_features) < 0.4).astype(float)
+
+
+GRIDS = {
+    "ppca": (
+        MaskedPPCA(max_epochs=3, score_masks=3, random_state=0),
+        {"n_components": [1, 2], "mask_rate": [0.25, "uniform"]},
+        _ppca_data,
+    ),
+    "linear_vae": (
+        MaskedLinearVAE(n_quadrature=6, max_epochs=3, random_state=0),
+        {"n_components": [1, 2], "mask_rate": [0.2, "uniform"]},
+        _binary_data,
+    ),
+    "vae": (
+        MaskedVAE(hidden_layer_sizes=(4,), n_particles=3, score_masks=2, n_lml_samples=5, max_epochs=2, random_state=0),
+        {"n_components": [1, 2], "mask_rate": [0.25, "uniform"]},
+        _ppca_data,
+    ),
+}
+
+
+def _mlm_case():
+    """A one-layer BERT scored on a few WordNet sentences, pre-trained for two steps."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    from transformers import BertConfig
+
+    from skmpt import MLMCurveScorer
+    from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+
+    texts = [t for t in load_wordnet_sentences()[:200] if len(t.split()) <= 6][:12]
+    tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:200], vocab_size=200)
+    # No dropout: MLMCurveScorer.fit draws dropout from torch's global generator, which
+    # random_state does not seed (yet), so two fits with dropout differ even in one process.
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )
+    scorer = MLMCurveScorer(
+        config, tokenizer=tokenizer, n_masks=1, max_steps=2, batch_size=4, device="cpu", random_state=0
+    )
+    return scorer, {"mask_rate": [0.15, "uniform"], "learning_rate": [1e-3, 1e-2]}, texts
+
+
+@functools.cache
+def _sequential(name):
+    """The reference: each search of GRIDS run in this process, with ``n_jobs=1``."""
+    if name != "mlm":
+        estimator, grid, make_data = GRIDS[name]
+        X = make_data()
+        return _search(estimator, grid, X, n_jobs=1), (estimator, grid, X)
+    # The float32 encoder's sums depend on how torch splits them over threads (by ~1e-10
+    # relative); the float64 array estimators give the same bits with any thread count.
+    estimator, grid, X = _mlm_case()
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in each worker
+    try:
+        return _search(estimator, grid, X, n_jobs=1), (estimator, grid, X)
+    finally:
+        torch.set_num_threads(n_threads)
+
+
+def _assert_same_search(parallel, sequential):
+    assert parallel.best_params_ == sequential.best_params_
+    for key in ("params", "mean_test_score", "split0_test_score", "split1_test_score", "rank_test_score"):
+        np.testing.assert_array_equal(parallel.cv_results_[key], sequential.cv_results_[key], err_msg=key)
+    assert np.isfinite(parallel.cv_results_["mean_test_score"]).all()
+
+
+def _assert_ran_in_workers(search, n_workers):
+    pids = {int(p) for key in ("split0_test_pid", "split1_test_pid") for p in search.cv_results_[key]}
+    assert os.getpid() not in pids
+    assert len(pids) <= n_workers
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, death_timeout=60
+        ) as cluster,
+        distributed.Client(cluster, timeout=60) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def ray_backend():
+    ray = pytest.importorskip("ray")
+    from ray.util.joblib import register_ray
+
+    # Ray's workers do not share this process's sys.path: ship this module's scorers by value.
+    this_module = sys.modules[__name__]
+    ray.cloudpickle.register_pickle_by_value(this_module)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    register_ray()
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        ray.cloudpickle.unregister_pickle_by_value(this_module)
+
+
+@pytest.mark.parametrize("name", [*GRIDS, "mlm"])
+def test_grid_search_on_dask_equals_sequential(dask_client, name):
+    sequential, (estimator, grid, X) = _sequential(name)
+    with joblib.parallel_backend("dask"):
+        parallel = _search(estimator, grid, X, n_jobs=-1)
+    _assert_same_search(parallel, sequential)
+    # The fits ran in the worker processes, each limited to its one thread (dask's nanny sets
+    # OMP_NUM_THREADS=1 before it starts a worker), not with this process's thread count.
+    assert set(parallel.cv_results_["mean_test_threads"]) == {1.0}
+    _assert_ran_in_workers(parallel, n_workers=2)
+
+
+@pytest.mark.slow  # Ray starts a pool of worker actors for every search: ~10 s each
+@pytest.mark.parametrize("name", [*GRIDS, "mlm"])
+def test_grid_search_on_ray_equals_sequential(ray_backend, name):
+    sequential, (estimator, grid, X) = _sequential(name)
+    with joblib.parallel_backend("ray"):
+        parallel = _search(estimator, grid, X, n_jobs=2)
+    _assert_same_search(parallel, sequential)
+    # Ray sets OMP_NUM_THREADS to a task's CPUs (one) in its workers when it is not set.
+    assert set(parallel.cv_results_["mean_test_threads"]) == {1.0}
+    _assert_ran_in_workers(parallel, n_workers=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.distributed: shards, gathers, DDP and checkpoints
+
+from skmpt._distributed import (  # noqa: E402
+    DistributedContext,
+    init_distributed,
+    load_checkpoint,
+    rank_generator,
+    save_checkpoint,
+    shard_indices,
+    sharded_map,
+    sync_gradients,
+    wrap_model,
+)
+
+
+@pytest.mark.parametrize("strategy", ["strided", "contiguous"])
+@pytest.mark.parametrize("n_items", [0, 1, 5, 12])
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_shards_partition_the_items(strategy, n_items, world_size):
+    costs = np.random.RandomState(n_items).rand(n_items)
+    for weights in (None, costs):
+        shards = [shard_indices(n_items, r, world_size, strategy=strategy, costs=weights) for r in range(world_size)]
+        np.testing.assert_array_equal(np.sort(np.concatenate(shards)), np.arange(n_items))
+        assert all(np.all(np.diff(s) > 0) for s in shards)
+        assert max(map(len, shards)) - min(map(len, shards)) <= 1
+
+
+def test_strided_shards_by_cost_balance_the_work():
+    costs = np.arange(1, 101) ** 2  # sorted, very unequal: contiguous blocks would be unbalanced
+    work = [costs[shard_indices(100, r, 2, costs=costs)].sum() for r in range(2)]
+    blocks = [costs[shard_indices(100, r, 2, strategy="contiguous")].sum() for r in range(2)]
+    assert abs(work[0] - work[1]) / sum(work) < 0.02 < abs(blocks[0] - blocks[1]) / sum(blocks)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"rank": 2, "world_size": 2}, "rank < world_size"),
+        ({"rank": 0, "world_size": 0}, "rank < world_size"),
+        ({"rank": 0, "world_size": 2, "strategy": "random"}, "strategy"),
+        ({"rank": 0, "world_size": 2, "costs": [1.0, 2.0]}, "costs must have shape"),
+    ],
+)
+def test_shard_indices_rejects_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        shard_indices(3, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "environ, message",
+    [
+        ({"LOCAL_RANK": "0"}, "not both RANK and WORLD_SIZE"),
+        ({"RANK": "0", "WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not an integer"),
+        ({"RANK": "2", "WORLD_SIZE": "2"}, "inconsistent"),
+    ],
+)
+def test_init_distributed_rejects_bad_launcher_variables(environ, message):
+    with pytest.raises(ValueError, match=message):
+        init_distributed("cpu", environ=environ)
+
+
+def test_a_launcher_world_of_one_is_the_plain_path():
+    context = init_distributed("cpu", environ={"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"})
+    assert context == DistributedContext(0, 1, 0, torch.device("cpu"))
+    assert not torch.distributed.is_initialized()
+
+
+def test_sharded_map_checks_the_number_of_results():
+    with pytest.raises(ValueError, match="returned 1 results for a shard of 3"):
+        sharded_map(lambda indices: [0], 3)
+
+
+def _item_result(index):
+    """A result whose length and values depend on the item alone (as a text's masks do)."""
+    return torch.randn(index % 4 + 1, generator=torch.Generator().manual_seed(int(index)), dtype=torch.float64).numpy()
+
+
+def _map_items(context, n_items):
+    computed_by = []
+
+    def compute(indices):
+        computed_by.extend([context.rank] * len(indices))
+        return [_item_result(i) for i in indices]
+
+    return sharded_map(compute, n_items, context=context, costs=np.arange(n_items) % 4), len(computed_by)
+
+
+def _linear_model():
+    torch.manual_seed(0)
+    return torch.nn.Linear(3, 1, dtype=torch.float64)
+
+
+def _rank_batch(rank, n=6):
+    g = torch.Generator().manual_seed(100 + rank)
+    return torch.randn(n, 3, generator=g, dtype=torch.float64), torch.randn(n, 1, generator=g, dtype=torch.float64)
+
+
+def _ddp_gradients(context, accumulate):
+    """Gradients after one step's backward passes through DDP (two micro-batches if ``accumulate``)."""
+    model = _linear_model()
+    wrapped = wrap_model(model, context)
+    X, y = _rank_batch(context.rank)
+    parts = [slice(0, 3), slice(3, 6)] if accumulate else [slice(0, 6)]
+    for k, part in enumerate(parts):
+        with sync_gradients(wrapped, sync=k == len(parts) - 1):
+            (torch.nn.functional.mse_loss(wrapped(X[part]), y[part]) / len(parts)).backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def _train(context, directory, stop_at, n_steps=6, every=2):
+    """A small masked-input regression trained with DDP, checkpointing and resuming."""
+    torch.manual_seed(0)  # the model's initialisation; then dropout's draws
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 8), torch.nn.Dropout(0.5), torch.nn.Tanh(), torch.nn.Linear(8, 1)
+    ).double()
+    shared = torch.Generator().manual_seed(0)
+    masks = rank_generator(shared, context.rank)
+    wrapped = wrap_model(model, context)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    generators = {"shared": shared, "masks": masks}
+    restored = load_checkpoint(directory, model=wrapped, optimizer=optimizer, generators=generators, context=context)
+    start, losses = (restored["step"], restored["extra"]["losses"]) if restored else (0, [])
+    local = []  # this rank's own losses
+    for step in range(start + 1, min(stop_at, n_steps) + 1):
+        X = torch.randn(16, 4, generator=masks, dtype=torch.float64)
+        hidden = torch.rand(16, 4, generator=masks) < 0.3
+        loss = (wrapped(X.masked_fill(hidden, 0.0)) - X.sum(1, keepdim=True)).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        local.append(float(loss.detach()))
+        reported = loss.detach()
+        if context.world_size > 1:  # the history holds the loss averaged over ranks
+            torch.distributed.all_reduce(reported, op=torch.distributed.ReduceOp.AVG)
+        losses.append(float(reported))
+        if step % every == 0:
+            save_checkpoint(
+                directory, model=wrapped, optimizer=optimizer, step=step, generators=generators,
+                extra={"losses": losses}, context=context,
+            )
+    return {"params": [p.detach().clone() for p in model.parameters()], "losses": losses, "local": local}
+
+
+def _scenarios(context, directory):
+    """Everything the 2-process tests compare, run in one process group (spawning is slow)."""
+    directory = Path(directory)
+    mapped, n_computed = _map_items(context, 11)
+    return {
+        "map": mapped,
+        "n_computed": n_computed,
+        "gradients": _ddp_gradients(context, accumulate=False),
+        "accumulated": _ddp_gradients(context, accumulate=True),
+        "uninterrupted": _train(context, directory / "a", stop_at=6),
+        "interrupted": _train(context, directory / "b", stop_at=3),  # its step 3 is lost
+        "resumed": _train(context, directory / "b", stop_at=6),
+    }
+
+
+def _rank_main(rank, world_size, port, directory):
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    torch.set_num_threads(1)
+    context = init_distributed("cpu")
+    try:
+        torch.save(_scenarios(context, directory), Path(directory) / f"rank{rank}.pt")
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """The scenarios on 2 gloo processes spawned here, and in this process as a world of one."""
+    import time
+
+    directory = tmp_path_factory.mktemp("ranks")
+    processes = torch.multiprocessing.start_processes(
+        _rank_main, args=(2, _free_port(), str(directory)), nprocs=2, join=False, start_method="spawn"
+    )
+    deadline = time.monotonic() + 240
+    while not processes.join(timeout=5):
+        if time.monotonic() > deadline:
+            for process in processes.processes:
+                process.kill()
+            pytest.fail("The 2 spawned ranks did not finish within 240 s.")
+    ranks = [torch.load(directory / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    with torch.random.fork_rng(devices=[]):
+        single = _scenarios(DistributedContext(), tmp_path_factory.mktemp("single"))
+    return ranks, single
+
+
+def test_sharded_map_on_two_ranks_equals_one(two_ranks):
+    ranks, single = two_ranks
+    expected = [_item_result(i) for i in range(11)]
+    for results in (ranks[0]["map"], ranks[1]["map"], single["map"]):
+        assert len(results) == 11
+        for got, want in zip(results, expected, strict=True):
+            np.testing.assert_array_equal(got, want)
+    assert sorted(r["n_computed"] for r in ranks) == [5, 6]  # both ranks worked, none twice
+
+
+@pytest.mark.parametrize("key", ["gradients", "accumulated"])
+def test_ddp_averages_gradients_over_ranks(two_ranks, key):
+    ranks, _ = two_ranks
+    local = [_ddp_gradients(DistributedContext(rank=r, world_size=1), accumulate=key == "accumulated")
+             for r in range(2)]
+    for i, got in enumerate(ranks[0][key]):
+        torch.testing.assert_close(got, (local[0][i] + local[1][i]) / 2, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(ranks[1][key][i], got, rtol=0, atol=0)
+    assert not torch.equal(local[0][0], local[1][0])  # the ranks' batches do differ
+
+
+def test_resumed_training_equals_uninterrupted(two_ranks):
+    ranks, single = two_ranks
+    for run in (*ranks, single):
+        assert len(run["interrupted"]["losses"]) == 3
+        assert run["resumed"]["losses"] == run["uninterrupted"]["losses"]
+        for got, want in zip(run["resumed"]["params"], run["uninterrupted"]["params"], strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    for got, want in zip(ranks[0]["resumed"]["params"], ranks[1]["resumed"]["params"], strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)  # DDP keeps the replicas equal
+    assert ranks[0]["uninterrupted"]["losses"] == ranks[1]["uninterrupted"]["losses"]
+    assert ranks[0]["uninterrupted"]["local"] != ranks[1]["uninterrupted"]["local"]  # own masks per rank
+
+
+def _one_adam_step(model):
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    model(torch.ones(2, 3, dtype=torch.float64)).sum().backward()
+    optimizer.step()
+    return optimizer
+
+
+def test_checkpoints_keep_the_latest_and_survive_an_interrupted_write(tmp_path):
+    model = _linear_model()
+    optimizer = _one_adam_step(model)
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path, model=model, optimizer=optimizer, step=step, extra={"step": step}, keep=2)
+    # A save interrupted before its rename leaves only a temporary directory behind.
+    (tmp_path / ".step-00000004-crashed").mkdir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".step-00000004-crashed", "latest", "step-00000002",
+                                                          "step-00000003"]
+    saved = [p.detach().clone() for p in model.parameters()]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    fresh = torch.optim.Adam(model.parameters(), lr=0.1)
+    restored = load_checkpoint(tmp_path, model=model, optimizer=fresh)
+    assert restored["step"] == 3 and restored["extra"] == {"step": 3}
+    for got, want in zip(model.parameters(), saved, strict=True):
+        torch.testing.assert_close(got.detach(), want, rtol=0, atol=0)
+    assert fresh.state_dict()["state"][0]["step"] == optimizer.state_dict()["state"][0]["step"]
+
+
+def test_load_checkpoint_of_an_empty_directory_is_none(tmp_path):
+    model = _linear_model()
+    assert load_checkpoint(tmp_path, model=model, optimizer=torch.optim.Adam(model.parameters())) is None
+
+
+def test_load_checkpoint_rejects_another_world_size(tmp_path):
+    model = _linear_model()
+    optimizer = _one_adam_step(model)
+    save_checkpoint(tmp_path, model=model, optimizer=optimizer, step=1)
+    with pytest.raises(ValueError, match="saved by 1 processes; this run has 2"):
+        load_checkpoint(tmp_path, model=model, optimizer=optimizer, context=DistributedContext(0, 2))
+
+
+def test_checkpoint_of_a_transformers_model_loads_with_from_pretrained(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=16)
+    torch.manual_seed(0)
+    model = transformers.BertForMaskedLM(config)
+    optimizer = torch.optim.AdamW(model.parameters())
+    path = save_checkpoint(tmp_path, model=model, optimizer=optimizer, step=5)
+    copy = transformers.AutoModelForMaskedLM.from_pretrained(path / "model")
+    other = transformers.BertForMaskedLM(config)  # another initialisation
+    assert load_checkpoint(tmp_path, model=other, optimizer=torch.optim.AdamW(other.parameters()))["step"] == 5
+    for (name, want), got, loaded in zip(model.state_dict().items(), other.state_dict().values(),
+                                         copy.state_dict().values(), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=name)
+        torch.testing.assert_close(loaded, want, rtol=0, atol=0, msg=name)
