@@ -46,6 +46,7 @@ SMALL_ARGS = {
     "plot_convergence_in_masks.py": ["--n-samples", "50", "--repeats", "5", "--bias-masks", "2000"],
     "plot_training_curves.py": ["--n-inits", "2", "--max-epochs", "60"],
     "plot_mpt_curve_area.py": ["--n-samples", "300"],
+    "plot_grid_search_dask.py": ["--n-samples", "200", "--max-epochs", "10"],
 }
 
 
