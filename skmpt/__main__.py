@@ -58,7 +58,8 @@ def _rates(text):
     if rates.size == 0:
         raise argparse.ArgumentTypeError(f"{text!r} gives no rate")
     if not np.all((rates > 0) & (rates <= 1)):
-        raise argparse.ArgumentTypeError(f"rates must lie in (0, 1]; {text!r} gives {rates[~((rates > 0) & (rates <= 1))][0]:g}")
+        outside = rates[~((rates > 0) & (rates <= 1))][0]
+        raise argparse.ArgumentTypeError(f"rates must lie in (0, 1]; {text!r} gives {outside:g}")
     if np.any(np.diff(rates) <= 0):
         raise argparse.ArgumentTypeError(f"rates must be strictly increasing; got {text!r}")
     return rates
@@ -241,7 +242,7 @@ def _score_file(args, line_numbers, lines):
         if args.plot is not None:
             temporaries.append((_atomic_write(args.plot, lambda file: _plot(file, scorer, curve, args),
                                               os.path.splitext(args.plot)[1]), args.plot))
-        for temporary, target in temporaries:
+        for _, target in temporaries:
             if os.path.exists(target) and not args.force:
                 raise _UsageError(f"{target!r} appeared while scoring; pass --force to overwrite it")
         for temporary, target in temporaries:

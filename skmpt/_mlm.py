@@ -214,6 +214,34 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     mask token; special and padding tokens are never masked nor counted, and nothing else is
     corrupted.
 
+    It is a scikit-learn transformer: :meth:`transform` gives one column per masking rate
+    (named by :meth:`get_feature_names_out`, pandas output with ``set_output``), and ``clone``
+    shares the ``model`` and ``tokenizer`` objects instead of copying their weights (neither
+    is ever modified: :meth:`fit` trains, moves or casts a copy).
+
+    Texts may be a list, tuple or array of strings of shape (n,) or (n, 1), a pandas Series
+    or DataFrame (``str``, ``string[pyarrow]``/``string[python]`` or object columns), or a
+    ``datasets.Dataset`` or ``IterableDataset``; from a DataFrame or dataset, the column is
+    ``text_column``. Every method rejects, with a ``ValueError`` naming the text's index:
+    a text that is not a string or is blank, and a text that holds a special token literally
+    (``[CLS]``, ``[SEP]``, ``[PAD]``, ``[MASK]`` or the model's equivalents), which a masked LM
+    would otherwise mask and score as a word of the text or skip as a special one. Characters
+    the tokenizer cannot spell become its unknown token and are scored like any token. Texts
+    longer than ``max_length`` are truncated with a ``UserWarning``.
+
+    Loading is checked before any text is scored: a model that is not a masked LM (a causal
+    LM such as GPT-2, a ``BertModel`` without its head), given as an object, a configuration,
+    a directory or a name, is a ``ValueError``; so is a checkpoint that lacks weights
+    transformers would initialise at random (read from ``from_pretrained``'s loading info,
+    unless ``allow_missing_weights=True``), a directory without tokenizer files when the
+    tokenizer is to be read from it, and a tokenizer that can produce ids beyond the model's
+    embedding. A string is a hub name only when it is not on disk, has the form ``name`` or
+    ``org/name`` and does not end in a file extension (``.bin``, ``.json``, ...); any other
+    string (``./model``, ``../model``, ``a/b/c``, ``~/model``, ``C:\\model``) is a path, and
+    one that does not exist is a ``ValueError`` naming it.
+
+    Progress goes to ``tqdm`` bars (``verbose > 0``) and messages to the ``skmpt`` logger.
+
     Read more in the :ref:`User Guide <mlm_curves>`.
 
     Parameters
@@ -223,11 +251,13 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         A name or local directory for ``AutoModelForMaskedLM.from_pretrained`` (a name not on
         disk is fetched from the Hugging Face hub, the only time this class uses the network), a
         masked-LM object, or a configuration, which builds a randomly initialised model (the
-        paper's "random init." row) seeded by ``random_state``.
+        paper's "random init." row) seeded by ``random_state``. A ``torch.nn.Module`` that is
+        not a transformers model is used as a masked LM: called with ``input_ids`` and
+        ``attention_mask``, it returns ``.logits`` over the tokenizer's vocabulary.
     tokenizer : str, path, tokenizer object or None, default=None
         The tokenizer, or where ``AutoTokenizer.from_pretrained`` finds it; ``None`` loads it
         from ``model`` when that is a name or directory, or from the model object's
-        ``name_or_path``. It must have a mask token.
+        ``name_or_path``. It must have a mask token and a padding token.
     mask_rates : array-like of float in (0, 1] or None, default=None
         Masking rates of :meth:`transform` and :meth:`paper_area`; a rate ``r`` masks
         ``M = round(r * L)`` tokens, at least one. ``None`` is 0.01, 0.02, ..., 0.99 as in the
@@ -259,23 +289,40 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     text_column : str or None, default=None
         Column holding the texts when the input is a ``datasets.Dataset`` or a pandas
         DataFrame; ``None`` picks ``"text"`` or ``"sentence"``, or the only string column.
-    device : str, default="auto"
-        ``"auto"`` is CUDA when available, else the CPU. On CUDA the encoder runs under
-        ``torch.autocast`` (bfloat16 where supported); log-probabilities are always summed in
-        float64.
+    device : str or torch.device, default="auto"
+        ``"auto"`` is CUDA when available, else the CPU. With ``dtype="auto"`` on CUDA the
+        encoder runs under ``torch.autocast`` (bfloat16 where supported).
+    dtype : {"auto", "float32", "bfloat16", "float16", "float64"}, torch.dtype or None, \
+            default="auto"
+        Dtype the model runs in, passed to ``from_pretrained``; a model object or a model
+        built from a configuration is cast as a copy. ``"auto"`` or ``None`` keeps the model's
+        own (the checkpoint's). Whatever it is, log-probabilities are computed and summed in
+        float64 from the logits.
+    model_kwargs : dict or None, default=None
+        Further options of ``from_pretrained`` (``revision``, ``trust_remote_code``,
+        ``local_files_only``, ``cache_dir``, ``token``, ...), for the configuration and the
+        model; those that say where to fetch also reach ``AutoTokenizer.from_pretrained``
+        (``revision`` only when the tokenizer comes from the model's source). ``dtype`` has
+        its own parameter.
+    allow_missing_weights : bool, default=False
+        Accept a checkpoint that lacks weights of the masked LM (a base model saved without
+        its head), which transformers then initialises at random. ``False`` makes it an error
+        naming the missing weights.
     random_state : int, RandomState instance or None, default=None
         Seeds the masks (each text's masks depend only on this seed and its tokens, so a
         text's score does not depend on which texts it is scored with), the training masks
         and the random initialisation from a configuration.
     verbose : int, default=0
-        Show a progress bar (tqdm) of the forward passes, and the training loss, when > 0.
+        When > 0, show ``tqdm`` progress bars: scoring advances after each forward pass (by
+        the masked copies it held); training shows the steps and the loss. The training loss
+        is also logged (INFO) to the ``skmpt`` logger whatever ``verbose``.
 
     Attributes
     ----------
     model_ : transformers.PreTrainedModel
         The masked language model, in evaluation mode on ``device_``. A model object given as
-        ``model`` is used as it is unless :meth:`fit` trains it or moves it to another device,
-        in which case ``model_`` is a copy.
+        ``model`` is used as it is unless :meth:`fit` trains it, moves it to another device or
+        casts it to ``dtype``, in which case ``model_`` is one copy.
     tokenizer_ : transformers tokenizer
     device_ : torch.device
     max_length_ : int
@@ -309,6 +356,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     ...                         n_masks=2, random_state=0).fit()
     >>> scorer.transform(texts[:3]).shape
     (3, 2)
+    >>> scorer.get_feature_names_out()
+    array(['S@0.15', 'S@0.5'], dtype=object)
     >>> bool(scorer.score(texts[:3]) < 0)
     True
     """
@@ -412,7 +461,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         model, dtype, kwargs = self.model, self._dtype(), self._model_kwargs()
         if isinstance(model, (str, os.PathLike)):
             _check_local_path(model, "model")
-            _check_masked_lm_class(transformers.AutoConfig.from_pretrained(model, **kwargs), f"model={os.fspath(model)!r}")
+            config = transformers.AutoConfig.from_pretrained(model, **kwargs)
+            _check_masked_lm_class(config, f"model={os.fspath(model)!r}")
             source = model
         elif isinstance(model, transformers.PretrainedConfig):
             _check_masked_lm_class(model, "model")
@@ -517,7 +567,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : list of str, pandas Series, ndarray of str, datasets.Dataset or None, default=None
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or None, default=None
             Training texts; needed only when ``max_steps > 0``.
         y : None
             Ignored.
@@ -779,7 +829,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : list of str, pandas Series, ndarray of str or datasets.Dataset
+        X : list or array of str of shape (n_texts,) or (n_texts, 1), pandas Series or DataFrame, \
+                datasets.Dataset or IterableDataset
 
         Returns
         -------
@@ -803,7 +854,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : list of str, pandas Series, ndarray of str or datasets.Dataset
+        X : list or array of str of shape (n_texts,) or (n_texts, 1), pandas Series or DataFrame, \
+                datasets.Dataset or IterableDataset
 
         Returns
         -------
@@ -831,7 +883,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : list of str, pandas Series, ndarray of str or datasets.Dataset
+        X : list or array of str of shape (n_texts,) or (n_texts, 1), pandas Series or DataFrame, \
+                datasets.Dataset or IterableDataset
         y : None
             Ignored.
 
@@ -849,7 +902,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : list of str, pandas Series, ndarray of str or datasets.Dataset
+        X : list or array of str of shape (n_texts,) or (n_texts, 1), pandas Series or DataFrame, \
+                datasets.Dataset or IterableDataset
 
         Returns
         -------
@@ -869,7 +923,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : list of str, pandas Series, ndarray of str or datasets.Dataset
+        X : list or array of str of shape (n_texts,) or (n_texts, 1), pandas Series or DataFrame, \
+                datasets.Dataset or IterableDataset
         scale : float, default=512
 
         Returns

@@ -116,7 +116,7 @@ def test_bad_arguments_fail_before_the_model_loads(model_dir, texts_file, tmp_pa
     loads = []
     monkeypatch.setattr(MLMCurveScorer, "_load_model", lambda self, device: loads.append(1))
     options = {"--model": str(model_dir), "--texts": str(texts_file), "--out": "curve.csv", "--device": "cpu"}
-    options.update(zip(args[::2], args[1::2]))
+    options.update(zip(args[::2], args[1::2], strict=True))
     status = cli.main(["mlm-curve", *(x for pair in options.items() for x in pair)])
     err = one_line_error(capsys, start="skmpt")
     assert loads == [] and not (tmp_path / "curve.csv").exists()

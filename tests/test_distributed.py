@@ -9,12 +9,14 @@ gloo processes on the CPU and compare them with one process.
 import functools
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import joblib
 import numpy as np
 import pytest
 import torch
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
 from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE
@@ -164,6 +166,25 @@ def test_grid_search_on_dask_equals_sequential(dask_client, name):
     # OMP_NUM_THREADS=1 before it starts a worker), not with this process's thread count.
     assert set(parallel.cv_results_["mean_test_threads"]) == {1.0}
     _assert_ran_in_workers(parallel, n_workers=2)
+
+
+def test_grid_search_example_runs_on_a_given_cluster(dask_client, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "plot_grid_search_dask.py"
+    spec = importlib.util.spec_from_file_location("plot_grid_search_dask", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    output = tmp_path / "grid.png"
+    argv = ["--n-samples", "60", "--max-epochs", "2", "--output", str(output),
+            "--scheduler-address", dask_client.scheduler.address]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        search = example.main(argv)
+    assert f"45 fits on a dask cluster at {dask_client.scheduler.address} (2 workers)" in capsys.readouterr().out
+    assert search.best_params_["n_components"] in range(1, 6)
+    assert output.stat().st_size > 10_000
 
 
 @pytest.mark.slow  # Ray starts a pool of worker actors for every search: ~10 s each

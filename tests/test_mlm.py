@@ -584,7 +584,8 @@ def test_from_pretrained_options_are_passed_through(saved_bert, monkeypatch):
     options = {"revision": "main", "local_files_only": True, "trust_remote_code": False}
     MLMCurveScorer(str(saved_bert / "full"), model_kwargs=options, dtype="float32", device="cpu").fit()
     assert options.items() <= seen["AutoConfig"].items() and options.items() <= seen["AutoTokenizer"].items()
-    assert {**options, "dtype": torch.float32, "output_loading_info": True}.items() <= seen["AutoModelForMaskedLM"].items()
+    expected = {**options, "dtype": torch.float32, "output_loading_info": True}
+    assert expected.items() <= seen["AutoModelForMaskedLM"].items()
     with pytest.raises(ValueError, match="model_kwargs may not hold 'torch_dtype': use the dtype parameter"):
         MLMCurveScorer(str(saved_bert / "full"), model_kwargs={"torch_dtype": "float16"}, device="cpu").fit()
 
@@ -612,7 +613,8 @@ def test_training_logs_to_the_skmpt_logger(tiny_bert, caplog, capsys):
     with caplog.at_level("INFO", logger="skmpt"):
         scorer = MLMCurveScorer(model, tokenizer=tokenizer, max_steps=2, batch_size=4, random_state=0,
                                 device="cpu", verbose=1).fit(texts[:8])
-    assert [r.getMessage()[:14] for r in caplog.records if "step" in r.getMessage()] == ["step 1 of 2: l", "step 2 of 2: l"]
+    steps = [r.getMessage()[:14] for r in caplog.records if "step" in r.getMessage()]
+    assert steps == ["step 1 of 2: l", "step 2 of 2: l"]
     assert all(r.name.startswith("skmpt") for r in caplog.records)
     captured = capsys.readouterr()
     assert captured.out == "" and "training" in captured.err  # a tqdm bar, no print
