@@ -66,7 +66,7 @@ def main(argv=None):
     ]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     print(f"{'model':<32}{'EM LML':>10}{'MPT fit LML':>13}{'gap':>8}{'MPT score of EM fit':>21}{'MPT s':>7}")
-    for ax, (name, X, em, mpt) in zip(axes, runs):
+    for ax, (name, X, em, mpt) in zip(axes, runs, strict=True):
         em.fit(X)
         start = time.perf_counter()
         mpt.fit(X)

@@ -132,7 +132,7 @@ def test_equal_noise_is_ppca():
         for name, args in [("masked_log_prob", (X, masks)), ("masked_log_prob_sum", (X, masks)),
                            ("chain_log_prob", (X, orderings)), ("log_marginal", (X,)), ("posterior", (X,))]:
             ours, theirs = getattr(fa, name)(*args), getattr(ppca, name)(*args)
-            for a, b in zip(*((out,) if torch.is_tensor(out) else out for out in (ours, theirs))):
+            for a, b in zip(*((out,) if torch.is_tensor(out) else out for out in (ours, theirs)), strict=True):
                 np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
 
 

@@ -147,7 +147,10 @@ class GaussianMixtureModule(torch.nn.Module):
         sigma = self.covariances()  # (K, D, D)
         shared = masks.ndim == 2
         # Per-mask statistics depend on the mask only: compute them once per distinct mask.
-        unique, index = (masks, None) if shared else torch.unique(masks.reshape(-1, n_features), dim=0, return_inverse=True)
+        if shared:
+            unique, index = masks, None
+        else:
+            unique, index = torch.unique(masks.reshape(-1, n_features), dim=0, return_inverse=True)
         observed = (~unique).to(residual.dtype)  # (U, D)
         # Sigma with its masked rows and columns replaced by the identity: block diagonal,
         # Sigma_rr beside I_mm, so its Cholesky factor holds Sigma_rr's.
