@@ -71,8 +71,12 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         Most passes over the data.
     batch_size : "auto" or int, default="auto"
         Mini-batch size; ``"auto"`` is ``min(200, n_samples)``.
-    learning_rate : float, default=0.03
+    learning_rate : float, default=0.01
         Adam's step size, on data centred and divided by its overall standard deviation.
+        Smaller than :class:`MaskedPPCA`'s: training starts from k-means, near an optimum,
+        and well-separated clusters are narrow on that scale (at 0.03 the first steps undo
+        much of the initialisation: on three clusters in D=4, 108 epochs against 66 to
+        converge, 0.010 nats short of EM against 0.004).
     tol : float, default=1e-3
         Improvement of the epoch's objective (nats per sample) that counts as progress.
     n_iter_no_change : int, default=10
@@ -156,7 +160,7 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         score_method="chain",
         max_epochs=300,
         batch_size="auto",
-        learning_rate=0.03,
+        learning_rate=0.01,
         tol=1e-3,
         n_iter_no_change=10,
         device="auto",
