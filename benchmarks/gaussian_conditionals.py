@@ -12,7 +12,9 @@ Prints CPU seconds per mask (one thread, float64, the minimum over interleaved r
 on the same masks (uniform sizes, shared by the samples), their ratio, and the largest
 difference of their outputs. Then the chain estimator (exact ``log p(x)`` from one ordering)
 through each model's ``chain_log_prob`` fast path against the generic path (``D`` nested masks
-through the reference per-token conditionals).
+through the reference per-token conditionals). First, a table of the identity's discrepancies
+over random models: the exact LML against scikit-learn's ``score_samples`` for the same
+parameters, and the exhaustive and chain cumulative scores against the exact LML.
 
     python benchmarks/gaussian_conditionals.py [--n-samples 100] [--masks 32] [--repeats 3]
 """
@@ -28,6 +30,7 @@ import torch
 from _common import dense_masked_log_prob_sum
 from skmpt.masks import nested_masks, random_orderings, uniform_size_masks
 from skmpt.models import FactorAnalysisModule, GaussianMixtureModule
+from skmpt.objectives import cumulative_score
 
 
 def cpu_seconds(fn, repeats, *others):
@@ -91,14 +94,67 @@ def generic_chain(module, X, orderings):
     return per_token.reshape(X.shape[0], len(orderings), X.shape[1], X.shape[1]).gather(-1, index).squeeze(-1)
 
 
+def identity_discrepancies(n_models, rng):
+    """Largest relative discrepancies, over random models with D <= 8, of the exact LML against
+    scikit-learn's ``score_samples`` and of the exhaustive and chain cumulative scores against it."""
+    from sklearn.decomposition import FactorAnalysis
+    from sklearn.mixture import GaussianMixture
+    from sklearn.mixture._gaussian_mixture import _compute_precision_cholesky
+
+    worst = {}
+    for trial in range(n_models):
+        n_features = rng.randint(1, 9)
+        n_components = rng.randint(1, min(3, n_features) + 1)
+        components, mean = 3 * rng.randn(n_components, n_features), rng.randn(n_features)
+        noise = np.exp(rng.uniform(np.log(0.05), np.log(5), n_features))
+        fa = FactorAnalysis(n_components)
+        fa.components_, fa.mean_, fa.noise_variance_, fa.n_features_in_ = components, mean, noise, n_features
+        models = [("factor analysis", FactorAnalysisModule(*map(torch.as_tensor, (components, mean, noise))), fa)]
+        for covariance_type in ("full", "diag"):
+            n_components = rng.randint(1, 4)
+            if covariance_type == "full":
+                factors = rng.randn(n_components, n_features, n_features)
+                covariances = factors @ factors.transpose(0, 2, 1) + 0.1 * np.eye(n_features)
+            else:
+                covariances = np.exp(rng.uniform(-2, 1, (n_components, n_features)))
+            gmm = GaussianMixture(n_components, covariance_type=covariance_type)
+            gmm.weights_, gmm.means_ = rng.dirichlet(np.ones(n_components)), 3 * rng.randn(n_components, n_features)
+            gmm.covariances_, gmm.n_features_in_ = covariances, n_features
+            gmm.precisions_cholesky_ = _compute_precision_cholesky(covariances, covariance_type)
+            module = GaussianMixtureModule(*map(torch.as_tensor, (gmm.weights_, gmm.means_, covariances)),
+                                           covariance_type)
+            models.append((f"mixture, {covariance_type} cov.", module, gmm))
+        X = 2 * rng.randn(8, n_features)
+        X_t = torch.as_tensor(X)
+        for name, module, reference in models:
+            with torch.no_grad():
+                lml = module.log_marginal(X_t).numpy()
+                scores = {
+                    "exhaustive": cumulative_score(module, X_t, method="exhaustive").numpy(),
+                    "chain": cumulative_score(module, X_t, method="chain", n_masks=5, random_state=trial).numpy(),
+                    "sklearn": reference.score_samples(X),
+                }
+            for what, score in scores.items():
+                worst[name, what] = max(worst.get((name, what), 0.0), float(np.max(np.abs(score - lml) / np.abs(lml))))
+    return worst
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="FA and GMM masked conditionals against dense conditioning")
     parser.add_argument("--n-samples", type=int, default=100)
     parser.add_argument("--masks", type=int, default=32, help="masks per timing (shared by the samples)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats; the minimum is kept")
+    parser.add_argument("--identity-models", type=int, default=100, help="random models for the identity table")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     rng = np.random.RandomState(0)
+    worst = identity_discrepancies(args.identity_models, rng)
+    print(f"largest |x - LML| / |LML| over {args.identity_models} random models of each kind (D <= 8, 8 samples), "
+          f"x = sklearn's score_samples, the exhaustive and the chain (5 orderings) cumulative scores")
+    print(f"{'model':<22}{'sklearn':>12}{'exhaustive':>12}{'chain':>12}")
+    for name in dict.fromkeys(name for name, _ in worst):
+        print(f"{name:<22}" + "".join(f"{worst[name, what]:>12.2e}" for what in ("sklearn", "exhaustive", "chain")))
+    print()
     print(f"torch {torch.__version__}, 1 thread, float64, {args.n_samples} samples, {args.masks} masks, "
           f"CPU seconds per mask (min of {args.repeats} interleaved repeats)")
     print(f"{'model':<22}{'D':>5}{'K':>4}{'dense':>12}{'skmpt':>12}{'speed-up':>10}{'max |diff|':>12}")

@@ -227,7 +227,8 @@ class GaussianMixtureModule(torch.nn.Module):
         n_samples = X.shape[0]
         n_orderings, n_features = orderings.shape
         K = self.n_components
-        sigma = self.cholesky() @ self.cholesky().mT
+        factor = self.cholesky()
+        sigma = factor @ factor.mT
         cov = sigma.expand(n_orderings, K, n_features, n_features)
         mean = self.means.expand(n_samples, n_orderings, K, n_features)
         joint = self.log_weights.expand(n_samples, n_orderings, K)
@@ -264,8 +265,10 @@ class GaussianMixtureModule(torch.nn.Module):
         return torch.logsumexp(self.component_log_prob(X), -1)
 
     def posterior(self, X):
-        """Responsibilities ``p(k | x)``, the posterior mean of the one-hot latent: a tuple
-        holding one tensor of shape ``(n_samples, K)``."""
+        """Responsibilities ``p(k | x)``: the posterior mean of the one-hot latent.
+
+        Returns a tuple holding one tensor of shape ``(n_samples, K)``.
+        """
         return (torch.softmax(self.component_log_prob(X), -1),)
 
     def decode(self, Z):
