@@ -154,12 +154,12 @@ class GaussianMixtureModule(torch.nn.Module):
         observed = (~unique).to(residual.dtype)  # (U, D)
         # Sigma with its masked rows and columns replaced by the identity: block diagonal,
         # Sigma_rr beside I_mm, so its Cholesky factor holds Sigma_rr's.
-        decoupled = sigma * (observed.unsqueeze(-1) * observed.unsqueeze(-2)).unsqueeze(1) + torch.diag_embed(
-            1 - observed
-        ).unsqueeze(1)
+        pairs = (observed.unsqueeze(-1) * observed.unsqueeze(-2)).unsqueeze(1)  # 1 where both are observed
+        decoupled = sigma * pairs + torch.diag_embed(1 - observed).unsqueeze(1)
         factor = torch.linalg.cholesky(decoupled)  # (U, K, D, D)
         log_det = 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)  # log det Sigma_rr, (U, K)
-        # L^{-1} Sigma_r: ; column j's squared norm is Sigma_jr Sigma_rr^{-1} Sigma_rj.
+        # L^{-1} applied to Sigma's observed rows: column j's squared norm is
+        # Sigma_jr Sigma_rr^{-1} Sigma_rj, what conditioning removes from Sigma_jj.
         explained = torch.linalg.solve_triangular(factor, observed[:, None, :, None] * sigma, upper=False)
         variance = sigma.diagonal(dim1=-2, dim2=-1) - explained.square().sum(-2)  # (U, K, D)
         if shared:
