@@ -13,12 +13,25 @@ __version__ = "0.1.0.dev0"
 
 _ESTIMATORS = {
     "MLMCurveScorer": "._mlm",
+    "MaskedFactorAnalysis": "._factor_analysis",
+    "MaskedGaussianMixture": "._gaussian_mixture",
     "MaskedLinearVAE": "._linear_vae",
     "MaskedPPCA": "._ppca",
     "MaskedVAE": "._vae",
 }
 
-__all__ = ["MLMCurveScorer", "MaskedLinearVAE", "MaskedPPCA", "MaskedVAE", "datasets", "masks", "objectives", "testing"]
+__all__ = [
+    "MLMCurveScorer",
+    "MaskedFactorAnalysis",
+    "MaskedGaussianMixture",
+    "MaskedLinearVAE",
+    "MaskedPPCA",
+    "MaskedVAE",
+    "datasets",
+    "masks",
+    "objectives",
+    "testing",
+]
 
 
 def __getattr__(name):

@@ -12,6 +12,7 @@ be checked against the closed form (Moreno-Muñoz, Recasens and Hauberg, 2023, s
 
 from numbers import Integral
 
+import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
@@ -161,6 +162,68 @@ class MaskedPPCA(_BaseMaskedEstimator):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+
+    @classmethod
+    def from_estimator(cls, estimator, **params):
+        """A fitted ``MaskedPPCA`` with the probabilistic model of a fitted ``PCA``.
+
+        ``PCA.score_samples`` is the log-likelihood of the PPCA with
+        ``W^T = diag(sqrt(explained_variance_ - noise_variance_)) components_`` and
+        ``sigma^2 = noise_variance_`` (the maximum-likelihood PPCA of Tipping and Bishop);
+        this estimator holds the covariance ``PCA.get_covariance`` describes, ``whiten``
+        included, so its ``log_marginal_likelihood`` equals the source's ``score_samples``.
+        Its MPT curve, cumulative score and fixed-rate bias are one call away. It has no
+        training history.
+
+        Parameters
+        ----------
+        estimator : sklearn.decomposition.PCA
+            Fitted, with fewer components than ``min(n_samples, n_features)`` (otherwise
+            its ``noise_variance_`` is 0 and the PPCA is degenerate).
+        **params
+            Parameters of this estimator other than ``n_components`` (taken from
+            ``estimator``), e.g. ``score_masks`` or ``random_state``.
+
+        Returns
+        -------
+        fitted : MaskedPPCA
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.decomposition import PCA
+        >>> from skmpt import MaskedPPCA
+        >>> X = np.random.RandomState(0).randn(100, 6)
+        >>> pca = PCA(n_components=2).fit(X)
+        >>> ppca = MaskedPPCA.from_estimator(pca, device="cpu")
+        >>> bool(np.allclose(ppca.log_marginal_likelihood(X), pca.score_samples(X)))
+        True
+        >>> ppca.fixed_rate_bias(X[:3], 0.5).shape
+        (3,)
+        """
+        from sklearn.decomposition import PCA
+
+        from ._factor_analysis import _from_fitted
+
+        if isinstance(estimator, PCA) and hasattr(estimator, "noise_variance_") and not estimator.noise_variance_ > 0:
+            raise ValueError(
+                f"The PCA's noise_variance_ is {estimator.noise_variance_}: it keeps "
+                f"{estimator.n_components_} components of {estimator.n_features_in_} features and "
+                f"{estimator.n_samples_} samples, so its PPCA is degenerate. Keep fewer components."
+            )
+
+        def build(dtype, device):
+            # As PCA.get_covariance: W^T W = C^T diag(max(ev - s2, 0)) C, with C = components_,
+            # scaled by sqrt(ev) when whiten=True.
+            variance, noise = estimator.explained_variance_, estimator.noise_variance_
+            loadings = estimator.components_ * np.sqrt(np.maximum(variance - noise, 0.0))[:, None]
+            if estimator.whiten:
+                loadings = loadings * np.sqrt(variance)[:, None]
+            components = torch.as_tensor(loadings, dtype=dtype, device=device)
+            mean = torch.as_tensor(estimator.mean_, dtype=dtype, device=device)
+            return len(components), PPCAModule(components, mean, torch.as_tensor(noise, dtype=dtype, device=device))
+
+        return _from_fitted(cls, estimator, PCA, params, build)
 
     def _check_data(self, X):
         super()._check_data(X)

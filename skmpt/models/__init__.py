@@ -5,8 +5,10 @@ can, the per-token ``masked_log_prob``), its log-marginal likelihood ``log_margi
 its latent posterior; :mod:`skmpt.objectives` builds everything else from those.
 """
 
+from .factor_analysis import FactorAnalysisModule
+from .gaussian_mixture import GaussianMixtureModule
 from .linear_vae import LinearVAEModule
 from .ppca import PPCAModule
 from .vae import VAEModule
 
-__all__ = ["LinearVAEModule", "PPCAModule", "VAEModule"]
+__all__ = ["FactorAnalysisModule", "GaussianMixtureModule", "LinearVAEModule", "PPCAModule", "VAEModule"]

@@ -1,0 +1,291 @@
+r"""Gaussian mixture as a torch module with exact masked conditionals.
+
+The model (scikit-learn's :class:`~sklearn.mixture.GaussianMixture`) is
+
+.. math::
+
+    p(x) = \sum_{k=1}^{K} \pi_k\, \mathcal N(x \mid \mu_k, \Sigma_k),
+
+with full or diagonal covariances. A masked token is predicted from the observed ones by the
+mixture of the components' Gaussian conditionals, weighted by the responsibilities computed
+from the observed tokens only:
+
+.. math::
+
+    p(x_j \mid x_r) = \sum_k \pi_k(x_r)\, p_k(x_j \mid x_r), \qquad
+    \pi_k(x_r) = \frac{\pi_k\, p_k(x_r)}{\sum_l \pi_l\, p_l(x_r)},
+
+so the conditionals come from one joint density and the MPT identity holds exactly. For a
+full covariance, ``p_k(x_j | x_r)`` and ``p_k(x_r)`` come from one Cholesky factor per mask and
+component of ``Sigma_k`` with its masked rows and columns replaced by the identity (the
+masked block decouples, so ``Sigma_rr`` is conditioned on without being cut out and masks of
+every size are batched together); no inverse is formed. Along a chain of nested masks each
+revealed token is a rank-one update of every component's conditional mean and covariance.
+"""
+
+import math
+
+import torch
+
+__all__ = ["GaussianMixtureModule"]
+
+COVARIANCE_TYPES = ("full", "diag")
+
+
+def _gaussian_log_prob(error, variance):
+    """``log N(error | 0, variance)`` elementwise."""
+    return -0.5 * (math.log(2 * math.pi) + variance.log() + error.square() / variance)
+
+
+class GaussianMixtureModule(torch.nn.Module):
+    """Gaussian mixture with unconstrained parameters and exact masked conditionals.
+
+    Parameters
+    ----------
+    weights : torch.Tensor of shape (n_components,)
+        Mixing proportions, positive, summing to one; stored as logits.
+    means : torch.Tensor of shape (n_components, n_features)
+    covariances : torch.Tensor
+        Of shape (n_components, n_features, n_features) for ``"full"`` or
+        (n_components, n_features) for ``"diag"`` (stored as logarithms), as in
+        :class:`sklearn.mixture.GaussianMixture`. A full covariance is stored as its Cholesky
+        factor ``L = (I + N) diag(exp(d))``: ``N`` strictly lower triangular and ``d`` the
+        logarithm of ``L``'s diagonal, both unconstrained. ``N`` is unitless (a covariance
+        ``LDL^T`` factorisation), so a gradient step changes correlations by the same amount
+        whatever the data's scale.
+    covariance_type : {"full", "diag"}, default="full"
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import GaussianMixtureModule
+    >>> from skmpt.testing import assert_mpt_identity
+    >>> means = torch.tensor([[0.0, 0.0, 0.0], [3.0, -1.0, 2.0]], dtype=torch.float64)
+    >>> covariances = torch.eye(3, dtype=torch.float64).repeat(2, 1, 1) + 0.5
+    >>> weights = torch.tensor([0.3, 0.7], dtype=torch.float64)
+    >>> module = GaussianMixtureModule(weights, means, covariances)
+    >>> X = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    >>> assert_mpt_identity(module, X)
+    """
+
+    def __init__(self, weights, means, covariances, covariance_type="full"):
+        super().__init__()
+        if covariance_type not in COVARIANCE_TYPES:
+            raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}; got {covariance_type!r}.")
+        self.covariance_type = covariance_type
+        self.weight_logits = torch.nn.Parameter(weights.log())
+        self.means = torch.nn.Parameter(means)
+        if covariance_type == "full":
+            factor = torch.linalg.cholesky(covariances)
+            diagonal = factor.diagonal(dim1=-2, dim2=-1)
+            self.unit_lower = torch.nn.Parameter((factor / diagonal.unsqueeze(-2)).tril(-1))
+            self.log_cholesky_diagonal = torch.nn.Parameter(diagonal.log())
+        else:
+            self.log_variances = torch.nn.Parameter(covariances.log())
+
+    @property
+    def n_components(self):
+        return self.means.shape[0]
+
+    @property
+    def n_features(self):
+        return self.means.shape[1]
+
+    @property
+    def log_weights(self):
+        """``log pi_k``, shape ``(K,)``."""
+        return torch.log_softmax(self.weight_logits, -1)
+
+    def cholesky(self):
+        """Lower Cholesky factors of the covariances, shape ``(K, D, D)``."""
+        if self.covariance_type == "full":
+            eye = torch.eye(self.n_features, dtype=self.means.dtype, device=self.means.device)
+            return (eye + self.unit_lower.tril(-1)) * self.log_cholesky_diagonal.exp().unsqueeze(-2)
+        return torch.diag_embed((0.5 * self.log_variances).exp())
+
+    def covariances(self):
+        """Covariances in scikit-learn's layout: ``(K, D, D)`` (full) or ``(K, D)`` (diag)."""
+        if self.covariance_type == "full":
+            factor = self.cholesky()
+            return factor @ factor.mT
+        return self.log_variances.exp()
+
+    def unstandardize_(self, center, scale):
+        """Map parameters fitted on ``(x - center) / scale`` back to the units of ``x``.
+
+        ``scale`` is one positive number or one per feature (mixtures of Gaussians are closed
+        under affine maps): ``mu_k -> center + scale mu_k``, ``L_k -> diag(scale) L_k``.
+        In place; returns self.
+        """
+        scale = scale.expand(self.n_features)
+        self.means.mul_(scale).add_(center)
+        if self.covariance_type == "full":
+            # diag(s) (I + N) diag(e^d) = (I + diag(s) N diag(1/s)) diag(s e^d)
+            self.unit_lower.mul_(scale.unsqueeze(-1) / scale)
+            self.log_cholesky_diagonal.add_(scale.log())
+        else:
+            self.log_variances.add_(2 * scale.log())
+        return self
+
+    # ------------------------------------------------------------------ conditionals
+    def _conditionals(self, X, masks):
+        """Each component's ``log p_k(x_r)`` and per-token ``log p_k(x_j | x_r)``.
+
+        Returns ``observed_log_prob`` of shape ``(n, P, K)`` and ``token_log_prob`` of shape
+        ``(n, P, K, D)`` (meaningful at masked positions only).
+        """
+        residual = X.unsqueeze(1) - self.means  # (n, K, D)
+        if self.covariance_type == "diag":
+            token = _gaussian_log_prob(residual, self.log_variances.exp())  # (n, K, D)
+            observed = (~masks).to(X.dtype)
+            observed_log_prob = torch.einsum(f"nkd,{'p' if masks.ndim == 2 else 'np'}d->npk", token, observed)
+            return observed_log_prob, token.unsqueeze(1)
+        return self._full_conditionals(residual, masks)
+
+    def _full_conditionals(self, residual, masks):
+        n_samples, n_features = residual.shape[0], residual.shape[-1]
+        sigma = self.covariances()  # (K, D, D)
+        shared = masks.ndim == 2
+        # Per-mask statistics depend on the mask only: compute them once per distinct mask.
+        if shared:
+            unique, index = masks, None
+        else:
+            unique, index = torch.unique(masks.reshape(-1, n_features), dim=0, return_inverse=True)
+        observed = (~unique).to(residual.dtype)  # (U, D)
+        # Sigma with its masked rows and columns replaced by the identity: block diagonal,
+        # Sigma_rr beside I_mm, so its Cholesky factor holds Sigma_rr's.
+        pairs = (observed.unsqueeze(-1) * observed.unsqueeze(-2)).unsqueeze(1)  # 1 where both are observed
+        decoupled = sigma * pairs + torch.diag_embed(1 - observed).unsqueeze(1)
+        factor = torch.linalg.cholesky(decoupled)  # (U, K, D, D)
+        log_det = 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)  # log det Sigma_rr, (U, K)
+        # L^{-1} applied to Sigma's observed rows: column j's squared norm is
+        # Sigma_jr Sigma_rr^{-1} Sigma_rj, what conditioning removes from Sigma_jj.
+        explained = torch.linalg.solve_triangular(factor, observed[:, None, :, None] * sigma, upper=False)
+        variance = sigma.diagonal(dim1=-2, dim2=-1) - explained.square().sum(-2)  # (U, K, D)
+        if shared:
+            # alpha = Sigma_rr^{-1} (x_r - mu_r), zero at masked positions: (P, K, D, n).
+            rhs = observed[:, None, :, None] * residual.permute(1, 2, 0)
+            alpha = torch.cholesky_solve(rhs, factor).permute(3, 0, 1, 2)
+        else:
+            n_masks = masks.shape[1]
+            pair_factor = factor[index].view(n_samples, n_masks, *factor.shape[1:])
+            rhs = observed[index].view(n_samples, n_masks, 1, n_features) * residual.unsqueeze(1)
+            alpha = torch.cholesky_solve(rhs.unsqueeze(-1), pair_factor).squeeze(-1)
+            observed = observed[index].view(n_samples, n_masks, n_features)
+            log_det = log_det[index].view(n_samples, n_masks, -1)
+            variance = variance[index].view(n_samples, n_masks, *variance.shape[1:])
+        quad = (residual.unsqueeze(1) * alpha).sum(-1)  # (x_r - mu_r)^T Sigma_rr^{-1} (x_r - mu_r)
+        observed_log_prob = -0.5 * (observed.sum(-1, keepdim=True) * math.log(2 * math.pi) + log_det + quad)
+        # Conditional mean of x_j: mu_j + Sigma_jr alpha_r.
+        error = residual.unsqueeze(1) - torch.einsum("kde,npke->npkd", sigma, alpha)
+        # Observed tokens have zero conditional variance; any positive value keeps the
+        # (discarded) log-density there finite, and its gradient out of the computation.
+        variance = torch.where(observed.unsqueeze(-2).bool(), torch.ones_like(variance), variance)
+        return observed_log_prob, _gaussian_log_prob(error, variance)
+
+    def masked_log_prob(self, X, masks, *, generator=None):
+        """Per-token ``log p(x_j | x_r)`` at masked positions, zero at observed ones.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (n_samples, n_features)
+        masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
+                (n_samples, n_masks, n_features)
+            ``True`` marks a masked token.
+        generator : None
+            Ignored: the conditionals are exact.
+
+        Returns
+        -------
+        log_prob : torch.Tensor of shape (n_samples, n_masks, n_features)
+        """
+        observed_log_prob, token_log_prob = self._conditionals(X, masks)
+        joint = self.log_weights + observed_log_prob  # log pi_k + log p_k(x_r)
+        log_prob = torch.logsumexp(joint.unsqueeze(-1) + token_log_prob, -2) - torch.logsumexp(joint, -1, keepdim=True)
+        return torch.where(masks, log_prob, torch.zeros_like(log_prob))
+
+    def chain_log_prob(self, X, orderings, *, generator=None):
+        """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})`` of each ordering ``s``.
+
+        Reveals the tokens in reverse order; each revealed token updates every component's
+        conditional mean and covariance by a rank-one step and its log-responsibility by the
+        token's log-density, so an ordering costs ``O(D^2 K (n + D))``.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (n_samples, n_features)
+        orderings : torch.Tensor of dtype long and shape (n_orderings, n_features)
+        generator : None
+            Ignored: the conditionals are exact.
+
+        Returns
+        -------
+        terms : torch.Tensor of shape (n_samples, n_orderings, n_features)
+            ``terms[:, o, t]`` is the term of the ``t``-th token of ordering ``o``; each row
+            sums to ``log p(x)``.
+        """
+        n_samples = X.shape[0]
+        n_orderings, n_features = orderings.shape
+        K = self.n_components
+        factor = self.cholesky()
+        sigma = factor @ factor.mT
+        cov = sigma.expand(n_orderings, K, n_features, n_features)
+        mean = self.means.expand(n_samples, n_orderings, K, n_features)
+        joint = self.log_weights.expand(n_samples, n_orderings, K)
+        terms = X.new_empty(n_samples, n_orderings, n_features)
+        for t in range(n_features - 1, -1, -1):
+            token = orderings[:, t]
+            column = cov.gather(-1, token.view(-1, 1, 1, 1).expand(-1, K, n_features, 1)).squeeze(-1)  # (O, K, D)
+            variance = column.gather(-1, token.view(-1, 1, 1).expand(-1, K, 1)).squeeze(-1)  # (O, K)
+            predicted = mean.gather(-1, token.view(1, -1, 1, 1).expand(n_samples, -1, K, 1)).squeeze(-1)
+            error = X[:, token].unsqueeze(-1) - predicted  # (n, O, K)
+            updated = joint + _gaussian_log_prob(error, variance)
+            terms[:, :, t] = torch.logsumexp(updated, -1) - torch.logsumexp(joint, -1)
+            joint = updated
+            gain = column / variance.unsqueeze(-1)
+            mean = mean + error.unsqueeze(-1) * gain
+            cov = cov - column.unsqueeze(-1) * gain.unsqueeze(-2)
+        return terms
+
+    # ------------------------------------------------------------------ full data
+    def component_log_prob(self, X):
+        """``log pi_k + log N(x | mu_k, Sigma_k)`` per sample and component, shape ``(n, K)``."""
+        residual = X.unsqueeze(1) - self.means  # (n, K, D)
+        if self.covariance_type == "diag":
+            log_prob = _gaussian_log_prob(residual, self.log_variances.exp()).sum(-1)
+        else:
+            factor = self.cholesky()
+            whitened = torch.linalg.solve_triangular(factor, residual.permute(1, 2, 0), upper=False)  # (K, D, n)
+            log_det = 2 * self.log_cholesky_diagonal.sum(-1)
+            log_prob = -0.5 * (X.shape[1] * math.log(2 * math.pi) + log_det + whitened.square().sum(1).T)
+        return self.log_weights + log_prob
+
+    def log_marginal(self, X):
+        """Closed-form ``log sum_k pi_k N(x | mu_k, Sigma_k)`` per sample, shape ``(n_samples,)``."""
+        return torch.logsumexp(self.component_log_prob(X), -1)
+
+    def posterior(self, X):
+        """Responsibilities ``p(k | x)``: the posterior mean of the one-hot latent.
+
+        Returns a tuple holding one tensor of shape ``(n_samples, K)``.
+        """
+        return (torch.softmax(self.component_log_prob(X), -1),)
+
+    def decode(self, Z):
+        """Mean of ``x`` given component probabilities ``Z``: ``Z @ means``, shape ``(n, D)``."""
+        return Z @ self.means
+
+    def sample(self, n_samples, *, generator=None):
+        """Draw ``n_samples`` points and their components; noise drawn on the CPU.
+
+        Returns
+        -------
+        X : torch.Tensor of shape (n_samples, n_features)
+        labels : torch.Tensor of dtype long and shape (n_samples,)
+        """
+        weights = self.log_weights.exp().detach().cpu()
+        labels = torch.multinomial(weights, n_samples, replacement=True, generator=generator)
+        noise = torch.randn(n_samples, self.n_features, dtype=weights.dtype, generator=generator)
+        labels, noise = labels.to(self.means.device), noise.to(self.means.device)
+        X = self.means[labels] + (self.cholesky()[labels] @ noise.unsqueeze(-1)).squeeze(-1)
+        return X, labels

@@ -1,0 +1,276 @@
+import copy
+import importlib.util
+import pickle
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from scipy.stats import multivariate_normal
+from sklearn.base import clone
+from sklearn.decomposition import PCA, FactorAnalysis
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+
+from conftest import make_ppca_module
+from skmpt import MaskedFactorAnalysis, MaskedPPCA, objectives
+from skmpt.masks import all_masks, nested_masks, random_orderings
+from skmpt.models import FactorAnalysisModule
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These tests do many tiny linear-algebra calls, which extra threads only slow down."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def dense_conditionals(mean, cov, X, masks):
+    """Dense Gaussian conditioning in NumPy, per mask and masked token.
+
+    Returns the per-token ``log N(x_j | mu_j + S_jr S_rr^{-1} (x_r - mu_r), S_jj - S_jr S_rr^{-1} S_rj)``
+    of shape (n, P, D), zero at observed positions, and ``log N(x_r | mu_r, S_rr)`` of shape (n, P).
+    """
+    n_features = len(mean)
+    per_token = np.zeros((len(X), len(masks), n_features))
+    observed = np.zeros((len(X), len(masks)))
+    for p, mask in enumerate(np.asarray(masks)):
+        rest = ~mask
+        if rest.any():
+            observed[:, p] = multivariate_normal(mean[rest], cov[np.ix_(rest, rest)]).logpdf(X[:, rest])
+        for j in np.flatnonzero(mask):
+            if rest.any():
+                gain = np.linalg.solve(cov[np.ix_(rest, rest)], cov[rest, j])
+                mu = mean[j] + (X[:, rest] - mean[rest]) @ gain
+                var = cov[j, j] - cov[j, rest] @ gain
+            else:
+                mu, var = np.full(len(X), mean[j]), cov[j, j]
+            per_token[:, p, j] = -0.5 * (np.log(2 * np.pi * var) + (X[:, j] - mu) ** 2 / var)
+    return per_token, observed
+
+
+def generic_chain(module, X, orderings):
+    """Chain terms from the reference per-token conditionals on nested masks."""
+    n, n_features = X.shape
+    per_token = module.masked_log_prob(X, nested_masks(orderings).reshape(-1, n_features))
+    index = orderings.view(1, len(orderings), -1, 1).expand(n, -1, -1, 1)
+    return per_token.reshape(n, len(orderings), n_features, n_features).gather(-1, index).squeeze(-1)
+
+
+def fa_parameters(max_features=6, max_components=3):
+    """Factor-analysis parameters (components, mean, noise_variance) with per-feature noise."""
+    value = st.floats(-3.0, 3.0, allow_nan=False, allow_subnormal=False)
+
+    @st.composite
+    def build(draw):
+        n_features = draw(st.integers(1, max_features))
+        n_components = draw(st.integers(1, min(max_components, n_features)))
+        components = draw(hnp.arrays(np.float64, (n_components, n_features), elements=value))
+        mean = draw(hnp.arrays(np.float64, (n_features,), elements=value))
+        noise = draw(hnp.arrays(np.float64, (n_features,), elements=st.floats(0.05, 5.0)))
+        return components, mean, noise
+
+    return build()
+
+
+def make_fa_module(components, mean, noise_variance):
+    return FactorAnalysisModule(*(torch.as_tensor(a, dtype=torch.float64) for a in (components, mean, noise_variance)))
+
+
+def sklearn_fa(components, mean, noise_variance):
+    """A FactorAnalysis holding the given parameters, as if fitted."""
+    fa = FactorAnalysis(n_components=components.shape[0])
+    fa.components_, fa.mean_, fa.noise_variance_ = components, mean, noise_variance
+    fa.n_features_in_ = len(mean)
+    return fa
+
+
+@given(params=fa_parameters(), seed=st.integers(0, 2**16))
+def test_identity_and_every_path_agree_with_dense_gaussian(params, seed):
+    components, mean, noise = params
+    module = make_fa_module(*params)
+    rng = np.random.RandomState(seed)
+    X = rng.randn(4, len(mean)) * 2 + mean
+    X_t = torch.as_tensor(X)
+    masks = all_masks(len(mean))
+    orderings = random_orderings(3, len(mean), random_state=seed)
+    with torch.no_grad():
+        lml = module.log_marginal(X_t).numpy()
+        exhaustive = objectives.cumulative_score(module, X_t, method="exhaustive").numpy()
+        per_token = module.masked_log_prob(X_t, masks).numpy()
+        sums = module.masked_log_prob_sum(X_t, masks).numpy()
+        per_sample = module.masked_log_prob_sum(X_t, masks.expand(4, -1, -1)).numpy()
+        chain = module.chain_log_prob(X_t, orderings).numpy()
+        reference_chain = generic_chain(module, X_t, orderings).numpy()
+    cov = components.T @ components + np.diag(noise)
+    # the closed form is FactorAnalysis's log-likelihood and the Gaussian density
+    np.testing.assert_allclose(lml, sklearn_fa(*params).score_samples(X), rtol=1e-9)
+    np.testing.assert_allclose(lml, np.atleast_1d(multivariate_normal(mean, cov).logpdf(X)), rtol=1e-9)
+    # the identity, exhaustively and along single orderings
+    np.testing.assert_allclose(exhaustive, lml, rtol=1e-9)
+    np.testing.assert_allclose(chain.sum(-1), np.repeat(lml[:, None], 3, 1), rtol=1e-9)
+    # the reference against dense conditioning, the fast paths against the reference
+    dense, _ = dense_conditionals(mean, cov, X, masks.numpy())
+    np.testing.assert_allclose(per_token, dense, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(sums, per_token.sum(-1), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(per_sample, sums, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(chain, reference_chain, rtol=1e-9, atol=1e-10)
+
+
+def test_equal_noise_is_ppca():
+    """With one noise variance for every feature, FA's every method is PPCA's."""
+    rng = np.random.RandomState(0)
+    components, mean, X = rng.randn(2, 5), rng.randn(5), torch.as_tensor(rng.randn(6, 5))
+    fa, ppca = make_fa_module(components, mean, np.full(5, 0.7)), make_ppca_module(components, mean, 0.7)
+    masks, orderings = all_masks(5), random_orderings(4, 5, random_state=0)
+    with torch.no_grad():
+        for name, args in [("masked_log_prob", (X, masks)), ("masked_log_prob_sum", (X, masks)),
+                           ("chain_log_prob", (X, orderings)), ("log_marginal", (X,)), ("posterior", (X,))]:
+            ours, theirs = getattr(fa, name)(*args), getattr(ppca, name)(*args)
+            for a, b in zip(*((out,) if torch.is_tensor(out) else out for out in (ours, theirs)), strict=True):
+                np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_ppca_rank_one_chain_is_wrong_for_per_feature_noise():
+    """The chain derived for per-feature noise is exact; PPCA's isotropic one is not (issue 12)."""
+    rng = np.random.RandomState(1)
+    components, mean, noise = rng.randn(2, 6), rng.randn(6), np.array([0.05, 0.1, 0.5, 1.0, 2.0, 4.0])
+    X = torch.as_tensor(rng.randn(5, 6) + mean)
+    orderings = random_orderings(2, 6, random_state=0)
+    fa = make_fa_module(components, mean, noise)
+    isotropic = make_ppca_module(components, mean, noise.mean())
+    with torch.no_grad():
+        lml = fa.log_marginal(X).numpy()
+        np.testing.assert_allclose(fa.chain_log_prob(X, orderings).sum(-1).numpy(), lml[:, None].repeat(2, 1))
+        assert np.abs(isotropic.chain_log_prob(X, orderings).sum(-1).numpy() - lml[:, None]).max() > 0.1
+
+
+def test_unstandardize_with_per_feature_scale_is_exact():
+    rng = np.random.RandomState(2)
+    module = make_fa_module(rng.randn(2, 4), rng.randn(4), rng.uniform(0.1, 2, 4))
+    center, scale = torch.as_tensor(rng.randn(4)), torch.as_tensor(rng.uniform(0.5, 3, 4))
+    X = torch.as_tensor(rng.randn(7, 4))
+    with torch.no_grad():
+        before = module.log_marginal(X)
+        mapped = copy.deepcopy(module).unstandardize_(center, scale)
+        after = mapped.log_marginal(center + scale * X)
+        np.testing.assert_allclose(after.numpy(), (before - scale.log().sum()).numpy(), rtol=1e-12)
+        masks = all_masks(4)
+        np.testing.assert_allclose(
+            mapped.masked_log_prob(center + scale * X, masks).numpy(),
+            (module.masked_log_prob(X, masks) - torch.where(masks, scale.log(), 0.0)).numpy(),
+            rtol=1e-10, atol=1e-12,
+        )
+
+
+def test_from_estimator_matches_factor_analysis():
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, 2) @ rng.randn(2, 7) + rng.randn(200, 7) * rng.uniform(0.2, 2, 7)
+    em = FactorAnalysis(n_components=2, random_state=0).fit(X)
+    fa = MaskedFactorAnalysis.from_estimator(em, device="cpu", random_state=0)
+    assert fa.n_components == 2 and fa.history_ == [] and fa.n_iter_ == 0
+    np.testing.assert_allclose(fa.log_marginal_likelihood(X), em.score_samples(X), rtol=1e-9)
+    np.testing.assert_allclose(fa.score_samples(X), em.score_samples(X), rtol=1e-9)  # chain: exact
+    np.testing.assert_allclose(fa.transform(X), em.transform(X), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(fa.get_covariance(), em.get_covariance(), rtol=1e-12)
+    np.testing.assert_allclose(fa.get_precision(), em.get_precision(), rtol=1e-9, atol=1e-12)
+    for name in ("components_", "mean_", "noise_variance_"):
+        np.testing.assert_allclose(getattr(fa, name), getattr(em, name), rtol=1e-14)  # psi via exp(log psi)
+    restored = pickle.loads(pickle.dumps(fa))
+    np.testing.assert_array_equal(restored.score_samples(X[:5]), fa.score_samples(X[:5]))
+
+
+def test_from_estimator_refuses_bad_sources():
+    with pytest.raises(NotFittedError):
+        MaskedFactorAnalysis.from_estimator(FactorAnalysis(2))
+    with pytest.raises(TypeError, match="takes a fitted FactorAnalysis; got PCA"):
+        MaskedFactorAnalysis.from_estimator(PCA(2).fit(np.eye(4)))
+    em = FactorAnalysis(1).fit(np.random.RandomState(0).randn(20, 3))
+    with pytest.raises(ValueError, match="n_components is taken from the FactorAnalysis"):
+        MaskedFactorAnalysis.from_estimator(em, n_components=3)
+    with pytest.raises(ValueError, match="score_method"):
+        MaskedFactorAnalysis.from_estimator(em, score_method="exact")
+
+
+@pytest.mark.parametrize("whiten", [False, True])
+def test_ppca_from_pca(whiten):
+    rng = np.random.RandomState(0)
+    X = rng.randn(150, 3) @ rng.randn(3, 6) + rng.randn(150, 6)
+    pca = PCA(n_components=2, whiten=whiten).fit(X)
+    ppca = MaskedPPCA.from_estimator(pca, device="cpu", score_method="chain", score_masks=1)
+    np.testing.assert_allclose(ppca.log_marginal_likelihood(X), pca.score_samples(X), rtol=1e-9)
+    np.testing.assert_allclose(ppca.score_samples(X), pca.score_samples(X), rtol=1e-9)
+    np.testing.assert_allclose(ppca.get_covariance(), pca.get_covariance(), rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="noise_variance_ is 0.0: it keeps 6 components of 6 features"):
+        MaskedPPCA.from_estimator(PCA().fit(X))
+    with pytest.raises(TypeError, match="takes a fitted PCA"):
+        MaskedPPCA.from_estimator(FactorAnalysis(2).fit(X))
+
+
+def heteroscedastic_data(n_samples=2000, n_features=10, n_components=2, seed=0):
+    rng = np.random.RandomState(seed)
+    noise = np.exp(rng.uniform(np.log(0.05), np.log(2.0), n_features))
+    loadings, mean = rng.randn(n_components, n_features), rng.randn(n_features)
+    return rng.randn(n_samples, n_components) @ loadings + mean + rng.randn(n_samples, n_features) * np.sqrt(noise)
+
+
+@pytest.mark.slow
+def test_mpt_training_reaches_factor_analysis_optimum():
+    """N=2000, D=10, K=2 with noise variances from 0.05 to 2: MPT lands next to EM's optimum."""
+    X = heteroscedastic_data()
+    optimum = FactorAnalysis(2).fit(X).score(X)
+    fa = MaskedFactorAnalysis(2, random_state=0).fit(X)
+    lml = fa.log_marginal_likelihood(X).mean()
+    assert optimum - 0.02 < lml < optimum + 1e-9
+    assert fa.history_[-1]["lml"] > fa.history_[0]["lml"]
+    np.testing.assert_allclose(fa.score(X), lml, rtol=1e-9)  # the chain score is exact
+
+
+def test_fit_transform_clone_pickle():
+    X = heteroscedastic_data(n_samples=150, n_features=5)
+    fa = MaskedFactorAnalysis(2, max_epochs=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fa.fit(X)
+    assert fa.noise_variance_.shape == (5,) and fa.components_.shape == (2, 5)
+    W, psi = fa.components_, fa.noise_variance_
+    cov_z = np.linalg.inv(np.eye(2) + (W / psi) @ W.T)
+    np.testing.assert_allclose(fa.transform(X[:4]), (X[:4] - fa.mean_) / psi @ W.T @ cov_z, rtol=1e-9)
+    np.testing.assert_allclose(fa.get_precision() @ fa.get_covariance(), np.eye(5), atol=1e-9)
+    np.testing.assert_allclose(fa.score(X), fa.log_marginal_likelihood(X).mean(), rtol=1e-9)
+    restored = pickle.loads(pickle.dumps(fa))
+    np.testing.assert_array_equal(restored.transform(X[:3]), fa.transform(X[:3]))
+    assert clone(fa).get_params() == fa.get_params()
+
+
+@pytest.mark.parametrize(
+    "params, X, message",
+    [
+        ({"n_components": 0}, np.ones((5, 3)), "n_components"),
+        ({"n_components": 4}, np.random.RandomState(0).randn(10, 3), r"n_components=4 .* 3 feature\(s\)"),
+        ({}, np.full((10, 3), np.nan), "NaN"),
+    ],
+)
+def test_bad_input(params, X, message):
+    with pytest.raises(ValueError, match=message):
+        MaskedFactorAnalysis(**params).fit(X)
+
+
+def test_gallery_example_runs_small(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = Path(__file__).resolve().parents[1] / "examples" / "plot_mpt_vs_em.py"
+    spec = importlib.util.spec_from_file_location("plot_mpt_vs_em", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    output = tmp_path / "mpt_vs_em.png"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        example.main(["--n-samples", "150", "--max-epochs", "3", "--output", str(output)])
+    printed = capsys.readouterr().out
+    assert "FactorAnalysis" in printed and "GaussianMixture" in printed
+    assert output.stat().st_size > 10_000
