@@ -343,15 +343,22 @@ def _train(context, directory, stop_at, n_steps=6, every=2):
     return {"params": [p.detach().clone() for p in model.parameters()], "losses": losses, "local": local}
 
 
-def _mlm_scores(context):
-    """The scores of MLMCurveScorer on a few texts, and how many masked copies this rank ran."""
-    from transformers import BertConfig
-
-    from skmpt import MLMCurveScorer
+def _save_tokenizer(directory):
+    """A WordPiece tokenizer saved once: training one again may order its vocabulary differently."""
     from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
 
+    make_wordpiece_tokenizer(load_wordnet_sentences()[:200], vocab_size=200).save_pretrained(directory)
+
+
+def _mlm_scores(context, tokenizer):
+    """The scores of MLMCurveScorer on a few texts, and how many masked copies this rank ran."""
+    from transformers import AutoTokenizer, BertConfig
+
+    from skmpt import MLMCurveScorer
+    from skmpt.datasets import load_wordnet_sentences
+
     sentences = load_wordnet_sentences()[:200]
-    tokenizer = make_wordpiece_tokenizer(sentences, vocab_size=200)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=32)
     scorer = MLMCurveScorer(config, tokenizer=tokenizer, mask_rates=[0.2, 0.6], n_masks=2, device="cpu",
@@ -370,12 +377,12 @@ def _mlm_scores(context):
     }
 
 
-def _scenarios(context, directory):
+def _scenarios(context, directory, tokenizer):
     """Everything the 2-process tests compare, run in one process group (spawning is slow)."""
     directory = Path(directory)
     mapped, n_computed = _map_items(context, 11)
     return {
-        "mlm": _mlm_scores(context),
+        "mlm": _mlm_scores(context, tokenizer),
         "map": mapped,
         "n_computed": n_computed,
         "gradients": _ddp_gradients(context, accumulate=False),
@@ -386,7 +393,7 @@ def _scenarios(context, directory):
     }
 
 
-def _rank_main(rank, world_size, port, directory):
+def _rank_main(rank, world_size, port, directory, tokenizer):
     os.environ.update(
         RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
@@ -394,7 +401,7 @@ def _rank_main(rank, world_size, port, directory):
     torch.set_num_threads(1)
     context = init_distributed("cpu")
     try:
-        torch.save(_scenarios(context, directory), Path(directory) / f"rank{rank}.pt")
+        torch.save(_scenarios(context, directory, tokenizer), Path(directory) / f"rank{rank}.pt")
     finally:
         torch.distributed.destroy_process_group()
 
@@ -412,9 +419,12 @@ def two_ranks(tmp_path_factory):
     """The scenarios on 2 gloo processes spawned here, and in this process as a world of one."""
     import time
 
+    pytest.importorskip("transformers")
     directory = tmp_path_factory.mktemp("ranks")
+    tokenizer = str(tmp_path_factory.mktemp("tokenizer"))
+    _save_tokenizer(tokenizer)
     processes = torch.multiprocessing.start_processes(
-        _rank_main, args=(2, _free_port(), str(directory)), nprocs=2, join=False, start_method="spawn"
+        _rank_main, args=(2, _free_port(), str(directory), tokenizer), nprocs=2, join=False, start_method="spawn"
     )
     deadline = time.monotonic() + 240
     while not processes.join(timeout=5):
@@ -424,7 +434,7 @@ def two_ranks(tmp_path_factory):
             pytest.fail("The 2 spawned ranks did not finish within 240 s.")
     ranks = [torch.load(directory / f"rank{r}.pt", weights_only=False) for r in range(2)]
     with torch.random.fork_rng(devices=[]):
-        single = _scenarios(DistributedContext(), tmp_path_factory.mktemp("single"))
+        single = _scenarios(DistributedContext(), tmp_path_factory.mktemp("single"), tokenizer)
     return ranks, single
 
 
