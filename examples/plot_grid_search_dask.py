@@ -29,7 +29,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
 
 from skmpt import MaskedPPCA  # noqa: E402
