@@ -9,10 +9,8 @@ LML by importance sampling. The paper published no code for this model.
 from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from ._base import _BaseMaskedEstimator
-from .masks import check_generator
 from .models import VAEModule
 from .models.vae import ACTIVATIONS
 from .objectives import mpt_objective
@@ -176,12 +174,3 @@ class MaskedVAE(_BaseMaskedEstimator):
     def _log_marginal_kwargs(self):
         # log_marginal_likelihood and history_["lml"] are importance-sampled with this many draws.
         return {"n_samples": self.n_lml_samples}
-
-    def _evaluate(self, X, function):
-        # Reproducible Monte Carlo: the particles' noise comes from random_state, afresh each call.
-        check_is_fitted(self)
-        self.module_.generator = check_generator(self.random_state)
-        try:
-            return super()._evaluate(X, function)
-        finally:
-            self.module_.generator = None

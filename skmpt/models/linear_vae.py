@@ -26,6 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ._base import MaskedModel
+
 __all__ = ["LinearVAEModule", "gauss_hermite_grid"]
 
 LIKELIHOODS = ("bernoulli", "gaussian")
@@ -66,8 +68,11 @@ def gauss_hermite_grid(n_components, n_points, *, dtype=torch.float64, device=No
     )
 
 
-class LinearVAEModule(torch.nn.Module):
+class LinearVAEModule(MaskedModel):
     """Linear decoder, Bernoulli or Gaussian likelihood, prior integrated on a grid.
+
+    A deterministic :class:`MaskedModel` with its own ``chain_log_prob`` (grid posterior
+    updated one token at a time).
 
     Parameters
     ----------
@@ -185,10 +190,6 @@ class LinearVAEModule(torch.nn.Module):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero elsewhere: ``(n, P, D)``."""
         log_prob = self._predictive_log_prob(X, self._grid_posterior(X, masks))
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
-
-    def masked_log_prob_sum(self, X, masks):
-        """``sum_{j in m} log p(x_j | x_r)``: shape ``(n, P)``."""
-        return self.masked_log_prob(X, masks).sum(-1)
 
     def chain_log_prob(self, X, orderings):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})``, shape ``(n, O, D)``.

@@ -19,14 +19,18 @@ particles, and differentiable for MPT training:
   tokens with the decoded mean; predict with the decoder averaged over the final particles. Not
   consistent in general (Mattei and Frellsen, 2018).
 
-The particles' standard-normal noise is shared by the samples of a call, so a sample's
-estimate does not depend on which other samples are scored with it.
+The particles' standard-normal noise comes from the ``generator`` argument of each method
+(never from state stored on the module, so concurrent calls do not interfere) and is shared by
+the samples of a call, so a sample's estimate does not depend on which other samples are
+scored with it.
 """
 
 import math
 
 import torch
 import torch.nn.functional as F
+
+from ._base import MaskedModel, standard_normal
 
 __all__ = ["VAEModule"]
 
@@ -56,8 +60,10 @@ def _log_normal(z):
     return -0.5 * (z.square() + math.log(2 * math.pi)).sum(-1)
 
 
-class VAEModule(torch.nn.Module):
+class VAEModule(MaskedModel):
     """MLP encoder and decoder with Monte Carlo masked conditionals.
+
+    A stochastic :class:`MaskedModel`: every random method takes ``generator``.
 
     Parameters
     ----------
@@ -83,9 +89,11 @@ class VAEModule(torch.nn.Module):
     >>> module = VAEModule(6, 2, (8,), "tanh", "gaussian", n_particles=4)
     >>> X = torch.randn(3, 6, dtype=torch.float64)
     >>> masks = torch.tensor([[True, False, False, False, False, False]])
-    >>> module.masked_log_prob(X, masks).shape
+    >>> module.masked_log_prob(X, masks, generator=torch.Generator().manual_seed(0)).shape
     torch.Size([3, 1, 6])
     """
+
+    stochastic = True
 
     #: Masks per call of ``masked_log_prob``, fixed so that the particles' noise, drawn per
     #: call, does not depend on how many samples are scored (see :mod:`skmpt.objectives`).
@@ -113,8 +121,6 @@ class VAEModule(torch.nn.Module):
             # likelihood infinite; the floor (in the units of the data) prevents that.
             self.register_buffer("variance_floor", torch.tensor(float(variance_floor), dtype=dtype))
             self.log_variance = torch.nn.Parameter(torch.zeros(n_features, dtype=dtype))
-        #: A CPU torch.Generator for the particles' noise; None uses torch's global generator.
-        self.generator = None
 
     # ------------------------------------------------------------------ building blocks
     def variance(self):
@@ -137,12 +143,6 @@ class VAEModule(torch.nn.Module):
             return X * out - F.softplus(out)
         variance = self.variance()
         return -0.5 * (torch.log(2 * math.pi * variance) + (X - out).square() / variance)
-
-    def _noise(self, shape, like):
-        if self.generator is None:
-            return torch.randn(shape, dtype=like.dtype, device=like.device)
-        # Drawn on the CPU, like the masks: the same seed gives the same particles on any device.
-        return torch.randn(shape, generator=self.generator, dtype=like.dtype).to(like.device)
 
     def unstandardize_(self, center, scale):
         """Map a Gaussian model fitted on ``(x - center) / scale`` back to the units of ``x``."""
@@ -195,17 +195,18 @@ class VAEModule(torch.nn.Module):
         token = self._token_log_lik(data, self.decoder(z))
         return torch.logsumexp(token, dim=-2) - math.log(self.n_particles)
 
-    def masked_log_prob(self, X, masks):
+    def masked_log_prob(self, X, masks, *, generator=None):
         """Monte Carlo ``log p(x_j | x_r)`` at masked positions, zero elsewhere: ``(n, P, D)``.
 
         Shared masks ``(P, D)`` share the particles' noise across the samples, which are then
         processed a few at a time; per-sample masks ``(n, P, D)`` (training) draw noise per sample.
+        The noise comes from ``generator`` (a CPU generator; ``None``: torch's global one).
         """
         n_samples, n_features = X.shape
         n_masks = masks.shape[-2]
         rounds = (self.n_gibbs + 1,) if self.conditional == "pseudo_gibbs" else ()
         lead = (n_samples,) if masks.ndim == 3 else ()
-        noise = self._noise((*lead, *rounds, n_masks, self.n_particles, self.n_components), X)
+        noise = standard_normal((*lead, *rounds, n_masks, self.n_particles, self.n_components), X, generator)
         method = self._importance if self.conditional == "importance" else self._pseudo_gibbs
         if masks.ndim == 3:
             log_prob = method(X, masks, noise)
@@ -213,10 +214,6 @@ class VAEModule(torch.nn.Module):
             step = max(1, _SAMPLE_BUDGET // (n_masks * self.n_particles * n_features))
             log_prob = torch.cat([method(X[i : i + step], masks, noise) for i in range(0, n_samples, step)])
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
-
-    def masked_log_prob_sum(self, X, masks):
-        """``sum_{j in m}`` of :meth:`masked_log_prob`, shape ``(n, P)``."""
-        return self.masked_log_prob(X, masks).sum(-1)
 
     # ------------------------------------------------------------------ marginal likelihood
     def _log_weights(self, X, noise):
@@ -227,7 +224,7 @@ class VAEModule(torch.nn.Module):
         log_lik = self._token_log_lik(X.unsqueeze(1), self.decoder(z)).sum(-1)
         return log_lik + _log_normal(z) - (_log_normal(noise) - torch.log(std).sum(-1))
 
-    def log_marginal(self, X, n_samples=100):
+    def log_marginal(self, X, n_samples=100, *, generator=None):
         """Importance-sampled ``log p(x)`` with ``n_samples`` draws from the encoder, per sample.
 
         Computed in chunks of draws and samples, so memory stays bounded.
@@ -239,23 +236,23 @@ class VAEModule(torch.nn.Module):
         rows = max(1, _SAMPLE_BUDGET // (draws * n_features))
         total = X.new_full((n,), -math.inf)
         for start in range(0, n_samples, draws):
-            noise = self._noise((min(draws, n_samples - start), self.n_components), X)
+            noise = standard_normal((min(draws, n_samples - start), self.n_components), X, generator)
             chunk = torch.cat([self._log_weights(X[i : i + rows], noise) for i in range(0, n, rows)])
             total = torch.logaddexp(total, torch.logsumexp(chunk, dim=1))
         return total - math.log(n_samples)
 
-    def elbo(self, X):
+    def elbo(self, X, *, generator=None):
         """One-sample reparameterised ELBO with the analytic KL, per sample."""
         mean, log_var = self.encode(X)
-        z = mean + (0.5 * log_var).exp() * self._noise(mean.shape, X)
+        z = mean + (0.5 * log_var).exp() * standard_normal(mean.shape, X, generator)
         kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
         return self._token_log_lik(X, self.decoder(z)).sum(-1) - kl
 
-    def iwae(self, X, n_particles):
+    def iwae(self, X, n_particles, *, generator=None):
         """Importance-weighted bound with ``n_particles`` draws per sample."""
         mean, log_var = self.encode(X)
         std = (0.5 * log_var).exp().unsqueeze(1)
-        noise = self._noise((X.shape[0], n_particles, self.n_components), X)
+        noise = standard_normal((X.shape[0], n_particles, self.n_components), X, generator)
         z = mean.unsqueeze(1) + std * noise
         log_lik = self._token_log_lik(X.unsqueeze(1), self.decoder(z)).sum(-1)
         log_w = log_lik + _log_normal(z) - (_log_normal(noise) - torch.log(std).sum(-1))
