@@ -130,3 +130,22 @@ def test_chunking_gives_the_same_answer(monkeypatch):
     monkeypatch.setattr(objectives, "_MASK_BLOCK", 1)
     blocked = objectives.mpt_curve(joint, X, method="exhaustive")
     np.testing.assert_allclose(blocked.numpy(), whole[0].numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64, torch.uint8])
+@pytest.mark.parametrize("objective", [objectives.mpt_objective, objectives.masked_log_prob_sum])
+def test_masks_that_are_not_boolean_are_refused(objective, dtype):
+    joint = TabularJoint.random(3, random_state=0)
+    X = joint.sample(2, random_state=0)
+    with pytest.raises(TypeError, match=r"masks must have dtype torch.bool .*got torch\.(float64|int64|uint8)"):
+        objective(joint, X, torch.ones(1, 3, dtype=dtype))
+    with pytest.raises(TypeError, match="masks must be a boolean torch.Tensor; got ndarray"):
+        objective(joint, X, np.ones((1, 3), dtype=bool))
+
+
+@pytest.mark.parametrize("shape", [(3,), (1, 4), (3, 1, 3), (2, 1, 2)])
+def test_masks_of_the_wrong_shape_are_refused(shape):
+    joint = TabularJoint.random(3, random_state=0)
+    X = joint.sample(2, random_state=0)
+    with pytest.raises(ValueError, match=r"masks must have shape \(n_masks, 3\) or \(2, n_masks, 3\)"):
+        objectives.mpt_objective(joint, X, torch.ones(shape, dtype=torch.bool))
