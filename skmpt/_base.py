@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .masks import MAX_EXHAUSTIVE_FEATURES, check_generator, sample_masks
 from .models._base import _with_generator
-from .objectives import cumulative_score, log_marginal, mpt_curve, mpt_objective
+from .objectives import OBJECTIVES, cumulative_score, log_marginal, mpt_curve
 
 __all__ = ["resolve_device"]
 
@@ -176,8 +176,17 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
 
     def _objective(self, X, masks):
-        """Training objective per sample (to maximise), shape ``(n_samples,)``."""
-        return mpt_objective(self.module_, X, masks)
+        """Training objective per sample (to maximise), shape ``(n_samples,)``.
+
+        The function named by ``objective`` (``"mpt"`` without one) in
+        :data:`skmpt.objectives.OBJECTIVES`; masks go to the masked objective only.
+        """
+        masks = () if masks is None else (masks,)
+        return OBJECTIVES[getattr(self, "objective", "mpt")](self.module_, X, *masks, **self._objective_kwargs())
+
+    def _objective_kwargs(self):
+        """Keyword arguments of the training objective (e.g. IWAE's number of particles)."""
+        return {}
 
     def _train_step(self, X, masks, optimizer):
         optimizer.zero_grad()

@@ -13,7 +13,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._base import _BaseMaskedEstimator
 from .models import VAEModule
 from .models.vae import ACTIVATIONS
-from .objectives import mpt_objective
 
 __all__ = ["MaskedVAE"]
 
@@ -164,12 +163,9 @@ class MaskedVAE(_BaseMaskedEstimator):
             dtype=X.dtype,
         ).to(X.device)
 
-    def _objective(self, X, masks):
-        if self.objective == "mpt":
-            return mpt_objective(self.module_, X, masks)
-        if self.objective == "elbo":
-            return self.module_.elbo(X)
-        return self.module_.iwae(X, self.n_particles)
+    def _objective_kwargs(self):
+        # The IWAE bound draws n_particles particles per sample, like the conditionals.
+        return {"n_particles": self.n_particles} if self.objective == "iwae" else {}
 
     def _log_marginal_kwargs(self):
         # log_marginal_likelihood and history_["lml"] are importance-sampled with this many draws.

@@ -47,7 +47,7 @@ import numbers
 
 import torch
 
-from .models._base import _with_generator, has_own_chain, reference_chain_log_prob
+from .models._base import _with_generator, has_own_chain, importance_log_weights, reference_chain_log_prob, standard_normal
 from .masks import (
     all_masks,
     check_generator,
@@ -58,9 +58,12 @@ from .masks import (
 )
 
 __all__ = [
+    "OBJECTIVES",
     "SCORE_METHODS",
     "cumulative_score",
+    "elbo",
     "fixed_rate_bias",
+    "iwae",
     "log_marginal",
     "masked_log_prob_sum",
     "mpt_curve",
@@ -242,6 +245,76 @@ def log_marginal(model, X, *, generator=None, **options):
     if not hasattr(model, "log_marginal"):
         raise TypeError(f"{type(model).__name__} has no log_marginal(X) method.")
     return _with_generator(model.log_marginal, X, generator=generator, **options)
+
+
+def elbo(model, X, *, generator=None):
+    """The evidence lower bound, one reparameterised sample and the analytic KL, per sample.
+
+    ``log p(x | z) - KL(q(z | x) || p(z))`` with ``z ~ q(z | x)``, a lower bound on
+    ``log p(x)`` in expectation. The model has an amortised Gaussian encoder ``encode(X)`` →
+    ``(mean, log_variance)`` and ``log_likelihood(X, Z)``; the prior is ``N(0, I)``.
+
+    Parameters
+    ----------
+    model : object
+        See :class:`skmpt.models.MaskedModel` (optional methods).
+    X : torch.Tensor of shape (n_samples, n_features)
+    generator : torch.Generator, default=None
+        The sample's noise; ``None``: torch's global generator.
+
+    Returns
+    -------
+    elbo : torch.Tensor of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import VAEModule
+    >>> from skmpt.objectives import elbo
+    >>> module = VAEModule(4, 2, (8,), "tanh", "gaussian")
+    >>> X = torch.zeros(3, 4, dtype=torch.float64)
+    >>> elbo(module, X, generator=torch.Generator().manual_seed(0)).shape
+    torch.Size([3])
+    """
+    mean, log_var = model.encode(X)
+    z = mean + (0.5 * log_var).exp() * standard_normal(mean.shape, X, generator)
+    kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
+    return model.log_likelihood(X, z) - kl
+
+
+def iwae(model, X, *, n_particles=16, generator=None):
+    """The importance-weighted bound (Burda et al., 2016) with ``n_particles`` draws, per sample.
+
+    ``log (1/S) sum_s p(x, z_s) / q(z_s | x)`` with ``z_s ~ q(z | x)``: a tighter lower bound on
+    ``log p(x)`` than :func:`elbo` (equal to it for one particle, in expectation). Needs what
+    :func:`elbo` needs.
+
+    Parameters
+    ----------
+    model : object
+    X : torch.Tensor of shape (n_samples, n_features)
+    n_particles : int, default=16
+    generator : torch.Generator, default=None
+
+    Returns
+    -------
+    bound : torch.Tensor of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import VAEModule
+    >>> from skmpt.objectives import iwae
+    >>> module = VAEModule(4, 2, (8,), "tanh", "gaussian")
+    >>> X = torch.zeros(3, 4, dtype=torch.float64)
+    >>> iwae(module, X, n_particles=5, generator=torch.Generator().manual_seed(0)).shape
+    torch.Size([3])
+    """
+    n_particles = _check_n_masks(n_particles, "n_particles")
+    encoded = model.encode(X)
+    noise = standard_normal((X.shape[0], n_particles, encoded[0].shape[-1]), X, generator)
+    log_weights = importance_log_weights(model, X, noise, encoded=encoded)
+    return torch.logsumexp(log_weights, dim=1) - math.log(n_particles)
 
 
 def _check_n_masks(n_masks, name="n_masks"):
@@ -486,3 +559,8 @@ def cumulative_score(model, X, *, method="sweep", n_masks=100, random_state=None
     True
     """
     return mpt_curve(model, X, method=method, n_masks=n_masks, random_state=random_state).sum(-1)
+
+
+#: Training objectives by name, each returning a log-likelihood per sample (to maximise):
+#: ``"mpt"`` takes ``(model, X, masks)``, the others ``(model, X)``; all take ``generator=``.
+OBJECTIVES = {"mpt": mpt_objective, "elbo": elbo, "iwae": iwae, "lml": log_marginal}

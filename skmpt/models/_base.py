@@ -14,12 +14,20 @@ second definition; :func:`skmpt.testing.check_masked_model` checks that they agr
 """
 
 import abc
+import math
 
 import torch
 
 from ..masks import nested_masks
 
-__all__ = ["MaskedModel", "has_own_chain", "reference_chain_log_prob", "standard_normal"]
+__all__ = [
+    "MaskedModel",
+    "has_own_chain",
+    "importance_log_weights",
+    "reference_chain_log_prob",
+    "standard_normal",
+    "standard_normal_log_prob",
+]
 
 
 def _with_generator(method, *args, generator=None, **kwargs):
@@ -52,6 +60,38 @@ def standard_normal(shape, like, generator=None):
     if generator is None:
         return torch.randn(shape, dtype=like.dtype, device=like.device)
     return torch.randn(shape, generator=generator, dtype=like.dtype).to(like.device)
+
+
+def standard_normal_log_prob(Z):
+    """``log N(z | 0, I)`` summed over the last dimension."""
+    return -0.5 * (Z.square() + math.log(2 * math.pi)).sum(-1)
+
+
+def importance_log_weights(model, X, noise, *, encoded=None):
+    """``log p(x, z_s) - log q(z_s | x)`` for ``z_s`` reparameterised from standard normal ``noise``.
+
+    The proposal is the model's amortised Gaussian ``q(z | x)`` (``model.encode``), the prior
+    ``N(0, I)`` and the likelihood ``model.log_likelihood(X, Z)``: the weights of the IWAE
+    bound and of an importance-sampled ``log p(x)``.
+
+    Parameters
+    ----------
+    model : object
+        Has ``encode(X)`` and ``log_likelihood(X, Z)`` (see :class:`MaskedModel`).
+    X : torch.Tensor of shape (n_samples, n_features)
+    noise : torch.Tensor of shape (S, K) (shared by the samples) or (n_samples, S, K)
+    encoded : tuple of torch.Tensor, default=None
+        ``model.encode(X)``, if already computed.
+
+    Returns
+    -------
+    log_weights : torch.Tensor of shape (n_samples, S)
+    """
+    mean, log_var = model.encode(X) if encoded is None else encoded
+    std = (0.5 * log_var).exp().unsqueeze(1)
+    z = mean.unsqueeze(1) + std * noise
+    log_q = standard_normal_log_prob(noise) - torch.log(std).sum(-1)
+    return model.log_likelihood(X, z) + standard_normal_log_prob(z) - log_q
 
 
 def reference_chain_log_prob(model, X, orderings, *, generator=None):

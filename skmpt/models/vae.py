@@ -28,9 +28,9 @@ scored with it.
 import math
 
 import torch
-import torch.nn.functional as F
 
-from ._base import MaskedModel, standard_normal
+from ._base import MaskedModel, importance_log_weights, standard_normal, standard_normal_log_prob
+from ._likelihoods import make_likelihood
 
 __all__ = ["VAEModule"]
 
@@ -40,7 +40,6 @@ ACTIVATIONS = {
     "logistic": torch.nn.Sigmoid,
     "identity": torch.nn.Identity,
 }
-LIKELIHOODS = ("gaussian", "bernoulli")
 CONDITIONALS = ("importance", "pseudo_gibbs")
 
 # Elements of the (samples, masks, particles, features) tensors computed at once.
@@ -54,10 +53,6 @@ def _mlp(sizes, activation, dtype):
         if i < len(sizes) - 2:
             layers.append(ACTIVATIONS[activation]())
     return torch.nn.Sequential(*layers)
-
-
-def _log_normal(z):
-    return -0.5 * (z.square() + math.log(2 * math.pi)).sum(-1)
 
 
 class VAEModule(MaskedModel):
@@ -103,30 +98,23 @@ class VAEModule(MaskedModel):
                  conditional="importance", n_particles=16, n_gibbs=5, fill=None, variance_floor=1e-3,
                  dtype=torch.float64):
         super().__init__()
-        if likelihood not in LIKELIHOODS:
-            raise ValueError(f"likelihood must be one of {LIKELIHOODS}; got {likelihood!r}.")
         if conditional not in CONDITIONALS:
             raise ValueError(f"conditional must be one of {CONDITIONALS}; got {conditional!r}.")
         hidden = list(hidden_layer_sizes)
         self.n_components = n_components
-        self.likelihood = likelihood
         self.conditional = conditional
         self.n_particles = n_particles
         self.n_gibbs = n_gibbs
         self.encoder = _mlp([n_features, *hidden, 2 * n_components], activation, dtype)
         self.decoder = _mlp([n_components, *reversed(hidden), n_features], activation, dtype)
         self.register_buffer("fill", torch.zeros(n_features, dtype=dtype) if fill is None else fill.to(dtype))
-        if likelihood == "gaussian":
-            # A learned variance can shrink without bound on constant features and make the
-            # likelihood infinite; the floor (in the units of the data) prevents that.
-            self.register_buffer("variance_floor", torch.tensor(float(variance_floor), dtype=dtype))
-            self.log_variance = torch.nn.Parameter(torch.zeros(n_features, dtype=dtype))
+        # Gaussian: per-feature variance floor + exp(log_variance), starting at floor + 1.
+        self.likelihood = make_likelihood(
+            likelihood, self.fill, variance=torch.full((n_features,), 1.0 + variance_floor, dtype=dtype),
+            floor=variance_floor,
+        )
 
     # ------------------------------------------------------------------ building blocks
-    def variance(self):
-        """Per-feature variance of the Gaussian likelihood, ``floor + exp(log_variance)``."""
-        return self.variance_floor + self.log_variance.exp()
-
     def encode(self, X):
         """Mean and log-variance of ``q(z | x)``, each of shape ``(..., K)``."""
         stats = self.encoder(X)
@@ -134,28 +122,22 @@ class VAEModule(MaskedModel):
 
     def decode(self, Z):
         """Mean of ``x`` given ``z``: ``f(z)`` (Gaussian) or ``sigmoid(f(z))`` (Bernoulli)."""
-        out = self.decoder(Z)
-        return torch.sigmoid(out) if self.likelihood == "bernoulli" else out
+        return self.likelihood.mean(self.decoder(Z))
 
-    def _token_log_lik(self, X, out):
-        """``log p(x_d | z)`` per feature from the decoder's raw output."""
-        if self.likelihood == "bernoulli":
-            return X * out - F.softplus(out)
-        variance = self.variance()
-        return -0.5 * (torch.log(2 * math.pi * variance) + (X - out).square() / variance)
+    def log_likelihood(self, X, Z):
+        """``sum_d log p(x_d | z)`` for ``Z`` of shape ``(n, K)`` or ``(n, S, K)``: ``(n,)`` or ``(n, S)``."""
+        X = X.reshape(X.shape[0], *([1] * (Z.ndim - 2)), X.shape[1])
+        return self.likelihood.log_prob(X, self.decoder(Z)).sum(-1)
 
     def unstandardize_(self, center, scale):
         """Map a Gaussian model fitted on ``(x - center) / scale`` back to the units of ``x``."""
-        if self.likelihood != "gaussian":
-            raise ValueError("Only the Gaussian likelihood is closed under rescaling the data.")
+        self.likelihood.unstandardize_(scale)
         first, last = self.encoder[0], self.decoder[-1]
         first.bias.sub_(first.weight @ center / scale)
         first.weight.div_(scale)
         last.weight.mul_(scale)
         last.bias.mul_(scale).add_(center)
         self.fill.mul_(scale).add_(center)
-        self.variance_floor.mul_(scale.square())
-        self.log_variance.add_(2 * torch.log(scale))
         return self
 
     # ------------------------------------------------------------------ conditionals
@@ -172,10 +154,10 @@ class VAEModule(MaskedModel):
         mean, std = mean.unsqueeze(-2), (0.5 * log_var).exp().unsqueeze(-2)
         from_encoder = torch.arange(noise.shape[-2], device=X.device) < (noise.shape[-2] + 1) // 2
         z = torch.where(from_encoder.unsqueeze(-1), mean + std * noise, noise)
-        token = self._token_log_lik(X[:, None, None, :], self.decoder(z))  # (n, P, S, D)
+        token = self.likelihood.log_prob(X[:, None, None, :], self.decoder(z))  # (n, P, S, D)
         observed = (~masks).to(X.dtype).unsqueeze(-2)
-        log_prior = _log_normal(z)
-        log_q = _log_normal((z - mean) / std) - torch.log(std).sum(-1)
+        log_prior = standard_normal_log_prob(z)
+        log_q = standard_normal_log_prob((z - mean) / std) - torch.log(std).sum(-1)
         log_mixture = torch.logaddexp(log_q, log_prior) - math.log(2)
         log_w = torch.log_softmax((token * observed).sum(-1) + log_prior - log_mixture, dim=-1)
         return torch.logsumexp(log_w.unsqueeze(-1) + token, dim=-2)
@@ -192,7 +174,7 @@ class VAEModule(MaskedModel):
             filled = torch.where(mask, self.decode(z), data)
         mean, log_var = self.encode(filled)
         z = mean + (0.5 * log_var).exp() * noise.unbind(-4)[-1]
-        token = self._token_log_lik(data, self.decoder(z))
+        token = self.likelihood.log_prob(data, self.decoder(z))
         return torch.logsumexp(token, dim=-2) - math.log(self.n_particles)
 
     def masked_log_prob(self, X, masks, *, generator=None):
@@ -216,14 +198,6 @@ class VAEModule(MaskedModel):
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
 
     # ------------------------------------------------------------------ marginal likelihood
-    def _log_weights(self, X, noise):
-        """``log p(x, z_s) - log q(z_s | x)`` for noise ``(S, K)`` shared by the samples: ``(n, S)``."""
-        mean, log_var = self.encode(X)
-        std = (0.5 * log_var).exp().unsqueeze(1)
-        z = mean.unsqueeze(1) + std * noise
-        log_lik = self._token_log_lik(X.unsqueeze(1), self.decoder(z)).sum(-1)
-        return log_lik + _log_normal(z) - (_log_normal(noise) - torch.log(std).sum(-1))
-
     def log_marginal(self, X, n_samples=100, *, generator=None):
         """Importance-sampled ``log p(x)`` with ``n_samples`` draws from the encoder, per sample.
 
@@ -237,26 +211,9 @@ class VAEModule(MaskedModel):
         total = X.new_full((n,), -math.inf)
         for start in range(0, n_samples, draws):
             noise = standard_normal((min(draws, n_samples - start), self.n_components), X, generator)
-            chunk = torch.cat([self._log_weights(X[i : i + rows], noise) for i in range(0, n, rows)])
+            chunk = torch.cat([importance_log_weights(self, X[i : i + rows], noise) for i in range(0, n, rows)])
             total = torch.logaddexp(total, torch.logsumexp(chunk, dim=1))
         return total - math.log(n_samples)
-
-    def elbo(self, X, *, generator=None):
-        """One-sample reparameterised ELBO with the analytic KL, per sample."""
-        mean, log_var = self.encode(X)
-        z = mean + (0.5 * log_var).exp() * standard_normal(mean.shape, X, generator)
-        kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
-        return self._token_log_lik(X, self.decoder(z)).sum(-1) - kl
-
-    def iwae(self, X, n_particles, *, generator=None):
-        """Importance-weighted bound with ``n_particles`` draws per sample."""
-        mean, log_var = self.encode(X)
-        std = (0.5 * log_var).exp().unsqueeze(1)
-        noise = standard_normal((X.shape[0], n_particles, self.n_components), X, generator)
-        z = mean.unsqueeze(1) + std * noise
-        log_lik = self._token_log_lik(X.unsqueeze(1), self.decoder(z)).sum(-1)
-        log_w = log_lik + _log_normal(z) - (_log_normal(noise) - torch.log(std).sum(-1))
-        return torch.logsumexp(log_w, dim=1) - math.log(n_particles)
 
     def posterior(self, X):
         """Encoder mean ``(n, K)`` and diagonal covariance ``(n, K, K)``."""
