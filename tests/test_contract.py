@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 from _registry import MODELS
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import ConvergenceWarning
 
 from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE, objectives
 from skmpt.datasets import make_ppca
 from skmpt.models import MaskedModel, PPCAModule
-from skmpt.testing import check_masked_model, check_mpt_identity
+from skmpt.testing import check_masked_model
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -242,11 +242,6 @@ def test_scoring_never_changes_the_estimator(estimator):
         assert torch.equal(value, state[key]), key
 
 
-def test_identity_check_of_an_unfitted_estimator_is_not_fitted_error():
-    with pytest.raises(NotFittedError):
-        check_mpt_identity(MaskedPPCA(), np.zeros((3, 4)))
-
-
 # ---------------------------------------------------------------------------- likelihoods
 @pytest.mark.parametrize("name", ["bernoulli", "gaussian"])
 def test_likelihood_objects_agree_with_their_own_log_prob(name):
@@ -286,3 +281,12 @@ def test_likelihood_checks_and_rescaling():
     np.testing.assert_allclose(float(gaussian.variance().detach()), 4.0, rtol=1e-12)  # (0.1 + 0.9) * 2**2
     with pytest.raises(ValueError, match="likelihood must be one of"):
         make_likelihood("poisson", like)
+
+
+def test_the_bring_your_own_model_page_runs():
+    import doctest
+    from pathlib import Path
+
+    page = Path(__file__).parents[1] / "docs" / "user_guide" / "own_model.rst"
+    result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 10 and result.failed == 0
