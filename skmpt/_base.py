@@ -20,7 +20,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .masks import MAX_EXHAUSTIVE_FEATURES, check_generator, sample_masks
-from .objectives import cumulative_score, mpt_curve, mpt_objective
+from .models._base import _with_generator
+from .objectives import OBJECTIVES, cumulative_score, log_marginal, mpt_curve
 
 __all__ = ["resolve_device"]
 
@@ -175,8 +176,17 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
 
     def _objective(self, X, masks):
-        """Training objective per sample (to maximise), shape ``(n_samples,)``."""
-        return mpt_objective(self.module_, X, masks)
+        """Training objective per sample (to maximise), shape ``(n_samples,)``.
+
+        The function named by ``objective`` (``"mpt"`` without one) in
+        :data:`skmpt.objectives.OBJECTIVES`; masks go to the masked objective only.
+        """
+        masks = () if masks is None else (masks,)
+        return OBJECTIVES[getattr(self, "objective", "mpt")](self.module_, X, *masks, **self._objective_kwargs())
+
+    def _objective_kwargs(self):
+        """Keyword arguments of the training objective (e.g. IWAE's number of particles)."""
+        return {}
 
     def _train_step(self, X, masks, optimizer):
         optimizer.zero_grad()
@@ -266,18 +276,27 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     # ------------------------------------------------------------------ scoring
     def _evaluate(self, X, function):
-        """``function(module_, X)`` on validated ``X``, without gradients, as a NumPy array."""
+        """``function(module_, X)`` on validated ``X``, without gradients, as a NumPy array.
+
+        Scoring never changes the estimator or its module (randomness comes in through
+        generators made per call), so it is safe from several threads at once.
+        """
         check_is_fitted(self)
         X_t = self._to_tensor(X, reset=False)
         with torch.no_grad():
             return function(self.module_, X_t).cpu().numpy()
 
     def _score_kwargs(self):
-        if self.score_masks == "all":
-            return {"method": "exhaustive", "n_masks": 1}
         # A fresh generator per call: with an int random_state every call scores with the
-        # same masks, so scores are reproducible and comparable across estimators.
+        # same masks (and a stochastic model with the same noise), so scores are reproducible
+        # and comparable across estimators.
+        if self.score_masks == "all":
+            return {"method": "exhaustive", "n_masks": 1, "random_state": self.random_state}
         return {"method": self.score_method, "n_masks": self.score_masks, "random_state": self.random_state}
+
+    def _model_generator(self):
+        """A fresh generator from ``random_state`` for a stochastic module's noise, else None."""
+        return check_generator(self.random_state) if getattr(self.module_, "stochastic", False) else None
 
     def score_samples(self, X):
         """Cumulative MPT estimate of each sample's log-marginal likelihood, ``sum_M S(x; M)``.
@@ -365,7 +384,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         def conditionals(module, X_t):
             if masks.ndim == 3 and masks.shape[0] != X_t.shape[0]:
                 raise ValueError(f"masks hold {masks.shape[0]} samples' masks, but X has {X_t.shape[0]} samples.")
-            return module.masked_log_prob(X_t, torch.as_tensor(masks, device=X_t.device))
+            mask_t = torch.as_tensor(masks, device=X_t.device)
+            return _with_generator(module.masked_log_prob, X_t, mask_t, generator=self._model_generator())
 
         return self._evaluate(X, conditionals)
 
@@ -380,7 +400,12 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         log_marginal : ndarray of shape (n_samples,)
         """
-        return self._evaluate(X, lambda module, X_t: module.log_marginal(X_t, **self._log_marginal_kwargs()))
+        return self._evaluate(
+            X,
+            lambda module, X_t: log_marginal(
+                module, X_t, generator=self._model_generator(), **self._log_marginal_kwargs()
+            ),
+        )
 
     def transform(self, X):
         """Posterior mean of the latent variables given each sample.

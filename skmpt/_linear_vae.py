@@ -17,7 +17,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import _BaseMaskedEstimator
 from .models import LinearVAEModule
-from .objectives import mpt_objective
 
 __all__ = ["MaskedLinearVAE"]
 
@@ -168,13 +167,6 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
             likelihood=self.likelihood,
             encoder=self.objective == "elbo",
         )
-
-    def _objective(self, X, masks):
-        if self.objective == "mpt":
-            return mpt_objective(self.module_, X, masks)
-        if self.objective == "elbo":
-            return self.module_.elbo(X)
-        return self.module_.log_marginal(X)
 
     def _set_fitted_attributes(self):
         self.components_ = self.module_.components.detach().cpu().numpy()

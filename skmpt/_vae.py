@@ -9,13 +9,10 @@ LML by importance sampling. The paper published no code for this model.
 from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from ._base import _BaseMaskedEstimator
-from .masks import check_generator
 from .models import VAEModule
 from .models.vae import ACTIVATIONS
-from .objectives import mpt_objective
 
 __all__ = ["MaskedVAE"]
 
@@ -166,22 +163,10 @@ class MaskedVAE(_BaseMaskedEstimator):
             dtype=X.dtype,
         ).to(X.device)
 
-    def _objective(self, X, masks):
-        if self.objective == "mpt":
-            return mpt_objective(self.module_, X, masks)
-        if self.objective == "elbo":
-            return self.module_.elbo(X)
-        return self.module_.iwae(X, self.n_particles)
+    def _objective_kwargs(self):
+        # The IWAE bound draws n_particles particles per sample, like the conditionals.
+        return {"n_particles": self.n_particles} if self.objective == "iwae" else {}
 
     def _log_marginal_kwargs(self):
         # log_marginal_likelihood and history_["lml"] are importance-sampled with this many draws.
         return {"n_samples": self.n_lml_samples}
-
-    def _evaluate(self, X, function):
-        # Reproducible Monte Carlo: the particles' noise comes from random_state, afresh each call.
-        check_is_fitted(self)
-        self.module_.generator = check_generator(self.random_state)
-        try:
-            return super()._evaluate(X, function)
-        finally:
-            self.module_.generator = None

@@ -49,7 +49,7 @@ def check_generator(random_state=None):
         ``None`` draws a fresh seed from NumPy's global state (so ``np.random.seed``
         makes it reproducible, as everywhere in scikit-learn); an int seeds the generator;
         a NumPy random state or generator supplies the seed; a torch generator is returned
-        as it is.
+        as it is. An int must lie in ``[0, 2**64)``.
 
     Returns
     -------
@@ -71,6 +71,8 @@ def check_generator(random_state=None):
         seed = int(random_state.integers(np.iinfo(np.int64).max))
     elif isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
         seed = int(random_state)
+        if not 0 <= seed < 2**64:
+            raise ValueError(f"An int random_state must lie in [0, 2**64) (a torch seed); got {seed}.")
     else:
         raise ValueError(
             f"random_state must be None, an int, a numpy RandomState or Generator, or a "
@@ -145,7 +147,15 @@ def masks_of_sizes(sizes, n_features, *, random_state=None, device=None):
     [1, 3]
     """
     n_features = _check_n_features(n_features)
-    sizes = torch.as_tensor(np.asarray(sizes), dtype=torch.long)
+    if isinstance(sizes, torch.Tensor):
+        integer = not (sizes.dtype == torch.bool or sizes.is_floating_point() or sizes.is_complex())
+    else:
+        sizes = np.asarray(sizes)
+        integer = np.issubdtype(sizes.dtype, np.integer)
+    if not integer:
+        # Never truncated: a size of 1.7 is a mistake, not a request for 1.
+        raise TypeError(f"Mask sizes must be integers; got an array of dtype {sizes.dtype}.")
+    sizes = torch.as_tensor(sizes, dtype=torch.long)
     if sizes.numel() and (sizes.min() < 1 or sizes.max() > n_features):
         raise ValueError(
             f"Mask sizes must lie in 1..{n_features} (the number of features); got sizes "

@@ -11,29 +11,31 @@ rest ``r``:
 exactly, whenever the conditionals come from one joint density (Moreno-Muñoz, Recasens and
 Hauberg, 2023, Proposition 1; the proof averages the chain rule over random orderings).
 
-The functions here take a *model*: any object with
-
-``masked_log_prob_sum(X, masks)``
-    ``X`` a tensor of shape ``(n_samples, D)``, ``masks`` a boolean tensor of shape
-    ``(n_masks, D)`` (the same masks for every sample) or ``(n_samples, n_masks, D)``;
-    returns ``sum_{j in m} log p(x_j | x_r)`` of shape ``(n_samples, n_masks)``.
-
-or, instead of or beside it,
+The functions here take a *model* following the contract of
+:class:`skmpt.models.MaskedModel` (a subclass, or any object with the same methods):
 
 ``masked_log_prob(X, masks)``
-    the same arguments; returns the per-token ``log p(x_j | x_r)`` of shape
-    ``(n_samples, n_masks, D)``, zero at the observed positions. The ``"chain"`` estimator
-    needs it, because it predicts one token of a mask at a time,
-
-unless the model has the optional fast path
-
+    the reference: per-token ``log p(x_j | x_r)`` of shape ``(n_samples, n_masks, D)``, zero
+    at the observed positions, for ``X`` of shape ``(n_samples, D)`` and boolean ``masks``
+    (``True``: masked) of shape ``(n_masks, D)`` (shared by the samples) or
+    ``(n_samples, n_masks, D)``;
+``masked_log_prob_sum(X, masks)``
+    its sum over the masked tokens, ``(n_samples, n_masks)``; enough for every estimator but
+    the ``"chain"`` one;
 ``chain_log_prob(X, orderings)``
-    ``orderings`` of shape ``(n_orderings, D)``; returns the chain-rule terms
-    ``log p(x_{s_t} | x_{s_{t+1:D}})`` of shape ``(n_samples, n_orderings, D)``.
+    optional fast path of the chain-rule terms along orderings, ``(n_samples, n_orderings, D)``;
+    without it the chain estimator uses the reference on nested masks.
 
-A model whose conditionals are random (Monte Carlo) sets an integer ``mask_chunk``: masks
-are then passed to it that many at a time, whatever the number of samples, so that noise it
-draws per call, shared by the samples, makes a sample's estimate independent of the others.
+A model with ``stochastic = True`` (Monte Carlo conditionals) is passed a CPU
+:class:`torch.Generator` as ``generator=``: the functions here make it a copy of the masks'
+generator, so a stochastic model is scored on the same masks as a deterministic one with the
+same ``random_state``, and one ``random_state`` makes its scores reproducible. Such a model may
+fix an integer ``mask_chunk``: masks are then passed to it that many at a time, whatever the
+number of samples, so that noise it draws per call, shared by the samples, makes a sample's
+estimate independent of the others.
+
+The training objectives are in one table, :data:`OBJECTIVES`: the MPT objective, the ELBO,
+the importance-weighted bound (IWAE) and the log-marginal likelihood itself.
 
 Every function returns log-likelihoods in nats (to maximise), per sample, as tensors on the
 device and in the dtype of ``X``; a training loop negates them. Nothing here depends on
@@ -45,6 +47,7 @@ import numbers
 
 import torch
 
+from .models._base import _with_generator, has_own_chain, importance_log_weights, reference_chain_log_prob, standard_normal
 from .masks import (
     all_masks,
     check_generator,
@@ -55,9 +58,13 @@ from .masks import (
 )
 
 __all__ = [
+    "OBJECTIVES",
     "SCORE_METHODS",
     "cumulative_score",
+    "elbo",
     "fixed_rate_bias",
+    "iwae",
+    "log_marginal",
     "masked_log_prob_sum",
     "mpt_curve",
     "mpt_objective",
@@ -77,7 +84,33 @@ _CHUNK_BUDGET = 2**24
 _MASK_BLOCK = 4096
 
 
-def masked_log_prob_sum(model, X, masks):
+def _check_masks(masks, X):
+    """Masks must be a boolean tensor of shape ``(P, D)`` or ``(n, P, D)`` matching ``X``."""
+    if not isinstance(masks, torch.Tensor):
+        raise TypeError(f"masks must be a boolean torch.Tensor; got {type(masks).__name__}.")
+    if masks.dtype != torch.bool:
+        raise TypeError(
+            f"masks must have dtype torch.bool (True marks a masked token); got {masks.dtype}. "
+            f"Convert 0/1 masks with masks.bool() if that is what they mean."
+        )
+    n_samples, n_features = X.shape
+    if masks.ndim not in (2, 3) or masks.shape[-1] != n_features or (masks.ndim == 3 and masks.shape[0] != n_samples):
+        raise ValueError(
+            f"masks must have shape (n_masks, {n_features}) or ({n_samples}, n_masks, {n_features}) "
+            f"for X of shape {tuple(X.shape)}; got {tuple(masks.shape)}."
+        )
+
+
+def _model_generator(model, generator):
+    """The generator a stochastic model draws from: a copy of the masks' generator, else None."""
+    if not getattr(model, "stochastic", False):
+        return None
+    copy = torch.Generator(device="cpu")
+    copy.set_state(generator.get_state())
+    return copy
+
+
+def masked_log_prob_sum(model, X, masks, *, generator=None):
     """``sum_{j in m} log p(x_j | x_r)`` from whichever of the two methods the model has.
 
     Parameters
@@ -87,6 +120,8 @@ def masked_log_prob_sum(model, X, masks):
     X : torch.Tensor of shape (n_samples, n_features)
     masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
             (n_samples, n_masks, n_features)
+    generator : torch.Generator, default=None
+        Passed to the model's method when given (stochastic models).
 
     Returns
     -------
@@ -104,10 +139,11 @@ def masked_log_prob_sum(model, X, masks):
     >>> sums.shape
     torch.Size([1, 2])
     """
+    _check_masks(masks, X)
     if hasattr(model, "masked_log_prob_sum"):
-        return model.masked_log_prob_sum(X, masks)
+        return _with_generator(model.masked_log_prob_sum, X, masks, generator=generator)
     if hasattr(model, "masked_log_prob"):
-        return model.masked_log_prob(X, masks).sum(-1)
+        return _with_generator(model.masked_log_prob, X, masks, generator=generator).sum(-1)
     raise TypeError(
         f"{type(model).__name__} has neither masked_log_prob_sum(X, masks) nor "
         f"masked_log_prob(X, masks); skmpt's objectives need one of them."
@@ -126,14 +162,16 @@ def _chunk_size(model, n_samples, n_features, per_mask_width=1):
     return max(1, _CHUNK_BUDGET // (max(n_samples, 1) * n_features * per_mask_width))
 
 
-def _shared_mask_sums(model, X, masks):
+def _shared_mask_sums(model, X, masks, generator):
     """Sums for masks shared by all samples, evaluated a chunk of masks at a time."""
     chunk = _chunk_size(model, X.shape[0], X.shape[1])
-    parts = [masked_log_prob_sum(model, X, masks[i : i + chunk]) for i in range(0, len(masks), chunk)]
+    parts = [
+        masked_log_prob_sum(model, X, masks[i : i + chunk], generator=generator) for i in range(0, len(masks), chunk)
+    ]
     return torch.cat(parts, dim=1) if parts else X.new_zeros(X.shape[0], 0)
 
 
-def mpt_objective(model, X, masks):
+def mpt_objective(model, X, masks, *, generator=None):
     """The masked pre-training objective, rescaled to the scale of ``log p(x)``.
 
     For each sample and each of its masks, ``(D / |m|) * sum_{j in m} log p(x_j | x_r)``,
@@ -150,6 +188,8 @@ def mpt_objective(model, X, masks):
     masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
             (n_samples, n_masks, n_features)
         No mask may be empty.
+    generator : torch.Generator, default=None
+        Passed to a stochastic model (``None``: its draws come from torch's global generator).
 
     Returns
     -------
@@ -167,11 +207,114 @@ def mpt_objective(model, X, masks):
     >>> mpt_objective(joint, X, masks).shape
     torch.Size([1])
     """
+    _check_masks(masks, X)
     sizes = masks.sum(-1)
     if bool((sizes == 0).any()):
         raise ValueError("Every mask must mask at least one token; got an empty mask.")
-    sums = masked_log_prob_sum(model, X, masks)
+    sums = masked_log_prob_sum(model, X, masks, generator=generator)
     return (sums * (X.shape[1] / sizes.to(X.dtype))).mean(-1)
+
+
+def log_marginal(model, X, *, generator=None, **options):
+    """The model's own log-marginal likelihood ``log p(x)`` (exact or estimated), per sample.
+
+    Parameters
+    ----------
+    model : object
+        Has ``log_marginal(X)`` (see :class:`skmpt.models.MaskedModel`).
+    X : torch.Tensor of shape (n_samples, n_features)
+    generator : torch.Generator, default=None
+        Passed to a stochastic model's estimate when given.
+    **options
+        Passed to ``model.log_marginal`` (e.g. ``n_samples`` of an importance-sampled one).
+
+    Returns
+    -------
+    log_marginal : torch.Tensor of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.objectives import log_marginal
+    >>> from skmpt.testing import TabularJoint
+    >>> joint = TabularJoint([[0.1, 0.2], [0.3, 0.4]])
+    >>> X = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    >>> round(float(log_marginal(joint, X).exp()), 6)
+    0.3
+    """
+    if not hasattr(model, "log_marginal"):
+        raise TypeError(f"{type(model).__name__} has no log_marginal(X) method.")
+    return _with_generator(model.log_marginal, X, generator=generator, **options)
+
+
+def elbo(model, X, *, generator=None):
+    """The evidence lower bound, one reparameterised sample and the analytic KL, per sample.
+
+    ``log p(x | z) - KL(q(z | x) || p(z))`` with ``z ~ q(z | x)``, a lower bound on
+    ``log p(x)`` in expectation. The model has an amortised Gaussian encoder ``encode(X)`` →
+    ``(mean, log_variance)`` and ``log_likelihood(X, Z)``; the prior is ``N(0, I)``.
+
+    Parameters
+    ----------
+    model : object
+        See :class:`skmpt.models.MaskedModel` (optional methods).
+    X : torch.Tensor of shape (n_samples, n_features)
+    generator : torch.Generator, default=None
+        The sample's noise; ``None``: torch's global generator.
+
+    Returns
+    -------
+    elbo : torch.Tensor of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import VAEModule
+    >>> from skmpt.objectives import elbo
+    >>> module = VAEModule(4, 2, (8,), "tanh", "gaussian")
+    >>> X = torch.zeros(3, 4, dtype=torch.float64)
+    >>> elbo(module, X, generator=torch.Generator().manual_seed(0)).shape
+    torch.Size([3])
+    """
+    mean, log_var = model.encode(X)
+    z = mean + (0.5 * log_var).exp() * standard_normal(mean.shape, X, generator)
+    kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
+    return model.log_likelihood(X, z) - kl
+
+
+def iwae(model, X, *, n_particles=16, generator=None):
+    """The importance-weighted bound (Burda et al., 2016) with ``n_particles`` draws, per sample.
+
+    ``log (1/S) sum_s p(x, z_s) / q(z_s | x)`` with ``z_s ~ q(z | x)``: a tighter lower bound on
+    ``log p(x)`` than :func:`elbo` (equal to it for one particle, in expectation). Needs what
+    :func:`elbo` needs.
+
+    Parameters
+    ----------
+    model : object
+    X : torch.Tensor of shape (n_samples, n_features)
+    n_particles : int, default=16
+    generator : torch.Generator, default=None
+
+    Returns
+    -------
+    bound : torch.Tensor of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import VAEModule
+    >>> from skmpt.objectives import iwae
+    >>> module = VAEModule(4, 2, (8,), "tanh", "gaussian")
+    >>> X = torch.zeros(3, 4, dtype=torch.float64)
+    >>> iwae(module, X, n_particles=5, generator=torch.Generator().manual_seed(0)).shape
+    torch.Size([3])
+    """
+    n_particles = _check_n_masks(n_particles, "n_particles")
+    encoded = model.encode(X)
+    noise = standard_normal((X.shape[0], n_particles, encoded[0].shape[-1]), X, generator)
+    log_weights = importance_log_weights(model, X, noise, encoded=encoded)
+    return torch.logsumexp(log_weights, dim=1) - math.log(n_particles)
 
 
 def _check_n_masks(n_masks, name="n_masks"):
@@ -211,15 +354,16 @@ def score_at_size(model, X, size, *, n_masks="all", random_state=None):
     True
     """
     n_features = X.shape[1]
+    generator = check_generator(random_state) if n_masks != "all" or getattr(model, "stochastic", False) else None
+    model_generator = _model_generator(model, generator) if generator is not None else None
     if n_masks == "all":
         masks = all_masks(n_features, size, device=X.device)
         n_masks, blocks = len(masks), masks.split(_MASK_BLOCK)
     else:
         n_masks = _check_n_masks(n_masks)
-        generator = check_generator(random_state)
         sizes = torch.full((n_masks,), size)
         blocks = _random_mask_blocks(sizes, n_features, generator, X.device)
-    return _totals_by_size(model, X, blocks)[:, size - 1] / (n_masks * size)
+    return _totals_by_size(model, X, blocks, model_generator)[:, size - 1] / (n_masks * size)
 
 
 def fixed_rate_bias(model, X, mask_rate, *, n_masks="all", random_state=None):
@@ -255,16 +399,17 @@ def fixed_rate_bias(model, X, mask_rate, *, n_masks="all", random_state=None):
     """
     n_features = X.shape[1]
     size = mask_size_for_rate(mask_rate, n_features)
-    score = score_at_size(model, X, size, n_masks=n_masks, random_state=random_state)
-    return n_features * score - model.log_marginal(X)
+    generator = check_generator(random_state)
+    score = score_at_size(model, X, size, n_masks=n_masks, random_state=generator)
+    return n_features * score - log_marginal(model, X, generator=_model_generator(model, generator))
 
 
-def _totals_by_size(model, X, mask_blocks):
+def _totals_by_size(model, X, mask_blocks, generator):
     """Sum over the masks of each size of ``sum_{j in m} log p(x_j | x_r)``: shape ``(n, D)``."""
     n_samples, n_features = X.shape
     totals = X.new_zeros(n_samples, n_features)
     for masks in mask_blocks:
-        totals.index_add_(1, masks.sum(-1) - 1, _shared_mask_sums(model, X, masks))
+        totals.index_add_(1, masks.sum(-1) - 1, _shared_mask_sums(model, X, masks, generator))
     return totals
 
 
@@ -277,10 +422,10 @@ def _sizes(X):
     return torch.arange(1, X.shape[1] + 1, dtype=X.dtype, device=X.device)
 
 
-def _exhaustive_curve(model, X):
+def _exhaustive_curve(model, X, model_generator):
     n_features = X.shape[1]
     masks = all_masks(n_features, device=X.device)
-    totals = _totals_by_size(model, X, masks.split(_MASK_BLOCK))
+    totals = _totals_by_size(model, X, masks.split(_MASK_BLOCK), model_generator)
     counts = [math.comb(n_features, m) for m in range(1, n_features + 1)]
     return totals / (torch.tensor(counts, dtype=X.dtype, device=X.device) * _sizes(X))
 
@@ -289,7 +434,7 @@ def _sweep_curve(model, X, n_masks, generator):
     n_features = X.shape[1]
     sizes = torch.arange(1, n_features + 1).repeat_interleave(n_masks)
     blocks = _random_mask_blocks(sizes, n_features, generator, X.device)
-    return _totals_by_size(model, X, blocks) / (n_masks * _sizes(X))
+    return _totals_by_size(model, X, blocks, _model_generator(model, generator)) / (n_masks * _sizes(X))
 
 
 def _ordering_blocks(n_orderings, n_features, generator, device):
@@ -301,39 +446,34 @@ def _ordering_blocks(n_orderings, n_features, generator, device):
 
 def _nested_curve(model, X, n_orderings, generator):
     n_features = X.shape[1]
+    model_generator = _model_generator(model, generator)
     blocks = (
         nested_masks(orderings).reshape(-1, n_features)
         for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device)
     )
-    return _totals_by_size(model, X, blocks) / (n_orderings * _sizes(X))
+    return _totals_by_size(model, X, blocks, model_generator) / (n_orderings * _sizes(X))
 
 
 def _chain_curve(model, X, n_orderings, generator):
-    fast = getattr(model, "chain_log_prob", None)
-    if fast is None and not hasattr(model, "masked_log_prob"):
+    if not hasattr(model, "chain_log_prob") and not hasattr(model, "masked_log_prob"):
         raise TypeError(
             f"The 'chain' estimator predicts one token of each nested mask and needs per-token "
             f"conditionals, a masked_log_prob(X, masks) method, which {type(model).__name__} "
             f"lacks; use 'nested' or 'sweep'."
         )
+    model_generator = _model_generator(model, generator)
     n_samples, n_features = X.shape
+    # A model's own path (e.g. PPCA's rank-one posterior updates) costs D terms per ordering;
+    # the reference evaluates D nested masks of D per-token values each.
+    if has_own_chain(model):
+        chain, width = model.chain_log_prob, 1
+    else:
+        chain, width = (lambda X, block, **kw: reference_chain_log_prob(model, X, block, **kw)), n_features
     total = X.new_zeros(n_samples, n_features)
+    chunk = _chunk_size(model, n_samples, n_features, width)
     for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device):
-        if fast is not None:
-            # The model's own path (e.g. PPCA's rank-one posterior updates): D terms per ordering.
-            chunk = _chunk_size(model, n_samples, n_features)
-            for start in range(0, len(orderings), chunk):
-                total += fast(X, orderings[start : start + chunk]).sum(1)
-            continue
-        # Generic path: each ordering evaluates D nested masks with D per-token values per sample.
-        chunk = _chunk_size(model, n_samples, n_features, n_features)
         for start in range(0, len(orderings), chunk):
-            block = orderings[start : start + chunk]
-            masks = nested_masks(block).reshape(-1, n_features)
-            per_token = model.masked_log_prob(X, masks).reshape(n_samples, len(block), n_features, n_features)
-            # Step t predicts the token the t-th mask adds: the ordering's t-th feature.
-            index = block.unsqueeze(0).unsqueeze(-1).expand(n_samples, -1, -1, 1)
-            total += per_token.gather(-1, index).squeeze(-1).sum(1)
+            total += _with_generator(chain, X, orderings[start : start + chunk], generator=model_generator).sum(1)
     return total / n_orderings
 
 
@@ -387,7 +527,8 @@ def mpt_curve(model, X, *, method="sweep", n_masks=100, random_state=None):
     if X.ndim != 2 or X.shape[1] < 1:
         raise ValueError(f"X must be a 2-D tensor with at least one feature; got shape {tuple(X.shape)}.")
     if method == "exhaustive":
-        return _exhaustive_curve(model, X)
+        stochastic = getattr(model, "stochastic", False)
+        return _exhaustive_curve(model, X, _model_generator(model, check_generator(random_state)) if stochastic else None)
     n_masks = _check_n_masks(n_masks)
     generator = check_generator(random_state)
     if method == "sweep":
@@ -418,3 +559,8 @@ def cumulative_score(model, X, *, method="sweep", n_masks=100, random_state=None
     True
     """
     return mpt_curve(model, X, method=method, n_masks=n_masks, random_state=random_state).sum(-1)
+
+
+#: Training objectives by name, each returning a log-likelihood per sample (to maximise):
+#: ``"mpt"`` takes ``(model, X, masks)``, the others ``(model, X)``; all take ``generator=``.
+OBJECTIVES = {"mpt": mpt_objective, "elbo": elbo, "iwae": iwae, "lml": log_marginal}

@@ -32,7 +32,7 @@ def _module(K, D, likelihood, seed, n_quadrature=6, scale=1.0):
 
 def _data(module, n, g):
     D = module.components.shape[1]
-    if module.likelihood == "bernoulli":
+    if module.likelihood.name == "bernoulli":
         return torch.randint(0, 2, (n, D), generator=g).double()
     return torch.randn(n, D, generator=g, dtype=torch.float64) + module.intercept
 

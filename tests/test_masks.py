@@ -89,3 +89,21 @@ def test_sample_masks_dispatch():
     assert (masks.sample_masks(0.5, 3, 4, random_state=0).sum(-1) == 2).all()
     with pytest.raises(ValueError, match="uniform"):
         masks.sample_masks("unform", 3, 4)
+
+
+@pytest.mark.parametrize("sizes", [[1.7], [2.0], [True], np.array([1.5]), torch.tensor([1.0]), ["2"]])
+def test_sizes_must_be_integers_never_truncated(sizes):
+    with pytest.raises(TypeError, match="Mask sizes must be integers"):
+        masks.masks_of_sizes(sizes, 3)
+
+
+def test_integer_sizes_of_any_integer_type():
+    for sizes in ([1, 3], np.array([1, 3], dtype=np.int32), torch.tensor([1, 3], dtype=torch.int16)):
+        assert masks.masks_of_sizes(sizes, 3, random_state=0).sum(-1).tolist() == [1, 3]
+
+
+@pytest.mark.parametrize("seed", [2**64, -1, 2**100])
+def test_seeds_outside_torch_range_are_errors(seed):
+    with pytest.raises(ValueError, match=r"random_state must lie in \[0, 2\*\*64\)"):
+        masks.check_generator(seed)
+    assert masks.check_generator(2**64 - 1).initial_seed() == 2**64 - 1

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 import torch
 from hypothesis import given
+from sklearn.exceptions import NotFittedError
 
 from conftest import make_ppca_module
+from skmpt import MaskedPPCA
 from skmpt.testing import (
     TabularJoint,
     assert_mpt_identity,
@@ -73,3 +75,8 @@ def test_tabular_joint_validation():
     joint = TabularJoint.random(2, random_state=0)
     with pytest.raises(ValueError, match="binary"):
         joint.log_marginal(torch.tensor([[0.5, 1.0]], dtype=torch.float64))
+
+
+def test_identity_check_of_an_unfitted_estimator_is_not_fitted_error():
+    with pytest.raises(NotFittedError):
+        check_mpt_identity(MaskedPPCA(), np.zeros((3, 4)))

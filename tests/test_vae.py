@@ -12,6 +12,7 @@ from sklearn.preprocessing import StandardScaler
 from skmpt import MaskedPPCA, MaskedVAE
 from skmpt.datasets import load_binarized_digits, make_ppca
 from skmpt.masks import masks_of_sizes
+from skmpt.models._base import importance_log_weights
 
 
 def _quiet_fit(estimator, X):
@@ -31,7 +32,7 @@ def ppca_as_vae():
     with torch.no_grad():
         module.decoder[0].weight.copy_(W)
         module.decoder[0].bias.copy_(mu)
-        module.log_variance.fill_(np.log(s2 - float(module.variance_floor)))
+        module.likelihood.log_variance.fill_(np.log(s2 - float(module.likelihood.variance_floor)))
         # Encoder: the exact posterior mean of z given complete x, its marginal variances.
         cov = torch.linalg.inv(torch.eye(2, dtype=torch.float64) + W.T @ W / s2)
         gain = cov @ W.T / s2
@@ -48,9 +49,8 @@ def _error(module, ppca, X, masks, conditional, n_particles, repeats=3):
     errors = []
     with torch.no_grad():
         for seed in range(repeats):
-            module.generator = torch.Generator().manual_seed(seed)
-            errors.append(float((module.masked_log_prob(X, masks) - exact).abs().sum() / masks.sum() / len(X)))
-    module.generator = None
+            estimate = module.masked_log_prob(X, masks, generator=torch.Generator().manual_seed(seed))
+            errors.append(float((estimate - exact).abs().sum() / masks.sum() / len(X)))
     return np.mean(errors)
 
 
@@ -80,7 +80,7 @@ def test_importance_sampled_lml_converges_to_ppca(ppca_as_vae):
     # error of log(mean w) is std(w) / (mean(w) sqrt(S)), from weights of an independent run.
     with torch.no_grad():
         noise = torch.randn(n_draws, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-        weights = torch.softmax(vae.module_._log_weights(X, noise), dim=1) * n_draws
+        weights = torch.softmax(importance_log_weights(vae.module_, X, noise), dim=1) * n_draws
         standard_error = (weights.std(1) / np.sqrt(n_draws)).numpy()
     # The draws are shared by the samples, and in this linear-Gaussian model every sample's
     # weights are the same, so the errors are one draw, not an average: bound each by 4 SE.

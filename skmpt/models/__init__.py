@@ -1,14 +1,26 @@
-"""Torch modules, one per probabilistic model.
+"""Torch modules, one per probabilistic model, and the contract they follow.
 
-Each module computes its own masked conditionals (``masked_log_prob_sum`` and, where it
-can, the per-token ``masked_log_prob``), its log-marginal likelihood ``log_marginal`` and
-its latent posterior; :mod:`skmpt.objectives` builds everything else from those.
+:class:`MaskedModel` states the contract: the reference per-token conditionals
+``masked_log_prob(X, masks)``, the fast paths computed from them by default
+(``masked_log_prob_sum``, ``chain_log_prob``), and the optional ``log_marginal``,
+``posterior``, ``decode`` and ``unstandardize_``. :mod:`skmpt.objectives` builds everything
+else from those; :func:`skmpt.testing.check_masked_model` checks that a model keeps the contract.
 """
 
+from ._base import MaskedModel, reference_chain_log_prob, standard_normal
 from .factor_analysis import FactorAnalysisModule
 from .gaussian_mixture import GaussianMixtureModule
 from .linear_vae import LinearVAEModule
 from .ppca import PPCAModule
 from .vae import VAEModule
 
-__all__ = ["FactorAnalysisModule", "GaussianMixtureModule", "LinearVAEModule", "PPCAModule", "VAEModule"]
+__all__ = [
+    "FactorAnalysisModule",
+    "GaussianMixtureModule",
+    "LinearVAEModule",
+    "MaskedModel",
+    "PPCAModule",
+    "VAEModule",
+    "reference_chain_log_prob",
+    "standard_normal",
+]

@@ -20,15 +20,14 @@ against PPCA, evaluates its predictive per token with a log-sum-exp over the gri
 """
 
 import itertools
-import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+
+from ._base import MaskedModel
+from ._likelihoods import make_likelihood
 
 __all__ = ["LinearVAEModule", "gauss_hermite_grid"]
-
-LIKELIHOODS = ("bernoulli", "gaussian")
 
 
 def gauss_hermite_grid(n_components, n_points, *, dtype=torch.float64, device=None):
@@ -66,8 +65,11 @@ def gauss_hermite_grid(n_components, n_points, *, dtype=torch.float64, device=No
     )
 
 
-class LinearVAEModule(torch.nn.Module):
+class LinearVAEModule(MaskedModel):
     """Linear decoder, Bernoulli or Gaussian likelihood, prior integrated on a grid.
+
+    A deterministic :class:`MaskedModel` with its own ``chain_log_prob`` (grid posterior
+    updated one token at a time).
 
     Parameters
     ----------
@@ -77,10 +79,11 @@ class LinearVAEModule(torch.nn.Module):
     n_quadrature : int
         Gauss–Hermite nodes per latent dimension.
     likelihood : {"bernoulli", "gaussian"}
+        Becomes the :attr:`likelihood` object (:mod:`skmpt.models._likelihoods`).
     noise_variance : float, default=1.0
-        ``sigma^2`` of the Gaussian likelihood (stored as its log; unused for Bernoulli).
+        ``sigma^2`` of the Gaussian likelihood (a parameter of the likelihood; unused for Bernoulli).
     encoder : bool, default=False
-        Add an amortised linear Gaussian encoder ``q(z | x)`` for the ELBO.
+        Add an amortised linear Gaussian encoder ``q(z | x)`` (:meth:`encode`) for the ELBO.
 
     Examples
     --------
@@ -97,13 +100,9 @@ class LinearVAEModule(torch.nn.Module):
     def __init__(self, components, intercept, n_quadrature, *, likelihood="bernoulli", noise_variance=1.0,
                  encoder=False):
         super().__init__()
-        if likelihood not in LIKELIHOODS:
-            raise ValueError(f"likelihood must be one of {LIKELIHOODS}; got {likelihood!r}.")
-        self.likelihood = likelihood
+        self.likelihood = make_likelihood(likelihood, intercept, variance=noise_variance)
         self.components = torch.nn.Parameter(components)
         self.intercept = torch.nn.Parameter(intercept)
-        log_noise = torch.as_tensor(noise_variance, dtype=intercept.dtype, device=intercept.device).log()
-        self.log_noise_variance = torch.nn.Parameter(log_noise, requires_grad=likelihood == "gaussian")
         nodes, log_weights = gauss_hermite_grid(
             components.shape[0], n_quadrature, dtype=components.dtype, device=components.device
         )
@@ -118,15 +117,14 @@ class LinearVAEModule(torch.nn.Module):
 
     @property
     def noise_variance(self):
-        return self.log_noise_variance.exp()
+        """``sigma^2`` of the Gaussian likelihood, a 0-d tensor."""
+        return self.likelihood.variance()
 
     def unstandardize_(self, center, scale):
         """Map parameters fitted on ``(x - center) / scale`` back (Gaussian likelihood only)."""
-        if self.likelihood != "gaussian":
-            raise ValueError("Only the Gaussian likelihood is closed under rescaling the data.")
+        self.likelihood.unstandardize_(scale)
         self.components.mul_(scale)
         self.intercept.mul_(scale).add_(center)
-        self.log_noise_variance.add_(2 * torch.log(scale))
         return self
 
     # ------------------------------------------------------------------ grid tables
@@ -137,15 +135,7 @@ class LinearVAEModule(torch.nn.Module):
     def _observed_log_lik(self, X, observed):
         """``sum_{d in r} log p(x_d | z_g)``: shape ``(n, P, G)`` for weights ``observed``
         of shape ``(P, D)`` (shared) or ``(n, P, D)``; ``(n, G)`` for ``observed=None`` (all)."""
-        a = self._activations()
-        if self.likelihood == "bernoulli":
-            # log p(x | a) = x a - softplus(a) for x in {0, 1}
-            linear, constant, square = a, -F.softplus(a), None
-        else:
-            s2 = self.noise_variance
-            linear = a / s2
-            constant = -0.5 * (a.square() / s2 + torch.log(2 * math.pi * s2))
-            square = -0.5 / s2
+        linear, square, constant = self.likelihood.natural_terms(self._activations())
         if observed is None:
             out = X @ linear.T + constant.sum(1)
             return out if square is None else out + square * X.square().sum(1, keepdim=True)
@@ -162,33 +152,13 @@ class LinearVAEModule(torch.nn.Module):
 
     def _predictive_log_prob(self, X, log_posterior):
         """``log p(x_j | x_r)`` for every token, ``(n, P, D)``, from the grid posterior."""
-        a = self._activations()
-        if self.likelihood == "bernoulli":
-            posterior = log_posterior.exp()
-            # Both probabilities from their own sigmoid: accurate near 0 and near 1 alike.
-            one = posterior @ torch.sigmoid(a)
-            zero = posterior @ torch.sigmoid(-a)
-            x = X.unsqueeze(1)
-            return torch.where(x > 0.5, one, zero).clamp_min(torch.finfo(X.dtype).tiny).log()
-        s2 = self.noise_variance
-        out = []
-        # (n, P, G, D) per chunk of masks: Gaussian predictives are not matrix products.
-        chunk = max(1, 2**24 // (X.shape[0] * a.numel()))
-        for start in range(0, log_posterior.shape[1], chunk):
-            lp = log_posterior[:, start : start + chunk].unsqueeze(-1)
-            token = -0.5 * (torch.log(2 * math.pi * s2) + (X[:, None, None, :] - a).square() / s2)
-            out.append(torch.logsumexp(lp + token, dim=2))
-        return torch.cat(out, dim=1)
+        return self.likelihood.mixture_log_prob(X, log_posterior, self._activations())
 
     # ------------------------------------------------------------------ the interface
     def masked_log_prob(self, X, masks):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero elsewhere: ``(n, P, D)``."""
         log_prob = self._predictive_log_prob(X, self._grid_posterior(X, masks))
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
-
-    def masked_log_prob_sum(self, X, masks):
-        """``sum_{j in m} log p(x_j | x_r)``: shape ``(n, P)``."""
-        return self.masked_log_prob(X, masks).sum(-1)
 
     def chain_log_prob(self, X, orderings):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})``, shape ``(n, O, D)``.
@@ -203,13 +173,7 @@ class LinearVAEModule(torch.nn.Module):
         for t in range(n_features - 1, -1, -1):
             token = orderings[:, t]
             x = X[:, token].unsqueeze(-1)  # (n, O, 1)
-            a_t = a[:, token].T  # (O, G)
-            if self.likelihood == "bernoulli":
-                token_log_lik = x * a_t - F.softplus(a_t)
-            else:
-                s2 = self.noise_variance
-                token_log_lik = -0.5 * (torch.log(2 * math.pi * s2) + (x - a_t).square() / s2)
-            joint = log_post + token_log_lik
+            joint = log_post + self.likelihood.log_prob(x, a[:, token].T)  # a: (O, G)
             terms[:, :, t] = torch.logsumexp(joint, -1) - torch.logsumexp(log_post, -1)
             log_post = joint
         return terms
@@ -227,24 +191,15 @@ class LinearVAEModule(torch.nn.Module):
 
     def decode(self, Z):
         """Mean of ``x`` given ``z``: probabilities (Bernoulli) or ``W z + b`` (Gaussian)."""
-        a = Z @ self.components + self.intercept
-        return torch.sigmoid(a) if self.likelihood == "bernoulli" else a
+        return self.likelihood.mean(Z @ self.components + self.intercept)
 
-    def elbo(self, X):
-        """ELBO with the amortised linear Gaussian encoder: one reparameterised sample, analytic KL.
+    def log_likelihood(self, X, Z):
+        """``sum_d log p(x_d | z)`` for ``Z`` of shape ``(n, K)`` or ``(n, S, K)``: ``(n,)`` or ``(n, S)``."""
+        X = X.reshape(X.shape[0], *([1] * (Z.ndim - 2)), X.shape[1])
+        return self.likelihood.log_prob(X, Z @ self.components + self.intercept).sum(-1)
 
-        Returns a tensor of shape ``(n_samples,)`` (a lower bound on ``log p(x)`` of the
-        continuous-prior model, per sample).
-        """
+    def encode(self, X):
+        """Mean and log-variance of the linear Gaussian encoder ``q(z | x)`` (``encoder=True``)."""
         K = self.components.shape[0]
         stats = X @ self.encoder_weight + self.encoder_bias
-        mean, log_var = stats[:, :K], stats[:, K:]
-        z = mean + (0.5 * log_var).exp() * torch.randn_like(mean)
-        a = z @ self.components + self.intercept
-        if self.likelihood == "bernoulli":
-            log_lik = (X * a - F.softplus(a)).sum(-1)
-        else:
-            s2 = self.noise_variance
-            log_lik = -0.5 * (torch.log(2 * math.pi * s2) + (X - a).square() / s2).sum(-1)
-        kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
-        return log_lik - kl
+        return stats[..., :K], stats[..., K:]

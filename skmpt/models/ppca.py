@@ -28,6 +28,8 @@ import math
 
 import torch
 
+from ._base import MaskedModel
+
 __all__ = ["PPCAModule"]
 
 
@@ -53,8 +55,12 @@ def _batch(masks):
     return "p" if masks.ndim == 2 else "np"
 
 
-class PPCAModule(torch.nn.Module):
+class PPCAModule(MaskedModel):
     """PPCA with learnable ``W``, ``mu`` and ``sigma^2`` and exact masked conditionals.
+
+    A deterministic :class:`MaskedModel` with its own fast paths: ``masked_log_prob_sum``
+    from per-mask statistics and ``chain_log_prob`` by rank-one updates, both of which assume
+    one noise variance ``sigma^2`` for every feature.
 
     Parameters
     ----------

@@ -19,14 +19,18 @@ particles, and differentiable for MPT training:
   tokens with the decoded mean; predict with the decoder averaged over the final particles. Not
   consistent in general (Mattei and Frellsen, 2018).
 
-The particles' standard-normal noise is shared by the samples of a call, so a sample's
-estimate does not depend on which other samples are scored with it.
+The particles' standard-normal noise comes from the ``generator`` argument of each method
+(never from state stored on the module, so concurrent calls do not interfere) and is shared by
+the samples of a call, so a sample's estimate does not depend on which other samples are
+scored with it.
 """
 
 import math
 
 import torch
-import torch.nn.functional as F
+
+from ._base import MaskedModel, importance_log_weights, standard_normal, standard_normal_log_prob
+from ._likelihoods import make_likelihood
 
 __all__ = ["VAEModule"]
 
@@ -36,7 +40,6 @@ ACTIVATIONS = {
     "logistic": torch.nn.Sigmoid,
     "identity": torch.nn.Identity,
 }
-LIKELIHOODS = ("gaussian", "bernoulli")
 CONDITIONALS = ("importance", "pseudo_gibbs")
 
 # Elements of the (samples, masks, particles, features) tensors computed at once.
@@ -52,12 +55,10 @@ def _mlp(sizes, activation, dtype):
     return torch.nn.Sequential(*layers)
 
 
-def _log_normal(z):
-    return -0.5 * (z.square() + math.log(2 * math.pi)).sum(-1)
-
-
-class VAEModule(torch.nn.Module):
+class VAEModule(MaskedModel):
     """MLP encoder and decoder with Monte Carlo masked conditionals.
+
+    A stochastic :class:`MaskedModel`: every random method takes ``generator``.
 
     Parameters
     ----------
@@ -83,9 +84,11 @@ class VAEModule(torch.nn.Module):
     >>> module = VAEModule(6, 2, (8,), "tanh", "gaussian", n_particles=4)
     >>> X = torch.randn(3, 6, dtype=torch.float64)
     >>> masks = torch.tensor([[True, False, False, False, False, False]])
-    >>> module.masked_log_prob(X, masks).shape
+    >>> module.masked_log_prob(X, masks, generator=torch.Generator().manual_seed(0)).shape
     torch.Size([3, 1, 6])
     """
+
+    stochastic = True
 
     #: Masks per call of ``masked_log_prob``, fixed so that the particles' noise, drawn per
     #: call, does not depend on how many samples are scored (see :mod:`skmpt.objectives`).
@@ -95,32 +98,23 @@ class VAEModule(torch.nn.Module):
                  conditional="importance", n_particles=16, n_gibbs=5, fill=None, variance_floor=1e-3,
                  dtype=torch.float64):
         super().__init__()
-        if likelihood not in LIKELIHOODS:
-            raise ValueError(f"likelihood must be one of {LIKELIHOODS}; got {likelihood!r}.")
         if conditional not in CONDITIONALS:
             raise ValueError(f"conditional must be one of {CONDITIONALS}; got {conditional!r}.")
         hidden = list(hidden_layer_sizes)
         self.n_components = n_components
-        self.likelihood = likelihood
         self.conditional = conditional
         self.n_particles = n_particles
         self.n_gibbs = n_gibbs
         self.encoder = _mlp([n_features, *hidden, 2 * n_components], activation, dtype)
         self.decoder = _mlp([n_components, *reversed(hidden), n_features], activation, dtype)
         self.register_buffer("fill", torch.zeros(n_features, dtype=dtype) if fill is None else fill.to(dtype))
-        if likelihood == "gaussian":
-            # A learned variance can shrink without bound on constant features and make the
-            # likelihood infinite; the floor (in the units of the data) prevents that.
-            self.register_buffer("variance_floor", torch.tensor(float(variance_floor), dtype=dtype))
-            self.log_variance = torch.nn.Parameter(torch.zeros(n_features, dtype=dtype))
-        #: A CPU torch.Generator for the particles' noise; None uses torch's global generator.
-        self.generator = None
+        # Gaussian: per-feature variance floor + exp(log_variance), starting at floor + 1.
+        self.likelihood = make_likelihood(
+            likelihood, self.fill, variance=torch.full((n_features,), 1.0 + variance_floor, dtype=dtype),
+            floor=variance_floor,
+        )
 
     # ------------------------------------------------------------------ building blocks
-    def variance(self):
-        """Per-feature variance of the Gaussian likelihood, ``floor + exp(log_variance)``."""
-        return self.variance_floor + self.log_variance.exp()
-
     def encode(self, X):
         """Mean and log-variance of ``q(z | x)``, each of shape ``(..., K)``."""
         stats = self.encoder(X)
@@ -128,34 +122,22 @@ class VAEModule(torch.nn.Module):
 
     def decode(self, Z):
         """Mean of ``x`` given ``z``: ``f(z)`` (Gaussian) or ``sigmoid(f(z))`` (Bernoulli)."""
-        out = self.decoder(Z)
-        return torch.sigmoid(out) if self.likelihood == "bernoulli" else out
+        return self.likelihood.mean(self.decoder(Z))
 
-    def _token_log_lik(self, X, out):
-        """``log p(x_d | z)`` per feature from the decoder's raw output."""
-        if self.likelihood == "bernoulli":
-            return X * out - F.softplus(out)
-        variance = self.variance()
-        return -0.5 * (torch.log(2 * math.pi * variance) + (X - out).square() / variance)
-
-    def _noise(self, shape, like):
-        if self.generator is None:
-            return torch.randn(shape, dtype=like.dtype, device=like.device)
-        # Drawn on the CPU, like the masks: the same seed gives the same particles on any device.
-        return torch.randn(shape, generator=self.generator, dtype=like.dtype).to(like.device)
+    def log_likelihood(self, X, Z):
+        """``sum_d log p(x_d | z)`` for ``Z`` of shape ``(n, K)`` or ``(n, S, K)``: ``(n,)`` or ``(n, S)``."""
+        X = X.reshape(X.shape[0], *([1] * (Z.ndim - 2)), X.shape[1])
+        return self.likelihood.log_prob(X, self.decoder(Z)).sum(-1)
 
     def unstandardize_(self, center, scale):
         """Map a Gaussian model fitted on ``(x - center) / scale`` back to the units of ``x``."""
-        if self.likelihood != "gaussian":
-            raise ValueError("Only the Gaussian likelihood is closed under rescaling the data.")
+        self.likelihood.unstandardize_(scale)
         first, last = self.encoder[0], self.decoder[-1]
         first.bias.sub_(first.weight @ center / scale)
         first.weight.div_(scale)
         last.weight.mul_(scale)
         last.bias.mul_(scale).add_(center)
         self.fill.mul_(scale).add_(center)
-        self.variance_floor.mul_(scale.square())
-        self.log_variance.add_(2 * torch.log(scale))
         return self
 
     # ------------------------------------------------------------------ conditionals
@@ -172,10 +154,10 @@ class VAEModule(torch.nn.Module):
         mean, std = mean.unsqueeze(-2), (0.5 * log_var).exp().unsqueeze(-2)
         from_encoder = torch.arange(noise.shape[-2], device=X.device) < (noise.shape[-2] + 1) // 2
         z = torch.where(from_encoder.unsqueeze(-1), mean + std * noise, noise)
-        token = self._token_log_lik(X[:, None, None, :], self.decoder(z))  # (n, P, S, D)
+        token = self.likelihood.log_prob(X[:, None, None, :], self.decoder(z))  # (n, P, S, D)
         observed = (~masks).to(X.dtype).unsqueeze(-2)
-        log_prior = _log_normal(z)
-        log_q = _log_normal((z - mean) / std) - torch.log(std).sum(-1)
+        log_prior = standard_normal_log_prob(z)
+        log_q = standard_normal_log_prob((z - mean) / std) - torch.log(std).sum(-1)
         log_mixture = torch.logaddexp(log_q, log_prior) - math.log(2)
         log_w = torch.log_softmax((token * observed).sum(-1) + log_prior - log_mixture, dim=-1)
         return torch.logsumexp(log_w.unsqueeze(-1) + token, dim=-2)
@@ -192,20 +174,21 @@ class VAEModule(torch.nn.Module):
             filled = torch.where(mask, self.decode(z), data)
         mean, log_var = self.encode(filled)
         z = mean + (0.5 * log_var).exp() * noise.unbind(-4)[-1]
-        token = self._token_log_lik(data, self.decoder(z))
+        token = self.likelihood.log_prob(data, self.decoder(z))
         return torch.logsumexp(token, dim=-2) - math.log(self.n_particles)
 
-    def masked_log_prob(self, X, masks):
+    def masked_log_prob(self, X, masks, *, generator=None):
         """Monte Carlo ``log p(x_j | x_r)`` at masked positions, zero elsewhere: ``(n, P, D)``.
 
         Shared masks ``(P, D)`` share the particles' noise across the samples, which are then
         processed a few at a time; per-sample masks ``(n, P, D)`` (training) draw noise per sample.
+        The noise comes from ``generator`` (a CPU generator; ``None``: torch's global one).
         """
         n_samples, n_features = X.shape
         n_masks = masks.shape[-2]
         rounds = (self.n_gibbs + 1,) if self.conditional == "pseudo_gibbs" else ()
         lead = (n_samples,) if masks.ndim == 3 else ()
-        noise = self._noise((*lead, *rounds, n_masks, self.n_particles, self.n_components), X)
+        noise = standard_normal((*lead, *rounds, n_masks, self.n_particles, self.n_components), X, generator)
         method = self._importance if self.conditional == "importance" else self._pseudo_gibbs
         if masks.ndim == 3:
             log_prob = method(X, masks, noise)
@@ -214,20 +197,8 @@ class VAEModule(torch.nn.Module):
             log_prob = torch.cat([method(X[i : i + step], masks, noise) for i in range(0, n_samples, step)])
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
 
-    def masked_log_prob_sum(self, X, masks):
-        """``sum_{j in m}`` of :meth:`masked_log_prob`, shape ``(n, P)``."""
-        return self.masked_log_prob(X, masks).sum(-1)
-
     # ------------------------------------------------------------------ marginal likelihood
-    def _log_weights(self, X, noise):
-        """``log p(x, z_s) - log q(z_s | x)`` for noise ``(S, K)`` shared by the samples: ``(n, S)``."""
-        mean, log_var = self.encode(X)
-        std = (0.5 * log_var).exp().unsqueeze(1)
-        z = mean.unsqueeze(1) + std * noise
-        log_lik = self._token_log_lik(X.unsqueeze(1), self.decoder(z)).sum(-1)
-        return log_lik + _log_normal(z) - (_log_normal(noise) - torch.log(std).sum(-1))
-
-    def log_marginal(self, X, n_samples=100):
+    def log_marginal(self, X, n_samples=100, *, generator=None):
         """Importance-sampled ``log p(x)`` with ``n_samples`` draws from the encoder, per sample.
 
         Computed in chunks of draws and samples, so memory stays bounded.
@@ -239,27 +210,10 @@ class VAEModule(torch.nn.Module):
         rows = max(1, _SAMPLE_BUDGET // (draws * n_features))
         total = X.new_full((n,), -math.inf)
         for start in range(0, n_samples, draws):
-            noise = self._noise((min(draws, n_samples - start), self.n_components), X)
-            chunk = torch.cat([self._log_weights(X[i : i + rows], noise) for i in range(0, n, rows)])
+            noise = standard_normal((min(draws, n_samples - start), self.n_components), X, generator)
+            chunk = torch.cat([importance_log_weights(self, X[i : i + rows], noise) for i in range(0, n, rows)])
             total = torch.logaddexp(total, torch.logsumexp(chunk, dim=1))
         return total - math.log(n_samples)
-
-    def elbo(self, X):
-        """One-sample reparameterised ELBO with the analytic KL, per sample."""
-        mean, log_var = self.encode(X)
-        z = mean + (0.5 * log_var).exp() * self._noise(mean.shape, X)
-        kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
-        return self._token_log_lik(X, self.decoder(z)).sum(-1) - kl
-
-    def iwae(self, X, n_particles):
-        """Importance-weighted bound with ``n_particles`` draws per sample."""
-        mean, log_var = self.encode(X)
-        std = (0.5 * log_var).exp().unsqueeze(1)
-        noise = self._noise((X.shape[0], n_particles, self.n_components), X)
-        z = mean.unsqueeze(1) + std * noise
-        log_lik = self._token_log_lik(X.unsqueeze(1), self.decoder(z)).sum(-1)
-        log_w = log_lik + _log_normal(z) - (_log_normal(noise) - torch.log(std).sum(-1))
-        return torch.logsumexp(log_w, dim=1) - math.log(n_particles)
 
     def posterior(self, X):
         """Encoder mean ``(n, K)`` and diagonal covariance ``(n, K, K)``."""

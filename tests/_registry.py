@@ -1,0 +1,64 @@
+"""One registry of small models: every generic test of the model contract runs over it.
+
+A new model is added here as a function returning ``(model, X)`` (the model and a float64
+sample of a few rows that it can score); it then inherits the whole battery of
+``tests/test_contract.py``, :func:`skmpt.testing.check_masked_model` first.
+"""
+
+import torch
+
+from skmpt.models import LinearVAEModule, PPCAModule, VAEModule
+from skmpt.testing import TabularJoint
+
+
+def _generator(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def ppca():
+    g = _generator(0)
+    W = torch.randn(2, 5, generator=g, dtype=torch.float64)
+    module = PPCAModule(W, torch.randn(5, generator=g, dtype=torch.float64), 0.5)
+    return module, torch.randn(6, 5, generator=g, dtype=torch.float64) + module.mean.detach()
+
+
+def linear_vae_bernoulli():
+    g = _generator(1)
+    W = torch.randn(2, 5, generator=g, dtype=torch.float64)
+    module = LinearVAEModule(W, torch.randn(5, generator=g, dtype=torch.float64), 6)
+    return module, torch.randint(0, 2, (6, 5), generator=g).double()
+
+
+def linear_vae_gaussian():
+    g = _generator(2)
+    W = torch.randn(2, 5, generator=g, dtype=torch.float64)
+    module = LinearVAEModule(W, torch.randn(5, generator=g, dtype=torch.float64), 6, likelihood="gaussian",
+                             noise_variance=0.7)
+    return module, torch.randn(6, 5, generator=g, dtype=torch.float64)
+
+
+def vae(likelihood="gaussian", conditional="importance"):
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        module = VAEModule(5, 2, (4,), "tanh", likelihood, conditional=conditional, n_particles=4, n_gibbs=2)
+    g = _generator(3)
+    if likelihood == "bernoulli":
+        return module, torch.randint(0, 2, (6, 5), generator=g).double()
+    return module, torch.randn(6, 5, generator=g, dtype=torch.float64)
+
+
+def tabular_joint():
+    joint = TabularJoint.random(4, random_state=0)
+    return joint, joint.sample(6, random_state=0)
+
+
+#: name -> factory of ``(model, X)``.
+MODELS = {
+    "ppca": ppca,
+    "linear_vae_bernoulli": linear_vae_bernoulli,
+    "linear_vae_gaussian": linear_vae_gaussian,
+    "vae_importance": vae,
+    "vae_pseudo_gibbs": lambda: vae(conditional="pseudo_gibbs"),
+    "vae_bernoulli": lambda: vae(likelihood="bernoulli"),
+    "tabular_joint": tabular_joint,
+}

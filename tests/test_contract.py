@@ -1,0 +1,292 @@
+"""The masked-model contract: every registered model keeps it, and broken ones are caught."""
+
+import math
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+from _registry import MODELS
+from sklearn.exceptions import ConvergenceWarning
+
+from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE, objectives
+from skmpt.datasets import make_ppca
+from skmpt.models import MaskedModel, PPCAModule
+from skmpt.testing import check_masked_model
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_model_keeps_the_contract(name):
+    model, X = MODELS[name]()
+    report = check_masked_model(model, X)
+    for key in ("masked_log_prob output", "batch independence", "masked_log_prob_sum", "chain_log_prob"):
+        assert report[key] <= 1e-9
+    if model.stochastic:
+        assert report["identity"].startswith("skipped")
+    else:
+        with torch.no_grad():
+            assert report["identity"] <= 1e-9 * float(model.log_marginal(X).abs().max())
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_objectives_score_every_model_reproducibly_and_sample_by_sample(name):
+    model, X = MODELS[name]()
+    with torch.no_grad():
+        for method in ("sweep", "chain"):
+            score = objectives.cumulative_score(model, X, method=method, n_masks=2, random_state=0)
+            assert score.shape == (len(X),) and score.dtype == X.dtype
+            again = objectives.cumulative_score(model, X, method=method, n_masks=2, random_state=0)
+            assert torch.equal(score, again)
+            subset = objectives.cumulative_score(model, X[3:], method=method, n_masks=2, random_state=0)
+            np.testing.assert_allclose(subset.numpy(), score[3:].numpy(), rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------- broken models
+class DiagonalNoisePPCA(PPCAModule):
+    """Factor analysis sketched by subclassing PPCA (issue 12): per-feature noise ``psi``.
+
+    Its reference conditionals (dense Gaussian conditioning), per-mask sums and LML are right,
+    but it inherits PPCA's rank-one ``chain_log_prob``, which assumes one noise variance.
+    """
+
+    def __init__(self, components, mean, noise):
+        super().__init__(components, mean, noise.mean())
+        self.register_buffer("noise", noise)
+
+    def covariance(self):
+        W = self.components.T
+        return W @ W.T + torch.diag(self.noise)
+
+    def masked_log_prob(self, X, masks):
+        S, n = self.covariance(), X.shape[0]
+        masks = masks if masks.ndim == 3 else masks.expand(n, -1, -1)
+        out = X.new_zeros(masks.shape)
+        for i in range(n):
+            for p in range(masks.shape[1]):
+                m, r = masks[i, p], ~masks[i, p]
+                gain = torch.linalg.solve(S[r][:, r], S[r][:, m])
+                mean = self.mean[m] + (X[i, r] - self.mean[r]) @ gain
+                variance = S[m][:, m].diagonal() - (S[r][:, m] * gain).sum(0)
+                out[i, p, m] = torch.distributions.Normal(mean, variance.sqrt()).log_prob(X[i, m])
+        return out
+
+    masked_log_prob_sum = MaskedModel.masked_log_prob_sum
+
+    def log_marginal(self, X):
+        return torch.distributions.MultivariateNormal(self.mean, self.covariance()).log_prob(X)
+
+
+def _diagonal_noise_ppca():
+    g = torch.Generator().manual_seed(0)
+    W = torch.randn(2, 5, generator=g, dtype=torch.float64)
+    noise = torch.tensor([0.1, 0.5, 1.0, 2.0, 0.3], dtype=torch.float64)
+    model = DiagonalNoisePPCA(W, torch.zeros(5, dtype=torch.float64), noise).requires_grad_(False)
+    return model, torch.randn(4, 5, generator=g, dtype=torch.float64)
+
+
+def test_inherited_isotropic_chain_is_caught():
+    model, X = _diagonal_noise_ppca()
+    with pytest.raises(AssertionError, match=r"DiagonalNoisePPCA .*'chain_log_prob': max abs difference"):
+        check_masked_model(model, X)
+    # The cumulative score through the inherited chain misses log p(x); the reference does not.
+    with torch.no_grad():
+        wrong = objectives.cumulative_score(model, X, method="chain", n_masks=1, random_state=0)
+        exact = model.log_marginal(X)
+    assert float((wrong - exact).abs().max()) > 0.1
+
+    class Fixed(DiagonalNoisePPCA):
+        chain_log_prob = MaskedModel.chain_log_prob
+
+    report = check_masked_model(Fixed(model.components, model.mean, model.noise), X)
+    assert report["identity"] < 1e-9 * float(exact.abs().max())
+
+
+class OffsetSum(PPCAModule):
+    """A per-mask-sum fast path off by a constant."""
+
+    def masked_log_prob_sum(self, X, masks):
+        return super().masked_log_prob_sum(X, masks) + 0.1
+
+
+class BatchCentred(MaskedModel):
+    """Independent unit Gaussians centred on the *batch* mean: depends on the other samples."""
+
+    def masked_log_prob(self, X, masks):
+        token = torch.distributions.Normal(X.mean(0), 1.0).log_prob(X).unsqueeze(1)
+        return torch.where(masks, token, torch.zeros_like(token))
+
+
+class GlobalNoise(MaskedModel):
+    """A stochastic model that ignores its generator and draws from torch's global one."""
+
+    stochastic = True
+
+    def masked_log_prob(self, X, masks, *, generator=None):
+        token = torch.distributions.Normal(torch.randn(()), 1.0).log_prob(X).unsqueeze(1).to(X.dtype)
+        return torch.where(masks, token, torch.zeros_like(token))
+
+
+class Leaky(MaskedModel):
+    """Non-zero values at observed positions."""
+
+    def masked_log_prob(self, X, masks):
+        return torch.distributions.Normal(0.0, 1.0).log_prob(X).unsqueeze(1).expand(-1, masks.shape[-2], -1)
+
+
+class Single(MaskedModel):
+    """Returns float32 for float64 input."""
+
+    def masked_log_prob(self, X, masks):
+        token = torch.distributions.Normal(0.0, 1.0).log_prob(X).unsqueeze(1).float()
+        return torch.where(masks, token, torch.zeros_like(token))
+
+
+class Overconfident(MaskedModel):
+    """Conditionals of standard normal tokens with half the variance: not those of log_marginal."""
+
+    def masked_log_prob(self, X, masks):
+        token = torch.distributions.Normal(0.0, 0.5**0.5).log_prob(X).unsqueeze(1)
+        return torch.where(masks, token, torch.zeros_like(token))
+
+    def log_marginal(self, X):
+        return torch.distributions.Normal(0.0, 1.0).log_prob(X).sum(-1)
+
+
+def _gaussian(model):
+    return model, torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+
+
+def _offset_sum():
+    g = torch.Generator().manual_seed(0)
+    return _gaussian(OffsetSum(torch.randn(2, 3, generator=g, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), 0.5))
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (_offset_sum, r"OffsetSum .*'masked_log_prob_sum': max abs difference 0\.1 "),
+        (lambda: _gaussian(BatchCentred()), r"'batch independence': max abs difference"),
+        (lambda: _gaussian(GlobalNoise()), r"'randomness': .*global generator"),
+        (lambda: _gaussian(Leaky()), r"'zero at observed positions': max abs value"),
+        (lambda: _gaussian(Single()), r"'masked_log_prob output': returned torch.float32"),
+        (lambda: _gaussian(Overconfident()), r"'identity': max abs difference"),
+    ],
+)
+def test_broken_models_fail_with_the_property_named(build, message):
+    model, X = build()
+    with pytest.raises(AssertionError, match=message):
+        check_masked_model(model, X)
+
+
+def test_check_rejects_what_is_not_a_model():
+    with pytest.raises(TypeError, match="masked_log_prob"):
+        check_masked_model(*_gaussian(object()))
+    with pytest.raises(ValueError, match="two samples"):
+        check_masked_model(BatchCentred(), torch.zeros(1, 3, dtype=torch.float64))
+
+
+def test_the_base_class_needs_the_reference():
+    class Nothing(MaskedModel):
+        pass
+
+    with pytest.raises(TypeError, match="masked_log_prob"):
+        Nothing()
+
+
+# ---------------------------------------------------------------------------- estimators
+def _fitted(estimator, X):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return estimator.fit(X)
+
+
+def _scores(estimator, X):
+    masks = np.eye(X.shape[1], dtype=bool)
+    return [estimator.score_samples(X), estimator.mpt_curve(X)[1], estimator.log_marginal_likelihood(X),
+            estimator.conditional_log_prob(X, masks), estimator.transform(X)]
+
+
+def test_scoring_a_vae_from_threads_gives_the_numbers_of_scoring_alone():
+    X = make_ppca(60, 5, 2, random_state=0).data
+    vae = _fitted(MaskedVAE(hidden_layer_sizes=(8,), max_epochs=2, score_masks=3, n_lml_samples=20,
+                            random_state=0), X)
+    alone = _scores(vae, X[:20])
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: _scores(vae, X[:20]), range(8)))
+    for result in results:
+        for got, expected in zip(result, alone, strict=True):
+            np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        MaskedPPCA(n_components=1, max_epochs=2, score_masks=2, random_state=0),
+        MaskedLinearVAE(n_components=1, likelihood="gaussian", n_quadrature=5, max_epochs=2, random_state=0),
+        MaskedVAE(n_components=1, hidden_layer_sizes=(4,), max_epochs=2, score_masks=2, n_lml_samples=5,
+                  random_state=0),
+    ],
+    ids=type,
+)
+def test_scoring_never_changes_the_estimator(estimator):
+    X = make_ppca(40, 4, 1, random_state=0).data
+    _fitted(estimator, X)
+    before = {key: value for key, value in vars(estimator).items() if key != "module_"}
+    state = {key: value.clone() for key, value in estimator.module_.state_dict().items()}
+    module_vars = dict(vars(estimator.module_))
+    _scores(estimator, X[:5])
+    assert vars(estimator).keys() == before.keys() | {"module_"}
+    assert dict(vars(estimator.module_)).keys() == module_vars.keys()
+    for key, value in estimator.module_.state_dict().items():
+        assert torch.equal(value, state[key]), key
+
+
+# ---------------------------------------------------------------------------- likelihoods
+@pytest.mark.parametrize("name", ["bernoulli", "gaussian"])
+def test_likelihood_objects_agree_with_their_own_log_prob(name):
+    from skmpt.models._likelihoods import make_likelihood
+
+    g = torch.Generator().manual_seed(0)
+    likelihood = make_likelihood(name, torch.zeros((), dtype=torch.float64), variance=0.7)
+    out = torch.randn(6, 4, generator=g, dtype=torch.float64)  # G=6 decoder outputs, D=4
+    X = torch.randint(0, 2, (3, 4), generator=g).double() if name == "bernoulli" else torch.randn(3, 4, generator=g,
+                                                                                                   dtype=torch.float64)
+    with torch.no_grad():
+        token = likelihood.log_prob(X[:, None, :], out)  # (n, G, D)
+        linear, square, constant = likelihood.natural_terms(out)
+        natural = X[:, None, :] * linear + constant + (0 if square is None else square * X[:, None, :].square())
+        np.testing.assert_allclose(natural.numpy(), token.numpy(), rtol=1e-12)
+        log_weights = torch.log_softmax(torch.randn(3, 2, 6, generator=g, dtype=torch.float64), -1)
+        mixture = likelihood.mixture_log_prob(X, log_weights, out)
+        brute = torch.logsumexp(log_weights.unsqueeze(-1) + token.unsqueeze(1), dim=2)
+        np.testing.assert_allclose(mixture.numpy(), brute.numpy(), rtol=1e-12)
+    expected_mean = torch.sigmoid(out) if name == "bernoulli" else out
+    assert torch.equal(likelihood.mean(out), expected_mean)
+
+
+def test_likelihood_checks_and_rescaling():
+    from skmpt.models._likelihoods import make_likelihood
+
+    like = torch.zeros((), dtype=torch.float64)
+    bernoulli, gaussian = make_likelihood("bernoulli", like), make_likelihood("gaussian", like, floor=0.1)
+    with pytest.raises(ValueError, match="only 0 and 1, but it contains 0.5"):
+        bernoulli.check(torch.tensor([0.0, 0.5], dtype=torch.float64))
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        gaussian.check(torch.tensor([math.nan], dtype=torch.float64))
+    with pytest.raises(ValueError, match="bernoulli likelihood is not closed under rescaling"):
+        bernoulli.unstandardize_(torch.tensor(2.0, dtype=torch.float64))
+    with torch.no_grad():
+        gaussian.unstandardize_(torch.tensor(2.0, dtype=torch.float64))
+    np.testing.assert_allclose(float(gaussian.variance().detach()), 4.0, rtol=1e-12)  # (0.1 + 0.9) * 2**2
+    with pytest.raises(ValueError, match="likelihood must be one of"):
+        make_likelihood("poisson", like)
+
+
+def test_the_bring_your_own_model_page_runs():
+    import doctest
+    from pathlib import Path
+
+    page = Path(__file__).parents[1] / "docs" / "user_guide" / "own_model.rst"
+    result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 10 and result.failed == 0
