@@ -7,7 +7,7 @@ sample of a few rows that it can score); it then inherits the whole battery of
 
 import torch
 
-from skmpt.models import LinearVAEModule, PPCAModule, VAEModule
+from skmpt.models import FactorAnalysisModule, GaussianMixtureModule, LinearVAEModule, PPCAModule, VAEModule
 from skmpt.testing import TabularJoint
 
 
@@ -20,6 +20,27 @@ def ppca():
     W = torch.randn(2, 5, generator=g, dtype=torch.float64)
     module = PPCAModule(W, torch.randn(5, generator=g, dtype=torch.float64), 0.5)
     return module, torch.randn(6, 5, generator=g, dtype=torch.float64) + module.mean.detach()
+
+
+def factor_analysis():
+    g = _generator(4)
+    W = torch.randn(2, 5, generator=g, dtype=torch.float64)
+    psi = torch.rand(5, generator=g, dtype=torch.float64) + 0.2  # one noise variance per feature
+    module = FactorAnalysisModule(W, torch.randn(5, generator=g, dtype=torch.float64), psi)
+    return module, torch.randn(6, 5, generator=g, dtype=torch.float64) + module.mean.detach()
+
+
+def gaussian_mixture(covariance_type="full"):
+    g = _generator(5)
+    means = 2 * torch.randn(3, 4, generator=g, dtype=torch.float64)
+    if covariance_type == "full":
+        A = torch.randn(3, 4, 4, generator=g, dtype=torch.float64)
+        covariances = A @ A.transpose(-1, -2) / 4 + 0.3 * torch.eye(4, dtype=torch.float64)
+    else:
+        covariances = torch.rand(3, 4, generator=g, dtype=torch.float64) + 0.3
+    weights = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
+    module = GaussianMixtureModule(weights, means, covariances, covariance_type)
+    return module, means[torch.arange(6) % 3] + torch.randn(6, 4, generator=g, dtype=torch.float64)
 
 
 def linear_vae_bernoulli():
@@ -55,6 +76,9 @@ def tabular_joint():
 #: name -> factory of ``(model, X)``.
 MODELS = {
     "ppca": ppca,
+    "factor_analysis": factor_analysis,
+    "gaussian_mixture_full": gaussian_mixture,
+    "gaussian_mixture_diag": lambda: gaussian_mixture("diag"),
     "linear_vae_bernoulli": linear_vae_bernoulli,
     "linear_vae_gaussian": linear_vae_gaussian,
     "vae_importance": vae,

@@ -27,12 +27,13 @@ import math
 
 import torch
 
+from ._base import MaskedModel
 from .ppca import _batch, _project
 
 __all__ = ["FactorAnalysisModule"]
 
 
-class FactorAnalysisModule(torch.nn.Module):
+class FactorAnalysisModule(MaskedModel):
     """Factor analysis with learnable ``W``, ``mu`` and ``psi`` and exact masked conditionals.
 
     Parameters

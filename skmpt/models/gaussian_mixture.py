@@ -27,6 +27,8 @@ import math
 
 import torch
 
+from ._base import MaskedModel
+
 __all__ = ["GaussianMixtureModule"]
 
 COVARIANCE_TYPES = ("full", "diag")
@@ -37,7 +39,7 @@ def _gaussian_log_prob(error, variance):
     return -0.5 * (math.log(2 * math.pi) + variance.log() + error.square() / variance)
 
 
-class GaussianMixtureModule(torch.nn.Module):
+class GaussianMixtureModule(MaskedModel):
     """Gaussian mixture with unconstrained parameters and exact masked conditionals.
 
     Parameters
