@@ -94,9 +94,10 @@ def _check_local_path(source, name):
     if os.path.exists(os.path.expanduser(text)):
         return
     if isinstance(source, os.PathLike) or _looks_like_path(text):
+        where = "" if os.path.isabs(os.path.expanduser(text)) else f" (relative to {os.getcwd()!r})"
         raise ValueError(
-            f"{name}={text!r} is a path that does not exist (relative to {os.getcwd()!r}); give a saved "
-            "directory or a hub name of the form 'name' or 'org/name'."
+            f"{name}={text!r} is a path that does not exist{where}; give a saved directory or a hub name of the "
+            "form 'name' or 'org/name'."
         )
 
 

@@ -646,3 +646,15 @@ def test_progress_bar_advances_per_forward_pass(tiny_bert, monkeypatch):
     assert max(bar.steps) <= 4  # one update per forward pass of at most batch_size copies
     scorer.set_params(verbose=0).pseudo_log_likelihood(texts[:3])
     assert bars[-1].disable
+
+
+def test_clone_keeps_the_output_configuration(joint_setup):
+    from sklearn.base import clone
+
+    joint, tokenizer, texts, _ = joint_setup
+    model = JointMaskedLM(joint, tokenizer)
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[0.4], n_masks=1, device="cpu")
+    fresh = clone(scorer.set_output(transform="pandas"))
+    assert fresh.model is model and fresh.tokenizer is tokenizer
+    assert fresh.get_params()["mask_rates"] == [0.4] and fresh.get_params()["mask_rates"] is not scorer.mask_rates
+    assert fresh.fit_transform(texts[:2]).columns.tolist() == ["S@0.4"]
