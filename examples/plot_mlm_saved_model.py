@@ -19,7 +19,7 @@ learnt which words are frequent, little yet about context, so hiding more of the
 costs it little. A longer run (``--max-steps 1500``, or ``mlm_pretraining_curve.py --full``)
 gives the curve that falls with the masking rate, as BERT's does in the paper.
 
-Run as it is, the script uses about __CPU__ of CPU time (measured on 2 shared cores).
+Run as it is, the script used 63 s of CPU time (``time``, 2 shared CPU cores), training included.
 """
 
 import argparse
