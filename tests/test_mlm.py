@@ -658,3 +658,13 @@ def test_clone_keeps_the_output_configuration(joint_setup):
     assert fresh.model is model and fresh.tokenizer is tokenizer
     assert fresh.get_params()["mask_rates"] == [0.4] and fresh.get_params()["mask_rates"] is not scorer.mask_rates
     assert fresh.fit_transform(texts[:2]).columns.tolist() == ["S@0.4"]
+
+
+def test_a_tokenizer_of_special_tokens_only_is_no_tokenizer(saved_bert, tmp_path):
+    import shutil
+
+    # a stray tokenizer_config.json is not a vocabulary: transformers would build 5 tokens from it
+    shutil.copytree(saved_bert / "weights-only", tmp_path / "model")
+    (tmp_path / "model" / "tokenizer_config.json").write_text('{"tokenizer_class": "BertTokenizer"}')
+    with pytest.raises(ValueError, match=r"No tokenizer was found in model=.*holds only its \d special tokens"):
+        MLMCurveScorer(str(tmp_path / "model"), device="cpu").fit()
