@@ -75,6 +75,13 @@ def _positive_int(text):
     return value
 
 
+def _at_least_two(text):
+    value = _positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be at least 2 (room for the special tokens); got {value}")
+    return value
+
+
 def _parser():
     parser = _Parser(prog="skmpt", description=__doc__.splitlines()[0],
                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -97,7 +104,7 @@ def _parser():
     add("--score-method", choices=["sweep", "chain"], default="sweep", help="estimator of the cumulative score")
     add("--batch-size", type=_positive_int, default=64, help="most masked copies per forward pass")
     add("--max-batch-tokens", type=_positive_int, default=16384, help="most tokens per forward pass")
-    add("--max-length", type=_positive_int, default=512, help="longest text in tokens; longer ones are truncated")
+    add("--max-length", type=_at_least_two, default=512, help="longest text in tokens; longer ones are truncated")
     add("--device", default="auto", help="'auto', 'cpu', 'cuda' or 'cuda:N'")
     add("--dtype", choices=["auto", "float32", "bfloat16", "float16", "float64"], default="auto",
         help="dtype the model runs in ('auto': the checkpoint's)")

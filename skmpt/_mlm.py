@@ -61,8 +61,7 @@ _FILE_EXTENSIONS = (".bin", ".safetensors", ".json", ".txt", ".pt", ".pth", ".ck
                     ".gguf", ".onnx")
 
 # Files from which AutoTokenizer builds a tokenizer; a directory with none of them holds no tokenizer.
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.*", "merges.txt", "*.model",
-                    "special_tokens_map.json")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.*", "merges.txt", "*.model")
 
 # Options of ``from_pretrained`` that say where and how to fetch; they apply to the tokenizer too.
 _HUB_OPTIONS = ("revision", "trust_remote_code", "local_files_only", "cache_dir", "token")
@@ -94,9 +93,10 @@ def _check_local_path(source, name):
     if os.path.exists(os.path.expanduser(text)):
         return
     if isinstance(source, os.PathLike) or _looks_like_path(text):
+        where = "" if os.path.isabs(os.path.expanduser(text)) else f" (relative to {os.getcwd()!r})"
         raise ValueError(
-            f"{name}={text!r} is a path that does not exist (relative to {os.getcwd()!r}); give a saved "
-            "directory or a hub name of the form 'name' or 'org/name'."
+            f"{name}={text!r} is a path that does not exist{where}; give a saved directory or a hub name of the "
+            "form 'name' or 'org/name'."
         )
 
 
@@ -540,7 +540,12 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
             hub = {key: kwargs[key] for key in _HUB_OPTIONS if key in kwargs}
             if name == "tokenizer":  # the model's revision is not the tokenizer's
                 hub.pop("revision", None)
-            tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer, **hub)
+            source_name, tokenizer = tokenizer, transformers.AutoTokenizer.from_pretrained(tokenizer, **hub)
+            if len(tokenizer) <= len(set(tokenizer.all_special_ids)):
+                raise ValueError(
+                    f"No tokenizer was found in {name}={os.fspath(source_name)!r}: what loaded holds only its "
+                    f"{len(tokenizer)} special tokens. Pass one with tokenizer= (--tokenizer on the command line)."
+                )
         if getattr(tokenizer, "mask_token_id", None) is None:
             raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no mask token; a masked LM needs one.")
         if getattr(tokenizer, "pad_token_id", None) is None:

@@ -106,6 +106,7 @@ def test_existing_outputs_and_the_input_are_never_overwritten(model_dir, texts_f
         (["--n-masks", "0"], "argument --n-masks: must be a positive integer; got 0"),
         (["--n-masks", "-3"], "argument --n-masks: must be a positive integer; got -3"),
         (["--plot", "-"], "--plot must be a file"),
+        (["--max-length", "1"], "argument --max-length: must be at least 2"),
         (["--model", "./no-such-model"], "--model='./no-such-model' is a path that does not exist"),
         (["--device", "tpu"], None),  # checked by the scorer: a runtime error, exit 1
     ],

@@ -646,3 +646,25 @@ def test_progress_bar_advances_per_forward_pass(tiny_bert, monkeypatch):
     assert max(bar.steps) <= 4  # one update per forward pass of at most batch_size copies
     scorer.set_params(verbose=0).pseudo_log_likelihood(texts[:3])
     assert bars[-1].disable
+
+
+def test_clone_keeps_the_output_configuration(joint_setup):
+    from sklearn.base import clone
+
+    joint, tokenizer, texts, _ = joint_setup
+    model = JointMaskedLM(joint, tokenizer)
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[0.4], n_masks=1, device="cpu")
+    fresh = clone(scorer.set_output(transform="pandas"))
+    assert fresh.model is model and fresh.tokenizer is tokenizer
+    assert fresh.get_params()["mask_rates"] == [0.4] and fresh.get_params()["mask_rates"] is not scorer.mask_rates
+    assert fresh.fit_transform(texts[:2]).columns.tolist() == ["S@0.4"]
+
+
+def test_a_tokenizer_of_special_tokens_only_is_no_tokenizer(saved_bert, tmp_path):
+    import shutil
+
+    # a stray tokenizer_config.json is not a vocabulary: transformers would build 5 tokens from it
+    shutil.copytree(saved_bert / "weights-only", tmp_path / "model")
+    (tmp_path / "model" / "tokenizer_config.json").write_text('{"tokenizer_class": "BertTokenizer"}')
+    with pytest.raises(ValueError, match=r"No tokenizer was found in model=.*holds only its \d special tokens"):
+        MLMCurveScorer(str(tmp_path / "model"), device="cpu").fit()
