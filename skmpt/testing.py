@@ -320,8 +320,9 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_masks=8, n_ordering
 
     Parameters
     ----------
-    model : object
-        A :class:`skmpt.models.MaskedModel` or any object with ``masked_log_prob``.
+    model : object or fitted skmpt estimator
+        A :class:`skmpt.models.MaskedModel` or any object with ``masked_log_prob``; for a
+        fitted estimator, its ``module_`` on ``X`` validated by the estimator.
     X : torch.Tensor or array-like of shape (n_samples, n_features)
         At least two samples, in the dtype and on the device to check; float64 for the
         default tolerances.
@@ -356,7 +357,9 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_masks=8, n_ordering
     >>> report["identity"] < 1e-9
     True
     """
-    if isinstance(X, torch.Tensor):
+    if isinstance(model, BaseEstimator):
+        model, X = _model_and_tensor(model, X)
+    elif isinstance(X, torch.Tensor):
         X = X.detach()
     else:
         X = torch.as_tensor(np.asarray(X, dtype=np.float64))

@@ -232,6 +232,7 @@ def test_scoring_a_vae_from_threads_gives_the_numbers_of_scoring_alone():
 def test_scoring_never_changes_the_estimator(estimator):
     X = make_ppca(40, 4, 1, random_state=0).data
     _fitted(estimator, X)
+    assert check_masked_model(estimator, X[:5])["batch independence"] <= 1e-9
     before = {key: value for key, value in vars(estimator).items() if key != "module_"}
     state = {key: value.clone() for key, value in estimator.module_.state_dict().items()}
     module_vars = dict(vars(estimator.module_))
