@@ -159,7 +159,8 @@ def _gaussian(model):
 
 def _offset_sum():
     g = torch.Generator().manual_seed(0)
-    return _gaussian(OffsetSum(torch.randn(2, 3, generator=g, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), 0.5))
+    W = torch.randn(2, 3, generator=g, dtype=torch.float64)
+    return _gaussian(OffsetSum(W, torch.zeros(3, dtype=torch.float64), 0.5))
 
 
 @pytest.mark.parametrize(
