@@ -51,8 +51,8 @@ def resolve_device(device):
 class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Base for estimators trained by masked pre-training and scored by its cumulative sum.
 
-    Subclasses define ``_init_module(X, generator)`` (a torch module on ``X``'s device and
-    dtype, with ``masked_log_prob_sum``, ``log_marginal`` and ``posterior``), and may
+    Subclasses define ``_init_module(X, generator)`` (a :class:`skmpt.models.MaskedModel` on
+    ``X``'s device and dtype, with ``log_marginal`` and ``posterior``), and may
     override ``_set_fitted_attributes()`` and ``_log_marginal_kwargs()``.
     """
 

@@ -47,7 +47,13 @@ import numbers
 
 import torch
 
-from .models._base import _with_generator, has_own_chain, importance_log_weights, reference_chain_log_prob, standard_normal
+from .models._base import (
+    _with_generator,
+    has_own_chain,
+    importance_log_weights,
+    reference_chain_log_prob,
+    standard_normal,
+)
 from .masks import (
     all_masks,
     check_generator,
@@ -528,7 +534,8 @@ def mpt_curve(model, X, *, method="sweep", n_masks=100, random_state=None):
         raise ValueError(f"X must be a 2-D tensor with at least one feature; got shape {tuple(X.shape)}.")
     if method == "exhaustive":
         stochastic = getattr(model, "stochastic", False)
-        return _exhaustive_curve(model, X, _model_generator(model, check_generator(random_state)) if stochastic else None)
+        model_generator = _model_generator(model, check_generator(random_state)) if stochastic else None
+        return _exhaustive_curve(model, X, model_generator)
     n_masks = _check_n_masks(n_masks)
     generator = check_generator(random_state)
     if method == "sweep":

@@ -170,7 +170,8 @@ def check_mpt_identity(model, X, *, method="exhaustive", n_masks=100, log_margin
     Parameters
     ----------
     model : fitted skmpt estimator or model object
-        An estimator must be fitted (``NotFittedError`` otherwise). A model object has ``masked_log_prob_sum`` or ``masked_log_prob``
+        An estimator must be fitted (``NotFittedError`` otherwise). A model object has
+        ``masked_log_prob_sum`` or ``masked_log_prob``
         (:mod:`skmpt.objectives`), and ``log_marginal`` unless ``log_marginal`` is given.
     X : array-like or torch.Tensor of shape (n_samples, n_features)
     method : {"exhaustive", "sweep", "nested", "chain"}, default="exhaustive"
@@ -274,7 +275,8 @@ class _Contract:
         worst = float(error.max()) if error.numel() else 0.0
         self.report[name] = max(worst, self.report.get(name, 0.0))
         if error.numel() and not bool((excess <= 0).all()):
-            index = tuple(int(i) for i in np.unravel_index(int(torch.nan_to_num(excess, nan=np.inf).argmax()), excess.shape))
+            flat = int(torch.nan_to_num(excess, nan=np.inf).argmax())
+            index = tuple(int(i) for i in np.unravel_index(flat, excess.shape))
             self.fail(
                 name,
                 f"max abs difference {worst:.6g} (first beyond tolerance at index {index}: got "
@@ -320,8 +322,9 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_masks=8, n_ordering
 
     Parameters
     ----------
-    model : object
-        A :class:`skmpt.models.MaskedModel` or any object with ``masked_log_prob``.
+    model : object or fitted skmpt estimator
+        A :class:`skmpt.models.MaskedModel` or any object with ``masked_log_prob``; for a
+        fitted estimator, its ``module_`` on ``X`` validated by the estimator.
     X : torch.Tensor or array-like of shape (n_samples, n_features)
         At least two samples, in the dtype and on the device to check; float64 for the
         default tolerances.
@@ -356,7 +359,9 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_masks=8, n_ordering
     >>> report["identity"] < 1e-9
     True
     """
-    if isinstance(X, torch.Tensor):
+    if isinstance(model, BaseEstimator):
+        model, X = _model_and_tensor(model, X)
+    elif isinstance(X, torch.Tensor):
         X = X.detach()
     else:
         X = torch.as_tensor(np.asarray(X, dtype=np.float64))
@@ -450,7 +455,8 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_masks=8, n_ordering
         with torch.no_grad():
             mean = model.posterior(X)[0]
         if not isinstance(mean, torch.Tensor) or mean.ndim != 2 or mean.shape[0] != n_samples:
-            c.fail("posterior", f"posterior(X)[0] must be a tensor of shape ({n_samples}, K); got {getattr(mean, 'shape', mean)}.")
+            got = getattr(mean, "shape", mean)
+            c.fail("posterior", f"posterior(X)[0] must be a tensor of shape ({n_samples}, K); got {got}.")
         c.output("posterior", mean, mean.shape)
         c.report["posterior"] = 0.0
         if hasattr(model, "decode"):

@@ -159,7 +159,8 @@ def _gaussian(model):
 
 def _offset_sum():
     g = torch.Generator().manual_seed(0)
-    return _gaussian(OffsetSum(torch.randn(2, 3, generator=g, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), 0.5))
+    W = torch.randn(2, 3, generator=g, dtype=torch.float64)
+    return _gaussian(OffsetSum(W, torch.zeros(3, dtype=torch.float64), 0.5))
 
 
 @pytest.mark.parametrize(
@@ -232,6 +233,7 @@ def test_scoring_a_vae_from_threads_gives_the_numbers_of_scoring_alone():
 def test_scoring_never_changes_the_estimator(estimator):
     X = make_ppca(40, 4, 1, random_state=0).data
     _fitted(estimator, X)
+    assert check_masked_model(estimator, X[:5])["batch independence"] <= 1e-9
     before = {key: value for key, value in vars(estimator).items() if key != "module_"}
     state = {key: value.clone() for key, value in estimator.module_.state_dict().items()}
     module_vars = dict(vars(estimator.module_))
