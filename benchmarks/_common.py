@@ -1,9 +1,14 @@
 """Helpers shared by the benchmark scripts (not part of the package)."""
 
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
+
+# Measure the checkout this folder belongs to, not whichever skmpt is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from skmpt.datasets import make_ppca
 from skmpt.models import PPCAModule

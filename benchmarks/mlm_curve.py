@@ -8,7 +8,10 @@ virtual environment of its own, given by ``--minicons-python``; make one with
     python -m venv /tmp/minicons
     /tmp/minicons/bin/pip install torch==2.13.0 "transformers==4.57.6" minicons==0.3.39
 
-Prints: the largest difference of the PLLs per token; tokens scored per second by each and
+Prints: skmpt's pseudo-log-likelihood and MPT curve (sweep, one mask per size: as many
+copies as the PLL) against the bare encoder (``model.base_model``, no LM head) run over the same
+masked copies in batches of the same size, the work no scorer can skip; the largest difference
+of the PLLs per token; tokens scored per second by each and
 their ratio (each timed in its own process, best of ``--repeats``); and the peak resident
 memory (above the loaded model) of one 512-token sentence's full PLL, each in a child
 process; minicons' child runs under an address-space limit (``--memory-limit`` GiB) so that
@@ -44,9 +47,17 @@ SKMPT_CHILD = textwrap.dedent(
         start = time.perf_counter()
         pll = scorer.pseudo_log_likelihood(texts)
         best = min(best, time.perf_counter() - start)
+    curve = float("inf")
+    if args.get("curve"):  # the MPT curve's sum with one mask per size: L copies per text, as for the PLL
+        scorer.set_params(score_method="sweep", n_masks=1, random_state=0)
+        for _ in range(args["repeats"]):
+            start = time.perf_counter()
+            scorer.score_samples(texts)
+            curve = min(curve, time.perf_counter() - start)
     gpu = torch.cuda.max_memory_allocated() if scorer.device_.type == "cuda" else None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"pll": pll.tolist(), "seconds": best, "rss_kib": [before, peak], "gpu_bytes": gpu}))
+    print(json.dumps({"pll": pll.tolist(), "seconds": best, "curve_seconds": curve, "rss_kib": [before, peak],
+                      "gpu_bytes": gpu}))
     """
 )
 
@@ -82,6 +93,43 @@ MINICONS_CHILD = textwrap.dedent(
     gpu = torch.cuda.max_memory_allocated() if args["device"].startswith("cuda") else None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"pll": pll, "seconds": best, "rss_kib": [before, peak], "gpu_bytes": gpu, "error": error}))
+    """
+)
+
+
+BARE_CHILD = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+    args = json.loads(sys.argv[1])
+    texts = json.load(open(args["texts"]))
+    tokenizer = AutoTokenizer.from_pretrained(args["model"])
+    encoder = AutoModelForMaskedLM.from_pretrained(args["model"]).base_model.to(args["device"]).eval()
+    ids = tokenizer(texts, truncation=True, max_length=512)["input_ids"]
+    # every masked copy (one per own token: [CLS] and [SEP] excluded), grouped by length as skmpt does
+    copies = sorted((len(row), row) for row in ids for _ in range(len(row) - 2))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    best = float("inf")
+    for _ in range(args["repeats"]):
+        start = time.perf_counter()
+        with torch.inference_mode():
+            i = 0
+            while i < len(copies):
+                length = copies[i][0]
+                count = max(1, min(args["batch_size"], args["max_batch_tokens"] // length))
+                chunk = copies[i : i + count]
+                width = max(n for n, _ in chunk)
+                batch = torch.full((len(chunk), width), tokenizer.pad_token_id)
+                for r, (n, row) in enumerate(chunk):
+                    batch[r, :n] = torch.tensor(row)
+                    batch[r, 1 + r % (n - 2)] = tokenizer.mask_token_id
+                mask = (batch != tokenizer.pad_token_id).long()
+                encoder(input_ids=batch.to(args["device"]), attention_mask=mask.to(args["device"]))
+                i += count
+        best = min(best, time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"seconds": best, "rss_kib": [before, peak]}))
     """
 )
 
@@ -147,9 +195,15 @@ def main(argv=None):
         print(f"{description}; {len(texts)} texts, {n_tokens} tokens; device {args.device}")
         common = dict(model=model_dir, device=args.device, repeats=args.repeats)
         ours = run_child(
-            sys.executable, SKMPT_CHILD, texts=texts_file, max_batch_tokens=args.max_batch_tokens, **common
+            sys.executable, SKMPT_CHILD, texts=texts_file, max_batch_tokens=args.max_batch_tokens, curve=True, **common
         )
-        print(f"skmpt    PLL: {n_tokens / ours['seconds']:9.0f} tokens/s")
+        bare = run_child(sys.executable, BARE_CHILD, texts=texts_file, max_batch_tokens=args.max_batch_tokens,
+                         batch_size=64, **common)
+        print(f"skmpt    PLL: {n_tokens / ours['seconds']:9.0f} tokens/s, peak RSS {ours['rss_kib'][1] / 2**20:.2f} GiB")
+        print(f"bare encoder over the same masked copies: {n_tokens / bare['seconds']:9.0f} tokens/s, "
+              f"peak RSS {bare['rss_kib'][1] / 2**20:.2f} GiB")
+        print(f"PLL / bare encoder: {ours['seconds'] / bare['seconds']:.2f}x; MPT curve (sweep, one mask per size, "
+              f"as many copies) / bare encoder: {ours['curve_seconds'] / bare['seconds']:.2f}x")
         theirs = None
         if args.minicons_python:
             theirs = run_child(args.minicons_python, MINICONS_CHILD, texts=texts_file, batch_size=args.minicons_batch,

@@ -1,75 +1,131 @@
-"""Speed of MaskedPPCA's cumulative score against dense per-mask conditioning.
+"""Speed of MaskedPPCA's cumulative score: fraction of the matmul rate, before and after.
 
-Prints, for (D, K) in {(512, 2), (512, 16), (256, 8)}, the seconds per mask of
+For (D, K) in {(256, 8), (512, 16), (512, 2)}, n=512 samples and P=512 masks shared by the
+samples (the sweep with 512 // D masks per size), prints CPU seconds (``time.process_time``,
+one torch thread, the minimum of interleaved repeats) of
 
-- the paper's method: invert the D_r x D_r block S_RR of the model covariance per mask
-  (``dense``), and
-- skmpt's: the K x K posterior of z given x_r and per-mask statistics (``skmpt``),
+- ``matmul``: a float64 matrix product ``(n, D) @ (D, P K)``, the same multiply-add count
+  ``n P D K`` (the in-process baseline);
+- ``before``: ``cumulative_score`` with the PPCA module of commit ``BEFORE`` (loaded with
+  ``git show``), through today's objectives and masks;
+- ``after``: ``cumulative_score`` with today's module;
 
-on the same masks (uniform sizes, shared by the samples) and the same samples, in this process,
-and their ratio. Then, at D=512, K=2, the time of the chain estimator to the exact LML beside
-the time of the paper's sweep with P=100 masks per size (its error is printed too).
+the fraction of the matmul rate of each (``matmul / time``) and the largest difference of
+the scores. Then, per configuration, the speed-up of the masked sums over dense per-mask
+conditioning (the paper's method, timed on ``--dense-masks`` masks) and the time of drawing
+the P masks with two sorts (the previous sampler) and with one (today's).
 
-    python benchmarks/ppca_score.py [--n-samples 100] [--dense-masks 64]
+Per-mask sums need ``2 K + 1`` weighted sums over the ``D`` tokens for each sample and mask
+(the quadratic form has rank ``2 K`` plus a diagonal), so the fraction is at most about
+``K / (2 K + 1)``; the line ``bound`` prints it.
+
+    python benchmarks/ppca_score.py [--repeats 5] [--dense-masks 32]
 """
 
 import argparse
-from functools import partial
+import importlib.util
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
 import torch
 
-from _common import best_time, dense_masked_log_prob_sum, ppca_module
+from _common import dense_masked_log_prob_sum, ppca_module
 from skmpt.masks import uniform_size_masks
 from skmpt.objectives import cumulative_score, masked_log_prob_sum
 
+#: The last commit before the one-GEMM rewrite of ``PPCAModule.masked_log_prob_sum``.
+BEFORE = "cce2468"
+
+
+def cpu_times(functions, repeats):
+    """Minimum CPU seconds of each function, called alternately ``repeats`` times."""
+    best = [float("inf")] * len(functions)
+    for _ in range(repeats):
+        for i, fn in enumerate(functions):
+            start = time.process_time()
+            fn()
+            best[i] = min(best[i], time.process_time() - start)
+    return best
+
+
+def load_before():
+    """``PPCAModule`` as it was at commit ``BEFORE``."""
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(
+        ["git", "show", f"{BEFORE}:skmpt/models/ppca.py"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "ppca_before.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("ppca_before", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PPCAModule
+
+
+def two_sort_masks(sizes, n_features, generator):
+    """The previous sampler: rank the noise with a second sort."""
+    noise = torch.rand(*sizes.shape, n_features, generator=generator)
+    return noise.argsort(dim=-1).argsort(dim=-1) < sizes.unsqueeze(-1)
+
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="MaskedPPCA scoring speed against dense conditioning")
-    parser.add_argument("--n-samples", type=int, default=100)
-    parser.add_argument("--dense-masks", type=int, default=64, help="masks timed for the dense method")
-    parser.add_argument("--sweep-masks", type=int, default=100, help="P for the sweep at D=512")
+    parser = argparse.ArgumentParser(description="MaskedPPCA scoring against the matmul rate")
+    parser.add_argument("--n-samples", type=int, default=512)
+    parser.add_argument("--n-masks", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--dense-masks", type=int, default=32, help="masks timed for the dense method")
     args = parser.parse_args(argv)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float64, {args.n_samples} samples")
-    print(f"{'D':>5} {'K':>4} {'dense s/mask':>14} {'skmpt s/mask':>14} {'speed-up':>10} {'max |diff|':>11}")
-    for n_features, n_components in [(512, 2), (512, 16), (256, 8)]:
-        module, X = ppca_module(n_features, n_components, n_samples=args.n_samples)
-        masks = uniform_size_masks(args.dense_masks, n_features, random_state=0)
-        many = uniform_size_masks(50 * args.dense_masks, n_features, random_state=1)
+    torch.set_num_threads(1)
+    Before = load_before()
+    n, P = args.n_samples, args.n_masks
+    print(f"torch {torch.__version__}, 1 thread, float64, CPU time; n={n} samples, P={P} masks, before = {BEFORE}")
+    header = f"{'D':>4} {'K':>3} {'matmul s':>9} {'before s':>9} {'after s':>9} {'before':>7} {'after':>7} {'bound':>6} {'speed-up':>8} {'max |diff|':>10}"
+    print(header)
+    rows = []
+    for D, K in [(256, 8), (512, 16), (512, 2)]:
+        module, X = ppca_module(D, K, n_samples=n)
+        before = Before(module.components.clone(), module.mean.clone(), module.noise_variance.clone())
+        before.requires_grad_(False)
+        a = torch.randn(n, D, dtype=torch.float64)
+        b = torch.randn(D, P * K, dtype=torch.float64)
+        per_size = max(1, P // D)
         with torch.no_grad():
-            dense = dense_masked_log_prob_sum(module, X, masks)
-            fast = masked_log_prob_sum(module, X, masks)
-            dense_time = best_time(partial(dense_masked_log_prob_sum, module, X, masks), repeats=5) / len(masks)
-            # The fast path is timed on 50 times more masks (its per-mask cost is tiny).
-            fast_time = best_time(partial(masked_log_prob_sum, module, X, many), repeats=5) / len(many)
-        diff = float((dense - fast).abs().max())
+            score = lambda m: cumulative_score(m, X, method="sweep", n_masks=per_size, random_state=0)  # noqa: E731
+            t_mm, t_before, t_after = cpu_times([lambda: a @ b, lambda: score(before), lambda: score(module)], args.repeats)
+            diff = float((score(before) - score(module)).abs().max())
+        rows.append((D, K, t_mm, t_before, t_after))
         print(
-            f"{n_features:>5} {n_components:>4} {dense_time:>14.3e} {fast_time:>14.3e} "
-            f"{dense_time / fast_time:>9.0f}x {diff:>11.2e}"
+            f"{D:>4} {K:>3} {t_mm:>9.4f} {t_before:>9.4f} {t_after:>9.4f} {t_mm / t_before:>7.1%} "
+            f"{t_mm / t_after:>7.1%} {K / (2 * K + 1):>6.1%} {t_before / t_after:>7.2f}x {diff:>10.1e}"
         )
 
-    module, X = ppca_module(512, 2, n_samples=args.n_samples)
-    with torch.no_grad():
-        lml = module.log_marginal(X)
-        chain_time = best_time(lambda: cumulative_score(module, X, method="chain", n_masks=1, random_state=0))
-        chain = cumulative_score(module, X, method="chain", n_masks=1, random_state=0)
-        sweep_time = best_time(
-            lambda: cumulative_score(module, X, method="sweep", n_masks=args.sweep_masks, random_state=0), repeats=1
+    print(f"\n{'D':>4} {'K':>3} {'dense s/mask':>13} {'skmpt s/mask':>13} {'speed-up':>9} {'max |diff|':>10}   masks: two sorts, one sort")
+    for D, K in [(256, 8), (512, 16), (512, 2)]:
+        module, X = ppca_module(D, K, n_samples=n)
+        masks = uniform_size_masks(args.dense_masks, D, random_state=0)
+        many = uniform_size_masks(P, D, random_state=1)
+        sizes = many.sum(-1)
+        with torch.no_grad():
+            dense = dense_masked_log_prob_sum(module, X, masks)
+            diff = float((dense - masked_log_prob_sum(module, X, masks)).abs().max())
+            t_dense, t_fast = cpu_times(
+                [lambda: dense_masked_log_prob_sum(module, X, masks), lambda: masked_log_prob_sum(module, X, many)],
+                max(1, args.repeats // 2),
+            )
+        g = torch.Generator()
+        t_two, t_one = cpu_times(
+            [lambda: two_sort_masks(sizes, D, g), lambda: uniform_size_masks(P, D, random_state=g)], args.repeats
         )
-        sweeps = torch.stack(
-            [cumulative_score(module, X, method="sweep", n_masks=args.sweep_masks, random_state=s) for s in range(5)]
+        t_dense, t_fast = t_dense / len(masks), t_fast / len(many)
+        print(
+            f"{D:>4} {K:>3} {t_dense:>13.3e} {t_fast:>13.3e} {t_dense / t_fast:>8.0f}x {diff:>10.1e}   "
+            f"{t_two * 1e3:.1f} ms, {t_one * 1e3:.1f} ms"
         )
-    sweep_error = (sweeps.mean(1) - lml.mean()).abs()
-    print(f"\nD=512, K=2, mean LML {float(lml.mean()):.3f} nats over {args.n_samples} samples")
-    print(
-        f"chain, 1 ordering:  {chain_time:8.3f} s, max |error| per sample "
-        f"{float((chain - lml).abs().max()):.2e} nats (exact)"
-    )
-    print(
-        f"sweep, P={args.sweep_masks}:     {sweep_time:8.3f} s, |error| of the mean over 5 seeds: "
-        f"mean {float(sweep_error.mean()):.3f}, max {float(sweep_error.max()):.3f} nats"
-    )
-    print(f"chain is {sweep_time / chain_time:.0f}x faster than the sweep, and exact")
+    return rows
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main() and 0)

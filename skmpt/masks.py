@@ -163,10 +163,12 @@ def masks_of_sizes(sizes, n_features, *, random_state=None, device=None):
         )
     generator = check_generator(random_state)
     noise = torch.rand(*sizes.shape, n_features, generator=generator)
-    # The ranks of i.i.d. uniforms form a uniformly random permutation; the positions whose
-    # rank falls below the size are a uniformly random subset of exactly that size.
-    ranks = noise.argsort(dim=-1).argsort(dim=-1)
-    return (ranks < sizes.unsqueeze(-1)).to(device)
+    # Sorting i.i.d. uniforms gives a uniformly random permutation; its first `size` entries
+    # are a uniformly random subset of exactly that size. One sort: the subset is scattered
+    # back through the permutation instead of ranking the features with a second sort.
+    order = noise.argsort(dim=-1)
+    first = torch.arange(n_features) < sizes.unsqueeze(-1)
+    return torch.empty_like(first).scatter_(-1, order, first).to(device)
 
 
 def fixed_rate_masks(shape, n_features, rate, *, random_state=None, device=None):

@@ -169,8 +169,17 @@ def _chunk_size(model, n_samples, n_features, per_mask_width=1):
 
 
 def _shared_mask_sums(model, X, masks, generator):
-    """Sums for masks shared by all samples, evaluated a chunk of masks at a time."""
-    chunk = _chunk_size(model, X.shape[0], X.shape[1])
+    """Sums for masks shared by all samples, evaluated a chunk of masks at a time.
+
+    A deterministic model that never holds a samples x masks x features tensor for shared
+    masks may choose its own chunk through ``shared_mask_chunk(n_samples)`` (PPCA sizes its
+    chunks so that its matrix products stay fast); otherwise chunks follow ``_CHUNK_BUDGET``.
+    """
+    preferred = getattr(model, "shared_mask_chunk", None)
+    if preferred is None or getattr(model, "mask_chunk", None) is not None:
+        chunk = _chunk_size(model, X.shape[0], X.shape[1])
+    else:
+        chunk = max(1, int(preferred(X.shape[0])))
     parts = [
         masked_log_prob_sum(model, X, masks[i : i + chunk], generator=generator) for i in range(0, len(masks), chunk)
     ]

@@ -1,8 +1,10 @@
+import itertools
 import math
 
 import numpy as np
 import pytest
 import torch
+from scipy.stats import chisquare
 
 from skmpt import masks
 
@@ -107,3 +109,26 @@ def test_seeds_outside_torch_range_are_errors(seed):
     with pytest.raises(ValueError, match=r"random_state must lie in \[0, 2\*\*64\)"):
         masks.check_generator(seed)
     assert masks.check_generator(2**64 - 1).initial_seed() == 2**64 - 1
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+def test_every_subset_of_a_size_is_equally_likely(size):
+    # Chi-square over all comb(6, size) subsets: a sampler that favoured some positions (or
+    # returned the wrong size) would fail; the seed is fixed, so the test is deterministic.
+    n_features, n_draws = 6, 12000
+    m = masks.masks_of_sizes([size] * n_draws, n_features, random_state=size)
+    assert bool((m.sum(-1) == size).all())
+    codes = (m.long() << torch.arange(n_features)).sum(-1)
+    counts = torch.bincount(codes, minlength=2**n_features).numpy()
+    subsets = [sum(1 << j for j in c) for c in itertools.combinations(range(n_features), size)]
+    assert counts.sum() == counts[subsets].sum()
+    assert chisquare(counts[subsets]).pvalue > 1e-3
+
+
+def test_one_sort_sampler_takes_the_lowest_ranks_of_its_noise():
+    # The mask is the set of features whose uniform noise ranks below the size: the same
+    # subset as ranking the noise with two sorts, drawn with one.
+    sizes = torch.randint(1, 41, (300,), generator=torch.Generator().manual_seed(0))
+    m = masks.masks_of_sizes(sizes, 40, random_state=7)
+    noise = torch.rand(300, 40, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(m, noise.argsort(-1).argsort(-1) < sizes.unsqueeze(-1))

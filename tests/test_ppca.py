@@ -315,3 +315,23 @@ def test_conditional_log_prob_for_power_users(ppca_data):
         ppca.conditional_log_prob(X, masks * 0.5)
     with pytest.raises(ValueError, match="X has 4 samples"):
         ppca.conditional_log_prob(X, np.ones((3, 2, 10), dtype=bool))
+
+
+def test_shared_mask_fast_path_in_any_chunks_matches_per_sample_path(monkeypatch):
+    # The shared-mask path (one matrix product over all masks, chunked as the module asks)
+    # must give the per-sample path's sums whatever the chunk, and the closed-form LML.
+    rng = np.random.RandomState(0)
+    components, mean = rng.randn(3, 9), rng.randn(9)
+    module = make_ppca_module(components, mean, 0.7)
+    X = torch.as_tensor(rng.randn(4, 9) * 2 + mean)
+    masks = all_masks(9)
+    with torch.no_grad():
+        shared = module.masked_log_prob_sum(X, masks)
+        per_sample = module.masked_log_prob_sum(X, masks.expand(4, -1, -1))
+        whole = objectives.cumulative_score(module, X, method="exhaustive")
+        monkeypatch.setattr(type(module), "shared_mask_chunk", lambda self, n_samples: 7)
+        chunked = objectives.cumulative_score(module, X, method="exhaustive")
+        lml = module.log_marginal(X)
+    np.testing.assert_allclose(shared.numpy(), per_sample.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(chunked.numpy(), whole.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(whole.numpy(), lml.numpy(), rtol=1e-9)

@@ -113,22 +113,35 @@ class PPCAModule(MaskedModel):
         W = self.components.T
         return (W.unsqueeze(-1) * W.unsqueeze(-2)).flatten(1)
 
+    def shared_mask_chunk(self, n_samples):
+        """Masks per call of :meth:`masked_log_prob_sum` when they are shared by the samples.
+
+        A mask holds about ``(2K + 1) n + (2K + 4) D`` numbers; chunks of about ``2**21`` of
+        them (16 MiB in float64) keep the products fast, while fewer masks per call would
+        repeat the per-call work. Used by :mod:`skmpt.objectives`.
+        """
+        K, D = self.components.shape
+        return max(1, 2**21 // ((2 * K + 1) * n_samples + (2 * K + 4) * D))
+
+    def _mask_covariance(self, masks, dtype):
+        """Per-mask covariance of ``z | x_r``, shape ``(*batch, K, K)`` for masks ``(*batch, D)``."""
+        K = self.components.shape[0]
+        observed = (~masks).to(dtype)
+        precision = torch.eye(K, dtype=dtype, device=masks.device) + (
+            observed @ self._outer()
+        ).unflatten(-1, (K, K)) / self.noise_variance
+        # precision >= I, so its Cholesky factor is well conditioned and the K x K inverse
+        # (needed for every token's predictive variance) is safe.
+        return torch.cholesky_inverse(torch.linalg.cholesky(precision))
+
     def _mask_posterior(self, masks, dtype):
         """Per-mask covariance of ``z | x_r`` and predictive variances of every token.
 
         Returns ``cov`` of shape ``(*batch, K, K)`` and ``variance`` of shape ``(*batch, D)``
         for masks of shape ``(*batch, D)``.
         """
-        K = self.components.shape[0]
-        outer = self._outer()
-        observed = (~masks).to(dtype)
-        precision = torch.eye(K, dtype=dtype, device=masks.device) + (
-            observed @ outer
-        ).unflatten(-1, (K, K)) / self.noise_variance
-        # precision >= I, so its Cholesky factor is well conditioned and the K x K inverse
-        # (needed for every token's predictive variance) is safe.
-        cov = torch.cholesky_inverse(torch.linalg.cholesky(precision))
-        variance = self.noise_variance + cov.flatten(-2) @ outer.T
+        cov = self._mask_covariance(masks, dtype)
+        variance = self.noise_variance + cov.flatten(-2) @ self._outer().T
         return cov, variance
 
     def _mask_posterior_mean(self, residual, masks, cov):
@@ -139,6 +152,13 @@ class PPCAModule(MaskedModel):
 
     def masked_log_prob_sum(self, X, masks):
         """``sum_{j in m} log p(x_j | x_r)`` for every sample and mask.
+
+        With ``e = x - mu`` and ``u_j = 1 / v_j`` at masked tokens (zero elsewhere), the sum
+        of ``u_j (e_j - w_j^T z_bar)^2`` is ``sum_j u_j e_j^2 + z_bar^T (Gamma z_bar - 2 g)``
+        with ``Gamma = sum_j u_j w_j w_j^T`` and ``g = sum_j u_j e_j w_j``. Both ``z_bar`` and
+        ``Gamma z_bar - 2 g`` are linear in ``e``, so with masks shared by the samples each
+        mask contributes ``2 K + 1`` rows to two matrix products with the residuals, and
+        everything else costs ``O(P D K^2)``: no per-sample ``K x K`` algebra.
 
         Parameters
         ----------
@@ -151,20 +171,51 @@ class PPCAModule(MaskedModel):
         sums : torch.Tensor of shape (n_samples, n_masks)
         """
         residual = X - self.mean
-        cov, variance = self._mask_posterior(masks, X.dtype)
-        z_mean = self._mask_posterior_mean(residual, masks, cov)
+        if masks.ndim == 2:
+            quad, variance = self._shared_quadratic(residual, masks)
+        else:
+            quad, variance = self._per_sample_quadratic(residual, masks)
         masked = masks.to(X.dtype)
-        inv_var = masked / variance
-        # sum_j u_j (e_j - w_j.z)^2 = sum_j u_j e_j^2 - 2 z.(sum_j u_j e_j w_j) + z^T (sum_j u_j w_j w_j^T) z
-        ones = X.new_ones(X.shape[1], 1)
-        quad = _project(residual.square(), inv_var, ones).squeeze(-1)
-        quad = quad - 2 * (_project(residual, inv_var, self.components.T) * z_mean).sum(-1)
-        K = self.components.shape[0]
-        curvature = (inv_var @ self._outer()).unflatten(-1, (K, K))
-        quad = quad + torch.einsum(f"npk,{_batch(masks)}kl,npl->np", z_mean, curvature, z_mean)
         log_det = (masked * variance.log()).sum(-1)
         count = masked.sum(-1)
         return -0.5 * (count * math.log(2 * math.pi) + log_det + quad)
+
+    def _shared_quadratic(self, residual, masks):
+        """``sum_j u_j (e_j - w_j^T z_bar)^2`` of shape ``(n, P)`` for shared masks ``(P, D)``.
+
+        Also returns the predictive variances, shape ``(P, D)``. The rows of the big product
+        are laid out ``(2, K, P, D)`` (built from ``K x K`` coefficients by one product with
+        ``W^T``), so that its output ``(n, 2, K, P)`` is reduced over ``K`` along contiguous
+        memory.
+        """
+        n_masks, n_features = masks.shape
+        K = self.components.shape[0]
+        outer = self._outer()
+        cov = self._mask_covariance(masks, residual.dtype)
+        variance = self.noise_variance + cov.flatten(-2) @ outer.T
+        inv_var = masks / variance
+        curvature = (inv_var @ outer).view(n_masks, K, K)
+        # z_bar = C W_r^T e_r / s2 and Gamma z_bar - 2 g = Gamma C W_r^T e_r / s2 - 2 W^T (u * e).
+        coefficients = torch.cat([cov, curvature @ cov], dim=1).permute(1, 0, 2)  # (2K, P, K)
+        rows = (coefficients.reshape(-1, K) @ self.components).view(2, K, n_masks, n_features)
+        rows.mul_((~masks) / self.noise_variance)
+        rows[1].sub_(2 * self.components.unsqueeze(1) * inv_var)
+        projected = (residual @ rows.view(-1, n_features).T).view(-1, 2, K, n_masks)
+        quad = residual.square() @ inv_var.T
+        quad += (projected[:, 0] * projected[:, 1]).sum(1)
+        return quad, variance
+
+    def _per_sample_quadratic(self, residual, masks):
+        """The same for masks of shape ``(n, P, D)``; variances of shape ``(n, P, D)``."""
+        K = self.components.shape[0]
+        cov, variance = self._mask_posterior(masks, residual.dtype)
+        z_mean = self._mask_posterior_mean(residual, masks, cov)
+        inv_var = masks / variance
+        ones = residual.new_ones(residual.shape[1], 1)
+        quad = _project(residual.square(), inv_var, ones).squeeze(-1)
+        quad = quad - 2 * (_project(residual, inv_var, self.components.T) * z_mean).sum(-1)
+        curvature = (inv_var @ self._outer()).unflatten(-1, (K, K))
+        return quad + torch.einsum("npk,npkl,npl->np", z_mean, curvature, z_mean), variance
 
     def masked_log_prob(self, X, masks):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero at observed ones.

@@ -1,0 +1,110 @@
+"""How the cost of each estimator grows with D, K, n and the number of masks, from one command.
+
+For each estimator a base configuration is timed while one factor at a time takes three
+values; the exponent ``b`` of ``time ~ factor**b`` is the least-squares slope of log time
+against log factor. Times are CPU seconds (``time.process_time``, one torch thread, the
+minimum of ``--repeats`` calls): ``score`` is ``score_samples`` of a fitted estimator,
+``epoch`` one training epoch (``fit`` with ``max_epochs=1``, so it includes the estimator's
+per-epoch bookkeeping). For MaskedPPCA the score is also given as a fraction of the rate of a
+float64 matmul of its multiply-add count ``n P D K`` (``P = score_masks * D`` sweep masks).
+
+    python benchmarks/scaling.py [--repeats 2]
+
+MLMCurveScorer is not included: its cost is that of the encoder over the masked copies,
+which ``mlm_curve.py`` measures against the bare encoder.
+"""
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+import torch
+
+import _common  # noqa: F401  (puts this checkout first on sys.path)
+from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE
+
+
+def cpu(fn, repeats):
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def data(estimator, n, D, K, rng):
+    Z = rng.randn(n, K)
+    X = Z @ rng.randn(K, D) + 0.5 * rng.randn(n, D)
+    if estimator is MaskedLinearVAE:
+        return (X > 0).astype(float)
+    return X
+
+
+#: estimator, fixed parameters, base (D, K, n, masks), the values each factor takes, masks parameter
+CONFIGS = [
+    (MaskedPPCA, {}, dict(D=256, K=8, n=512, masks=1), dict(D=[128, 256, 512], K=[4, 8, 16], n=[256, 512, 1024], masks=[1, 2, 4])),
+    (MaskedLinearVAE, {}, dict(D=64, K=2, n=1024, masks=1), dict(D=[32, 64, 128], K=[1, 2, 3], n=[512, 1024, 2048], masks=[1, 2, 4])),
+    (
+        MaskedVAE,
+        {"hidden_layer_sizes": (128,), "n_particles": 8, "n_lml_samples": 10},
+        dict(D=32, K=4, n=512, masks=1),
+        dict(D=[16, 32, 64], K=[2, 4, 8], n=[256, 512, 1024], masks=[1, 2, 4]),
+    ),
+]
+
+
+def measure(estimator, fixed, D, K, n, masks, repeats, rng):
+    X = data(estimator, n, D, K, rng)
+    params = dict(fixed, n_components=K, score_masks=masks, random_state=0, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        epoch = cpu(lambda: estimator(max_epochs=1, **params).fit(X), repeats)
+        fitted = estimator(max_epochs=1, **params).fit(X)
+        with torch.no_grad():
+            score = cpu(lambda: fitted.score_samples(X), repeats)
+    return score, epoch
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    rng = np.random.RandomState(0)
+    print(f"torch {torch.__version__}, 1 thread, CPU seconds, minimum of {args.repeats}")
+    print("| estimator | factor | values | score s | score exponent | epoch s | epoch exponent |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for estimator, fixed, base, grid in CONFIGS:
+        for factor, values in grid.items():
+            scores, epochs = [], []
+            for value in values:
+                s, e = measure(estimator, fixed, **dict(base, **{factor: value}), repeats=args.repeats, rng=rng)
+                scores.append(s)
+                epochs.append(e)
+            slope = lambda t: np.polyfit(np.log(values), np.log(t), 1)[0]  # noqa: E731
+            print(
+                f"| {estimator.__name__} | {factor} | {', '.join(map(str, values))} | "
+                f"{', '.join(f'{t:.3g}' for t in scores)} | {slope(scores):.2f} | "
+                f"{', '.join(f'{t:.3g}' for t in epochs)} | {slope(epochs):.2f} |",
+                flush=True,
+            )
+    print("\nMaskedPPCA score (sweep, P = masks * D shared masks) as a fraction of the matmul rate:")
+    print("| D | K | n | P | score s | matmul s | fraction |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for D, K, n, masks in [(128, 4, 256, 1), (256, 8, 512, 2), (512, 16, 512, 1), (512, 2, 512, 1)]:
+        X = data(MaskedPPCA, n, D, K, rng)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fitted = MaskedPPCA(n_components=K, score_masks=masks, max_epochs=1, random_state=0, device="cpu").fit(X)
+        a, b = torch.randn(n, D, dtype=torch.float64), torch.randn(D, masks * D * K, dtype=torch.float64)
+        score, matmul = float("inf"), float("inf")
+        for _ in range(args.repeats + 1):  # interleaved
+            score = min(score, cpu(lambda: fitted.score_samples(X), 1))
+            matmul = min(matmul, cpu(lambda: a @ b, 1))
+        print(f"| {D} | {K} | {n} | {masks * D} | {score:.4f} | {matmul:.4f} | {matmul / score:.1%} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
