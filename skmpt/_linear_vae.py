@@ -128,6 +128,9 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
         learning_rate=0.03,
         tol=1e-3,
         n_iter_no_change=10,
+        monitor=None,
+        monitor_every=1,
+        dtype="float64",
         device="auto",
         random_state=None,
         verbose=0,
@@ -145,6 +148,9 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
         self.learning_rate = learning_rate
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
+        self.monitor = monitor
+        self.monitor_every = monitor_every
+        self.dtype = dtype
         self.device = device
         self.random_state = random_state
         self.verbose = verbose

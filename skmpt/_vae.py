@@ -120,6 +120,9 @@ class MaskedVAE(_BaseMaskedEstimator):
         learning_rate=1e-3,
         tol=1e-3,
         n_iter_no_change=10,
+        monitor=None,
+        monitor_every=1,
+        dtype="float64",
         device="auto",
         random_state=None,
         verbose=0,
@@ -142,6 +145,9 @@ class MaskedVAE(_BaseMaskedEstimator):
         self.learning_rate = learning_rate
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
+        self.monitor = monitor
+        self.monitor_every = monitor_every
+        self.dtype = dtype
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
