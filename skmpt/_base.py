@@ -151,6 +151,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         dtype = DTYPES[getattr(self, "dtype", "float64")] if reset else self._dtype
         # A copy: torch cannot wrap read-only arrays (memmaps) without warning.
         X_t = torch.tensor(np.asarray(X, dtype=np.float64), dtype=dtype, device=self.device_)
+        threshold = getattr(self, "binarize", None)
+        if threshold is not None and getattr(self, "likelihood", None) == "bernoulli":
+            X_t = (X_t > threshold).to(dtype)  # BernoulliNB's rule: above the threshold is 1
         self._check_values(X_t)
         return X_t
 
@@ -163,7 +166,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 raise ValueError(
                     f"likelihood='bernoulli' models binary data: X must contain only 0 and 1, but "
                     f"it contains {float(X[bad][0]):g} (and {int(bad.sum()) - 1} other non-binary "
-                    f"values). Binarise it first, e.g. with binarize=0.0 or sklearn.preprocessing.Binarizer."
+                    f"values). Binarise it first, e.g. with binarize=0.0 (where the estimator has it) or "
+                    f"sklearn.preprocessing.Binarizer."
                 )
             return
         largest = float(X.abs().max()) if X.numel() else 0.0

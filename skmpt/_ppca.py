@@ -76,8 +76,8 @@ class MaskedPPCA(_BaseMaskedEstimator):
     monitor_every : int, default=1
         Epochs between two ``monitor`` records.
     dtype : {"float64", "float32"}, default="float64"
-        Precision of the module and of the computations; sums over samples and the scores
-        returned are float64 either way.
+        Precision of the module and of the computations (training sums over samples in
+        float64 either way).
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
         ``"auto"`` uses CUDA when available.
     random_state : int, RandomState instance or None, default=None
