@@ -66,11 +66,11 @@ def main(argv=None):
         print(name)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            optimum = MaskedLinearVAE(objective="lml", max_epochs=args.max_epochs, random_state=0).fit(X)
+            optimum = MaskedLinearVAE(objective="lml", max_epochs=args.max_epochs, monitor="lml", random_state=0).fit(X)
             best = optimum.history_[-1]["lml"]
             print(f"  {'LML optimum (trained on the LML)':<34} {best:10.3f} nats/image")
             for i, (label, objective, mask_rate) in enumerate(RUNS):
-                vae = MaskedLinearVAE(
+                vae = MaskedLinearVAE(monitor="lml",
                     objective=objective, mask_rate=mask_rate, max_epochs=args.max_epochs, random_state=0
                 ).fit(X)
                 epochs = [h["epoch"] for h in vae.history_]

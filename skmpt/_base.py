@@ -6,7 +6,9 @@ A concrete estimator declares its own parameters and builds its torch module in
 from :mod:`skmpt.masks` and :mod:`skmpt.objectives`.
 """
 
+import contextlib
 import copy
+import logging
 import math
 import time
 import warnings
@@ -24,6 +26,44 @@ from .models._base import _with_generator
 from .objectives import OBJECTIVES, cumulative_score, log_marginal, mpt_curve
 
 __all__ = ["resolve_device"]
+
+logger = logging.getLogger("skmpt")
+
+#: The ``dtype`` parameter's values.
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+def _dtype_name(dtype):
+    return str(dtype).removeprefix("torch.")
+
+
+def _scale_limits(dtype):
+    """Spreads (and magnitudes) whose squares, times a 1e-8 margin either way, ``dtype`` holds.
+
+    The margin leaves room for variances well below or above the data's own.
+    """
+    info = torch.finfo(dtype)
+    return 1e4 * math.sqrt(info.tiny), 1e-4 * math.sqrt(info.max)
+
+
+@contextlib.contextmanager
+def _training_mode(verbose):
+    """Gradients on, even inside ``torch.no_grad()`` or ``torch.inference_mode()`` blocks, and
+    ``verbose`` lines shown through the ``skmpt`` logger when logging is not configured."""
+    handler = None
+    if verbose and not logger.hasHandlers():
+        handler = logging.StreamHandler()
+        logger.addHandler(handler)
+    level = logger.level
+    if verbose and logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            yield
+    finally:
+        logger.setLevel(level)
+        if handler is not None:
+            logger.removeHandler(handler)
 
 
 def resolve_device(device):
@@ -66,12 +106,13 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "monitor": [None, StrOptions({"lml"})],
+        "monitor_every": [Interval(Integral, 1, None, closed="left")],
+        "dtype": [StrOptions(set(DTYPES))],
         "device": [str, torch.device],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
-
-    _dtype = torch.float64
 
     @property
     def _standardize(self):
@@ -87,31 +128,58 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """Whether the training objective needs masks (MPT does; ELBO, IWAE and LML not)."""
         return getattr(self, "objective", "mpt") == "mpt"
 
-    # Step-size schedule: divide by this factor after n_iter_no_change epochs without
-    # progress, this many times, then stop.
-    _lr_cut_factor = 5.0
-    _n_lr_cuts = 2
+    @property
+    def _dtype(self):
+        """The torch dtype of the fitted module, or the one ``dtype`` asks for before fit."""
+        module = getattr(self, "module_", None)
+        if module is not None:
+            return next(module.parameters()).dtype
+        return DTYPES[getattr(self, "dtype", "float64")]
+
+    # Step-size schedule (torch's ReduceLROnPlateau): divide by this factor after
+    # n_iter_no_change epochs without progress; the stall after this many cuts ends training.
+    _lr_cut_factor = 2.0
+    _n_lr_cuts = 6
+    # The stopping rule's objective is computed on this fraction of the training samples
+    # (at least _monitor_min_samples): forward passes only, about a tenth of an epoch.
+    _monitor_fraction = 0.25
+    _monitor_min_samples = 100
 
     # ------------------------------------------------------------------ data and device
     def _to_tensor(self, X, *, reset):
         # Fitting needs two samples to have any spread; scoring works sample by sample.
         X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=2 if reset else 1)
+        dtype = DTYPES[getattr(self, "dtype", "float64")] if reset else self._dtype
         # A copy: torch cannot wrap read-only arrays (memmaps) without warning.
-        X_t = torch.tensor(np.asarray(X, dtype=np.float64), dtype=self._dtype, device=self.device_)
+        X_t = torch.tensor(np.asarray(X, dtype=np.float64), dtype=dtype, device=self.device_)
+        threshold = getattr(self, "binarize", None)
+        if threshold is not None and getattr(self, "likelihood", None) == "bernoulli":
+            X_t = (X_t > threshold).to(dtype)  # BernoulliNB's rule: above the threshold is 1
         self._check_values(X_t)
         return X_t
 
     def _check_values(self, X):
         """Checks on the values of any input, at fit and at score time: binary data for a
-        Bernoulli likelihood."""
+        Bernoulli likelihood, magnitudes whose squares the dtype can hold for a Gaussian one."""
         if getattr(self, "likelihood", None) == "bernoulli":
             bad = (X != 0) & (X != 1)
             if bool(bad.any()):
                 raise ValueError(
                     f"likelihood='bernoulli' models binary data: X must contain only 0 and 1, but "
                     f"it contains {float(X[bad][0]):g} (and {int(bad.sum()) - 1} other non-binary "
-                    f"values). Binarise it first, e.g. with sklearn.preprocessing.Binarizer in a pipeline."
+                    f"values). Binarise it first, e.g. with binarize=0.0 (where the estimator has it) or "
+                    f"sklearn.preprocessing.Binarizer."
                 )
+            return
+        largest = float(X.abs().max()) if X.numel() else 0.0
+        limit = _scale_limits(X.dtype)[1]
+        if largest > limit:
+            raise ValueError(
+                f"X holds values as large as {largest:.3g}: a Gaussian log-density squares them, which "
+                f"overflows {_dtype_name(X.dtype)} beyond {limit:.3g}. Rescale X (e.g. with "
+                f"sklearn.preprocessing.StandardScaler); the log-likelihood of c * X is that of X minus "
+                f"n_features * log(c)."
+            )
 
     def _check_data(self, X):
         """Data-dependent checks on the validated training array; subclasses extend them."""
@@ -122,10 +190,32 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 f"score_masks (masks per size, or orderings with score_method='chain')."
             )
 
+    def _standardization(self, X):
+        """Centre and overall scale that training divides out (zero and one when it does not)."""
+        n_features = X.shape[1]
+        if not self._standardize:
+            return X.new_zeros(n_features), X.new_ones(())
+        center = X.mean(0)
+        deviation = X - center
+        # Divided by the largest deviation before squaring, so that no square under- or overflows.
+        largest = deviation.abs().max()
+        if largest == 0:
+            return center, X.new_ones(())  # constant data: nothing to rescale
+        scale = largest * (deviation / largest).square().mean().sqrt()
+        low, high = _scale_limits(X.dtype)
+        if not low <= float(scale) <= high:
+            raise ValueError(
+                f"X's spread (root-mean-square deviation {float(scale):.3g}) is outside the range whose "
+                f"variances {_dtype_name(X.dtype)} can hold, [{low:.3g}, {high:.3g}]. Rescale X (e.g. with "
+                f"sklearn.preprocessing.StandardScaler); the log-likelihood of c * X is that of X minus "
+                f"n_features * log(c)."
+            )
+        return center, scale
+
     # ------------------------------------------------------------------ training
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
-        """Fit the model by maximising the masked pre-training objective with Adam.
+        """Fit the model by maximising its training objective with Adam until it converges.
 
         Parameters
         ----------
@@ -139,32 +229,110 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self : object
             The fitted estimator.
         """
-        self.device_ = resolve_device(self.device)
-        X_t = self._to_tensor(X, reset=True)
-        self._check_data(X_t)
-        generator = check_generator(self.random_state)
-        torch_seed = int(torch.randint(2**62, (1,), generator=generator))
+        with _training_mode(self.verbose):
+            X_t = self._validate_training_data(X, reset=True)
+            generator = check_generator(self.random_state)
+            seed = int(torch.randint(2**62, (1,), generator=generator))
+            center, scale = self._standardization(X_t)
+            X_train = (X_t - center) / scale
+            with self._seeded(seed):
+                self.module_ = self._init_module(X_train, generator)
+                self.converged_ = self._fit_loop(X_train, generator, self._log_jacobian(X_train, scale))
+            self._map_back(center, scale)
+            self._set_fitted_attributes()
+            self.__dict__.pop("_partial_fit_state", None)
+        if not self.converged_:
+            # stacklevel 3: past this method and scikit-learn's _fit_context, to the caller's line.
+            warnings.warn(
+                f"{type(self).__name__} stopped after max_epochs={self.max_epochs} epochs while the "
+                f"objective was still improving by more than tol={self.tol}; raise max_epochs.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return self
 
-        center, scale = X_t.new_zeros(X_t.shape[1]), X_t.new_ones(())
-        if self._standardize:
-            center = X_t.mean(0)
-            # One overall scale keeps the model family (isotropic noise) the same; the floor
-            # avoids dividing by zero on constant data.
-            scale = (X_t - center).square().mean().sqrt().clamp_min(1e-12)
-        X_train = (X_t - center) / scale
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None):
+        """One more pass of the optimiser over a chunk of data, for data that do not fit in memory.
+
+        The first call (or the first after ``fit``) starts Adam; later calls continue the same
+        optimiser state, one pass over ``X`` in mini-batches of ``batch_size`` each, at the
+        current ``learning_rate`` (lower it with ``set_params`` between calls to anneal).
+        Gaussian models train in the units of the first chunk (its centre and overall scale);
+        the model family is closed under that map, so the units move the optimiser's path, not
+        its optimum, and ``module_`` is mapped back to the units of ``X`` after every call.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A chunk of training data.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+        """
+        first = not hasattr(self, "module_")
+        with _training_mode(self.verbose):
+            X_t = self._validate_training_data(X, reset=first)
+            state = getattr(self, "_partial_fit_state", None)
+            if state is None:
+                seed = int(torch.randint(2**62, (1,), generator=check_generator(self.random_state)))
+                center, scale = self._standardization(X_t)
+                state = {"center": center, "scale": scale, "seed": seed, "calls": 0, "optimizer": None}
+                self.history_, self.n_iter_ = [], 0
+            center, scale = state["center"], state["scale"]
+            X_train = (X_t - center) / scale
+            # A generator per call, from the first call's seed: the run is reproducible.
+            generator = torch.Generator().manual_seed(state["seed"] + state["calls"])
+            with self._seeded(state["seed"] + state["calls"]):
+                if first:
+                    self.module_ = self._init_module(X_train, generator)
+                else:
+                    self._map_back(-center / scale, 1 / scale)  # to the training units
+                optimizer = self._optimizer()
+                if state["optimizer"] is not None:
+                    optimizer.load_state_dict(state["optimizer"])
+                    for group in optimizer.param_groups:
+                        group["lr"] = self.learning_rate
+                start = time.perf_counter()
+                objective = self._run_epoch(X_train, optimizer, generator)
+            self._map_back(center, scale)
+            state["optimizer"], state["calls"] = optimizer.state_dict(), state["calls"] + 1
+            self._partial_fit_state = state
+            self.n_iter_ += 1
+            self.__dict__.pop("converged_", None)
+            record = {"epoch": self.n_iter_, "objective": objective + self._log_jacobian(X_train, scale)}
+            self._record(record, start)
+            self._set_fitted_attributes()
+        return self
+
+    def _validate_training_data(self, X, *, reset):
+        if reset:
+            self.device_ = resolve_device(self.device)
+        X_t = self._to_tensor(X, reset=reset)
+        if reset:
+            self._check_data(X_t)
+        return X_t
+
+    def _log_jacobian(self, X, scale):
         # Every log-density in D dimensions shifts by -D log(scale) when mapped back.
-        log_jacobian = -X_t.shape[1] * float(scale.log())
+        return -X.shape[1] * float(scale.log())
 
-        # enable_grad: fitting works even when called inside a torch.no_grad() block.
-        with torch.random.fork_rng(devices=self._cuda_indices()), torch.enable_grad():
-            torch.manual_seed(torch_seed)
-            self.module_ = self._init_module(X_train, generator)
-            self._fit_loop(X_train, generator, log_jacobian)
+    def _map_back(self, center, scale):
+        """Map ``module_`` fitted on ``(x - center) / scale`` to the units of ``x``."""
         if self._standardize:
             with torch.no_grad():
                 self.module_.unstandardize_(center, scale)
-        self._set_fitted_attributes()
-        return self
+
+    @contextlib.contextmanager
+    def _seeded(self, seed):
+        """torch's global generators seeded for the module's own draws, and restored after."""
+        with torch.random.fork_rng(devices=self._cuda_indices()):
+            torch.manual_seed(seed)
+            yield
 
     def _cuda_indices(self):
         """CUDA device indices whose random state fit forks (and restores), none on the CPU."""
@@ -174,6 +342,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     def _resolved_batch_size(self, n_samples):
         return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
+
+    def _optimizer(self):
+        return torch.optim.Adam(self.module_.parameters(), lr=self.learning_rate)
 
     def _objective(self, X, masks):
         """Training objective per sample (to maximise), shape ``(n_samples,)``.
@@ -199,80 +370,97 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """Keyword arguments of the module's ``log_marginal`` (e.g. a number of samples)."""
         return {}
 
-    def _epoch_diagnostics(self, X):
-        """Extra per-epoch numbers for ``history_`` (per-sample means, training units)."""
-        return {"lml": float(self.module_.log_marginal(X, **self._log_marginal_kwargs()).mean())}
-
     def _set_fitted_attributes(self):
         """Copy learned parameters out of ``module_`` into NumPy attributes; none by default."""
 
-    def _fit_loop(self, X, generator, log_jacobian):
+    def _draw_masks(self, shape, n_features, generator, device):
+        if not self._uses_masks:
+            return None
+        return sample_masks(self.mask_rate, shape, n_features, random_state=generator, device=device)
+
+    def _run_epoch(self, X, optimizer, generator):
+        """One pass over ``X`` in shuffled mini-batches with fresh masks; the mean objective."""
         n_samples, n_features = X.shape
-        batch_size = self._resolved_batch_size(n_samples)
-        optimizer = torch.optim.Adam(self.module_.parameters(), lr=self.learning_rate)
+        total = X.new_zeros((), dtype=torch.float64)  # accumulated in float64 whatever the dtype
+        order = torch.randperm(n_samples, generator=generator).to(X.device)
+        for batch in order.split(self._resolved_batch_size(n_samples)):
+            masks = self._draw_masks((len(batch), self.n_masks), n_features, generator, X.device)
+            total += self._train_step(X[batch], masks, optimizer).sum(dtype=torch.float64)
+        return float(total) / n_samples
+
+    def _stopping_sample(self, X, generator):
+        """Samples, masks and a noise seed drawn once, on which the stopping rule compares epochs.
+
+        Common random numbers: the objective on fixed masks and fixed noise changes only with
+        the parameters, so mask noise (large for small masks: one token scaled by D) cannot
+        pass for a lack of progress. Training itself draws fresh masks every step.
+        """
+        n_samples, n_features = X.shape
+        size = min(n_samples, max(self._monitor_min_samples, math.ceil(self._monitor_fraction * n_samples)))
+        rows = torch.randperm(n_samples, generator=generator)[:size].to(X.device)
+        masks = self._draw_masks((size, self.n_masks), n_features, generator, X.device)
+        return X[rows], masks, int(torch.randint(2**62, (1,), generator=generator))
+
+    def _stopping_objective(self, X, masks, seed):
+        """Mean training objective on the stopping rule's fixed samples, masks and noise."""
+        batch_size = self._resolved_batch_size(len(X))
+        total = 0.0
+        with torch.no_grad(), self._seeded(seed):
+            for i in range(0, len(X), batch_size):
+                part = None if masks is None else masks[i : i + batch_size]
+                total += float(self._objective(X[i : i + batch_size], part).sum(dtype=torch.float64))
+        return total / len(X)
+
+    def _record(self, record, start):
+        record["seconds"] = time.perf_counter() - start
+        self.history_.append(record)
+        if self.verbose:
+            logger.info(", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
+
+    def _fit_loop(self, X, generator, log_jacobian):
+        """Train ``module_`` on (standardised) ``X``; whether the stopping rule was met.
+
+        Adam with torch's ``ReduceLROnPlateau`` on the stopping objective (as scikit-learn's
+        ``MLPRegressor`` with ``learning_rate="adaptive"``): a stall of ``n_iter_no_change``
+        epochs means the step size, not the model, limits progress, so it is cut; the stall
+        after ``_n_lr_cuts`` cuts is convergence.
+        """
+        optimizer = self._optimizer()
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer,
+            mode="max",
+            factor=1 / self._lr_cut_factor,
+            patience=self.n_iter_no_change - 1,
+            threshold=self.tol,
+            threshold_mode="abs",
+        )
+        stopping = self._stopping_sample(X, generator)
+        monitor, monitor_every = getattr(self, "monitor", None), getattr(self, "monitor_every", 1)
         self.history_ = []
-        best, stall, lr_cuts = -math.inf, 0, 0
-        converged = False
-        # Common random numbers for the stopping rule: the objective on masks drawn once is
-        # compared across epochs, so mask noise (large for small masks: one token scaled by D)
-        # cannot pass for a lack of progress. Training itself draws fresh masks every step.
-        monitor_masks = None
-        if self._uses_masks:
-            monitor_masks = sample_masks(
-                self.mask_rate, (n_samples, self.n_masks), n_features, random_state=generator, device=X.device
-            )
+        cuts = 0
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
-            total = X.new_zeros(())
-            order = torch.randperm(n_samples, generator=generator).to(X.device)
-            for batch in order.split(batch_size):
-                masks = None
-                if self._uses_masks:
-                    masks = sample_masks(
-                        self.mask_rate, (len(batch), self.n_masks), n_features, random_state=generator, device=X.device
-                    )
-                total += self._train_step(X[batch], masks, optimizer).sum()
-            record = {"epoch": epoch, "objective": float(total) / n_samples + log_jacobian}
-            with torch.no_grad():
-                if monitor_masks is not None:
-                    fixed = sum(
-                        float(self._objective(X[i : i + batch_size], monitor_masks[i : i + batch_size]).sum())
-                        for i in range(0, n_samples, batch_size)
-                    )
-                    record["objective_fixed_masks"] = fixed / n_samples + log_jacobian
-                for key, value in self._epoch_diagnostics(X).items():
-                    record[key] = value + log_jacobian
-            progress = record.get("objective_fixed_masks", record["objective"])
-            record["seconds"] = time.perf_counter() - start
-            self.history_.append(record)
-            if self.verbose:
-                print(", ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
+            learning_rate = optimizer.param_groups[0]["lr"]
+            record = {"epoch": epoch, "objective": self._run_epoch(X, optimizer, generator) + log_jacobian}
+            record["stopping_objective"] = self._stopping_objective(*stopping) + log_jacobian
+            if monitor == "lml" and epoch % monitor_every == 0:
+                with torch.no_grad():
+                    lml = self.module_.log_marginal(X, **self._log_marginal_kwargs())
+                record["lml"] = float(lml.mean(dtype=torch.float64)) + log_jacobian
+            record["learning_rate"] = learning_rate
+            self._record(record, start)
+            self.n_iter_ = epoch
+            progress = record["stopping_objective"]
             if not math.isfinite(progress):
                 raise FloatingPointError(
                     f"The training objective became {progress} at epoch {epoch}; lower "
                     f"learning_rate (now {self.learning_rate})."
                 )
-            if progress > best + self.tol:
-                best, stall = progress, 0
-            else:
-                stall += 1
-            if stall >= self.n_iter_no_change:
-                # As scikit-learn's MLP with learning_rate="adaptive": a stall means the
-                # step size, not the model, limits progress; stop once it has been cut enough.
-                if lr_cuts == self._n_lr_cuts:
-                    converged = True
-                    break
-                for group in optimizer.param_groups:
-                    group["lr"] /= self._lr_cut_factor
-                lr_cuts, stall = lr_cuts + 1, 0
-        self.n_iter_ = epoch
-        if not converged:
-            warnings.warn(
-                f"{type(self).__name__} stopped after max_epochs={self.max_epochs} epochs while the "
-                f"objective was still improving by more than tol={self.tol}; raise max_epochs.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
+            scheduler.step(progress)
+            cuts += optimizer.param_groups[0]["lr"] < learning_rate
+            if cuts > self._n_lr_cuts:
+                return True
+        return False
 
     # ------------------------------------------------------------------ scoring
     def _evaluate(self, X, function):

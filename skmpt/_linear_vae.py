@@ -10,7 +10,7 @@ section 3.1, Fig. 3 upper row; corrected as DESIGN.md describes: true conditiona
 ``p(x_j | x_r)``, any K in 1..3, weights that sum to one).
 """
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -22,6 +22,13 @@ __all__ = ["MaskedLinearVAE"]
 
 #: Gauss–Hermite nodes per latent dimension for ``n_quadrature="auto"``.
 AUTO_QUADRATURE = {1: 64, 2: 32, 3: 12}
+#: Most nodes per dimension whose Gauss–Hermite weights float64 holds (normalised, the
+#: smallest is 4.8e-300 at 360 nodes and underflows at 370).
+MAX_QUADRATURE = 360
+#: Most grid points ``n_quadrature**K``, and most entries of the ``(grid, features)`` tables
+#: (512 MiB in float64) that every step builds.
+MAX_GRID_POINTS = 2**16
+MAX_GRID_ENTRIES = 2**26
 
 
 class MaskedLinearVAE(_BaseMaskedEstimator):
@@ -40,8 +47,12 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
     n_components : int in {1, 2, 3}, default=2
         Latent dimension ``K``.
     likelihood : {"bernoulli", "gaussian"}, default="bernoulli"
-        ``"bernoulli"`` needs binary data (0 and 1); binarise with
-        :class:`sklearn.preprocessing.Binarizer`.
+        ``"bernoulli"`` models binary data (see ``binarize``).
+    binarize : float or None, default=0.0
+        As :class:`sklearn.naive_bayes.BernoulliNB`'s: with the Bernoulli likelihood, values
+        above this threshold become 1 and the others 0, in ``fit`` and in every method that
+        takes ``X``. ``None``: ``X`` must already hold only 0 and 1 (a ``ValueError``
+        otherwise). Unused by the Gaussian likelihood.
     objective : {"mpt", "elbo", "lml"}, default="mpt"
         ``"mpt"``: the masked objective (``mask_rate``, ``n_masks``). ``"elbo"``: the paper's
         baseline, an amortised linear Gaussian encoder with one reparameterised sample and the
@@ -52,7 +63,9 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
     n_masks : int, default=1
         Masks per sample per step.
     n_quadrature : "auto" or int, default="auto"
-        Nodes per latent dimension; ``"auto"`` is 64, 32 or 12 for K = 1, 2, 3.
+        Nodes per latent dimension; ``"auto"`` is 64, 32 or 12 for K = 1, 2, 3. At most 360
+        (beyond, the normalised Gauss–Hermite weights underflow float64), with at most
+        ``2**16`` grid points and ``2**26`` grid-by-feature entries; ``fit`` checks both first.
     score_masks : "all" or int, default=1
         As in :class:`MaskedPPCA`; with the default ``"chain"`` method one ordering already
         gives the exact cumulative score of this model.
@@ -63,10 +76,21 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
     batch_size : "auto" or int, default="auto"
         ``"auto"`` is ``min(200, n_samples)``.
     learning_rate : float, default=0.03
-        Adam's step size.
+        Adam's initial step size.
     tol : float, default=1e-3
+        Improvement of the stopping objective (nats per sample) that counts as progress.
     n_iter_no_change : int, default=10
-        Epochs without progress before the step size is cut by 5 (twice), then training stops.
+        Epochs without progress of the stopping objective (the training objective on a
+        quarter of the samples, at least 100, with masks and noise fixed before training)
+        before the step size is halved (torch's ``ReduceLROnPlateau``); the stall after the
+        sixth cut is convergence.
+    monitor : None or "lml", default=None
+        ``"lml"`` records the grid log-marginal likelihood of the training data in
+        ``history_`` every ``monitor_every`` epochs.
+    monitor_every : int, default=1
+    dtype : {"float64", "float32"}, default="float64"
+        Precision of the module and of the computations (training sums over samples in
+        float64 either way).
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
@@ -84,10 +108,14 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
     device_ : torch.device
     history_ : list of dict
         Per epoch: ``epoch``, ``objective`` (mean training objective over the epoch, nats per
-        sample), ``objective_fixed_masks`` (``objective="mpt"`` only: the objective on masks
-        drawn once before training, which the stopping rule compares), ``lml`` (grid LML of
-        the training data after the epoch) and ``seconds``.
+        sample), ``stopping_objective`` (the objective on the stopping rule's fixed samples,
+        masks and noise, which it compares), ``learning_rate``, ``lml`` (``monitor="lml"``
+        only: grid LML of the training data after the epoch) and ``seconds``; after
+        ``partial_fit``, one dict per call with ``epoch``, ``objective`` and ``seconds``.
     n_iter_ : int
+        Epochs run by ``fit``, or ``partial_fit`` calls.
+    converged_ : bool
+        Whether ``fit`` met its stopping rule before ``max_epochs``.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
@@ -95,8 +123,8 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
     --------
     >>> from sklearn.datasets import load_digits
     >>> from skmpt import MaskedLinearVAE
-    >>> X = (load_digits().data[:300] > 7).astype(float)
-    >>> vae = MaskedLinearVAE(n_components=2, max_epochs=20, random_state=0).fit(X)
+    >>> X = load_digits().data[:300]
+    >>> vae = MaskedLinearVAE(n_components=2, binarize=7, max_epochs=20, random_state=0).fit(X)
     >>> vae.components_.shape
     (2, 64)
     >>> bool(abs(vae.score(X) - vae.log_marginal_likelihood(X).mean()) < 1e-8)
@@ -107,6 +135,7 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
         **_BaseMaskedEstimator._parameter_constraints,
         "n_components": [Interval(Integral, 1, 3, closed="both")],
         "likelihood": [StrOptions({"bernoulli", "gaussian"})],
+        "binarize": [None, Interval(Real, None, None, closed="neither")],
         "objective": [StrOptions({"mpt", "elbo", "lml"})],
         "n_quadrature": [StrOptions({"auto"}), Interval(Integral, 2, None, closed="left")],
     }
@@ -116,6 +145,7 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
         n_components=2,
         *,
         likelihood="bernoulli",
+        binarize=0.0,
         objective="mpt",
         mask_rate="uniform",
         n_masks=1,
@@ -127,12 +157,16 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
         learning_rate=0.03,
         tol=1e-3,
         n_iter_no_change=10,
+        monitor=None,
+        monitor_every=1,
+        dtype="float64",
         device="auto",
         random_state=None,
         verbose=0,
     ):
         self.n_components = n_components
         self.likelihood = likelihood
+        self.binarize = binarize
         self.objective = objective
         self.mask_rate = mask_rate
         self.n_masks = n_masks
@@ -144,12 +178,31 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
         self.learning_rate = learning_rate
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
+        self.monitor = monitor
+        self.monitor_every = monitor_every
+        self.dtype = dtype
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
 
     def _n_points(self):
         return AUTO_QUADRATURE[self.n_components] if self.n_quadrature == "auto" else self.n_quadrature
+
+    def _check_data(self, X):
+        super()._check_data(X)
+        n_points = self._n_points()
+        if n_points > MAX_QUADRATURE:
+            raise ValueError(
+                f"n_quadrature={n_points}: beyond {MAX_QUADRATURE} nodes the normalised Gauss–Hermite "
+                f"weights underflow float64."
+            )
+        grid = n_points**self.n_components
+        if grid > MAX_GRID_POINTS or grid * X.shape[1] > MAX_GRID_ENTRIES:
+            raise ValueError(
+                f"n_quadrature={n_points} with n_components={self.n_components} makes a grid of {grid} "
+                f"points, and tables of {grid} x {X.shape[1]} features; the limits are {MAX_GRID_POINTS} "
+                f"points and {MAX_GRID_ENTRIES} entries. Use fewer nodes."
+            )
 
     def _init_module(self, X, generator):
         n_features = X.shape[1]

@@ -48,13 +48,27 @@ class MaskedVAE(_BaseMaskedEstimator):
     score_masks : "all" or int, default=10
     score_method : {"sweep", "nested", "chain"}, default="sweep"
     n_lml_samples : int, default=100
-        Importance samples per datum for ``log_marginal_likelihood`` and ``history_``; the
-        IWAE literature reports final numbers with 5000.
+        Importance samples per datum for ``log_marginal_likelihood`` and the ``"lml"``
+        monitor; the IWAE literature reports final numbers with 5000.
     max_epochs : int, default=100
     batch_size : "auto" or int, default="auto"
     learning_rate : float, default=1e-3
+        Adam's initial step size.
     tol : float, default=1e-3
+        Improvement of the stopping objective (nats per sample) that counts as progress.
     n_iter_no_change : int, default=10
+        Epochs without progress of the stopping objective (the training objective on a
+        quarter of the samples, at least 100, with masks and particle noise fixed before
+        training: forward passes only, under a tenth of an epoch) before the step size is
+        halved (torch's ``ReduceLROnPlateau``); the stall after the sixth cut is convergence.
+    monitor : None or "lml", default=None
+        ``"lml"`` records the importance-sampled log-marginal likelihood of the training
+        data (``n_lml_samples`` draws) in ``history_`` every ``monitor_every`` epochs; it
+        costs more than a training epoch at D=784, so it is off unless asked for.
+    monitor_every : int, default=1
+    dtype : {"float64", "float32"}, default="float64"
+        Precision of the module and of the computations (training sums over samples in
+        float64 either way).
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
         Seeds training and, with an int, makes every score reproducible (the particles'
@@ -66,9 +80,13 @@ class MaskedVAE(_BaseMaskedEstimator):
     module_ : VAEModule
     device_ : torch.device
     history_ : list of dict
-        Per epoch: ``epoch``, ``objective``, ``objective_fixed_masks`` (``"mpt"`` only),
-        ``lml`` (importance-sampled, ``n_lml_samples`` draws, training data) and ``seconds``.
+        Per epoch: ``epoch``, ``objective``, ``stopping_objective``, ``learning_rate``,
+        ``lml`` (``monitor="lml"`` only, on the epochs it records) and ``seconds``; after
+        ``partial_fit``, one dict per call with ``epoch``, ``objective`` and ``seconds``.
     n_iter_ : int
+        Epochs run by ``fit``, or ``partial_fit`` calls.
+    converged_ : bool
+        Whether ``fit`` met its stopping rule before ``max_epochs``.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
@@ -117,6 +135,9 @@ class MaskedVAE(_BaseMaskedEstimator):
         learning_rate=1e-3,
         tol=1e-3,
         n_iter_no_change=10,
+        monitor=None,
+        monitor_every=1,
+        dtype="float64",
         device="auto",
         random_state=None,
         verbose=0,
@@ -139,6 +160,9 @@ class MaskedVAE(_BaseMaskedEstimator):
         self.learning_rate = learning_rate
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
+        self.monitor = monitor
+        self.monitor_every = monitor_every
+        self.dtype = dtype
         self.device = device
         self.random_state = random_state
         self.verbose = verbose

@@ -16,26 +16,6 @@ TINY = [
 ]
 
 
-# These checks fit on continuous random data, which a Bernoulli model refuses with a ValueError
-# (tested in test_linear_vae.py) rather than silently binarising it. The same estimator code
-# passes them all with likelihood="gaussian" above; the Bernoulli model's own pipeline,
-# pickle and invariance tests use binary data in test_linear_vae.py.
-BINARY_ONLY = """check_dict_unchanged check_dont_overwrite_parameters check_dtype_object
-check_estimators_dtypes check_estimators_fit_returns_self check_estimators_nan_inf
-check_estimators_overwrite_params check_estimators_pickle check_f_contiguous_array_estimator
-check_fit2d_1feature check_fit2d_predict1d check_fit_check_is_fitted check_fit_idempotent
-check_fit_score_takes_y check_methods_sample_order_invariance check_methods_subset_invariance
-check_n_features_in check_n_features_in_after_fitting check_pipeline_consistency
-check_positive_only_tag_during_fit check_readonly_memmap_input check_transformer_data_not_an_array
-check_transformer_general check_transformer_preserve_dtypes""".split()
-
-
-def _expected_failed_checks(estimator):
-    if isinstance(estimator, MaskedLinearVAE) and estimator.likelihood == "bernoulli":
-        return dict.fromkeys(BINARY_ONLY, "fits on continuous data, which a Bernoulli model refuses")
-    return {}
-
-
-@parametrize_with_checks(TINY, expected_failed_checks=_expected_failed_checks)
+@parametrize_with_checks(TINY)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

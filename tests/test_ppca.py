@@ -94,11 +94,11 @@ def test_chain_score_is_exact_and_sweep_close(ppca_data):
 def test_mpt_training_reaches_maximum_likelihood(ppca_data, mask_rate, tolerance):
     """N=2000, D=10, K=2 (Fig. 2): MPT lands next to the closed-form ML PPCA."""
     ml = PCA(n_components=2).fit(ppca_data).score(ppca_data)
-    ppca = MaskedPPCA(n_components=2, mask_rate=mask_rate, random_state=0).fit(ppca_data)
+    ppca = MaskedPPCA(n_components=2, mask_rate=mask_rate, monitor="lml", random_state=0).fit(ppca_data)
     lml = ppca.log_marginal_likelihood(ppca_data).mean()
     assert ml - tolerance < lml <= ml + 1e-9
-    assert set(ppca.history_[0]) == {"epoch", "objective", "objective_fixed_masks", "lml", "seconds"}
-    assert ppca.n_iter_ == len(ppca.history_)
+    assert set(ppca.history_[0]) == {"epoch", "objective", "stopping_objective", "learning_rate", "lml", "seconds"}
+    assert ppca.n_iter_ == len(ppca.history_) and ppca.converged_
     # the exact LML went up during training
     assert ppca.history_[-1]["lml"] > ppca.history_[0]["lml"]
 
@@ -166,18 +166,22 @@ def test_pipeline_clone_pickle_pandas(ppca_data):
 def test_scale_equivariance(ppca_data):
     """Training standardises by one scale: scaled data give scaled parameters."""
     X = ppca_data[:300]
-    a = MaskedPPCA(random_state=0, max_epochs=15).fit(X)
-    b = MaskedPPCA(random_state=0, max_epochs=15).fit(1000 * X + 7)
+    a = MaskedPPCA(random_state=0, max_epochs=15, monitor="lml").fit(X)
+    b = MaskedPPCA(random_state=0, max_epochs=15, monitor="lml").fit(1000 * X + 7)
     np.testing.assert_allclose(b.components_, 1000 * a.components_, rtol=1e-6)
     np.testing.assert_allclose(b.noise_variance_, 1e6 * a.noise_variance_, rtol=1e-6)
     shift = -10 * np.log(1000)
     np.testing.assert_allclose(b.history_[-1]["lml"], a.history_[-1]["lml"] + shift, rtol=1e-8)
 
 
-def test_convergence_warning_and_verbose(ppca_data, capsys):
-    with pytest.warns(ConvergenceWarning, match="max_epochs=2"):
+def test_convergence_warning_and_verbose(ppca_data, caplog):
+    caplog.set_level("INFO", logger="skmpt")
+    with pytest.warns(ConvergenceWarning, match="max_epochs=2") as record:
         MaskedPPCA(max_epochs=2, verbose=1, random_state=0).fit(ppca_data[:100])
-    assert "lml=" in capsys.readouterr().out
+    # The warning points at the line that called fit, past scikit-learn's _fit_context.
+    assert record[0].filename == __file__
+    lines = [r.getMessage() for r in caplog.records if r.name == "skmpt"]
+    assert len(lines) == 2 and lines[0].startswith("epoch=1, objective=")
 
 
 @pytest.mark.parametrize(
@@ -290,11 +294,14 @@ def test_rank_one_chain_matches_generic_chain(params, seed):
     np.testing.assert_allclose(fast.sum(-1).numpy(), lml.numpy()[:, None].repeat(3, 1), rtol=1e-9)
 
 
-def test_fit_inside_no_grad_block(ppca_data):
-    with torch.no_grad(), warnings.catch_warnings():
+@pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode])
+def test_fit_inside_no_grad_block(ppca_data, context):
+    with context(), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        ppca = MaskedPPCA(max_epochs=3, random_state=0).fit(ppca_data[:100])
+        ppca = MaskedPPCA(max_epochs=3, monitor="lml", random_state=0).fit(ppca_data[:100])
+        scores = ppca.score_samples(ppca_data[:5])
     assert ppca.history_[-1]["lml"] > ppca.history_[0]["lml"]
+    np.testing.assert_allclose(scores, ppca.score_samples(ppca_data[:5]))
 
 
 def test_conditional_log_prob_for_power_users(ppca_data):

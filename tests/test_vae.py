@@ -94,7 +94,7 @@ def test_importance_sampled_lml_converges_to_ppca(ppca_as_vae):
 def test_objectives_train(objective, conditional):
     X = make_ppca(300, 6, 2, random_state=1).data
     vae = _quiet_fit(MaskedVAE(hidden_layer_sizes=(16,), objective=objective, conditional=conditional,
-                               max_epochs=8, learning_rate=1e-2, random_state=0), X)
+                               max_epochs=8, learning_rate=1e-2, monitor="lml", random_state=0), X)
     assert vae.history_[-1]["lml"] > vae.history_[0]["lml"]
     assert np.isfinite(vae.score(X))
 
