@@ -97,6 +97,14 @@ class MaskedFactorAnalysis(_BaseMaskedEstimator):
     n_iter_no_change : int, default=10
         Epochs without progress before the step size is cut (training stops after the
         third such stall), as in :class:`MaskedPPCA`.
+    monitor : None or "lml", default=None
+        ``"lml"`` records the exact log-marginal likelihood of the training data in
+        ``history_`` every ``monitor_every`` epochs (a diagnostic; training does not use it).
+    monitor_every : int, default=1
+        Epochs between two ``monitor`` records.
+    dtype : {"float64", "float32"}, default="float64"
+        Precision of the module and of the computations (training sums over samples in
+        float64 either way).
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
         ``"auto"`` uses CUDA when available.
     random_state : int, RandomState instance or None, default=None
@@ -172,6 +180,9 @@ class MaskedFactorAnalysis(_BaseMaskedEstimator):
         learning_rate=0.03,
         tol=1e-3,
         n_iter_no_change=10,
+        monitor=None,
+        monitor_every=1,
+        dtype="float64",
         device="auto",
         random_state=None,
         verbose=0,
@@ -186,6 +197,9 @@ class MaskedFactorAnalysis(_BaseMaskedEstimator):
         self.learning_rate = learning_rate
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
+        self.monitor = monitor
+        self.monitor_every = monitor_every
+        self.dtype = dtype
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
