@@ -312,6 +312,9 @@ def test_bad_parameters(tiny_bert):
         MLMCurveScorer(model, tokenizer=tokenizer, n_masks=0).fit()
     with pytest.raises(ValueError, match="needs training texts"):
         MLMCurveScorer(model, tokenizer=tokenizer, max_steps=2, device="cpu").fit()
+    for options in ({"checkpoint_every": 2}, {"resume": True}):
+        with pytest.raises(ValueError, match="need checkpoint_dir"):
+            MLMCurveScorer(model, tokenizer=tokenizer, max_steps=2, device="cpu", **options).fit(["a b"])
     small = BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8)
     with pytest.raises(ValueError, match="do not belong together"):
         MLMCurveScorer(small, tokenizer=tokenizer, device="cpu").fit()
