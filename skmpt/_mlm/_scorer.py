@@ -78,7 +78,11 @@ class MLMCurveScorer(LoadingMixin, BatchingMixin, ScoringMixin, TrainingMixin, T
     :meth:`score_samples`, :meth:`pseudo_log_likelihood` and :meth:`paper_area` split the
     texts over the processes; every process returns all results, in input order, equal to a
     one-process run with the same ``random_state`` (a text's masks depend only on the seed and
-    its tokens). Only the main process shows progress bars.
+    its tokens). Every process must call the method, with the same texts (the processes
+    exchange their results). Only the main process shows progress bars. With
+    ``max_steps > 0``, :meth:`fit` trains with ``DistributedDataParallel``, ``batch_size``
+    texts per step over all processes, and can checkpoint and resume (``checkpoint_every``,
+    ``checkpoint_dir``, ``resume``).
 
     Read more in the :ref:`User Guide <mlm_curves>`.
 
