@@ -155,7 +155,7 @@ def _read_texts(path):
 
 def _validate(args):
     """Every check that needs no model; returns the texts with their line numbers."""
-    from ._mlm import _check_local_path
+    from ._mlm._loading import _check_local_path
 
     if args.out != "-":
         _check_output(args.out, "--out", args)
@@ -194,21 +194,38 @@ def _atomic_write(path, write, suffix=""):
 
 def _mlm_curve(args):
     line_numbers, lines = _validate(args)
-    if not args.quiet:
-        return _score_file(args, line_numbers, lines)
+    import torch.distributed as dist
+
+    from ._distributed import init_distributed
+
+    # Under torchrun or accelerate launch every process scores its share of the texts; the
+    # group is joined here so that it is also left here, when the last collective is done.
+    joined = dist.is_available() and not dist.is_initialized()
+    context = init_distributed(args.device)
+    try:
+        if args.quiet or not context.is_main:
+            return _without_transformers_bars(_score_file, args, line_numbers, lines, context)
+        return _score_file(args, line_numbers, lines, context)
+    finally:
+        if joined and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _without_transformers_bars(function, *args):
     from transformers.utils import logging as transformers_logging
 
     shown = transformers_logging.is_progress_bar_enabled()
     transformers_logging.disable_progress_bar()  # its bars, not its warnings
     try:
-        return _score_file(args, line_numbers, lines)
+        return function(*args)
     finally:
         if shown:
             transformers_logging.enable_progress_bar()
 
 
-def _score_file(args, line_numbers, lines):
-    from ._mlm import MLMCurveScorer, _area
+def _score_file(args, line_numbers, lines, context):
+    from ._mlm import MLMCurveScorer
+    from .objectives import curve_area
 
     options = {"revision": args.revision, "local_files_only": args.local_files_only,
                "trust_remote_code": args.trust_remote_code}
@@ -225,14 +242,16 @@ def _score_file(args, line_numbers, lines):
         dtype=args.dtype,
         model_kwargs={key: value for key, value in options.items() if value},
         random_state=args.random_state,
-        verbose=int(not args.quiet),
+        verbose=int(not args.quiet and context.is_main),
     ).fit()
     kept = [i for i, line in enumerate(lines) if line.strip()]
     texts = [lines[i] for i in kept]
     lengths = scorer._encode(texts, names=[f"line {line_numbers[i]}" for i in kept]).n_tokens
     curve = scorer.transform(texts)
     scores = scorer.score_samples(texts)
-    areas = _area(curve, scorer.mask_rates_)
+    areas = curve_area(curve, scorer.mask_rates_, scale=512)
+    if not context.is_main:  # every rank holds all results; the main one writes them, once
+        return
 
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer)
@@ -286,6 +305,14 @@ def _one_line(exc):
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _one_line_warning(message, *args, **kwargs):
+    print(f"skmpt: warning: {_one_line(message)}", file=sys.stderr)
+
+
+def _silent(*args, **kwargs):
+    """``showwarning`` of a secondary rank: the main rank shows the same warnings."""
+
+
 def main(argv=None):
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     parser = _parser()
@@ -296,14 +323,16 @@ def main(argv=None):
     level = package_logger.level
     try:
         args = parser.parse_args(argv)
-        if not args.quiet:
+        # Under a launcher, only the main process (RANK 0) reports; the others show no messages.
+        from ._distributed import _launcher_ranks
+
+        secondary = (_launcher_ranks(os.environ) or (0,))[0] != 0
+        if not args.quiet and not secondary:
             package_logger.addHandler(handler)
             package_logger.setLevel(logging.INFO)
         with warnings.catch_warnings():
             # a warning is one line on standard error, as errors are
-            warnings.showwarning = lambda message, category, *rest, **kw: print(
-                f"skmpt: warning: {_one_line(message)}", file=sys.stderr
-            )
+            warnings.showwarning = _silent if secondary else _one_line_warning
             _mlm_curve(args)
     except _UsageError as exc:
         if debug:

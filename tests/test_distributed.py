@@ -528,7 +528,6 @@ def test_checkpoint_of_a_transformers_model_loads_with_from_pretrained(tmp_path)
         torch.testing.assert_close(loaded, want, rtol=0, atol=0, msg=name)
 
 
-@pytest.mark.xfail(strict=True, reason="MLMCurveScorer does not split texts over ranks until it calls sharded_map")
 def test_mlm_scores_on_two_ranks_equal_one_and_split_the_work(two_ranks):
     ranks, single = two_ranks
     for method in ("transform", "score_samples", "pseudo_log_likelihood", "paper_area"):
@@ -541,7 +540,6 @@ def test_mlm_scores_on_two_ranks_equal_one_and_split_the_work(two_ranks):
     assert 0 < ranks[0]["mlm"]["copies"] < single["mlm"]["copies"]
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="MLMCurveScorer takes no checkpoint_dir until it is wired")
 def test_mlm_pretraining_resumed_from_a_checkpoint_equals_uninterrupted(tmp_path):
     pytest.importorskip("transformers")
     from transformers import BertConfig

@@ -139,7 +139,7 @@ def test_masks_exactly_m_of_the_own_tokens(joint_setup, rate):
     encoded = scorer._encode(texts)
     generator = torch.Generator().manual_seed(0)
     copies = [
-        _mlm._size_masks(np.repeat(max(1, round(rate * len(p))), 4), len(p), generator)
+        _mlm.size_masks(np.repeat(max(1, round(rate * len(p))), 4), len(p), generator)
         for p in encoded.content_positions
     ]
     for i, (masked, _) in enumerate(copies):
@@ -167,12 +167,12 @@ def test_masks_exactly_m_of_the_own_tokens(joint_setup, rate):
 
 def test_head_only_at_masked_positions_matches_full_logits(tiny_bert, monkeypatch):
     model, tokenizer, texts = tiny_bert
-    assert _mlm._language_model_head(model) is not None
+    assert _mlm.language_model_head(model) is not None
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=2, random_state=0, device="cpu").fit()
     fast = scorer.pseudo_log_likelihood(texts[:6])
     curve = scorer.transform(texts[:6])
-    monkeypatch.setattr(_mlm, "_HEAD_ATTRIBUTES", ())
-    assert _mlm._language_model_head(model) is None
+    monkeypatch.setattr(_mlm._batching, "_HEAD_ATTRIBUTES", ())
+    assert _mlm.language_model_head(model) is None
     np.testing.assert_allclose(scorer.pseudo_log_likelihood(texts[:6]), fast, rtol=1e-5)
     np.testing.assert_allclose(scorer.transform(texts[:6]), curve, rtol=1e-5)
 
@@ -186,7 +186,7 @@ def test_batching_does_not_change_scores(tiny_bert):
     np.testing.assert_allclose(small.score_samples(texts[:8]), big.score_samples(texts[:8]), rtol=1e-5)
     # a forward pass never holds more than the token budget (one copy when a copy alone exceeds it)
     encoded = small._encode(texts[:8])
-    copies = [_mlm._size_masks(np.arange(1, len(p) + 1), len(p), None) for p in encoded.content_positions]
+    copies = [_mlm.size_masks(np.arange(1, len(p) + 1), len(p), None) for p in encoded.content_positions]
     for pieces in small._batches(encoded, copies):
         rows = sum(stop - start for _, start, stop in pieces)
         width = max(len(encoded.input_ids[i]) for i, _, _ in pieces)
@@ -198,7 +198,7 @@ def test_groups_of_texts_do_not_change_scores(tiny_bert, monkeypatch):
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=2, mask_rates=[0.2, 0.7], random_state=0,
                             device="cpu").fit()
     expected = scorer.transform(texts[:7]), scorer.score_samples(texts[:7]), scorer.pseudo_log_likelihood(texts[:7])
-    monkeypatch.setattr(_mlm, "_COPY_BUDGET", 50)  # about one text per group
+    monkeypatch.setattr(_mlm._scoring, "_COPY_BUDGET", 50)  # about one text per group
     np.testing.assert_allclose(scorer.transform(texts[:7]), expected[0], rtol=1e-6)
     np.testing.assert_allclose(scorer.score_samples(texts[:7]), expected[1], rtol=1e-6)
     np.testing.assert_allclose(scorer.pseudo_log_likelihood(texts[:7]), expected[2], rtol=1e-6)
@@ -312,6 +312,9 @@ def test_bad_parameters(tiny_bert):
         MLMCurveScorer(model, tokenizer=tokenizer, n_masks=0).fit()
     with pytest.raises(ValueError, match="needs training texts"):
         MLMCurveScorer(model, tokenizer=tokenizer, max_steps=2, device="cpu").fit()
+    for options in ({"checkpoint_every": 2}, {"resume": True}):
+        with pytest.raises(ValueError, match="need checkpoint_dir"):
+            MLMCurveScorer(model, tokenizer=tokenizer, max_steps=2, device="cpu", **options).fit(["a b"])
     small = BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8)
     with pytest.raises(ValueError, match="do not belong together"):
         MLMCurveScorer(small, tokenizer=tokenizer, device="cpu").fit()
@@ -390,7 +393,7 @@ def test_roberta_head_and_position_limit(tiny_bert):
     )
     torch.manual_seed(0)
     model = RobertaForMaskedLM(config).eval()
-    assert _mlm._language_model_head(model)[1] is model.lm_head
+    assert _mlm.language_model_head(model)[1] is model.lm_head
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit()
     assert scorer.max_length_ == 40 - (tokenizer.pad_token_id + 1)  # RoBERTa reserves the padding position
     encoded = scorer._encode(texts[:4])
@@ -492,9 +495,9 @@ def test_paths_that_do_not_exist_are_not_hub_names(tiny_bert, path):
 
 
 def test_hub_names_look_like_hub_names():
-    assert not _mlm._looks_like_path("bert-base-uncased")
-    assert not _mlm._looks_like_path("google-bert/bert-base-uncased")
-    assert _mlm._looks_like_path("a/b/c") and _mlm._looks_like_path("vocab.txt")
+    assert not _mlm._loading._looks_like_path("bert-base-uncased")
+    assert not _mlm._loading._looks_like_path("google-bert/bert-base-uncased")
+    assert _mlm._loading._looks_like_path("a/b/c") and _mlm._loading._looks_like_path("vocab.txt")
 
 
 @pytest.mark.parametrize("token", ["[SEP]", "[CLS]", "[PAD]", "[MASK]"])
