@@ -45,7 +45,7 @@ SMALL_ARGS = {
     "plot_mpt_demo.py": ["--score-masks", "10"],
     "plot_convergence_in_masks.py": ["--n-samples", "50", "--repeats", "5", "--bias-masks", "2000"],
     "plot_training_curves.py": ["--n-inits", "2", "--max-epochs", "60"],
-    "plot_mpt_curve_area.py": ["--n-samples", "300"],
+    "plot_mpt_curve_area.py": ["--n-samples", "300", "--max-epochs", "60"],
     "plot_grid_search.py": [
         "--n-samples", "300", "--components", "1", "2", "3", "4", "5", "--mask-rates", "uniform", "0.5",
         "--n-digits", "400", "--cv", "3", "--max-epochs", "60",

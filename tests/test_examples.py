@@ -32,7 +32,7 @@ def test_demo_prints_estimates_and_saves_curve(tmp_path, capsys):
     [
         ("plot_convergence_in_masks", ["--n-samples", "10", "--repeats", "2", "--bias-masks", "200"], "bias of"),
         ("plot_training_curves", ["--n-inits", "1", "--max-epochs", "3"], "exact bias of the fixed-rate objective"),
-        ("plot_mpt_curve_area", ["--n-samples", "120"], "area under the curve"),
+        ("plot_mpt_curve_area", ["--n-samples", "120", "--max-epochs", "20"], "area under the curve"),
         (
             "mlm_pretraining_curve",
             ["--n-train", "500", "--max-steps", "3", "--n-eval", "5", "--n-masks", "1", "--hidden-size", "32",

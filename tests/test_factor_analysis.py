@@ -224,7 +224,7 @@ def test_mpt_training_reaches_factor_analysis_optimum():
     """N=2000, D=10, K=2 with noise variances from 0.05 to 2: MPT lands next to EM's optimum."""
     X = heteroscedastic_data()
     optimum = FactorAnalysis(2).fit(X).score(X)
-    fa = MaskedFactorAnalysis(2, random_state=0).fit(X)
+    fa = MaskedFactorAnalysis(2, random_state=0, monitor="lml").fit(X)
     lml = fa.log_marginal_likelihood(X).mean()
     assert optimum - 0.02 < lml < optimum + 1e-9
     assert fa.history_[-1]["lml"] > fa.history_[0]["lml"]
@@ -233,7 +233,7 @@ def test_mpt_training_reaches_factor_analysis_optimum():
 
 def test_fit_transform_clone_pickle():
     X = heteroscedastic_data(n_samples=150, n_features=5)
-    fa = MaskedFactorAnalysis(2, max_epochs=5, random_state=0)
+    fa = MaskedFactorAnalysis(2, max_epochs=5, random_state=0, monitor="lml")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         fa.fit(X)
