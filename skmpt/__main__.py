@@ -57,9 +57,9 @@ def _rates(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not 'start:stop:step' or 'r1,r2,...' of numbers") from None
     if rates.size == 0:
         raise argparse.ArgumentTypeError(f"{text!r} gives no rate")
-    if not np.all((rates > 0) & (rates <= 1)):
-        outside = rates[~((rates > 0) & (rates <= 1))][0]
-        raise argparse.ArgumentTypeError(f"rates must lie in (0, 1]; {text!r} gives {outside:g}")
+    if not np.all((rates > 0) & (rates < 1)):
+        outside = rates[~((rates > 0) & (rates < 1))][0]
+        raise argparse.ArgumentTypeError(f"rates must lie in (0, 1), exclusive; {text!r} gives {outside:g}")
     if np.any(np.diff(rates) <= 0):
         raise argparse.ArgumentTypeError(f"rates must be strictly increasing; got {text!r}")
     return rates

@@ -298,6 +298,8 @@ def test_bad_parameters(tiny_bert):
     model, tokenizer, _ = tiny_bert
     with pytest.raises(ValueError, match="mask_rates must lie in"):
         MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[0.5, 1.5], device="cpu").fit()
+    with pytest.raises(ValueError, match=r"mask_rates must lie in \(0, 1\) \(exclusive\); got 1.0"):
+        MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[0.5, 1.0], device="cpu").fit()
     with pytest.raises(ValueError, match="strictly increasing"):
         MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[0.5, 0.2], device="cpu").fit()
     with pytest.raises(ValueError, match="pass tokenizer="):

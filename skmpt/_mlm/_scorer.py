@@ -100,7 +100,7 @@ class MLMCurveScorer(LoadingMixin, BatchingMixin, ScoringMixin, TrainingMixin, T
         The tokenizer, or where ``AutoTokenizer.from_pretrained`` finds it; ``None`` loads it
         from ``model`` when that is a name or directory, or from the model object's
         ``name_or_path``. It must have a mask token and a padding token.
-    mask_rates : array-like of float in (0, 1] or None, default=None
+    mask_rates : array-like of float in (0, 1) or None, default=None
         Masking rates of :meth:`transform` and :meth:`paper_area`; a rate ``r`` masks
         ``M = round(r * L)`` tokens, at least one. ``None`` is 0.01, 0.02, ..., 0.99 as in the
         paper.
@@ -299,9 +299,10 @@ class MLMCurveScorer(LoadingMixin, BatchingMixin, ScoringMixin, TrainingMixin, T
         rates = np.asarray(self.mask_rates, dtype=float)
         if rates.ndim != 1 or rates.size == 0:
             raise ValueError(f"mask_rates must be a non-empty 1-D sequence of rates; got shape {rates.shape}.")
-        bad = ~((rates > 0) & (rates <= 1))
+        # A rate of 1 would mask every token and leave nothing to condition on.
+        bad = ~((rates > 0) & (rates < 1))
         if bad.any():
-            raise ValueError(f"mask_rates must lie in (0, 1]; got {rates[bad][0]!r}.")
+            raise ValueError(f"mask_rates must lie in (0, 1) (exclusive); got {rates[bad][0]!r}.")
         if np.any(np.diff(rates) <= 0):
             raise ValueError("mask_rates must be strictly increasing.")
         return rates
