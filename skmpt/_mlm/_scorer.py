@@ -302,7 +302,7 @@ class MLMCurveScorer(LoadingMixin, BatchingMixin, ScoringMixin, TrainingMixin, T
         # A rate of 1 would mask every token and leave nothing to condition on.
         bad = ~((rates > 0) & (rates < 1))
         if bad.any():
-            raise ValueError(f"mask_rates must lie in (0, 1) (exclusive); got {rates[bad][0]!r}.")
+            raise ValueError(f"mask_rates must lie in (0, 1) (exclusive); got {float(rates[bad][0])!r}.")
         if np.any(np.diff(rates) <= 0):
             raise ValueError("mask_rates must be strictly increasing.")
         return rates
