@@ -59,10 +59,10 @@ def main(argv=None):
 
     runs = [
         ("FactorAnalysis, K=2", factor_data(args.n_samples, rng), FactorAnalysis(2, random_state=args.seed),
-         MaskedFactorAnalysis(2, max_epochs=args.max_epochs, random_state=args.seed)),
+         MaskedFactorAnalysis(2, max_epochs=args.max_epochs, monitor="lml", random_state=args.seed)),
         ("GaussianMixture, 3 components", cluster_data(args.n_samples, rng),
          GaussianMixture(3, random_state=args.seed),
-         MaskedGaussianMixture(3, max_epochs=args.max_epochs, random_state=args.seed)),
+         MaskedGaussianMixture(3, max_epochs=args.max_epochs, monitor="lml", random_state=args.seed)),
     ]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     print(f"{'model':<32}{'EM LML':>10}{'MPT fit LML':>13}{'gap':>8}{'MPT score of EM fit':>21}{'MPT s':>7}")
