@@ -50,7 +50,7 @@ SMALL_ARGS = {
         "--n-samples", "300", "--components", "1", "2", "3", "4", "5", "--mask-rates", "uniform", "0.5",
         "--n-digits", "400", "--cv", "3", "--max-epochs", "60",
     ],
-    "plot_grid_search_dask.py": ["--n-samples", "200", "--max-epochs", "10"],
+    "plot_grid_search_dask.py": ["--n-samples", "200"],
 }
 
 

@@ -61,7 +61,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="GridSearchCV of MaskedPPCA over masking rates and K on dask.")
     parser.add_argument("--n-samples", type=int, default=600, help="samples of the PPCA data (default 600)")
     parser.add_argument("--n-features", type=int, default=10)
-    parser.add_argument("--max-epochs", type=int, default=60, help="epochs of each fit (default 60)")
+    parser.add_argument("--max-epochs", type=int, default=300, help="epoch budget of each fit (default 300)")
     parser.add_argument("--n-workers", type=int, default=2, help="workers of the local cluster (default 2)")
     parser.add_argument("--scheduler-address", default=None, help="a running dask scheduler, e.g. tcp://host:8786")
     parser.add_argument("--output", default="grid_search_dask.png")

@@ -58,7 +58,8 @@ def save_checkpoints(directory, train, args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[1])
+    # Not __doc__: the documentation gallery runs the script with its docstring removed.
+    parser = argparse.ArgumentParser(description="Scoring a saved masked LM on a text file: random and trained")
     parser.add_argument("--n-train", type=int, default=3000, help="training sentences")
     parser.add_argument("--max-steps", type=int, default=150, help="MPT steps of 32 sentences")
     parser.add_argument("--n-eval", type=int, default=20, help="sentences in the scored text file")
