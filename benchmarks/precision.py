@@ -57,8 +57,8 @@ def main(argv=None):
         for _ in range(args.repeats):
             for dtype in ("float64", "float32"):  # interleaved: both see the same load
                 model = estimator.set_params(dtype=dtype)
-                fit_time, model = cpu_seconds(lambda model=model: model.fit(X))
-                score_time, score = cpu_seconds(lambda model=model: model.score(X))
+                fit_time, model = cpu_seconds(lambda model=model, X=X: model.fit(X))
+                score_time, score = cpu_seconds(lambda model=model, X=X: model.score(X))
                 best[dtype] = [min(best[dtype][0], fit_time), min(best[dtype][1], score_time)]
                 fitted[dtype] = (float(np.mean(model.log_marginal_likelihood(X))), score)
         d_lml = abs(fitted["float64"][0] - fitted["float32"][0])
