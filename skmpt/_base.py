@@ -630,6 +630,36 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     def _n_features_out(self):
         return self.n_components
 
+    @classmethod
+    def _from_fitted(cls, source, source_class, params, build_module):
+        """A fitted ``cls`` holding the parameters of a fitted scikit-learn ``source``.
+
+        ``params`` go to ``cls``'s constructor and are validated as in ``fit``;
+        ``build_module(dtype, device)`` returns ``(n_components, module)`` from ``source``'s
+        fitted attributes. The result has no training history (``history_ == []``,
+        ``n_iter_ == 0``); shared by the ``from_estimator`` class methods.
+        """
+        if not isinstance(source, source_class):
+            raise TypeError(
+                f"{cls.__name__}.from_estimator takes a fitted {source_class.__name__}; got {type(source).__name__}."
+            )
+        check_is_fitted(source)
+        if "n_components" in params:
+            raise ValueError(f"n_components is taken from the {source_class.__name__}; do not pass it.")
+        estimator = cls(**params)
+        estimator._validate_params()
+        estimator.device_ = resolve_device(estimator.device)
+        with torch.no_grad():
+            n_components, module = build_module(estimator._dtype, estimator.device_)
+        estimator.set_params(n_components=n_components)
+        estimator.n_features_in_ = source.n_features_in_
+        if hasattr(source, "feature_names_in_"):
+            estimator.feature_names_in_ = source.feature_names_in_
+        estimator.module_ = module
+        estimator.history_, estimator.n_iter_ = [], 0
+        estimator._set_fitted_attributes()
+        return estimator
+
     # ------------------------------------------------------------------ persistence
     def __getstate__(self):
         # A copy: on Python >= 3.11 the parent may hand back the live __dict__.
@@ -654,3 +684,30 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                     stacklevel=2,
                 )
                 self.device_ = torch.device("cpu")
+
+
+class _LinearGaussianMixin:
+    """``get_covariance`` and ``get_precision`` of a linear-Gaussian model (PPCA, factor
+    analysis), as scikit-learn's decompositions have them; the module supplies the matrices."""
+
+    def get_covariance(self):
+        """Model covariance ``W W^T`` plus the noise covariance.
+
+        Returns
+        -------
+        cov : ndarray of shape (n_features, n_features)
+        """
+        check_is_fitted(self)
+        with torch.no_grad():
+            return self.module_.covariance().cpu().numpy()
+
+    def get_precision(self):
+        """Model precision (inverse covariance), by the Woodbury identity.
+
+        Returns
+        -------
+        precision : ndarray of shape (n_features, n_features)
+        """
+        check_is_fitted(self)
+        with torch.no_grad():
+            return self.module_.precision().cpu().numpy()

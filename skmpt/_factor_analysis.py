@@ -15,45 +15,14 @@ from numbers import Integral
 
 import torch
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted
 
-from ._base import _BaseMaskedEstimator, resolve_device
+from ._base import _BaseMaskedEstimator, _LinearGaussianMixin
 from .models import FactorAnalysisModule
 
 __all__ = ["MaskedFactorAnalysis"]
 
 
-def _from_fitted(cls, source, source_class, params, build_module):
-    """A fitted ``cls`` holding the parameters of a fitted scikit-learn ``source``.
-
-    ``params`` go to ``cls``'s constructor and are validated as in ``fit``;
-    ``build_module(dtype, device)`` returns ``(n_components, module)`` from ``source``'s
-    fitted attributes. The result has no training history (``history_ == []``,
-    ``n_iter_ == 0``); shared by the ``from_estimator`` class methods.
-    """
-    if not isinstance(source, source_class):
-        raise TypeError(
-            f"{cls.__name__}.from_estimator takes a fitted {source_class.__name__}; got {type(source).__name__}."
-        )
-    check_is_fitted(source)
-    if "n_components" in params:
-        raise ValueError(f"n_components is taken from the {source_class.__name__}; do not pass it.")
-    estimator = cls(**params)
-    estimator._validate_params()
-    estimator.device_ = resolve_device(estimator.device)
-    with torch.no_grad():
-        n_components, module = build_module(estimator._dtype, estimator.device_)
-    estimator.set_params(n_components=n_components)
-    estimator.n_features_in_ = source.n_features_in_
-    if hasattr(source, "feature_names_in_"):
-        estimator.feature_names_in_ = source.feature_names_in_
-    estimator.module_ = module
-    estimator.history_, estimator.n_iter_ = [], 0
-    estimator._set_fitted_attributes()
-    return estimator
-
-
-class MaskedFactorAnalysis(_BaseMaskedEstimator):
+class MaskedFactorAnalysis(_LinearGaussianMixin, _BaseMaskedEstimator):
     """Factor analysis fitted by masked pre-training (MPT).
 
     The model is scikit-learn's :class:`~sklearn.decomposition.FactorAnalysis`:
@@ -246,7 +215,7 @@ class MaskedFactorAnalysis(_BaseMaskedEstimator):
             )
             return estimator.components_.shape[0], module
 
-        return _from_fitted(cls, estimator, FactorAnalysis, params, build)
+        return cls._from_fitted(estimator, FactorAnalysis, params, build)
 
     def _check_data(self, X):
         super()._check_data(X)
@@ -269,25 +238,3 @@ class MaskedFactorAnalysis(_BaseMaskedEstimator):
         self.components_ = module.components.detach().cpu().numpy()
         self.mean_ = module.mean.detach().cpu().numpy()
         self.noise_variance_ = module.noise_variance.detach().cpu().numpy()
-
-    def get_covariance(self):
-        """Model covariance ``W W^T + diag(psi)``.
-
-        Returns
-        -------
-        cov : ndarray of shape (n_features, n_features)
-        """
-        check_is_fitted(self)
-        with torch.no_grad():
-            return self.module_.covariance().cpu().numpy()
-
-    def get_precision(self):
-        """Model precision (inverse covariance), by the Woodbury identity.
-
-        Returns
-        -------
-        precision : ndarray of shape (n_features, n_features)
-        """
-        check_is_fitted(self)
-        with torch.no_grad():
-            return self.module_.precision().cpu().numpy()

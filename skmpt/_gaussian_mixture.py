@@ -20,7 +20,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import _BaseMaskedEstimator
-from ._factor_analysis import _from_fitted
 from .masks import check_generator
 from .models import GaussianMixtureModule
 
@@ -244,7 +243,7 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
             )
             return len(weights), GaussianMixtureModule(weights, means, covariances, covariance_type)
 
-        return _from_fitted(cls, estimator, GaussianMixture, {**params, "covariance_type": covariance_type}, build)
+        return cls._from_fitted(estimator, GaussianMixture, {**params, "covariance_type": covariance_type}, build)
 
     def _check_data(self, X):
         super()._check_data(X)

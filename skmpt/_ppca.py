@@ -15,16 +15,15 @@ from numbers import Integral
 import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted
 
 from . import objectives
-from ._base import _BaseMaskedEstimator
+from ._base import _BaseMaskedEstimator, _LinearGaussianMixin
 from .models import PPCAModule
 
 __all__ = ["MaskedPPCA"]
 
 
-class MaskedPPCA(_BaseMaskedEstimator):
+class MaskedPPCA(_LinearGaussianMixin, _BaseMaskedEstimator):
     """Probabilistic PCA fitted by masked pre-training (MPT).
 
     The model is ``x = W z + mu + eps`` with ``z ~ N(0, I_K)`` and ``eps ~ N(0, sigma^2 I)``.
@@ -227,7 +226,6 @@ class MaskedPPCA(_BaseMaskedEstimator):
         """
         from sklearn.decomposition import PCA
 
-        from ._factor_analysis import _from_fitted
 
         if isinstance(estimator, PCA) and hasattr(estimator, "noise_variance_") and not estimator.noise_variance_ > 0:
             raise ValueError(
@@ -247,7 +245,7 @@ class MaskedPPCA(_BaseMaskedEstimator):
             mean = torch.as_tensor(estimator.mean_, dtype=dtype, device=device)
             return len(components), PPCAModule(components, mean, torch.as_tensor(noise, dtype=dtype, device=device))
 
-        return _from_fitted(cls, estimator, PCA, params, build)
+        return cls._from_fitted(estimator, PCA, params, build)
 
     def _check_data(self, X):
         super()._check_data(X)
@@ -270,28 +268,6 @@ class MaskedPPCA(_BaseMaskedEstimator):
         self.components_ = module.components.detach().cpu().numpy()
         self.mean_ = module.mean.detach().cpu().numpy()
         self.noise_variance_ = float(module.noise_variance.detach())
-
-    def get_covariance(self):
-        """Model covariance ``W W^T + sigma^2 I``.
-
-        Returns
-        -------
-        cov : ndarray of shape (n_features, n_features)
-        """
-        check_is_fitted(self)
-        with torch.no_grad():
-            return self.module_.covariance().cpu().numpy()
-
-    def get_precision(self):
-        """Model precision (inverse covariance), by the Woodbury identity.
-
-        Returns
-        -------
-        precision : ndarray of shape (n_features, n_features)
-        """
-        check_is_fitted(self)
-        with torch.no_grad():
-            return self.module_.precision().cpu().numpy()
 
     def fixed_rate_bias(self, X, mask_rate, *, n_masks="all"):
         """Bias of the fixed-rate MPT estimate, ``D * S(x; M) - log p(x)``, per sample.
