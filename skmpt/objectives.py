@@ -51,6 +51,7 @@ import torch
 from .models._base import (
     _with_generator,
     has_own_chain,
+    has_own_weighted_sum,
     importance_log_weights,
     reference_chain_log_prob,
     standard_normal,
@@ -440,36 +441,11 @@ def _sizes(X):
     return torch.arange(1, X.shape[1] + 1, dtype=X.dtype, device=X.device)
 
 
-def _exhaustive_curve(model, X, model_generator):
-    n_features = X.shape[1]
-    masks = all_masks(n_features, device=X.device)
-    totals = _totals_by_size(model, X, masks.split(_MASK_BLOCK), model_generator)
-    counts = [math.comb(n_features, m) for m in range(1, n_features + 1)]
-    return totals / (torch.tensor(counts, dtype=X.dtype, device=X.device) * _sizes(X))
-
-
-def _sweep_curve(model, X, n_masks, generator):
-    n_features = X.shape[1]
-    sizes = torch.arange(1, n_features + 1).repeat_interleave(n_masks)
-    blocks = _random_mask_blocks(sizes, n_features, generator, X.device)
-    return _totals_by_size(model, X, blocks, _model_generator(model, generator)) / (n_masks * _sizes(X))
-
-
 def _ordering_blocks(n_orderings, n_features, generator, device):
     per_block = max(1, _MASK_BLOCK // n_features)
     for start in range(0, n_orderings, per_block):
         count = min(per_block, n_orderings - start)
         yield random_orderings(count, n_features, random_state=generator, device=device)
-
-
-def _nested_curve(model, X, n_orderings, generator):
-    n_features = X.shape[1]
-    model_generator = _model_generator(model, generator)
-    blocks = (
-        nested_masks(orderings).reshape(-1, n_features)
-        for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device)
-    )
-    return _totals_by_size(model, X, blocks, model_generator) / (n_orderings * _sizes(X))
 
 
 def _chain_curve(model, X, n_orderings, generator):
@@ -493,6 +469,38 @@ def _chain_curve(model, X, n_orderings, generator):
         for start in range(0, len(orderings), chunk):
             total += _with_generator(chain, X, orderings[start : start + chunk], generator=model_generator).sum(1)
     return total / n_orderings
+
+
+def _mask_plan(model, X, method, n_masks, random_state):
+    """The masks of a non-chain estimator: blocks of shared masks, how many masks of each size
+    they hold (shape ``(D,)``), and the generator of a stochastic model's noise (or None)."""
+    n_features = X.shape[1]
+    if method == "exhaustive":
+        counts = [math.comb(n_features, m) for m in range(1, n_features + 1)]
+        stochastic = getattr(model, "stochastic", False)
+        model_generator = _model_generator(model, check_generator(random_state)) if stochastic else None
+        blocks = all_masks(n_features, device=X.device).split(_MASK_BLOCK)
+        return blocks, torch.tensor(counts, dtype=X.dtype, device=X.device), model_generator
+    generator = check_generator(random_state)
+    model_generator = _model_generator(model, generator)
+    counts = torch.full((n_features,), n_masks, dtype=X.dtype, device=X.device)
+    if method == "sweep":
+        sizes = torch.arange(1, n_features + 1).repeat_interleave(n_masks)
+        blocks = _random_mask_blocks(sizes, n_features, generator, X.device)
+    else:
+        blocks = (
+            nested_masks(orderings).reshape(-1, n_features)
+            for orderings in _ordering_blocks(n_masks, n_features, generator, X.device)
+        )
+    return blocks, counts, model_generator
+
+
+def _check_method(method, X, n_masks):
+    if method not in SCORE_METHODS:
+        raise ValueError(f"method must be one of {SCORE_METHODS}; got {method!r}.")
+    if X.ndim != 2 or X.shape[1] < 1:
+        raise ValueError(f"X must be a 2-D tensor with at least one feature; got shape {tuple(X.shape)}.")
+    return 1 if method == "exhaustive" else _check_n_masks(n_masks)
 
 
 def mpt_curve(model, X, *, method="sweep", n_masks=100, random_state=None):
@@ -540,21 +548,11 @@ def mpt_curve(model, X, *, method="sweep", n_masks=100, random_state=None):
     >>> bool(torch.allclose(curve.sum(-1), joint.log_marginal(X)))
     True
     """
-    if method not in SCORE_METHODS:
-        raise ValueError(f"method must be one of {SCORE_METHODS}; got {method!r}.")
-    if X.ndim != 2 or X.shape[1] < 1:
-        raise ValueError(f"X must be a 2-D tensor with at least one feature; got shape {tuple(X.shape)}.")
-    if method == "exhaustive":
-        stochastic = getattr(model, "stochastic", False)
-        model_generator = _model_generator(model, check_generator(random_state)) if stochastic else None
-        return _exhaustive_curve(model, X, model_generator)
-    n_masks = _check_n_masks(n_masks)
-    generator = check_generator(random_state)
-    if method == "sweep":
-        return _sweep_curve(model, X, n_masks, generator)
-    if method == "nested":
-        return _nested_curve(model, X, n_masks, generator)
-    return _chain_curve(model, X, n_masks, generator)
+    n_masks = _check_method(method, X, n_masks)
+    if method == "chain":
+        return _chain_curve(model, X, n_masks, check_generator(random_state))
+    blocks, counts, model_generator = _mask_plan(model, X, method, n_masks, random_state)
+    return _totals_by_size(model, X, blocks, model_generator) / (counts * _sizes(X))
 
 
 def cumulative_score(model, X, *, method="sweep", n_masks=100, random_state=None):
@@ -577,7 +575,21 @@ def cumulative_score(model, X, *, method="sweep", n_masks=100, random_state=None
     >>> bool(torch.allclose(chain, joint.log_marginal(X)))
     True
     """
-    return mpt_curve(model, X, method=method, n_masks=n_masks, random_state=random_state).sum(-1)
+    n_masks = _check_method(method, X, n_masks)
+    if method == "chain":
+        return _chain_curve(model, X, n_masks, check_generator(random_state)).sum(-1)
+    blocks, counts, model_generator = _mask_plan(model, X, method, n_masks, random_state)
+    # S(x; M) weighs a mask of size M by 1 / (M * masks of that size): the score is one
+    # weighted sum over all the masks, which a model may form without the per-mask sums.
+    size_weights = 1 / (counts * _sizes(X))
+    total = X.new_zeros(X.shape[0])
+    for masks in blocks:
+        weights = size_weights[masks.sum(-1) - 1]
+        if has_own_weighted_sum(model):
+            total += _with_generator(model.weighted_log_prob_sum, X, masks, weights, generator=model_generator)
+        else:
+            total += _shared_mask_sums(model, X, masks, model_generator) @ weights
+    return total
 
 
 #: Training objectives by name, each returning a log-likelihood per sample (to maximise):

@@ -306,15 +306,17 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_masks=8, n_ordering
        time: its noise may legitimately be drawn per sample).
     6. ``"masked_log_prob_sum"``: equals the reference summed over the features, for shared
        and per-sample masks.
-    7. ``"chain_log_prob"``: equals :func:`skmpt.models.reference_chain_log_prob`, the
+    7. ``"weighted_log_prob_sum"``: equals the reference's per-mask sums contracted with
+       weights, for shared masks.
+    8. ``"chain_log_prob"``: equals :func:`skmpt.models.reference_chain_log_prob`, the
        reference on each ordering's nested masks.
-    8. ``"log_marginal output"`` and ``"identity"`` (when the model has ``log_marginal``):
+    9. ``"log_marginal output"`` and ``"identity"`` (when the model has ``log_marginal``):
        shape ``(n,)``, and the exhaustive cumulative score ``sum_M S(x; M)`` (the chain with
        ``n_orderings`` orderings when ``D > 12``) equals ``log_marginal`` to ``rtol``. Skipped
        for a stochastic model: its conditionals and its ``log_marginal`` are separate Monte
        Carlo estimates; compare them with :func:`check_mpt_identity` at a tolerance of their
        Monte Carlo error.
-    9. ``"posterior"`` and ``"decode"`` (when present): shapes, dtype and device.
+    10. ``"posterior"`` and ``"decode"`` (when present): shapes, dtype and device.
 
     For a stochastic model each comparison calls both sides with generators seeded alike
     and with the same masks per call, so they agree exactly when the model draws its noise
@@ -424,7 +426,17 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_masks=8, n_ordering
             c.output("masked_log_prob_sum", sums, reference_form.shape[:2])
             c.close("masked_log_prob_sum", sums, reference_form.sum(-1))
 
-    # 7: the chain terms.
+    # 7: the weighted sum over shared masks (the form of every cumulative score).
+    weighted_method = getattr(model, "weighted_log_prob_sum", None)
+    if weighted_method is None:
+        c.skip("weighted_log_prob_sum", "the model has no weighted_log_prob_sum (objectives weigh the sums)")
+    else:
+        weights = torch.linspace(0.5, 2.0, len(masks), dtype=X.dtype, device=X.device)
+        total = c.call(weighted_method, X, masks, weights)
+        c.output("weighted_log_prob_sum", total, (n_samples,))
+        c.close("weighted_log_prob_sum", total, reference.sum(-1) @ weights)
+
+    # 8: the chain terms.
     orderings = random_orderings(n_orderings, n_features, random_state=generator, device=X.device)
     expected_chain = c.call(lambda *a, **k: reference_chain_log_prob(model, *a, **k), X, orderings)
     chain_method = getattr(model, "chain_log_prob", None)
@@ -435,7 +447,7 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_masks=8, n_ordering
         c.output("chain_log_prob", chain, (n_samples, n_orderings, n_features))
         c.close("chain_log_prob", chain, expected_chain)
 
-    # 8: the identity against log_marginal.
+    # 9: the identity against log_marginal.
     if not hasattr(model, "log_marginal"):
         c.skip("identity", "the model has no log_marginal")
     else:
@@ -450,7 +462,7 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_masks=8, n_ordering
                 cumulative = cumulative_score(model, X, method=method, n_masks=n_orderings, random_state=c.seed)
             c.close("identity", cumulative, log_marginal)
 
-    # 9: what transform and inverse_transform need.
+    # 10: what transform and inverse_transform need.
     if hasattr(model, "posterior"):
         with torch.no_grad():
             mean = model.posterior(X)[0]

@@ -20,7 +20,8 @@ from skmpt.testing import check_masked_model
 def test_every_model_keeps_the_contract(name):
     model, X = MODELS[name]()
     report = check_masked_model(model, X)
-    for key in ("masked_log_prob output", "batch independence", "masked_log_prob_sum", "chain_log_prob"):
+    keys = ("masked_log_prob output", "batch independence", "masked_log_prob_sum", "weighted_log_prob_sum", "chain_log_prob")
+    for key in keys:
         assert report[key] <= 1e-9
     if model.stochastic:
         assert report["identity"].startswith("skipped")
@@ -47,7 +48,8 @@ class DiagonalNoisePPCA(PPCAModule):
     """Factor analysis sketched by subclassing PPCA (issue 12): per-feature noise ``psi``.
 
     Its reference conditionals (dense Gaussian conditioning), per-mask sums and LML are right,
-    but it inherits PPCA's rank-one ``chain_log_prob``, which assumes one noise variance.
+    but it inherits PPCA's ``weighted_log_prob_sum`` (one quadratic form for all masks) and
+    rank-one ``chain_log_prob``, both of which assume one noise variance.
     """
 
     def __init__(self, components, mean, noise):
@@ -85,21 +87,29 @@ def _diagonal_noise_ppca():
     return model, torch.randn(4, 5, generator=g, dtype=torch.float64)
 
 
-def test_inherited_isotropic_chain_is_caught():
+def test_inherited_isotropic_fast_paths_are_caught():
     model, X = _diagonal_noise_ppca()
-    with pytest.raises(AssertionError, match=r"DiagonalNoisePPCA .*'chain_log_prob': max abs difference"):
+    with pytest.raises(AssertionError, match=r"DiagonalNoisePPCA .*'weighted_log_prob_sum': max abs difference"):
         check_masked_model(model, X)
-    # The cumulative score through the inherited chain misses log p(x); the reference does not.
+    # The cumulative scores through the inherited paths miss log p(x); the reference does not.
     with torch.no_grad():
-        wrong = objectives.cumulative_score(model, X, method="chain", n_masks=1, random_state=0)
         exact = model.log_marginal(X)
-    assert float((wrong - exact).abs().max()) > 0.1
+        for method in ("exhaustive", "chain"):
+            wrong = objectives.cumulative_score(model, X, method=method, n_masks=1, random_state=0)
+            assert float((wrong - exact).abs().max()) > 0.1
 
-    class Fixed(DiagonalNoisePPCA):
+    class ChainStillWrong(DiagonalNoisePPCA):
+        weighted_log_prob_sum = MaskedModel.weighted_log_prob_sum
+
+    with pytest.raises(AssertionError, match=r"ChainStillWrong .*'chain_log_prob': max abs difference"):
+        check_masked_model(ChainStillWrong(model.components, model.mean, model.noise), X)
+
+    class Fixed(ChainStillWrong):
         chain_log_prob = MaskedModel.chain_log_prob
 
     report = check_masked_model(Fixed(model.components, model.mean, model.noise), X)
     assert report["identity"] < 1e-9 * float(exact.abs().max())
+    assert report["weighted_log_prob_sum"] < 1e-9 * float(exact.abs().max()) * len(X)
 
 
 class OffsetSum(PPCAModule):

@@ -2,7 +2,7 @@
 
 :class:`MaskedModel` states the contract: the reference per-token conditionals
 ``masked_log_prob(X, masks)``, the fast paths computed from them by default
-(``masked_log_prob_sum``, ``chain_log_prob``), and the optional ``log_marginal``,
+(``masked_log_prob_sum``, ``weighted_log_prob_sum``, ``chain_log_prob``), and the optional ``log_marginal``,
 ``posterior``, ``decode`` and ``unstandardize_``. :mod:`skmpt.objectives` builds everything
 else from those; :func:`skmpt.testing.check_masked_model` checks that a model keeps the contract.
 """

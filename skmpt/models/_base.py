@@ -23,6 +23,7 @@ from ..masks import nested_masks
 __all__ = [
     "MaskedModel",
     "has_own_chain",
+    "has_own_weighted_sum",
     "importance_log_weights",
     "reference_chain_log_prob",
     "standard_normal",
@@ -141,8 +142,8 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
     r"""Base class of a model with masked conditionals ``log p(x_j | x_r)``.
 
     A subclass implements one method, the reference :meth:`masked_log_prob`; it inherits
-    :meth:`masked_log_prob_sum` and :meth:`chain_log_prob` computed from it, and may override
-    them with faster paths that must agree with it (check with
+    :meth:`masked_log_prob_sum`, :meth:`weighted_log_prob_sum` and :meth:`chain_log_prob`
+    computed from it, and may override them with faster paths that must agree with it (check with
     :func:`skmpt.testing.check_masked_model`). Any object with the same methods works with
     :mod:`skmpt.objectives` (duck typing); this class writes the contract down and supplies
     the defaults.
@@ -280,8 +281,41 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
         """
         return reference_chain_log_prob(self, X, orderings, generator=generator)
 
+    def weighted_log_prob_sum(self, X, masks, weights, *, generator=None):
+        """``sum_p weights_p sum_{j in m_p} log p(x_j | x_{r_p})`` per sample, for shared masks.
+
+        The form of every cumulative score (:func:`skmpt.objectives.cumulative_score` weights
+        a mask of size ``M`` by one over ``M`` times the number of masks of that size).
+        Defaults to :meth:`masked_log_prob_sum` contracted with ``weights``; a model may add
+        the masks up before it sees the samples (PPCA: one ``D x D`` quadratic form for all
+        the masks, instead of ``2 K + 1`` weighted sums per sample and mask).
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (n_samples, n_features)
+        masks : torch.Tensor of dtype bool and shape (n_masks, n_features)
+            Shared by the samples.
+        weights : torch.Tensor of shape (n_masks,)
+            In ``X``'s dtype and on its device.
+        generator : torch.Generator, default=None
+
+        Returns
+        -------
+        total : torch.Tensor of shape (n_samples,)
+        """
+        return _with_generator(self.masked_log_prob_sum, X, masks, generator=generator) @ weights
+
+
+def _overrides(model, name):
+    method = getattr(type(model), name, None)
+    return method is not None and method is not getattr(MaskedModel, name)
+
 
 def has_own_chain(model):
     """Whether ``model`` has a ``chain_log_prob`` other than the reference default."""
-    method = getattr(type(model), "chain_log_prob", None)
-    return method is not None and method is not MaskedModel.chain_log_prob
+    return _overrides(model, "chain_log_prob")
+
+
+def has_own_weighted_sum(model):
+    """Whether ``model`` has a ``weighted_log_prob_sum`` other than the default contraction."""
+    return _overrides(model, "weighted_log_prob_sum")
