@@ -342,3 +342,38 @@ def test_shared_mask_fast_path_in_any_chunks_matches_per_sample_path(monkeypatch
     np.testing.assert_allclose(shared.numpy(), per_sample.numpy(), rtol=1e-10)
     np.testing.assert_allclose(chunked.numpy(), whole.numpy(), rtol=1e-12)
     np.testing.assert_allclose(whole.numpy(), lml.numpy(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("n_samples", [2, 64])
+def test_weighted_sum_over_masks_matches_dense_conditioning(n_samples, monkeypatch):
+    # With 2 samples the module contracts per-mask sums; with 64 it adds all masks into one
+    # D x D quadratic form first (cheaper when n (2K + 1) > K D). Both, in one chunk of
+    # masks or many, must give the dense conditionals' weighted sums.
+    rng = np.random.RandomState(1)
+    components, mean = rng.randn(3, 9), rng.randn(9)
+    module = make_ppca_module(components, mean, 0.7)
+    X = rng.randn(n_samples, 9) * 2 + mean
+    masks = all_masks(9)
+    weights = torch.as_tensor(rng.rand(len(masks)))
+    dense = _dense_conditionals(components, mean, 0.7, X, masks.numpy()).sum(-1) @ weights.numpy()
+    for numbers in (2**22, 100):
+        monkeypatch.setattr(type(module), "_form_chunk_numbers", numbers)
+        with torch.no_grad():
+            total = module.weighted_log_prob_sum(torch.as_tensor(X), masks, weights)
+        np.testing.assert_allclose(total.numpy(), dense, rtol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["exhaustive", "sweep", "nested"])
+def test_cumulative_score_is_the_sum_of_the_curve(method):
+    # cumulative_score weighs all masks in one quadratic form; mpt_curve keeps the sizes
+    # apart. Same masks, same numbers.
+    rng = np.random.RandomState(2)
+    module = make_ppca_module(rng.randn(2, 8), rng.randn(8), 0.5)
+    X = torch.as_tensor(rng.randn(50, 8))
+    with torch.no_grad():
+        score = objectives.cumulative_score(module, X, method=method, n_masks=3, random_state=0)
+        curve = objectives.mpt_curve(module, X, method=method, n_masks=3, random_state=0)
+        lml = module.log_marginal(X)
+    np.testing.assert_allclose(score.numpy(), curve.sum(-1).numpy(), rtol=1e-10)
+    if method == "exhaustive":
+        np.testing.assert_allclose(score.numpy(), lml.numpy(), rtol=1e-9)

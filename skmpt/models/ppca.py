@@ -81,6 +81,10 @@ class PPCAModule(MaskedModel):
     >>> assert_mpt_identity(module, X)
     """
 
+    # weighted_log_prob_sum builds its quadratic form from chunks of masks whose per-mask
+    # rows hold about this many numbers (8 MiB in float64: the chunk stays in cache).
+    _form_chunk_numbers = 2**20
+
     def __init__(self, components, mean, noise_variance):
         super().__init__()
         self.components = torch.nn.Parameter(components)
@@ -180,30 +184,103 @@ class PPCAModule(MaskedModel):
         count = masked.sum(-1)
         return -0.5 * (count * math.log(2 * math.pi) + log_det + quad)
 
-    def _shared_quadratic(self, residual, masks):
-        """``sum_j u_j (e_j - w_j^T z_bar)^2`` of shape ``(n, P)`` for shared masks ``(P, D)``.
+    def _shared_rows(self, masks, dtype, weights=None):
+        """The linear maps of the residual whose products give each shared mask's quadratic.
 
-        Also returns the predictive variances, shape ``(P, D)``. The rows of the big product
-        are laid out ``(2, K, P, D)`` (built from ``K x K`` coefficients by one product with
-        ``W^T``), so that its output ``(n, 2, K, P)`` is reduced over ``K`` along contiguous
-        memory.
+        For masks ``(P, D)`` returns ``rows`` of shape ``(2, K, P, D)`` with
+        ``rows[0, :, p] @ e = z_bar`` and ``rows[1, :, p] @ e = Gamma z_bar - 2 g`` (see
+        :meth:`masked_log_prob_sum`), times ``weights[p]`` if given, ``inv_var`` (``u``, zero
+        at observed tokens) and the predictive ``variance``, both ``(P, D)``. The layout puts
+        ``K`` outermost so that products with it are reduced over ``K`` along contiguous memory.
         """
         n_masks, n_features = masks.shape
         K = self.components.shape[0]
         outer = self._outer()
-        cov = self._mask_covariance(masks, residual.dtype)
+        cov = self._mask_covariance(masks, dtype)
         variance = self.noise_variance + cov.flatten(-2) @ outer.T
         inv_var = masks / variance
         curvature = (inv_var @ outer).view(n_masks, K, K)
         # z_bar = C W_r^T e_r / s2 and Gamma z_bar - 2 g = Gamma C W_r^T e_r / s2 - 2 W^T (u * e).
-        coefficients = torch.cat([cov, curvature @ cov], dim=1).permute(1, 0, 2)  # (2K, P, K)
+        second, weighted_inv_var = curvature @ cov, inv_var
+        if weights is not None:
+            second, weighted_inv_var = second * weights.view(-1, 1, 1), inv_var * weights.unsqueeze(-1)
+        coefficients = torch.cat([cov, second], dim=1).permute(1, 0, 2)  # (2K, P, K)
         rows = (coefficients.reshape(-1, K) @ self.components).view(2, K, n_masks, n_features)
         rows.mul_((~masks) / self.noise_variance)
-        rows[1].sub_(2 * self.components.unsqueeze(1) * inv_var)
+        rows[1].addcmul_(self.components.unsqueeze(1), weighted_inv_var, value=-2)
+        return rows, inv_var, variance
+
+    def _shared_quadratic(self, residual, masks):
+        """``sum_j u_j (e_j - w_j^T z_bar)^2`` of shape ``(n, P)`` for shared masks ``(P, D)``.
+
+        Also returns the predictive variances, shape ``(P, D)``.
+        """
+        n_masks, n_features = masks.shape
+        K = self.components.shape[0]
+        rows, inv_var, variance = self._shared_rows(masks, residual.dtype)
         projected = (residual @ rows.view(-1, n_features).T).view(-1, 2, K, n_masks)
         quad = residual.square() @ inv_var.T
         quad += (projected[:, 0] * projected[:, 1]).sum(1)
         return quad, variance
+
+    def weighted_log_prob_sum(self, X, masks, weights):
+        """``sum_p weights_p sum_{j in m_p} log p(x_j | x_{r_p})`` per sample, for shared masks.
+
+        Each mask's quadratic is ``e^T (diag(u_p) + R_{0p}^T R_{1p}) e`` with the ``K x D``
+        maps of :meth:`_shared_rows`, so the weighted sum over the masks is one quadratic form
+        ``e^T Q e``: ``Q`` costs ``P K D^2`` multiply-adds, independent of the number of
+        samples, and the samples ``n D^2``. The per-mask sums cost ``n P D (2 K + 1)``; the
+        cheaper of the two is used, with the same result up to rounding.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (n_samples, n_features)
+        masks : torch.Tensor of dtype bool and shape (n_masks, n_features)
+        weights : torch.Tensor of shape (n_masks,)
+
+        Returns
+        -------
+        total : torch.Tensor of shape (n_samples,)
+
+        Examples
+        --------
+        >>> import torch
+        >>> from skmpt.models import PPCAModule
+        >>> W = torch.tensor([[1.0, 0.5, -0.3]], dtype=torch.float64)
+        >>> module = PPCAModule(W, torch.zeros(3, dtype=torch.float64), 0.5)
+        >>> X = torch.randn(40, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        >>> masks = torch.tensor([[True, False, False], [False, True, True]])
+        >>> weights = torch.tensor([1.0, 0.5], dtype=torch.float64)
+        >>> direct = module.masked_log_prob_sum(X, masks) @ weights
+        >>> bool(torch.allclose(module.weighted_log_prob_sum(X, masks, weights), direct))
+        True
+        """
+        (n_samples, n_features), n_masks = X.shape, masks.shape[0]
+        K = self.components.shape[0]
+        per_mask_cost = n_samples * n_masks * n_features * (2 * K + 1)
+        if per_mask_cost <= n_masks * K * n_features**2 + n_samples * n_features**2:
+            chunk = self.shared_mask_chunk(n_samples)
+            return sum(
+                (
+                    self.masked_log_prob_sum(X, part) @ part_weights
+                    for part, part_weights in zip(masks.split(chunk), weights.split(chunk), strict=True)
+                ),
+                X.new_zeros(n_samples),
+            )
+        form = X.new_zeros(n_features, n_features)
+        diagonal = X.new_zeros(n_features)
+        constant = X.new_zeros(())
+        chunk = max(1, self._form_chunk_numbers // ((2 * K + 4) * n_features))
+        for part, part_weights in zip(masks.split(chunk), weights.split(chunk), strict=True):
+            rows, inv_var, variance = self._shared_rows(part, X.dtype, part_weights)
+            form.addmm_(rows[0].reshape(-1, n_features).T, rows[1].reshape(-1, n_features))
+            diagonal += part_weights @ inv_var
+            masked = part.to(X.dtype)
+            log_det = (masked * variance.log()).sum(-1) + masked.sum(-1) * math.log(2 * math.pi)
+            constant += part_weights @ log_det
+        residual = X - self.mean
+        quad = residual.square() @ diagonal + ((residual @ form) * residual).sum(-1)
+        return -0.5 * (constant + quad)
 
     def _per_sample_quadratic(self, residual, masks):
         """The same for masks of shape ``(n, P, D)``; variances of shape ``(n, P, D)``."""
