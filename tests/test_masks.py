@@ -132,3 +132,11 @@ def test_one_sort_sampler_takes_the_lowest_ranks_of_its_noise():
     m = masks.masks_of_sizes(sizes, 40, random_state=7)
     noise = torch.rand(300, 40, generator=torch.Generator().manual_seed(7))
     assert torch.equal(m, noise.argsort(-1).argsort(-1) < sizes.unsqueeze(-1))
+
+
+def test_integer_ranking_orders_uniforms_as_the_float_sort_does():
+    # The sampler sorts the float32 noise's bit patterns as integers (faster); the order must
+    # be the float order, ties included, so that a seed keeps giving the same masks.
+    g = torch.Generator().manual_seed(0)
+    noise = torch.cat([torch.rand(200, 64, generator=g), torch.randint(0, 8, (200, 64), generator=g) / 8.0])
+    assert torch.equal(masks._rank_order(noise), noise.argsort(dim=-1))
