@@ -673,3 +673,25 @@ def test_a_tokenizer_of_special_tokens_only_is_no_tokenizer(saved_bert, tmp_path
     (tmp_path / "model" / "tokenizer_config.json").write_text('{"tokenizer_class": "BertTokenizer"}')
     with pytest.raises(ValueError, match=r"No tokenizer was found in model=.*holds only its \d special tokens"):
         MLMCurveScorer(str(tmp_path / "model"), device="cpu").fit()
+
+
+def test_target_log_probs_match_a_float64_log_softmax():
+    # Float32 logits are normalised without a float64 copy (within 3e-7 nats of it); rows
+    # whose largest logit could overflow or underflow float32 exp take the float64 path.
+    from skmpt._mlm._batching import target_log_probs
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 30522, generator=g) * 4
+    logits[1] += 95.0  # would overflow exp in float32
+    logits[2] -= 120.0  # would underflow
+    logits[3, :50] += 30.0
+    targets = torch.randint(0, 30522, (6,), generator=g)
+    expected = torch.log_softmax(logits.double(), -1)[torch.arange(6), targets]
+    got = target_log_probs(logits, targets)
+    assert got.dtype == torch.float64 and torch.isfinite(got).all()
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=0, atol=3e-7)
+    np.testing.assert_allclose(got[[1, 2]].numpy(), expected[[1, 2]].numpy(), rtol=0, atol=1e-12)
+    for dtype in (torch.float64, torch.bfloat16):
+        lower = logits.to(dtype)
+        reference = torch.log_softmax(lower.double(), -1)[torch.arange(6), targets]
+        np.testing.assert_allclose(target_log_probs(lower, targets).numpy(), reference.numpy(), rtol=0, atol=3e-7)
