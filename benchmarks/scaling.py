@@ -3,15 +3,17 @@
 For each estimator a base configuration is timed while one factor at a time takes three
 values; the exponent ``b`` of ``time ~ factor**b`` is the least-squares slope of log time
 against log factor. Times are CPU seconds (``time.process_time``, one torch thread, the
-minimum of ``--repeats`` calls): ``score`` is ``score_samples`` of a fitted estimator,
-``epoch`` one training epoch (``fit`` with ``max_epochs=1``, so it includes the estimator's
-per-epoch bookkeeping). For MaskedPPCA the score is also given as a fraction of the rate of a
-float64 matmul of its multiply-add count ``n P D K`` (``P = score_masks * D`` sweep masks).
+minimum of ``--repeats`` calls): ``score`` is ``score_samples`` of a fitted estimator with its
+default scoring method, ``epoch`` one training epoch (``fit`` with ``max_epochs=1``, so it
+includes the estimator's per-epoch bookkeeping). For MaskedPPCA the cumulative score (the
+sweep, ``P = score_masks * D`` shared masks) is also given as a fraction of the rate of a
+float64 matmul of the baseline's multiply-add count ``n P D K``.
+
+MLMCurveScorer (a BERT built from a configuration: 2 layers, a 1000-piece WordPiece
+vocabulary) is timed the same way with ``D`` the tokens per text, ``K`` the hidden size,
+``n`` the number of texts and ``masks`` the sweep's masks per size; it has no epoch.
 
     python benchmarks/scaling.py [--repeats 2]
-
-MLMCurveScorer is not included: its cost is that of the encoder over the masked copies,
-which ``mlm_curve.py`` measures against the bare encoder.
 """
 
 import argparse
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 
 import _common  # noqa: F401  (puts this checkout first on sys.path)
-from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE
+from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedLinearVAE, MaskedPPCA, MaskedVAE
 
 
 def cpu(fn, repeats):
@@ -47,6 +49,14 @@ CONFIGS = [
     (MaskedPPCA, {}, dict(D=256, K=8, n=512, masks=1), dict(D=[128, 256, 512], K=[4, 8, 16], n=[256, 512, 1024], masks=[1, 2, 4])),
     (MaskedLinearVAE, {}, dict(D=64, K=2, n=1024, masks=1), dict(D=[32, 64, 128], K=[1, 2, 3], n=[512, 1024, 2048], masks=[1, 2, 4])),
     (
+        MaskedFactorAnalysis, {}, dict(D=64, K=4, n=512, masks=1),
+        dict(D=[32, 64, 128], K=[2, 4, 8], n=[256, 512, 1024], masks=[1, 2, 4]),
+    ),
+    (
+        MaskedGaussianMixture, {}, dict(D=16, K=4, n=512, masks=1),
+        dict(D=[8, 16, 32], K=[2, 4, 8], n=[256, 512, 1024], masks=[1, 2, 4]),
+    ),
+    (
         MaskedVAE,
         {"hidden_layer_sizes": (128,), "n_particles": 8, "n_lml_samples": 10},
         dict(D=32, K=4, n=512, masks=1),
@@ -67,6 +77,46 @@ def measure(estimator, fixed, D, K, n, masks, repeats, rng):
     return score, epoch
 
 
+def mlm_setup():
+    """A WordPiece tokenizer and a pool of WordNet words to cut texts of a given length from."""
+    from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+
+    sentences = load_wordnet_sentences()
+    return make_wordpiece_tokenizer(sentences[:5000], vocab_size=1000), " ".join(sentences[5000:8000]).split()
+
+
+def mlm_texts(tokenizer, words, n, length):
+    """``n`` texts of about ``length`` tokens each, consecutive runs of ``words``."""
+    texts, start = [], 0
+    for _ in range(n):
+        stop = start + 1
+        while len(tokenizer(" ".join(words[start:stop]), add_special_tokens=False)["input_ids"]) < length:
+            stop += 1
+        texts.append(" ".join(words[start:stop]))
+        start = stop
+    return texts
+
+
+def measure_mlm(tokenizer, words, D, K, n, masks, repeats):
+    from transformers import BertConfig, BertForMaskedLM
+
+    from skmpt import MLMCurveScorer
+
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=K, num_hidden_layers=2, num_attention_heads=max(1, K // 32),
+        intermediate_size=4 * K, max_position_embeddings=512,
+    )
+    torch.manual_seed(0)
+    model = BertForMaskedLM(config).eval()
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=masks, random_state=0, device="cpu").fit()
+    texts = mlm_texts(tokenizer, words, n, D)
+    return cpu(lambda: scorer.score_samples(texts), repeats)
+
+
+def slope(values, times):
+    return np.polyfit(np.log(values), np.log(times), 1)[0]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
@@ -83,13 +133,21 @@ def main(argv=None):
                 s, e = measure(estimator, fixed, **dict(base, **{factor: value}), repeats=args.repeats, rng=rng)
                 scores.append(s)
                 epochs.append(e)
-            slope = lambda t: np.polyfit(np.log(values), np.log(t), 1)[0]  # noqa: E731
             print(
                 f"| {estimator.__name__} | {factor} | {', '.join(map(str, values))} | "
-                f"{', '.join(f'{t:.3g}' for t in scores)} | {slope(scores):.2f} | "
-                f"{', '.join(f'{t:.3g}' for t in epochs)} | {slope(epochs):.2f} |",
+                f"{', '.join(f'{t:.3g}' for t in scores)} | {slope(values, scores):.2f} | "
+                f"{', '.join(f'{t:.3g}' for t in epochs)} | {slope(values, epochs):.2f} |",
                 flush=True,
             )
+    tokenizer, words = mlm_setup()
+    base = dict(D=32, K=64, n=8, masks=1)
+    for factor, values in dict(D=[16, 32, 64], K=[32, 64, 128], n=[4, 8, 16], masks=[1, 2, 4]).items():
+        scores = [measure_mlm(tokenizer, words, **dict(base, **{factor: v}), repeats=args.repeats) for v in values]
+        print(
+            f"| MLMCurveScorer | {factor} | {', '.join(map(str, values))} | "
+            f"{', '.join(f'{t:.3g}' for t in scores)} | {slope(values, scores):.2f} | | |",
+            flush=True,
+        )
     print("\nMaskedPPCA score (sweep, P = masks * D shared masks) as a fraction of the matmul rate:")
     print("| D | K | n | P | score s | matmul s | fraction |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -97,7 +155,9 @@ def main(argv=None):
         X = data(MaskedPPCA, n, D, K, rng)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fitted = MaskedPPCA(n_components=K, score_masks=masks, max_epochs=1, random_state=0, device="cpu").fit(X)
+            fitted = MaskedPPCA(
+                n_components=K, score_method="sweep", score_masks=masks, max_epochs=1, random_state=0, device="cpu"
+            ).fit(X)
         a, b = torch.randn(n, D, dtype=torch.float64), torch.randn(D, masks * D * K, dtype=torch.float64)
         score, matmul = float("inf"), float("inf")
         for _ in range(args.repeats + 1):  # interleaved
