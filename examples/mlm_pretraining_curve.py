@@ -14,8 +14,8 @@ paper's area ``512 * sum_r 0.01 S`` (Table 2's unit).
 At random initialisation the curve is flat near ``-log V``, as in the paper's Fig. 5; after
 pre-training it rises, most at low masking rates, and falls towards the right. Without
 arguments the script is a quick look (a 64-unit BERT, 40 steps: the gallery's figure);
-``--full`` trains a 128-unit BERT for 1500 steps of 64 sentences (about 6 minutes on 2 CPU
-cores), the run the documentation reports.
+``--full`` trains a 128-unit BERT for 1500 steps of 64 sentences (9 minutes on one CPU thread,
+2026-11-23), the run the documentation reports.
 
 ``--model bert-base-uncased --glue-dir DIR`` (a checkpoint name or directory that
 ``transformers`` can load, and GLUE's official TSV files) prints the Table 2 rows instead:
@@ -127,7 +127,9 @@ def main(argv=None):
     parser.add_argument("--model", default=None, help="a checkpoint: prints Table 2's rows (needs --glue-dir)")
     parser.add_argument("--glue-dir", default=None, help="directory with GLUE's official TSV files")
     parser.add_argument("--output", default="mlm_pretraining_curve.png")
-    parser.add_argument("--full", action="store_true", help="the run the documentation reports (~6 min on 2 cores)")
+    parser.add_argument(
+        "--full", action="store_true", help="the run the documentation reports (about 9 min on one thread)"
+    )
     args = parser.parse_args(argv)
     for name, value in SIZES["full" if args.full else "small"].items():
         if getattr(args, name) is None:

@@ -14,8 +14,8 @@ Data: scikit-learn's embedded digits, binarised (always), and N=2000 Fashion-MNI
 binarised at 127 (D=784) when their IDX files are found (Debian's ``dataset-fashion-mnist``,
 or ``--data-home``). Prints the final LMLs; saves ``fig3_linear_vae.png``. Without
 arguments the script is a quick look (3 epochs, 300 Fashion-MNIST images: the gallery's
-figure); with ``--full`` (60 epochs, 2000 images) digits take about a minute and Fashion-MNIST
-about 8 (MPT costs 2-3 s per epoch at D=784 on 2 CPU cores).
+figure); with ``--full`` (60 epochs, 2000 images) both panels took 3 min 43 s on one CPU
+thread (196 s of CPU time; 2026-11-23).
 """
 
 import argparse
@@ -54,7 +54,7 @@ def main(argv=None):
     parser.add_argument("--max-epochs", type=int, default=None, help="3; 60 with --full")
     parser.add_argument("--data-home", default=None, help="a directory holding the Fashion-MNIST IDX files")
     parser.add_argument("--output", default="fig3_linear_vae.png")
-    parser.add_argument("--full", action="store_true", help="the paper-size run (about 10 minutes on 2 CPU cores)")
+    parser.add_argument("--full", action="store_true", help="the paper-size run (about 4 minutes on one CPU thread)")
     args = parser.parse_args(argv)
     for name, value in SIZES["full" if args.full else "small"].items():
         if getattr(args, name) is None:
