@@ -211,7 +211,8 @@ def main(argv=None):
         )
         bare = run_child(sys.executable, BARE_CHILD, texts=texts_file, max_batch_tokens=args.max_batch_tokens,
                          batch_size=64, **common)
-        print(f"skmpt    PLL: {n_tokens / ours['seconds']:9.0f} tokens/s, peak RSS {ours['rss_kib'][1] / 2**20:.2f} GiB")
+        print(f"skmpt    PLL: {n_tokens / ours['seconds']:9.0f} tokens/s, "
+              f"peak RSS {ours['rss_kib'][1] / 2**20:.2f} GiB")
         print(f"bare encoder over the same masked copies: {n_tokens / bare['seconds']:9.0f} tokens/s, "
               f"peak RSS {bare['rss_kib'][1] / 2**20:.2f} GiB")
         print(f"PLL / bare encoder: {ours['seconds'] / bare['seconds']:.2f}x; MPT curve (sweep, one mask per size, "

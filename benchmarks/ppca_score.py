@@ -31,6 +31,7 @@ and half of it at ``D = 256``.
 import argparse
 import importlib.util
 import os
+from functools import partial
 import subprocess
 import sys
 import tempfile
@@ -129,12 +130,12 @@ def main(argv=None):
             def matmul(a=a, b=b):
                 return a @ b
 
-            functions = [matmul, lambda: score(before), lambda: score(per_mask), lambda: score(module)]
+            functions = [matmul, partial(score, before), partial(score, per_mask), partial(score, module)]
             t_mm, t_before, t_per_mask, t_after = cpu_times(functions, args.repeats)
             reference = score(before)
             diff = max(float((score(m) - reference).abs().max()) for m in (per_mask, module))
             torch.set_num_threads(os.cpu_count())
-            wall.append((D, K, *wall_times([matmul, lambda: score(module)], args.repeats)))
+            wall.append((D, K, *wall_times([matmul, partial(score, module)], args.repeats)))
             torch.set_num_threads(1)
         rows.append((D, K, t_mm, t_before, t_per_mask, t_after))
         print(
@@ -147,7 +148,10 @@ def main(argv=None):
     for D, K, w_mm, w_after in wall:
         print(f"{D:>4} {K:>3} {w_mm:>9.4f} {w_after:>9.4f} {w_mm / w_after:>7.1%}")
 
-    print(f"\n{'D':>4} {'K':>3} {'dense s/mask':>13} {'skmpt s/mask':>13} {'speed-up':>9} {'max |diff|':>10}   masks: two sorts, one sort")
+    print(
+        f"\n{'D':>4} {'K':>3} {'dense s/mask':>13} {'skmpt s/mask':>13} {'speed-up':>9} {'max |diff|':>10}"
+        "   masks: two sorts, one sort"
+    )
     for D, K in [(256, 8), (512, 16), (512, 2)]:
         module, X = ppca_module(D, K, n_samples=n)
         masks = uniform_size_masks(args.dense_masks, D, random_state=0)
@@ -157,12 +161,12 @@ def main(argv=None):
             dense = dense_masked_log_prob_sum(module, X, masks)
             diff = float((dense - masked_log_prob_sum(module, X, masks)).abs().max())
             t_dense, t_fast = cpu_times(
-                [lambda: dense_masked_log_prob_sum(module, X, masks), lambda: masked_log_prob_sum(module, X, many)],
+                [partial(dense_masked_log_prob_sum, module, X, masks), partial(masked_log_prob_sum, module, X, many)],
                 max(1, args.repeats // 2),
             )
         g = torch.Generator()
         t_two, t_one = cpu_times(
-            [lambda: two_sort_masks(sizes, D, g), lambda: uniform_size_masks(P, D, random_state=g)], args.repeats
+            [partial(two_sort_masks, sizes, D, g), partial(uniform_size_masks, P, D, random_state=g)], args.repeats
         )
         t_dense, t_fast = t_dense / len(masks), t_fast / len(many)
         print(

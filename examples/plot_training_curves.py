@@ -58,7 +58,8 @@ def main(argv=None):
         ax = axes[column]
         biases, finals, epochs_run = [], [], []
         for seed in range(args.n_inits):
-            ppca = MaskedPPCA(2, mask_rate=mask_rate, max_epochs=args.max_epochs, monitor="lml", random_state=seed).fit(X)
+            ppca = MaskedPPCA(2, mask_rate=mask_rate, max_epochs=args.max_epochs, monitor="lml", random_state=seed)
+            ppca.fit(X)
             epochs = [h["epoch"] for h in ppca.history_]
             objective = [h["objective"] for h in ppca.history_]
             lml = [h["lml"] for h in ppca.history_]

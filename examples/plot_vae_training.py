@@ -78,7 +78,9 @@ def main(argv=None):
         print(name)
         finals = []
         for i, (label, params) in enumerate(RUNS):
-            vae = MaskedVAE(max_epochs=args.max_epochs, n_lml_samples=args.n_lml_samples, monitor="lml", random_state=0, **params)
+            vae = MaskedVAE(
+                max_epochs=args.max_epochs, n_lml_samples=args.n_lml_samples, monitor="lml", random_state=0, **params
+            )
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 vae.fit(X)

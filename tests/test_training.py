@@ -34,7 +34,7 @@ def test_learning_rate_schedule_and_convergence(ppca_data):
     assert ppca.converged_ and ppca.n_iter_ == len(ppca.history_) < ppca.max_epochs
     # halved six times by ReduceLROnPlateau, never raised
     assert sorted(set(rates), reverse=True) == [0.03 / 2**i for i in range(7)]
-    assert all(a >= b for a, b in zip(rates, rates[1:]))
+    assert all(a >= b for a, b in zip(rates, rates[1:], strict=False))
 
 
 def test_partial_fit_reaches_fit(ppca_data):
