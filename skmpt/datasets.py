@@ -486,6 +486,13 @@ def make_wordpiece_tokenizer(texts, *, vocab_size=8000, lowercase=True):
     -------
     tokenizer : transformers.PreTrainedTokenizerFast
 
+    Notes
+    -----
+    The vocabulary is not reproducible from one process to the next: ``tokenizers`` numbers the
+    ``##`` continuation pieces in hash-map order and breaks ties between merge counts by those
+    numbers (huggingface/tokenizers issue 1794). Within a process the result is fixed; to share
+    one vocabulary between processes or runs, save the tokenizer (``save_pretrained``) and load it.
+
     Examples
     --------
     >>> from skmpt.datasets import make_wordpiece_tokenizer
