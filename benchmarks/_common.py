@@ -23,6 +23,21 @@ def ppca_module(n_features, n_components, *, n_samples=100, noise_variance=0.5, 
     return module, torch.as_tensor(data.data)
 
 
+def interleaved_minimum(functions, repeats, clock=time.process_time):
+    """Minimum seconds of each function by ``clock``, the functions called in turn ``repeats`` times.
+
+    ``time.process_time`` (the default) counts CPU time, which other jobs on the machine barely
+    move; interleaving spreads any remaining drift over all the functions alike.
+    """
+    best = [float("inf")] * len(functions)
+    for _ in range(repeats):
+        for i, fn in enumerate(functions):
+            start = clock()
+            fn()
+            best[i] = min(best[i], clock() - start)
+    return best
+
+
 def best_time(fn, repeats=3):
     """Best wall-clock seconds of ``repeats`` calls (the least disturbed by other load)."""
     times = []

@@ -21,28 +21,15 @@ parameters, and the exhaustive and chain cumulative scores against the exact LML
 
 import argparse
 import math
-import time
 from functools import partial
 
 import numpy as np
 import torch
 
-from _common import dense_masked_log_prob_sum
+from _common import dense_masked_log_prob_sum, interleaved_minimum
 from skmpt.masks import nested_masks, random_orderings, uniform_size_masks
 from skmpt.models import FactorAnalysisModule, GaussianMixtureModule
 from skmpt.objectives import cumulative_score
-
-
-def cpu_seconds(fn, repeats, *others):
-    """Minimum CPU seconds of ``fn`` and of each of ``others``, timed in turn ``repeats`` times."""
-    functions = (fn, *others)
-    best = [math.inf] * len(functions)
-    for _ in range(repeats):
-        for i, f in enumerate(functions):
-            start = time.process_time()
-            f()
-            best[i] = min(best[i], time.process_time() - start)
-    return best
 
 
 def factor_analysis(n_features, n_components, n_samples, rng):
@@ -171,7 +158,7 @@ def main(argv=None):
             fast = partial(module.masked_log_prob, X, masks)
         with torch.no_grad():
             diff = float((dense() - fast()).abs().max())
-            dense_time, fast_time = cpu_seconds(dense, args.repeats, fast)
+            dense_time, fast_time = interleaved_minimum([dense, fast], args.repeats)
         print(f"{name:<22}{n_features:>5}{n_components:>4}{dense_time / len(masks):>12.3e}"
               f"{fast_time / len(masks):>12.3e}{dense_time / fast_time:>9.1f}x{diff:>12.2e}")
 
@@ -183,8 +170,9 @@ def main(argv=None):
         orderings = random_orderings(4, n_features, random_state=0)
         with torch.no_grad():
             error = float((module.chain_log_prob(X, orderings).sum(-1) - module.log_marginal(X)[:, None]).abs().max())
-            generic_time, fast_time = cpu_seconds(
-                partial(generic_chain, module, X, orderings), args.repeats, partial(module.chain_log_prob, X, orderings)
+            generic_time, fast_time = interleaved_minimum(
+                [partial(generic_chain, module, X, orderings), partial(module.chain_log_prob, X, orderings)],
+                args.repeats,
             )
         print(f"{name:<22}{n_features:>5}{n_components:>4}{generic_time:>12.3e}{fast_time:>12.3e}"
               f"{generic_time / fast_time:>9.1f}x{error:>12.2e}")

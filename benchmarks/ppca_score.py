@@ -40,24 +40,13 @@ from pathlib import Path
 
 import torch
 
-from _common import dense_masked_log_prob_sum, ppca_module
+from _common import dense_masked_log_prob_sum, interleaved_minimum, ppca_module
 from skmpt.masks import uniform_size_masks
 from skmpt.models import MaskedModel, PPCAModule
 from skmpt.objectives import cumulative_score, masked_log_prob_sum
 
 #: The last commit before the one-GEMM rewrite of ``PPCAModule.masked_log_prob_sum``.
 BEFORE = "cce2468"
-
-
-def cpu_times(functions, repeats):
-    """Minimum CPU seconds of each function, called alternately ``repeats`` times."""
-    best = [float("inf")] * len(functions)
-    for _ in range(repeats):
-        for i, fn in enumerate(functions):
-            start = time.process_time()
-            fn()
-            best[i] = min(best[i], time.process_time() - start)
-    return best
 
 
 def load_before():
@@ -78,17 +67,6 @@ class PerMaskPPCA(PPCAModule):
     """Today's module scored through its per-mask sums, as before the quadratic form."""
 
     weighted_log_prob_sum = MaskedModel.weighted_log_prob_sum
-
-
-def wall_times(functions, repeats):
-    """Minimum wall-clock seconds of each function, called alternately ``repeats`` times."""
-    best = [float("inf")] * len(functions)
-    for _ in range(repeats):
-        for i, fn in enumerate(functions):
-            start = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best
 
 
 def two_sort_masks(sizes, n_features, generator):
@@ -131,11 +109,12 @@ def main(argv=None):
                 return a @ b
 
             functions = [matmul, partial(score, before), partial(score, per_mask), partial(score, module)]
-            t_mm, t_before, t_per_mask, t_after = cpu_times(functions, args.repeats)
+            t_mm, t_before, t_per_mask, t_after = interleaved_minimum(functions, args.repeats)
             reference = score(before)
             diff = max(float((score(m) - reference).abs().max()) for m in (per_mask, module))
             torch.set_num_threads(os.cpu_count())
-            wall.append((D, K, *wall_times([matmul, partial(score, module)], args.repeats)))
+            wall_clock = interleaved_minimum([matmul, partial(score, module)], args.repeats, time.perf_counter)
+            wall.append((D, K, *wall_clock))
             torch.set_num_threads(1)
         rows.append((D, K, t_mm, t_before, t_per_mask, t_after))
         print(
@@ -160,12 +139,12 @@ def main(argv=None):
         with torch.no_grad():
             dense = dense_masked_log_prob_sum(module, X, masks)
             diff = float((dense - masked_log_prob_sum(module, X, masks)).abs().max())
-            t_dense, t_fast = cpu_times(
+            t_dense, t_fast = interleaved_minimum(
                 [partial(dense_masked_log_prob_sum, module, X, masks), partial(masked_log_prob_sum, module, X, many)],
                 max(1, args.repeats // 2),
             )
         g = torch.Generator()
-        t_two, t_one = cpu_times(
+        t_two, t_one = interleaved_minimum(
             [partial(two_sort_masks, sizes, D, g), partial(uniform_size_masks, P, D, random_state=g)], args.repeats
         )
         t_dense, t_fast = t_dense / len(masks), t_fast / len(many)

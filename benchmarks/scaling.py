@@ -17,24 +17,14 @@ vocabulary) is timed the same way with ``D`` the tokens per text, ``K`` the hidd
 """
 
 import argparse
-import time
 from functools import partial
 import warnings
 
 import numpy as np
 import torch
 
-import _common  # noqa: F401  (puts this checkout first on sys.path)
+from _common import interleaved_minimum
 from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedLinearVAE, MaskedPPCA, MaskedVAE
-
-
-def cpu(fn, repeats):
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
 
 
 def data(estimator, n, D, K, rng):
@@ -77,10 +67,10 @@ def measure(estimator, fixed, D, K, n, masks, repeats, rng):
     params = dict(fixed, n_components=K, score_masks=masks, random_state=0, device="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        epoch = cpu(lambda: estimator(max_epochs=1, **params).fit(X), repeats)
+        (epoch,) = interleaved_minimum([lambda: estimator(max_epochs=1, **params).fit(X)], repeats)
         fitted = estimator(max_epochs=1, **params).fit(X)
         with torch.no_grad():
-            score = cpu(lambda: fitted.score_samples(X), repeats)
+            (score,) = interleaved_minimum([partial(fitted.score_samples, X)], repeats)
     return score, epoch
 
 
@@ -117,7 +107,7 @@ def measure_mlm(tokenizer, words, D, K, n, masks, repeats):
     model = BertForMaskedLM(config).eval()
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=masks, random_state=0, device="cpu").fit()
     texts = mlm_texts(tokenizer, words, n, D)
-    return cpu(lambda: scorer.score_samples(texts), repeats)
+    return interleaved_minimum([partial(scorer.score_samples, texts)], repeats)[0]
 
 
 def slope(values, times):
@@ -166,10 +156,8 @@ def main(argv=None):
                 n_components=K, score_method="sweep", score_masks=masks, max_epochs=1, random_state=0, device="cpu"
             ).fit(X)
         a, b = torch.randn(n, D, dtype=torch.float64), torch.randn(D, masks * D * K, dtype=torch.float64)
-        score, matmul = float("inf"), float("inf")
-        for _ in range(args.repeats + 1):  # interleaved
-            score = min(score, cpu(partial(fitted.score_samples, X), 1))
-            matmul = min(matmul, cpu(partial(torch.matmul, a, b), 1))
+        functions = [partial(fitted.score_samples, X), partial(torch.matmul, a, b)]
+        score, matmul = interleaved_minimum(functions, args.repeats + 1)
         print(f"| {D} | {K} | {n} | {masks * D} | {score:.4f} | {matmul:.4f} | {matmul / score:.1%} |", flush=True)
 
 
