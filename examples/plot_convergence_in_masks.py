@@ -17,8 +17,8 @@ generating parameters: nothing is trained. Only the masks are repeated (``--repe
 
 Prints Table 1 (D=50, P = 1, 10, 100: the mean over seeds, the standard deviation of one
 estimate and the standard error of the mean) and the fixed-rate bias; saves
-``fig1_convergence.png``. Measured: 94 s with the defaults on 2 CPU cores shared with other jobs
-(load average 11 to 15).
+``fig1_convergence.png``. Measured: 4.9 s with the defaults on an idle 2-core machine
+(2026-11-23; 94 s before the cumulative score became one quadratic form per block of masks).
 """
 
 import argparse

@@ -20,9 +20,9 @@ initialisation is drawn as :class:`~skmpt.MaskedPPCA` draws its own (``W`` with 
 ``0.1 N(0, 1)`` on the standardised data, ``mu`` the data mean, ``sigma^2`` their overall
 variance), from its own seed.
 
-Prints each area beside the exact LML; saves ``fig4_area.png``. Measured: 3 min 50 s with
-the defaults on 2 idle CPU cores (most of it the K=50 fit; 30 minutes when the cores were
-shared with other jobs).
+Prints each area beside the exact LML; saves ``fig4_area.png``. Measured: 3 min 50 s and
+4 min 39 s in two runs with the defaults on 2 idle CPU cores (most of it the K=50 fit; 30
+minutes when the cores were shared with other jobs).
 """
 
 import argparse

@@ -17,8 +17,8 @@ paper's code, ``W``, ``mu`` and ``sigma^2`` are all learned.
 
 Prints the final LMLs against both references, and the exact bias of the fixed-rate
 objective (``D * S(x; M) - log p(x)`` over all 45 masks of size 2). Saves
-``fig2_training.png``. Measured: 29 s with the defaults on 2 idle CPU cores (12 minutes
-when the cores were shared with other jobs).
+``fig2_training.png``. Measured: 29 and 39 s in two runs with the defaults on 2 idle CPU
+cores (12 minutes when the cores were shared with other jobs).
 """
 
 import argparse
