@@ -16,8 +16,8 @@ Data: scikit-learn's embedded digits (pixels 0..16, D=64) and, when the IDX file
 [0, 1] (D=784). Prints the final LMLs (``--final-lml-samples`` importance samples; the IWAE
 literature uses 5000); saves ``fig3_vae.png``. Without arguments the script is a quick
 look (2 epochs, 300 Fashion-MNIST images: the gallery's figure); with ``--full`` (40 epochs,
-2000 images) both panels took 22 minutes of CPU time on one thread (2026-11-23), most of it
-Fashion-MNIST's per-epoch LML monitor and its pseudo-Gibbs run.
+2000 images) both panels took 22 and 24 minutes of CPU time on one thread in two runs
+(2026-11-23), most of it Fashion-MNIST's per-epoch LML monitor and its pseudo-Gibbs run.
 """
 
 import argparse
