@@ -60,7 +60,8 @@ def target_log_probs(logits, target_ids):
     safe = (top >= _FLOAT32_SAFE_LOGITS[0]) & (top <= _FLOAT32_SAFE_LOGITS[1])
     if bool(safe.all()):
         return target - _chunked_sum(logits.exp()).log()
-    norm = torch.logsumexp(logits.to(torch.float64), -1)
+    norm = torch.empty_like(target)
+    norm[~safe] = torch.logsumexp(logits[~safe].to(torch.float64), -1)
     if bool(safe.any()):
         norm[safe] = _chunked_sum(logits[safe].exp()).log()
     return target - norm
