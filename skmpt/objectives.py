@@ -582,10 +582,11 @@ def cumulative_score(model, X, *, method="sweep", n_masks=100, random_state=None
     # S(x; M) weighs a mask of size M by 1 / (M * masks of that size): the score is one
     # weighted sum over all the masks, which a model may form without the per-mask sums.
     size_weights = 1 / (counts * _sizes(X))
+    own = has_own_weighted_sum(model)
     total = X.new_zeros(X.shape[0])
     for masks in blocks:
         weights = size_weights[masks.sum(-1) - 1]
-        if has_own_weighted_sum(model):
+        if own:
             total += _with_generator(model.weighted_log_prob_sum, X, masks, weights, generator=model_generator)
         else:
             total += _shared_mask_sums(model, X, masks, model_generator) @ weights
