@@ -64,8 +64,9 @@ class MaskedFactorAnalysis(_LinearGaussianMixin, _BaseMaskedEstimator):
     tol : float, default=1e-3
         Improvement of the epoch's objective (nats per sample) that counts as progress.
     n_iter_no_change : int, default=10
-        Epochs without progress before the step size is cut (training stops after the
-        third such stall), as in :class:`MaskedPPCA`.
+        Epochs without progress before the step size is halved (torch's
+        ``ReduceLROnPlateau``); the stall after the sixth cut is convergence, as in
+        :class:`MaskedPPCA`.
     monitor : None or "lml", default=None
         ``"lml"`` records the exact log-marginal likelihood of the training data in
         ``history_`` every ``monitor_every`` epochs (a diagnostic; training does not use it).
