@@ -179,10 +179,13 @@ class PPCAModule(MaskedModel):
             quad, variance = self._shared_quadratic(residual, masks)
         else:
             quad, variance = self._per_sample_quadratic(residual, masks)
-        masked = masks.to(X.dtype)
-        log_det = (masked * variance.log()).sum(-1)
-        count = masked.sum(-1)
-        return -0.5 * (count * math.log(2 * math.pi) + log_det + quad)
+        return -0.5 * (self._normaliser(masks, variance) + quad)
+
+    @staticmethod
+    def _normaliser(masks, variance):
+        """``sum_{j in m} log(2 pi v_j)`` per mask: the part of the masked sum free of ``x``."""
+        masked = masks.to(variance.dtype)
+        return (masked * variance.log()).sum(-1) + masked.sum(-1) * math.log(2 * math.pi)
 
     def _shared_rows(self, masks, dtype, weights=None):
         """The linear maps of the residual whose products give each shared mask's quadratic.
@@ -275,9 +278,7 @@ class PPCAModule(MaskedModel):
             rows, inv_var, variance = self._shared_rows(part, X.dtype, part_weights)
             form.addmm_(rows[0].reshape(-1, n_features).T, rows[1].reshape(-1, n_features))
             diagonal += part_weights @ inv_var
-            masked = part.to(X.dtype)
-            log_det = (masked * variance.log()).sum(-1) + masked.sum(-1) * math.log(2 * math.pi)
-            constant += part_weights @ log_det
+            constant += part_weights @ self._normaliser(part, variance)
         residual = X - self.mean
         quad = residual.square() @ diagonal + ((residual @ form) * residual).sum(-1)
         return -0.5 * (constant + quad)
