@@ -28,15 +28,19 @@ __all__ = [
     "MaskedPPCA",
     "MaskedVAE",
     "datasets",
+    "get_working_memory",
     "masks",
     "objectives",
     "testing",
+    "working_memory",
 ]
 
 
 def __getattr__(name):
     if name in _ESTIMATORS:
         return getattr(importlib.import_module(_ESTIMATORS[name], __name__), name)
+    if name in ("working_memory", "get_working_memory"):
+        return getattr(importlib.import_module("._utils", __name__), name)
     if name in ("datasets", "masks", "objectives", "testing", "models"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

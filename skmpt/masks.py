@@ -20,14 +20,18 @@ import numbers
 import numpy as np
 import torch
 
+from ._utils import check_generator
+
 __all__ = [
     "MAX_EXHAUSTIVE_FEATURES",
     "all_masks",
     "check_generator",
+    "check_mask_rates",
     "fixed_rate_masks",
     "masks_of_sizes",
     "mask_size_for_rate",
     "nested_masks",
+    "parse_mask_rates",
     "random_orderings",
     "sample_masks",
     "uniform_size_masks",
@@ -37,48 +41,6 @@ __all__ = [
 #: At ``D = 20`` that is about a million masks; above it the sweep or chain estimators are the
 #: practical choice.
 MAX_EXHAUSTIVE_FEATURES = 20
-
-
-def check_generator(random_state=None):
-    """Turn ``random_state`` into a CPU :class:`torch.Generator`.
-
-    Parameters
-    ----------
-    random_state : None, int, numpy.random.RandomState, numpy.random.Generator \
-            or torch.Generator, default=None
-        ``None`` draws a fresh seed from NumPy's global state (so ``np.random.seed``
-        makes it reproducible, as everywhere in scikit-learn); an int seeds the generator;
-        a NumPy random state or generator supplies the seed; a torch generator is returned
-        as it is. An int must lie in ``[0, 2**64)``.
-
-    Returns
-    -------
-    generator : torch.Generator
-
-    Examples
-    --------
-    >>> from skmpt.masks import check_generator
-    >>> g = check_generator(0)
-    >>> bool(torch.equal(torch.rand(3, generator=g), torch.rand(3, generator=check_generator(0))))
-    True
-    """
-    if isinstance(random_state, torch.Generator):
-        return random_state
-    if random_state is None or isinstance(random_state, np.random.RandomState):
-        rng = np.random.mtrand._rand if random_state is None else random_state
-        seed = int(rng.randint(np.iinfo(np.int32).max))
-    elif isinstance(random_state, np.random.Generator):
-        seed = int(random_state.integers(np.iinfo(np.int64).max))
-    elif isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        seed = int(random_state)
-        if not 0 <= seed < 2**64:
-            raise ValueError(f"An int random_state must lie in [0, 2**64) (a torch seed); got {seed}.")
-    else:
-        raise ValueError(
-            f"random_state must be None, an int, a numpy RandomState or Generator, or a "
-            f"torch.Generator; got {random_state!r}."
-        )
-    return torch.Generator(device="cpu").manual_seed(seed)
 
 
 def _check_n_features(n_features):
@@ -354,3 +316,75 @@ def nested_masks(orderings):
     position = orderings.argsort(dim=-1)
     steps = torch.arange(n_features, device=orderings.device)
     return position.unsqueeze(-2) <= steps.unsqueeze(-1)
+
+
+#: Most rates a curve may ask for (a typo such as a step of 1e-9 would otherwise ask for billions).
+MAX_MASK_RATES = 10_000
+
+
+def check_mask_rates(mask_rates):
+    """The mask rates of a curve as a float array: non-empty, in (0, 1), strictly increasing.
+
+    A rate of 1 would mask every token and leave nothing to condition on, so rates lie in
+    (0, 1), exclusive.
+
+    Parameters
+    ----------
+    mask_rates : array-like of float or str
+        The rates, or a string that :func:`parse_mask_rates` reads.
+
+    Returns
+    -------
+    rates : ndarray of shape (n_rates,)
+
+    Examples
+    --------
+    >>> from skmpt.masks import check_mask_rates
+    >>> check_mask_rates([0.15, 0.5]).tolist()
+    [0.15, 0.5]
+    """
+    if isinstance(mask_rates, str):
+        return parse_mask_rates(mask_rates)
+    try:
+        rates = np.asarray(mask_rates, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"mask_rates must be a sequence of numbers; got {mask_rates!r}.") from None
+    if rates.ndim != 1 or rates.size == 0:
+        raise ValueError(f"mask_rates must be a non-empty 1-D sequence of rates; got shape {rates.shape}.")
+    if rates.size > MAX_MASK_RATES:
+        raise ValueError(f"mask_rates holds {rates.size} rates; at most {MAX_MASK_RATES} are allowed.")
+    bad = ~((rates > 0) & (rates < 1))
+    if bad.any():
+        raise ValueError(f"mask_rates must lie in (0, 1) (exclusive); got {float(rates[bad][0])!r}.")
+    if np.any(np.diff(rates) <= 0):
+        raise ValueError("mask_rates must be strictly increasing.")
+    return rates
+
+
+def parse_mask_rates(text):
+    """Mask rates written as ``"start:stop:step"`` (stop included) or ``"r1,r2,..."``.
+
+    The command line's ``--mask-rates`` and a string ``mask_rates`` are read by this one
+    function and checked by :func:`check_mask_rates`.
+
+    Examples
+    --------
+    >>> from skmpt.masks import parse_mask_rates
+    >>> parse_mask_rates("0.25:0.75:0.25").tolist(), parse_mask_rates("0.15,0.5").tolist()
+    ([0.25, 0.5, 0.75], [0.15, 0.5])
+    """
+    try:
+        if ":" in text:
+            start, stop, step = (float(part) for part in text.split(":"))
+            if not step > 0:
+                raise ValueError(f"the step of mask rates {text!r} must be positive.")
+            if (stop - start) / step + 1 > MAX_MASK_RATES:
+                raise ValueError(f"mask rates {text!r} give more than {MAX_MASK_RATES} rates.")
+            rates = np.round(np.arange(start, stop + step / 2, step), 10)
+        else:
+            rates = np.array([float(part) for part in text.split(",")])
+    except ValueError as exc:
+        if "mask rates" in str(exc):
+            raise
+        raise ValueError(f"mask rates {text!r} are not 'start:stop:step' or 'r1,r2,...' of numbers.") from None
+    return check_mask_rates(rates)

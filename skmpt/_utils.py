@@ -1,0 +1,179 @@
+"""What every layer of skmpt shares: random generators, devices and dtypes, and the one
+memory budget that sizes every chunk of work.
+
+Nothing here imports another skmpt module; every other module may import from here.
+"""
+
+import contextlib
+import contextvars
+import numbers
+
+import numpy as np
+import torch
+
+__all__ = [
+    "DTYPES",
+    "call_with_generator",
+    "check_generator",
+    "chunk_budget",
+    "get_working_memory",
+    "resolve_device",
+    "resolve_dtype",
+    "working_memory",
+]
+
+#: Names of the torch dtypes skmpt accepts for a ``dtype`` parameter. The array estimators
+#: take the first two; the masked-LM scorer takes all four (and "auto").
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+#: Default of :func:`working_memory`, in MiB: 2**24 float64 numbers.
+DEFAULT_WORKING_MEMORY = 128
+
+_working_memory = contextvars.ContextVar("skmpt_working_memory", default=DEFAULT_WORKING_MEMORY)
+
+
+def get_working_memory():
+    """The memory, in MiB, that one chunk of masks, copies or samples may take (default 128).
+
+    Examples
+    --------
+    >>> import skmpt
+    >>> skmpt.get_working_memory()
+    128
+    """
+    return _working_memory.get()
+
+
+@contextlib.contextmanager
+def working_memory(mib):
+    """Context manager that sets the memory one chunk of work may take, in MiB.
+
+    As scikit-learn's ``working_memory`` setting: every chunked computation of skmpt (masks
+    scored at once, masked copies per forward pass, importance samples, quadrature grids) sizes
+    its chunks from it, so a smaller value trades speed for peak memory. Results do not depend
+    on it beyond floating-point rounding.
+
+    Parameters
+    ----------
+    mib : int or float
+        Positive.
+
+    Examples
+    --------
+    >>> import skmpt
+    >>> with skmpt.working_memory(16):
+    ...     skmpt.get_working_memory()
+    16
+    """
+    if isinstance(mib, bool) or not isinstance(mib, numbers.Real) or not mib > 0:
+        raise ValueError(f"working_memory must be a positive number of MiB; got {mib!r}.")
+    token = _working_memory.set(mib)
+    try:
+        yield
+    finally:
+        _working_memory.reset(token)
+
+
+def chunk_budget(fraction=1.0, itemsize=8):
+    """How many numbers of ``itemsize`` bytes a chunk may hold: ``fraction`` of the working memory.
+
+    Examples
+    --------
+    >>> from skmpt._utils import chunk_budget
+    >>> chunk_budget() == 2**24
+    True
+    """
+    return max(1, int(get_working_memory() * 2**20 * fraction) // itemsize)
+
+
+def check_generator(random_state=None):
+    """Turn ``random_state`` into a CPU :class:`torch.Generator`.
+
+    Parameters
+    ----------
+    random_state : None, int, numpy.random.RandomState, numpy.random.Generator \
+            or torch.Generator, default=None
+        ``None`` draws a fresh seed from NumPy's global state (so ``np.random.seed``
+        makes it reproducible, as everywhere in scikit-learn); an int seeds the generator;
+        a NumPy random state or generator supplies the seed; a torch generator is returned
+        as it is. An int must lie in ``[0, 2**64)``.
+
+    Returns
+    -------
+    generator : torch.Generator
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.masks import check_generator
+    >>> g = check_generator(0)
+    >>> bool(torch.equal(torch.rand(3, generator=g), torch.rand(3, generator=check_generator(0))))
+    True
+    """
+    if isinstance(random_state, torch.Generator):
+        return random_state
+    if random_state is None:
+        seed = int(np.random.randint(np.iinfo(np.int32).max))
+    elif isinstance(random_state, np.random.RandomState):
+        seed = int(random_state.randint(np.iinfo(np.int32).max))
+    elif isinstance(random_state, np.random.Generator):
+        seed = int(random_state.integers(np.iinfo(np.int64).max))
+    elif isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        seed = int(random_state)
+        if not 0 <= seed < 2**64:
+            raise ValueError(f"An int random_state must lie in [0, 2**64) (a torch seed); got {seed}.")
+    else:
+        raise ValueError(
+            f"random_state must be None, an int, a numpy RandomState or Generator, or a "
+            f"torch.Generator; got {random_state!r}."
+        )
+    return torch.Generator(device="cpu").manual_seed(seed)
+
+
+def call_with_generator(method, *args, generator=None, **kwargs):
+    """Call ``method(*args, **kwargs)``, passing ``generator`` only when there is one.
+
+    Deterministic models need not accept a ``generator`` argument at all.
+    """
+    if generator is not None:
+        kwargs["generator"] = generator
+    return method(*args, **kwargs)
+
+
+def resolve_device(device):
+    """``"auto"`` is CUDA when available, else the CPU; a CUDA device must exist.
+
+    Examples
+    --------
+    >>> from skmpt._utils import resolve_device
+    >>> resolve_device("cpu")
+    device(type='cpu')
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N'; got {device!r}.") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was asked for, but CUDA is not available; use 'auto' or 'cpu'.")
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N'; got {device!r}.")
+    return resolved
+
+
+def resolve_dtype(dtype):
+    """The torch dtype a ``dtype`` parameter names: a name of :data:`DTYPES` or a torch dtype.
+
+    Examples
+    --------
+    >>> from skmpt._utils import resolve_dtype
+    >>> resolve_dtype("float32")
+    torch.float32
+    """
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return DTYPES[dtype]
+    except (KeyError, TypeError):
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)} or a torch.dtype; got {dtype!r}.") from None
