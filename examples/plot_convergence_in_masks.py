@@ -59,7 +59,7 @@ def main(argv=None):
     masks_per_size = [1, 2, 5, 10, 20, 50, 100]
 
     def sweep(module, X, P, seed):
-        return cumulative_score(module, X, method="sweep", n_masks=P, random_state=seed)
+        return cumulative_score(module, X, method="sweep", score_masks=P, random_state=seed)
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for ax, D in zip(axes[:2], (5, 50), strict=True):
@@ -86,10 +86,10 @@ def main(argv=None):
     module, X = true_model(D, args.n_samples)
 
     def fixed(module, X, P, seed):
-        return D * score_at_size(module, X, M, n_masks=P, random_state=seed)
+        return D * score_at_size(module, X, M, score_masks=P, random_state=seed)
 
     rel, runs, lml = relative_errors(module, X, masks_per_size, args.repeats, fixed)
-    bias = fixed_rate_bias(module, X, rate, n_masks=args.bias_masks, random_state=123)
+    bias = fixed_rate_bias(module, X, rate, score_masks=args.bias_masks, random_state=123)
     # Monte Carlo error of the mean bias: the masks are shared by all samples, so the spread
     # over masks of the sample-mean of (D / M) * sum_{j in m} log p(x_j | x_r), over sqrt(masks).
     per_mask = (D / M) * masked_log_prob_sum(module, X, masks_of_sizes([M] * 2000, D, random_state=7))

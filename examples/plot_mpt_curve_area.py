@@ -98,7 +98,7 @@ def main(argv=None):
     with torch.no_grad():
         X_t = torch.as_tensor(X)
         print(f"D=50,  K=2: LML of the generating parameters {float(generating.log_marginal(X_t).mean()):9.3f}")
-        mean_curve = mpt_curve(init, X_t, n_masks=100, random_state=0).mean(0).numpy()
+        mean_curve = mpt_curve(init, X_t, score_masks=100, random_state=0).mean(0).numpy()
         exact = float(init.log_marginal(X_t).mean())
     rates = np.arange(1, X.shape[1] + 1) / X.shape[1]
     axes[3].plot(rates, mean_curve, label="random init. (0 epochs)", color="0.5", ls="--")

@@ -13,11 +13,11 @@ __version__ = "0.1.0.dev0"
 
 _ESTIMATORS = {
     "MLMCurveScorer": "._mlm",
-    "MaskedFactorAnalysis": "._factor_analysis",
-    "MaskedGaussianMixture": "._gaussian_mixture",
-    "MaskedLinearVAE": "._linear_vae",
-    "MaskedPPCA": "._ppca",
-    "MaskedVAE": "._vae",
+    "MaskedFactorAnalysis": ".estimators",
+    "MaskedGaussianMixture": ".estimators",
+    "MaskedLinearVAE": ".estimators",
+    "MaskedPPCA": ".estimators",
+    "MaskedVAE": ".estimators",
 }
 
 __all__ = [
@@ -28,10 +28,14 @@ __all__ = [
     "MaskedPPCA",
     "MaskedVAE",
     "datasets",
+    "distributed",
+    "estimators",
     "get_working_memory",
     "masks",
+    "models",
     "objectives",
     "testing",
+    "text",
     "working_memory",
 ]
 
@@ -41,7 +45,7 @@ def __getattr__(name):
         return getattr(importlib.import_module(_ESTIMATORS[name], __name__), name)
     if name in ("working_memory", "get_working_memory"):
         return getattr(importlib.import_module("._utils", __name__), name)
-    if name in ("datasets", "masks", "objectives", "testing", "models"):
+    if name in ("datasets", "distributed", "estimators", "masks", "models", "objectives", "testing", "text"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

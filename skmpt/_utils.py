@@ -19,6 +19,7 @@ __all__ = [
     "get_working_memory",
     "resolve_device",
     "resolve_dtype",
+    "seeded",
     "working_memory",
 ]
 
@@ -177,3 +178,28 @@ def resolve_dtype(dtype):
         return DTYPES[dtype]
     except (KeyError, TypeError):
         raise ValueError(f"dtype must be one of {sorted(DTYPES)} or a torch.dtype; got {dtype!r}.") from None
+
+
+@contextlib.contextmanager
+def seeded(seed, device):
+    """torch's global generators seeded with ``seed`` inside the block, and restored after.
+
+    The CUDA generator of ``device`` is forked too when it is a CUDA device; no other.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt._utils import seeded
+    >>> with seeded(0, torch.device("cpu")):
+    ...     a = torch.rand(2)
+    >>> with seeded(0, torch.device("cpu")):
+    ...     b = torch.rand(2)
+    >>> bool(torch.equal(a, b))
+    True
+    """
+    devices = []
+    if device.type == "cuda":
+        devices = [device.index if device.index is not None else torch.cuda.current_device()]
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield

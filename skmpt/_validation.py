@@ -23,7 +23,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-__all__ = ["Interval", "InvalidParameterError", "Options", "validate_parameters", "validated"]
+__all__ = ["Interval", "InvalidParameterError", "Options", "check_positive_int", "validate_parameters", "validated"]
 
 
 class InvalidParameterError(ValueError, TypeError):
@@ -154,3 +154,17 @@ def validated(constraints):
         return wrapper
 
     return decorate
+
+
+def check_positive_int(value, name):
+    """``value`` as an int if it is a positive integer (not a bool), else a ``ValueError`` naming ``name``.
+
+    Examples
+    --------
+    >>> from skmpt._validation import check_positive_int
+    >>> check_positive_int(3, "score_masks")
+    3
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    return int(value)

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .masks import check_generator, masks_of_sizes, random_orderings
 from .models import MaskedModel, reference_chain_log_prob
-from .models._base import _with_generator
+from ._utils import call_with_generator as _with_generator
 from .objectives import cumulative_score
 
 __all__ = [
@@ -197,7 +197,7 @@ def check_mpt_identity(model, X, *, method="exhaustive", n_masks=100, log_margin
     """
     module, tensor = _model_and_tensor(model, X)
     with torch.no_grad():
-        cumulative = cumulative_score(module, tensor, method=method, n_masks=n_masks, random_state=random_state)
+        cumulative = cumulative_score(module, tensor, method=method, score_masks=n_masks, random_state=random_state)
         reference = module.log_marginal(tensor) if log_marginal is None else log_marginal
     cumulative = cumulative.detach().cpu().numpy().astype(np.float64)
     reference = np.asarray(
@@ -459,7 +459,7 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_masks=8, n_ordering
         else:
             method = "exhaustive" if n_features <= 12 else "chain"
             with torch.no_grad():
-                cumulative = cumulative_score(model, X, method=method, n_masks=n_orderings, random_state=c.seed)
+                cumulative = cumulative_score(model, X, method=method, score_masks=n_orderings, random_state=c.seed)
             c.close("identity", cumulative, log_marginal)
 
     # 10: what transform and inverse_transform need.

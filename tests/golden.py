@@ -49,7 +49,7 @@ def _estimators():
 
 def _exhaustive(estimator):
     """The same fitted estimator scoring every mask."""
-    return estimator.set_params(score_masks="all")
+    return estimator.set_params(score_method="exhaustive")
 
 
 def estimator_outputs():

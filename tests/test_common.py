@@ -1,19 +1,11 @@
-"""scikit-learn's estimator checks over every array estimator, in a tiny configuration."""
+"""scikit-learn's estimator checks over every array estimator of the registry, in the small
+configurations the registry gives (:data:`skmpt.estimators.ESTIMATORS`)."""
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedLinearVAE, MaskedPPCA, MaskedVAE
+from skmpt.estimators import ESTIMATORS
 
-TINY = [
-    MaskedPPCA(n_components=1, max_epochs=3, score_masks=3, random_state=0),
-    MaskedLinearVAE(n_components=1, likelihood="gaussian", n_quadrature=6, max_epochs=3, random_state=0),
-    MaskedLinearVAE(n_components=1, n_quadrature=6, max_epochs=3, random_state=0),
-    MaskedVAE(n_components=1, hidden_layer_sizes=(4,), n_particles=3, score_masks=2, n_lml_samples=5,
-              max_epochs=2, random_state=0),
-    MaskedFactorAnalysis(n_components=1, max_epochs=3, random_state=0),
-    MaskedGaussianMixture(n_components=2, max_epochs=3, random_state=0),
-    MaskedGaussianMixture(n_components=2, covariance_type="diag", max_epochs=3, random_state=0),
-]
+TINY = [cls(**params, random_state=0) for cls, configurations in ESTIMATORS.values() for params in configurations]
 
 
 @parametrize_with_checks(TINY)

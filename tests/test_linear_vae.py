@@ -48,7 +48,7 @@ def test_exhaustive_score_is_grid_lml(K, D, likelihood, seed):
     X = _data(module, 4, g)
     check = check_mpt_identity(module, X)
     np.testing.assert_allclose(check.cumulative, check.log_marginal, rtol=1e-9)
-    chain = check_mpt_identity(module, X, method="chain", n_masks=2, random_state=seed)
+    chain = check_mpt_identity(module, X, method="chain", score_masks=2, random_state=seed)
     np.testing.assert_allclose(chain.cumulative, chain.log_marginal, rtol=1e-9)
 
 
@@ -200,6 +200,6 @@ def test_sweep_scoring_agrees_with_chain_in_expectation(binary_digits):
         vae.fit(binary_digits)
     X = torch.as_tensor(binary_digits[:20])
     with torch.no_grad():
-        sweep = objectives.cumulative_score(vae.module_, X, method="sweep", n_masks=30, random_state=0)
+        sweep = objectives.cumulative_score(vae.module_, X, method="sweep", score_masks=30, random_state=0)
         exact = vae.module_.log_marginal(X)
     assert abs(float(sweep.mean() - exact.mean())) < 0.5

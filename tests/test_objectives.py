@@ -32,7 +32,7 @@ def test_chain_is_exact_for_every_ordering(joint, seed, data):
     chain = per_token.gather(-1, ordering.view(1, D, 1).expand(len(X), D, 1)).sum((1, 2))
     np.testing.assert_allclose(chain.numpy(), joint.log_marginal(X).numpy(), rtol=1e-9, atol=0)
     # and through the public estimator, with random orderings
-    estimate = objectives.cumulative_score(joint, X, method="chain", n_masks=3, random_state=seed)
+    estimate = objectives.cumulative_score(joint, X, method="chain", score_masks=3, random_state=seed)
     np.testing.assert_allclose(estimate.numpy(), joint.log_marginal(X).numpy(), rtol=1e-9, atol=0)
 
 
@@ -53,7 +53,7 @@ def test_curve_methods_agree_in_expectation():
     X = joint.sample(3, random_state=0)
     exact = objectives.mpt_curve(joint, X, method="exhaustive")
     for method in ("sweep", "nested", "chain"):
-        estimate = objectives.mpt_curve(joint, X, method=method, n_masks=4000, random_state=0)
+        estimate = objectives.mpt_curve(joint, X, method=method, score_masks=4000, random_state=0)
         assert estimate.shape == exact.shape
         # 4000 masks per size: Monte Carlo error well below 0.05 nats per entry here.
         np.testing.assert_allclose(estimate.numpy(), exact.numpy(), atol=0.05)
@@ -62,13 +62,13 @@ def test_curve_methods_agree_in_expectation():
 def test_sweep_and_nested_are_random_but_reproducible():
     joint = TabularJoint.random(6, random_state=0)
     X = joint.sample(5, random_state=0)
-    a = objectives.cumulative_score(joint, X, method="sweep", n_masks=2, random_state=1)
-    b = objectives.cumulative_score(joint, X, method="sweep", n_masks=2, random_state=1)
-    c = objectives.cumulative_score(joint, X, method="sweep", n_masks=2, random_state=2)
+    a = objectives.cumulative_score(joint, X, method="sweep", score_masks=2, random_state=1)
+    b = objectives.cumulative_score(joint, X, method="sweep", score_masks=2, random_state=1)
+    c = objectives.cumulative_score(joint, X, method="sweep", score_masks=2, random_state=2)
     assert torch.equal(a, b) and not torch.equal(a, c)
     # Masks are shared by the samples: scoring a subset gives the same numbers.
-    sub = objectives.cumulative_score(joint, X[:2], method="nested", n_masks=2, random_state=1)
-    full = objectives.cumulative_score(joint, X, method="nested", n_masks=2, random_state=1)
+    sub = objectives.cumulative_score(joint, X[:2], method="nested", score_masks=2, random_state=1)
+    full = objectives.cumulative_score(joint, X, method="nested", score_masks=2, random_state=1)
     np.testing.assert_allclose(sub.numpy(), full[:2].numpy(), rtol=1e-12)
 
 
@@ -81,7 +81,7 @@ def test_score_at_size_and_fixed_rate_bias():
         np.testing.assert_allclose(s.numpy(), curve[:, size - 1].numpy(), rtol=1e-12)
     bias = objectives.fixed_rate_bias(joint, X, 0.5)
     np.testing.assert_allclose(bias.numpy(), (4 * curve[:, 1] - joint.log_marginal(X)).numpy(), rtol=1e-12)
-    sampled = objectives.score_at_size(joint, X, 2, n_masks=3000, random_state=0)
+    sampled = objectives.score_at_size(joint, X, 2, score_masks=3000, random_state=0)
     np.testing.assert_allclose(sampled.numpy(), curve[:, 1].numpy(), atol=0.05)
 
 
@@ -96,7 +96,7 @@ def test_sums_only_model_works_and_chain_explains_what_it_needs():
     exact = objectives.cumulative_score(SumsOnly(), X, method="exhaustive")
     np.testing.assert_allclose(exact.numpy(), joint.log_marginal(X).numpy(), rtol=1e-9)
     with pytest.raises(TypeError, match="masked_log_prob"):
-        objectives.cumulative_score(SumsOnly(), X, method="chain", n_masks=1)
+        objectives.cumulative_score(SumsOnly(), X, method="chain", score_masks=1)
     with pytest.raises(TypeError, match="neither"):
         objectives.cumulative_score(object(), X, method="exhaustive")
 
@@ -106,8 +106,8 @@ def test_bad_arguments():
     X = joint.sample(2, random_state=0)
     with pytest.raises(ValueError, match="method"):
         objectives.mpt_curve(joint, X, method="all")
-    with pytest.raises(ValueError, match="n_masks"):
-        objectives.mpt_curve(joint, X, n_masks=0)
+    with pytest.raises(ValueError, match="score_masks"):
+        objectives.mpt_curve(joint, X, score_masks=0)
     with pytest.raises(ValueError, match="2-D"):
         objectives.mpt_curve(joint, X[0])
     with pytest.raises(ValueError, match="empty mask"):
@@ -120,11 +120,11 @@ def test_chunking_gives_the_same_answer(monkeypatch):
     joint = TabularJoint.random(5, random_state=0)
     X = joint.sample(3, random_state=0)
     methods = ("exhaustive", "sweep", "nested", "chain")
-    whole = [objectives.mpt_curve(joint, X, method=m, n_masks=7, random_state=0) for m in methods]
+    whole = [objectives.mpt_curve(joint, X, method=m, score_masks=7, random_state=0) for m in methods]
     # One mask (or ordering) evaluated at a time: the same masks, the same numbers.
     monkeypatch.setattr(objectives, "_CHUNK_BUDGET", 1)
     for method, expected in zip(methods, whole, strict=True):
-        chunked = objectives.mpt_curve(joint, X, method=method, n_masks=7, random_state=0)
+        chunked = objectives.mpt_curve(joint, X, method=method, score_masks=7, random_state=0)
         np.testing.assert_allclose(chunked.numpy(), expected.numpy(), rtol=1e-12)
     # Enumerated masks in blocks of one give the same exact curve.
     monkeypatch.setattr(objectives, "_MASK_BLOCK", 1)

@@ -72,7 +72,7 @@ def test_conditionals_match_dense_conditioning(params, seed):
 def test_fitted_exhaustive_score_equals_lml(n_features):
     rng = np.random.RandomState(n_features)
     X = rng.randn(60, 1) @ rng.randn(1, n_features) + rng.randn(60, n_features)
-    ppca = MaskedPPCA(n_components=1, score_masks="all", max_epochs=5, random_state=0)
+    ppca = MaskedPPCA(n_components=1, score_method="exhaustive", max_epochs=5, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         ppca.fit(X)
@@ -112,7 +112,7 @@ def test_fixed_rate_bias_is_what_fixed_rate_training_targets(ppca_data):
         X_t = torch.as_tensor(X)
         target = (10 / 2) * ppca.module_.masked_log_prob_sum(X_t, masks).mean(-1).numpy()
     np.testing.assert_allclose(bias, target - ppca.log_marginal_likelihood(X), rtol=1e-10)
-    sampled = ppca.fixed_rate_bias(X, 0.2, n_masks=2000)
+    sampled = ppca.fixed_rate_bias(X, 0.2, score_masks=2000)
     assert abs(sampled.mean() - bias.mean()) < 0.1
 
 
@@ -201,8 +201,8 @@ def test_bad_training_data(X, message):
 
 
 def test_exhaustive_scoring_refused_before_training_when_too_wide():
-    with pytest.raises(ValueError, match="score_masks='all' .* at most 20 features; X has 21"):
-        MaskedPPCA(score_masks="all").fit(np.random.RandomState(0).randn(30, 21))
+    with pytest.raises(ValueError, match="score_method=.exhaustive. .* at most 20 features; X has 21"):
+        MaskedPPCA(score_method="exhaustive").fit(np.random.RandomState(0).randn(30, 21))
 
 
 @pytest.mark.parametrize(
@@ -213,7 +213,7 @@ def test_exhaustive_scoring_refused_before_training_when_too_wide():
         ({"mask_rate": "half"}, "mask_rate"),
         ({"n_masks": 0}, "n_masks"),
         ({"score_masks": "some"}, "score_masks"),
-        ({"score_method": "exhaustive"}, "score_method"),
+        ({"score_method": "all"}, "score_method"),
         ({"learning_rate": -1.0}, "learning_rate"),
         ({"batch_size": 0}, "batch_size"),
         ({"device": "tpu"}, "device"),
@@ -371,8 +371,8 @@ def test_cumulative_score_is_the_sum_of_the_curve(method):
     module = make_ppca_module(rng.randn(2, 8), rng.randn(8), 0.5)
     X = torch.as_tensor(rng.randn(50, 8))
     with torch.no_grad():
-        score = objectives.cumulative_score(module, X, method=method, n_masks=3, random_state=0)
-        curve = objectives.mpt_curve(module, X, method=method, n_masks=3, random_state=0)
+        score = objectives.cumulative_score(module, X, method=method, score_masks=3, random_state=0)
+        curve = objectives.mpt_curve(module, X, method=method, score_masks=3, random_state=0)
         lml = module.log_marginal(X)
     np.testing.assert_allclose(score.numpy(), curve.sum(-1).numpy(), rtol=1e-10)
     if method == "exhaustive":

@@ -14,16 +14,15 @@ from numbers import Integral
 
 import numpy as np
 import torch
-from sklearn.utils._param_validation import Interval
 
-from . import objectives
-from ._base import _BaseMaskedEstimator, _LinearGaussianMixin
-from .models import PPCAModule
+from .._validation import Interval
+from ..models import PPCAModule
+from ._linear_gaussian import _BaseLinearGaussian
 
 __all__ = ["MaskedPPCA"]
 
 
-class MaskedPPCA(_LinearGaussianMixin, _BaseMaskedEstimator):
+class MaskedPPCA(_BaseLinearGaussian):
     """Probabilistic PCA fitted by masked pre-training (MPT).
 
     The model is ``x = W z + mu + eps`` with ``z ~ N(0, I_K)`` and ``eps ~ N(0, sigma^2 I)``.
@@ -49,13 +48,14 @@ class MaskedPPCA(_LinearGaussianMixin, _BaseMaskedEstimator):
         Masks per sample per training step (the paper's ``P``). Their gradient noise is what
         stops Adam short of the optimum: with one mask per sample the fit of N=500 samples
         ends about 0.005 nats per sample below the maximum likelihood, with four about 0.002.
-    score_masks : "all" or int, default=1
-        ``"all"``: exact enumeration of every mask (``D <= 20``). An int: masks per size
-        (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``).
-    score_method : {"sweep", "nested", "chain"}, default="chain"
-        Estimator of the cumulative score when ``score_masks`` is an int; see
-        :func:`skmpt.objectives.mpt_curve`. ``"chain"`` is exact for PPCA with one ordering,
-        so the default score has no Monte Carlo noise to blur a model selection.
+    score_masks : int, default=1
+        Masks per size (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``)
+        of the cumulative score; not used by ``"exhaustive"``.
+    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="chain"
+        Estimator of the cumulative score; see :func:`skmpt.objectives.mpt_curve`.
+        ``"exhaustive"`` enumerates every mask (``D <= 20``); ``"chain"`` is exact for PPCA
+        with one ordering, so the default score has no Monte Carlo noise to blur a model
+        selection.
     max_epochs : int, default=300
         Most passes over the data.
     batch_size : "auto" or int, default="auto"
@@ -144,30 +144,17 @@ class MaskedPPCA(_LinearGaussianMixin, _BaseMaskedEstimator):
     True
     """
 
+    _module_class = PPCAModule
+    _isotropic = True
     _parameter_constraints: dict = {
-        **_BaseMaskedEstimator._parameter_constraints,
+        **_BaseLinearGaussian._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
-        self,
-        n_components=2,
-        *,
-        mask_rate="uniform",
-        n_masks=4,
-        score_masks=1,
-        score_method="chain",
-        max_epochs=300,
-        batch_size="auto",
-        learning_rate=0.03,
-        tol=1e-3,
-        n_iter_no_change=10,
-        monitor=None,
-        monitor_every=1,
-        dtype="float64",
-        device="auto",
-        random_state=None,
-        verbose=0,
+        self, n_components=2, *, mask_rate="uniform", n_masks=4, score_masks=1, score_method="chain",
+        max_epochs=300, batch_size="auto", learning_rate=0.03, tol=1e-3, n_iter_no_change=10, monitor=None,
+        monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0
     ):
         self.n_components = n_components
         self.mask_rate = mask_rate
@@ -246,53 +233,3 @@ class MaskedPPCA(_LinearGaussianMixin, _BaseMaskedEstimator):
             return len(components), PPCAModule(components, mean, torch.as_tensor(noise, dtype=dtype, device=device))
 
         return cls._from_fitted(estimator, PCA, params, build)
-
-    def _check_data(self, X):
-        super()._check_data(X)
-        n_features = X.shape[1]
-        if self.n_components > n_features:
-            raise ValueError(
-                f"n_components={self.n_components} must be at most the number of features, but X "
-                f"has {n_features} feature(s)."
-            )
-
-    def _init_module(self, X, generator):
-        n_features = X.shape[1]
-        # Small random loadings break the symmetry of W = 0 (a saddle point of every
-        # objective); the data are standardised, so unit noise explains all variance at first.
-        components = 0.1 * torch.randn(self.n_components, n_features, generator=generator, dtype=X.dtype)
-        return PPCAModule(components.to(X.device), X.new_zeros(n_features), X.new_ones(()))
-
-    def _set_fitted_attributes(self):
-        module = self.module_
-        self.components_ = module.components.detach().cpu().numpy()
-        self.mean_ = module.mean.detach().cpu().numpy()
-        self.noise_variance_ = float(module.noise_variance.detach())
-
-    def fixed_rate_bias(self, X, mask_rate, *, n_masks="all"):
-        """Bias of the fixed-rate MPT estimate, ``D * S(x; M) - log p(x)``, per sample.
-
-        This is what training with ``mask_rate`` converges to, minus the log-marginal
-        likelihood. Exact with ``n_masks="all"`` (every mask of size
-        ``M = round(mask_rate * D)``, when there are at most ``2**20``); otherwise a Monte
-        Carlo estimate over ``n_masks`` random masks.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        mask_rate : float in (0, 1]
-        n_masks : "all" or int, default="all"
-
-        Returns
-        -------
-        bias : ndarray of shape (n_samples,)
-            In nats. Positive where ``S(x; M)`` at this rate lies above the curve's mean,
-            as at low rates (more context, better predictions): a fixed low rate overstates
-            the log-marginal likelihood.
-        """
-        return self._evaluate(
-            X,
-            lambda module, X_t: objectives.fixed_rate_bias(
-                module, X_t, mask_rate, n_masks=n_masks, random_state=self.random_state
-            ),
-        )

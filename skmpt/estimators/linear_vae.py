@@ -13,10 +13,11 @@ section 3.1, Fig. 3 upper row; corrected as DESIGN.md describes: true conditiona
 from numbers import Integral, Real
 
 import torch
-from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._utils import chunk_budget
+from .._validation import Interval, Options
+from ..models import LinearVAEModule
 from ._base import _BaseMaskedEstimator
-from .models import LinearVAEModule
 
 __all__ = ["MaskedLinearVAE"]
 
@@ -28,7 +29,6 @@ MAX_QUADRATURE = 360
 #: Most grid points ``n_quadrature**K``, and most entries of the ``(grid, features)`` tables
 #: (512 MiB in float64) that every step builds.
 MAX_GRID_POINTS = 2**16
-MAX_GRID_ENTRIES = 2**26
 
 
 class MaskedLinearVAE(_BaseMaskedEstimator):
@@ -65,13 +65,15 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
     n_quadrature : "auto" or int, default="auto"
         Nodes per latent dimension; ``"auto"`` is 64, 32 or 12 for K = 1, 2, 3. At most 360
         (beyond, the normalised Gauss–Hermite weights underflow float64), with at most
-        ``2**16`` grid points and ``2**26`` grid-by-feature entries; ``fit`` checks both first.
-    score_masks : "all" or int, default=1
+        ``2**16`` grid points and four times the working memory in grid-by-feature entries (``2**26`` by
+        default, see :func:`skmpt.working_memory`); ``fit`` checks both first.
+    score_masks : int, default=1
         As in :class:`MaskedPPCA`; with the default ``"chain"`` method one ordering already
         gives the exact cumulative score of this model.
-    score_method : {"sweep", "nested", "chain"}, default="chain"
+    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="chain"
         The chain reveals one token at a time and updates the grid posterior, ``O(n G D)``
-        per ordering; the sweep costs ``O(n G D)`` per *mask*, ``D * score_masks`` masks.
+        per ordering; the sweep costs ``O(n G D)`` per *mask*, ``D * score_masks`` masks;
+        ``"exhaustive"`` enumerates every mask (``D <= 20``).
     max_epochs : int, default=300
     batch_size : "auto" or int, default="auto"
         ``"auto"`` is ``min(200, n_samples)``.
@@ -134,35 +136,17 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
     _parameter_constraints: dict = {
         **_BaseMaskedEstimator._parameter_constraints,
         "n_components": [Interval(Integral, 1, 3, closed="both")],
-        "likelihood": [StrOptions({"bernoulli", "gaussian"})],
+        "likelihood": [Options({"bernoulli", "gaussian"})],
         "binarize": [None, Interval(Real, None, None, closed="neither")],
-        "objective": [StrOptions({"mpt", "elbo", "lml"})],
-        "n_quadrature": [StrOptions({"auto"}), Interval(Integral, 2, None, closed="left")],
+        "objective": [Options({"mpt", "elbo", "lml"})],
+        "n_quadrature": [Options({"auto"}), Interval(Integral, 2, None, closed="left")],
     }
 
     def __init__(
-        self,
-        n_components=2,
-        *,
-        likelihood="bernoulli",
-        binarize=0.0,
-        objective="mpt",
-        mask_rate="uniform",
-        n_masks=1,
-        n_quadrature="auto",
-        score_masks=1,
-        score_method="chain",
-        max_epochs=300,
-        batch_size="auto",
-        learning_rate=0.03,
-        tol=1e-3,
-        n_iter_no_change=10,
-        monitor=None,
-        monitor_every=1,
-        dtype="float64",
-        device="auto",
-        random_state=None,
-        verbose=0,
+        self, n_components=2, *, likelihood="bernoulli", binarize=0.0, objective="mpt", mask_rate="uniform",
+        n_masks=1, n_quadrature="auto", score_masks=1, score_method="chain", max_epochs=300, batch_size="auto",
+        learning_rate=0.03, tol=1e-3, n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64",
+        device="auto", random_state=None, verbose=0
     ):
         self.n_components = n_components
         self.likelihood = likelihood
@@ -185,6 +169,15 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    def _likelihood(self):
+        return self.likelihood
+
+    def _objective_name(self):
+        return self.objective
+
+    def _binarize_threshold(self):
+        return self.binarize if self.likelihood == "bernoulli" else None
+
     def _n_points(self):
         return AUTO_QUADRATURE[self.n_components] if self.n_quadrature == "auto" else self.n_quadrature
 
@@ -197,14 +190,14 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
                 f"weights underflow float64."
             )
         grid = n_points**self.n_components
-        if grid > MAX_GRID_POINTS or grid * X.shape[1] > MAX_GRID_ENTRIES:
+        if grid > MAX_GRID_POINTS or grid * X.shape[1] > chunk_budget(4):
             raise ValueError(
                 f"n_quadrature={n_points} with n_components={self.n_components} makes a grid of {grid} "
                 f"points, and tables of {grid} x {X.shape[1]} features; the limits are {MAX_GRID_POINTS} "
-                f"points and {MAX_GRID_ENTRIES} entries. Use fewer nodes."
+                f"points and {chunk_budget(4)} entries (four times skmpt.working_memory). Use fewer nodes."
             )
 
-    def _init_module(self, X, generator):
+    def _build_module(self, X, generator):
         n_features = X.shape[1]
         # Small random loadings break the symmetry of W = 0, a saddle point of every objective.
         components = 0.1 * torch.randn(self.n_components, n_features, generator=generator, dtype=X.dtype)

@@ -8,11 +8,10 @@ LML by importance sampling. The paper published no code for this model.
 
 from numbers import Integral, Real
 
-from sklearn.utils._param_validation import Interval, StrOptions
-
+from .._validation import Interval, Options
+from ..models import VAEModule
+from ..models.vae import ACTIVATIONS
 from ._base import _BaseMaskedEstimator
-from .models import VAEModule
-from .models.vae import ACTIVATIONS
 
 __all__ = ["MaskedVAE"]
 
@@ -45,8 +44,11 @@ class MaskedVAE(_BaseMaskedEstimator):
         Particles per sample and mask for the conditionals (and draws for ``"iwae"``).
     n_gibbs : int, default=5
         Encode-decode rounds of ``"pseudo_gibbs"``.
-    score_masks : "all" or int, default=10
-    score_method : {"sweep", "nested", "chain"}, default="sweep"
+    score_masks : int, default=10
+        Masks per size (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``)
+        of the cumulative score; not used by ``"exhaustive"``.
+    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="sweep"
+        Estimator of the cumulative score; see :func:`skmpt.objectives.mpt_curve`.
     n_lml_samples : int, default=100
         Importance samples per datum for ``log_marginal_likelihood`` and the ``"lml"``
         monitor; the IWAE literature reports final numbers with 5000.
@@ -104,10 +106,10 @@ class MaskedVAE(_BaseMaskedEstimator):
         **_BaseMaskedEstimator._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "hidden_layer_sizes": [tuple, list],
-        "activation": [StrOptions(set(ACTIVATIONS))],
-        "likelihood": [StrOptions({"gaussian", "bernoulli"})],
-        "objective": [StrOptions({"mpt", "elbo", "iwae"})],
-        "conditional": [StrOptions({"importance", "pseudo_gibbs"})],
+        "activation": [Options(set(ACTIVATIONS))],
+        "likelihood": [Options({"gaussian", "bernoulli"})],
+        "objective": [Options({"mpt", "elbo", "iwae"})],
+        "conditional": [Options({"importance", "pseudo_gibbs"})],
         "n_particles": [Interval(Integral, 1, None, closed="left")],
         "n_gibbs": [Interval(Integral, 0, None, closed="left")],
         "n_lml_samples": [Interval(Integral, 1, None, closed="left")],
@@ -115,32 +117,11 @@ class MaskedVAE(_BaseMaskedEstimator):
     }
 
     def __init__(
-        self,
-        n_components=2,
-        *,
-        hidden_layer_sizes=(256, 128),
-        activation="relu",
-        likelihood="gaussian",
-        objective="mpt",
-        mask_rate="uniform",
-        n_masks=1,
-        conditional="importance",
-        n_particles=16,
-        n_gibbs=5,
-        score_masks=10,
-        score_method="sweep",
-        n_lml_samples=100,
-        max_epochs=100,
-        batch_size="auto",
-        learning_rate=1e-3,
-        tol=1e-3,
-        n_iter_no_change=10,
-        monitor=None,
-        monitor_every=1,
-        dtype="float64",
-        device="auto",
-        random_state=None,
-        verbose=0,
+        self, n_components=2, *, hidden_layer_sizes=(256, 128), activation="relu", likelihood="gaussian",
+        objective="mpt", mask_rate="uniform", n_masks=1, conditional="importance", n_particles=16, n_gibbs=5,
+        score_masks=10, score_method="sweep", n_lml_samples=100, max_epochs=100, batch_size="auto",
+        learning_rate=1e-3, tol=1e-3, n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64",
+        device="auto", random_state=None, verbose=0
     ):
         self.n_components = n_components
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -167,12 +148,18 @@ class MaskedVAE(_BaseMaskedEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    def _likelihood(self):
+        return self.likelihood
+
+    def _objective_name(self):
+        return self.objective
+
     def _check_data(self, X):
         super()._check_data(X)
         if any(not isinstance(h, Integral) or h < 1 for h in self.hidden_layer_sizes):
             raise ValueError(f"hidden_layer_sizes must hold positive integers; got {self.hidden_layer_sizes!r}.")
 
-    def _init_module(self, X, generator):
+    def _build_module(self, X, generator):
         # The module's weights come from torch's generator, which fit has seeded from random_state.
         return VAEModule(
             X.shape[1],

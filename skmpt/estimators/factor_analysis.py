@@ -14,15 +14,15 @@ of the chain estimator.
 from numbers import Integral
 
 import torch
-from sklearn.utils._param_validation import Interval
 
-from ._base import _BaseMaskedEstimator, _LinearGaussianMixin
-from .models import FactorAnalysisModule
+from .._validation import Interval
+from ..models import FactorAnalysisModule
+from ._linear_gaussian import _BaseLinearGaussian
 
 __all__ = ["MaskedFactorAnalysis"]
 
 
-class MaskedFactorAnalysis(_LinearGaussianMixin, _BaseMaskedEstimator):
+class MaskedFactorAnalysis(_BaseLinearGaussian):
     """Factor analysis fitted by masked pre-training (MPT).
 
     The model is scikit-learn's :class:`~sklearn.decomposition.FactorAnalysis`:
@@ -49,12 +49,13 @@ class MaskedFactorAnalysis(_LinearGaussianMixin, _BaseMaskedEstimator):
         masks exactly ``round(mask_rate * D)`` tokens (at least one), a biased target.
     n_masks : int, default=1
         Masks per sample per training step.
-    score_masks : "all" or int, default=1
-        ``"all"``: exact enumeration of every mask (``D <= 20``). An int: masks per size
-        (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``).
-    score_method : {"sweep", "nested", "chain"}, default="chain"
-        Estimator of the cumulative score when ``score_masks`` is an int; see
-        :func:`skmpt.objectives.mpt_curve`. ``"chain"`` is exact with one ordering.
+    score_masks : int, default=1
+        Masks per size (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``)
+        of the cumulative score; not used by ``"exhaustive"``.
+    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="chain"
+        Estimator of the cumulative score; see :func:`skmpt.objectives.mpt_curve`.
+        ``"exhaustive"`` enumerates every mask (``D <= 20``); ``"chain"`` is exact with one
+        ordering.
     max_epochs : int, default=300
         Most passes over the data.
     batch_size : "auto" or int, default="auto"
@@ -132,30 +133,17 @@ class MaskedFactorAnalysis(_LinearGaussianMixin, _BaseMaskedEstimator):
     True
     """
 
+    _module_class = FactorAnalysisModule
+    _isotropic = False
     _parameter_constraints: dict = {
-        **_BaseMaskedEstimator._parameter_constraints,
+        **_BaseLinearGaussian._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
-        self,
-        n_components=2,
-        *,
-        mask_rate="uniform",
-        n_masks=1,
-        score_masks=1,
-        score_method="chain",
-        max_epochs=300,
-        batch_size="auto",
-        learning_rate=0.03,
-        tol=1e-3,
-        n_iter_no_change=10,
-        monitor=None,
-        monitor_every=1,
-        dtype="float64",
-        device="auto",
-        random_state=None,
-        verbose=0,
+        self, n_components=2, *, mask_rate="uniform", n_masks=1, score_masks=1, score_method="chain",
+        max_epochs=300, batch_size="auto", learning_rate=0.03, tol=1e-3, n_iter_no_change=10, monitor=None,
+        monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0
     ):
         self.n_components = n_components
         self.mask_rate = mask_rate
@@ -217,25 +205,3 @@ class MaskedFactorAnalysis(_LinearGaussianMixin, _BaseMaskedEstimator):
             return estimator.components_.shape[0], module
 
         return cls._from_fitted(estimator, FactorAnalysis, params, build)
-
-    def _check_data(self, X):
-        super()._check_data(X)
-        n_features = X.shape[1]
-        if self.n_components > n_features:
-            raise ValueError(
-                f"n_components={self.n_components} must be at most the number of features, but X "
-                f"has {n_features} feature(s)."
-            )
-
-    def _init_module(self, X, generator):
-        n_features = X.shape[1]
-        # Small random loadings break the symmetry of W = 0 (a saddle point of every
-        # objective); the data are standardised, so unit noise explains all variance at first.
-        components = 0.1 * torch.randn(self.n_components, n_features, generator=generator, dtype=X.dtype)
-        return FactorAnalysisModule(components.to(X.device), X.new_zeros(n_features), X.new_ones(n_features))
-
-    def _set_fitted_attributes(self):
-        module = self.module_
-        self.components_ = module.components.detach().cpu().numpy()
-        self.mean_ = module.mean.detach().cpu().numpy()
-        self.noise_variance_ = module.noise_variance.detach().cpu().numpy()

@@ -16,12 +16,12 @@ from numbers import Integral
 import numpy as np
 import torch
 from sklearn.cluster import KMeans
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from .._utils import check_generator
+from .._validation import Interval, Options, check_positive_int
+from ..models import GaussianMixtureModule
 from ._base import _BaseMaskedEstimator
-from .masks import check_generator
-from .models import GaussianMixtureModule
 
 __all__ = ["MaskedGaussianMixture"]
 
@@ -60,12 +60,13 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         masks exactly ``round(mask_rate * D)`` tokens (at least one), a biased target.
     n_masks : int, default=1
         Masks per sample per training step.
-    score_masks : "all" or int, default=1
-        ``"all"``: exact enumeration of every mask (``D <= 20``). An int: masks per size
-        (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``).
-    score_method : {"sweep", "nested", "chain"}, default="chain"
-        Estimator of the cumulative score when ``score_masks`` is an int; see
-        :func:`skmpt.objectives.mpt_curve`. ``"chain"`` is exact with one ordering.
+    score_masks : int, default=1
+        Masks per size (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``)
+        of the cumulative score; not used by ``"exhaustive"``.
+    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="chain"
+        Estimator of the cumulative score; see :func:`skmpt.objectives.mpt_curve`.
+        ``"exhaustive"`` enumerates every mask (``D <= 20``); ``"chain"`` is exact with one
+        ordering.
     max_epochs : int, default=300
         Most passes over the data.
     batch_size : "auto" or int, default="auto"
@@ -154,29 +155,13 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
     _parameter_constraints: dict = {
         **_BaseMaskedEstimator._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "covariance_type": [StrOptions({"full", "diag"})],
+        "covariance_type": [Options({"full", "diag"})],
     }
 
     def __init__(
-        self,
-        n_components=1,
-        *,
-        covariance_type="full",
-        mask_rate="uniform",
-        n_masks=1,
-        score_masks=1,
-        score_method="chain",
-        max_epochs=300,
-        batch_size="auto",
-        learning_rate=0.01,
-        tol=1e-3,
-        n_iter_no_change=10,
-        monitor=None,
-        monitor_every=1,
-        dtype="float64",
-        device="auto",
-        random_state=None,
-        verbose=0,
+        self, n_components=1, *, covariance_type="full", mask_rate="uniform", n_masks=1, score_masks=1,
+        score_method="chain", max_epochs=300, batch_size="auto", learning_rate=0.01, tol=1e-3, n_iter_no_change=10,
+        monitor=None, monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0
     ):
         self.n_components = n_components
         self.covariance_type = covariance_type
@@ -254,7 +239,7 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
                 f"{X.shape[0]} sample(s)."
             )
 
-    def _init_module(self, X, generator):
+    def _build_module(self, X, generator):
         # GaussianMixture's "kmeans" initialisation: hard k-means labels, then each cluster's
         # proportion, mean and covariance.
         seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
@@ -329,8 +314,7 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
             The component each sample was drawn from.
         """
         check_is_fitted(self)
-        if isinstance(n_samples, bool) or not isinstance(n_samples, Integral) or n_samples < 1:
-            raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
+        n_samples = check_positive_int(n_samples, "n_samples")
         with torch.no_grad():
             X, labels = self.module_.sample(int(n_samples), generator=check_generator(self.random_state))
         return X.cpu().numpy(), labels.cpu().numpy()

@@ -1,0 +1,247 @@
+"""The base of the array estimators: parameters, validated data, fitted state and scoring.
+
+A concrete estimator declares its parameters and implements two hooks, ``_build_module``
+(its :class:`skmpt.models.MaskedModel` on the training data) and ``_set_fitted_attributes``;
+the optional hooks have defaults. Training is a :class:`~skmpt.estimators._trainer.Trainer`;
+scoring is inherited from :class:`~skmpt.estimators._scoring._BaseFittedModel`.
+"""
+
+import abc
+import time
+import warnings
+from numbers import Integral, Real
+
+import torch
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
+
+from .. import objectives
+from .._utils import check_generator, resolve_device, seeded
+from .._validation import Interval, Options, validate_parameters
+from ..masks import MAX_EXHAUSTIVE_FEATURES, sample_masks
+from ._data import standardization
+from ._scoring import _BaseFittedModel
+from ._trainer import Trainer, training_mode
+
+__all__ = []
+
+
+def _log_jacobian(X, scale):
+    # Every log-density in D dimensions shifts by -D log(scale) when mapped back.
+    return -X.shape[1] * float(scale.log())
+
+
+class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
+    """Base for estimators trained by masked pre-training and scored by its cumulative sum."""
+
+    _parameter_constraints: dict = {
+        "mask_rate": [Options({"uniform"}), Interval(Real, 0, 1, closed="right")],
+        "n_masks": [Interval(Integral, 1, None, closed="left")],
+        "score_masks": [Interval(Integral, 1, None, closed="left")],
+        "score_method": [Options(objectives.SCORE_METHODS)],
+        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Options({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "monitor": [None, Options({"lml"})],
+        "monitor_every": [Interval(Integral, 1, None, closed="left")],
+        "dtype": [Options({"float64", "float32"})],
+        "device": [str, torch.device],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    # ------------------------------------------------------------------ hooks
+    @abc.abstractmethod
+    def _build_module(self, X, generator):
+        """The untrained :class:`skmpt.models.MaskedModel` for (standardised) training data ``X``."""
+
+    def _set_fitted_attributes(self):
+        """Copy learned parameters out of ``module_`` into NumPy attributes; none by default."""
+
+    def _objective_name(self):
+        """Key of :data:`skmpt.objectives.OBJECTIVES` that training maximises."""
+        return "mpt"
+
+    def _objective_kwargs(self):
+        """Keyword arguments of the training objective (e.g. IWAE's number of particles)."""
+        return {}
+
+    def _check_data(self, X):
+        """Data-dependent checks on the validated training array; subclasses extend them."""
+        if self.score_method == "exhaustive" and X.shape[1] > MAX_EXHAUSTIVE_FEATURES:
+            raise ValueError(
+                f"score_method='exhaustive' enumerates 2**D - 1 masks, allowed for at most "
+                f"{MAX_EXHAUSTIVE_FEATURES} features; X has {X.shape[1]}. Use score_method='sweep', "
+                f"'nested' or 'chain'."
+            )
+
+    # ------------------------------------------------------------------ data
+    def _validate_training_data(self, X, *, reset):
+        if reset:
+            validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
+            self.device_ = resolve_device(self.device)
+        X_t = self._to_tensor(X, reset=reset)
+        if reset:
+            self._check_data(X_t)
+        return X_t
+
+    def _map_back(self, center, scale):
+        """Map ``module_`` fitted on ``(x - center) / scale`` to the units of ``x``."""
+        if self._likelihood() == "gaussian":
+            with torch.no_grad():
+                self.module_.unstandardize_(center, scale)
+
+    # ------------------------------------------------------------------ training
+    def _trainer(self):
+        def objective(X, masks):
+            masks = () if masks is None else (masks,)
+            return objectives.OBJECTIVES[self._objective_name()](self.module_, X, *masks, **self._objective_kwargs())
+
+        def draw_masks(shape, n_features, generator, device):
+            return sample_masks(self.mask_rate, shape, n_features, random_state=generator, device=device)
+
+        def monitor(X):
+            return self.module_.log_marginal(X, **self._log_marginal_kwargs())
+
+        return Trainer(
+            objective,
+            draw_masks if self._objective_name() == "mpt" else None,
+            self.n_masks,
+            self.learning_rate,
+            batch_size=self.batch_size,
+            max_epochs=self.max_epochs,
+            tol=self.tol,
+            n_iter_no_change=self.n_iter_no_change,
+            monitor=monitor if self.monitor == "lml" else None,
+            monitor_every=self.monitor_every,
+            verbose=self.verbose,
+        )
+
+    def fit(self, X, y=None):
+        """Fit the model by maximising its training objective with Adam until it converges.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        with training_mode(self.verbose):
+            X_t = self._validate_training_data(X, reset=True)
+            generator = check_generator(self.random_state)
+            seed = int(torch.randint(2**62, (1,), generator=generator))
+            center, scale = standardization(X_t, self._likelihood())
+            X_train = (X_t - center) / scale
+            trainer = self._trainer()
+            with seeded(seed, self.device_):
+                self.module_ = self._build_module(X_train, generator)
+                self.n_iter_, self.converged_ = trainer.fit(self.module_, X_train, generator, _log_jacobian(X_t, scale))
+            self.history_ = trainer.history
+            self._map_back(center, scale)
+            self._set_fitted_attributes()
+            self.__dict__.pop("_partial_fit_state", None)
+        if not self.converged_:
+            warnings.warn(
+                f"{type(self).__name__} stopped after max_epochs={self.max_epochs} epochs while the "
+                f"objective was still improving by more than tol={self.tol}; raise max_epochs.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def partial_fit(self, X, y=None):
+        """One more pass of the optimiser over a chunk of data, for data that do not fit in memory.
+
+        The first call (or the first after ``fit``) starts Adam; later calls continue the same
+        optimiser state, one pass over ``X`` in mini-batches of ``batch_size`` each, at the
+        current ``learning_rate`` (lower it with ``set_params`` between calls to anneal).
+        Gaussian models train in the units of the first chunk (its centre and overall scale);
+        the model family is closed under that map, so the units move the optimiser's path, not
+        its optimum, and ``module_`` is mapped back to the units of ``X`` after every call.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A chunk of training data.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+        """
+        first = not hasattr(self, "module_")
+        with training_mode(self.verbose):
+            X_t = self._validate_training_data(X, reset=first)
+            state = getattr(self, "_partial_fit_state", None)
+            if state is None:
+                seed = int(torch.randint(2**62, (1,), generator=check_generator(self.random_state)))
+                center, scale = standardization(X_t, self._likelihood())
+                state = {"center": center, "scale": scale, "seed": seed, "calls": 0, "optimizer": None}
+                self.history_, self.n_iter_ = [], 0
+            center, scale = state["center"], state["scale"]
+            X_train = (X_t - center) / scale
+            trainer = self._trainer()
+            trainer.history = self.history_
+            # A generator per call, from the first call's seed: the run is reproducible.
+            generator = torch.Generator().manual_seed(state["seed"] + state["calls"])
+            with seeded(state["seed"] + state["calls"], self.device_):
+                if first:
+                    self.module_ = self._build_module(X_train, generator)
+                else:
+                    self._map_back(-center / scale, 1 / scale)  # to the training units
+                optimizer = trainer.optimizer(self.module_)
+                if state["optimizer"] is not None:
+                    optimizer.load_state_dict(state["optimizer"])
+                    for group in optimizer.param_groups:
+                        group["lr"] = self.learning_rate
+                start = time.perf_counter()
+                objective = trainer.run_epoch(X_train, optimizer, generator)
+            self._map_back(center, scale)
+            state["optimizer"], state["calls"] = optimizer.state_dict(), state["calls"] + 1
+            self._partial_fit_state = state
+            self.n_iter_ += 1
+            self.__dict__.pop("converged_", None)
+            trainer.record({"epoch": self.n_iter_, "objective": objective + _log_jacobian(X_train, scale)}, start)
+            self._set_fitted_attributes()
+        return self
+
+    # ------------------------------------------------------------------ conversion
+    @classmethod
+    def _from_fitted(cls, source, source_class, params, build_module):
+        """A fitted ``cls`` holding the parameters of a fitted scikit-learn ``source``.
+
+        ``params`` go to ``cls``'s constructor and are validated as in ``fit``;
+        ``build_module(dtype, device)`` returns ``(n_components, module)`` from ``source``'s
+        fitted attributes. The result has no training history (``history_ == []``,
+        ``n_iter_ == 0``); shared by the ``from_estimator`` class methods.
+        """
+        if not isinstance(source, source_class):
+            raise TypeError(
+                f"{cls.__name__}.from_estimator takes a fitted {source_class.__name__}; got {type(source).__name__}."
+            )
+        check_is_fitted(source)
+        if "n_components" in params:
+            raise ValueError(f"n_components is taken from the {source_class.__name__}; do not pass it.")
+        estimator = cls(**params)
+        validate_parameters(estimator.get_params(deep=False), cls._parameter_constraints, cls.__name__)
+        estimator.device_ = resolve_device(estimator.device)
+        with torch.no_grad():
+            n_components, module = build_module(estimator._dtype, estimator.device_)
+        estimator.set_params(n_components=n_components)
+        estimator.n_features_in_ = source.n_features_in_
+        if hasattr(source, "feature_names_in_"):
+            estimator.feature_names_in_ = source.feature_names_in_
+        estimator.module_ = module
+        estimator.history_, estimator.n_iter_ = [], 0
+        estimator._set_fitted_attributes()
+        return estimator

@@ -1,0 +1,96 @@
+"""Checks and maps of the arrays the estimators take: binary data for a Bernoulli likelihood,
+magnitudes a dtype can square, the centre and scale training divides out, and user masks."""
+
+import math
+
+import numpy as np
+import torch
+
+__all__ = ["check_mask_array", "check_values", "scale_limits", "standardization"]
+
+
+def dtype_name(dtype):
+    """``"float32"`` for ``torch.float32``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def scale_limits(dtype):
+    """Spreads (and magnitudes) whose squares, times a 1e-8 margin either way, ``dtype`` holds.
+
+    The margin leaves room for variances well below or above the data's own.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.estimators._data import scale_limits
+    >>> low, high = scale_limits(torch.float32)
+    >>> bool(low < 1e-10 < 1e10 < high)
+    True
+    """
+    info = torch.finfo(dtype)
+    return 1e4 * math.sqrt(info.tiny), 1e-4 * math.sqrt(info.max)
+
+
+def check_values(X, likelihood):
+    """Binary data for a Bernoulli likelihood; magnitudes whose squares the dtype holds for a Gaussian one."""
+    if likelihood == "bernoulli":
+        bad = (X != 0) & (X != 1)
+        if bool(bad.any()):
+            raise ValueError(
+                f"likelihood='bernoulli' models binary data: X must contain only 0 and 1, but "
+                f"it contains {float(X[bad][0]):g} (and {int(bad.sum()) - 1} other non-binary "
+                f"values). Binarise it first, e.g. with binarize=0.0 (where the estimator has it) or "
+                f"sklearn.preprocessing.Binarizer."
+            )
+        return
+    largest = float(X.abs().max()) if X.numel() else 0.0
+    limit = scale_limits(X.dtype)[1]
+    if largest > limit:
+        raise ValueError(
+            f"X holds values as large as {largest:.3g}: a Gaussian log-density squares them, which "
+            f"overflows {dtype_name(X.dtype)} beyond {limit:.3g}. Rescale X (e.g. with "
+            f"sklearn.preprocessing.StandardScaler); the log-likelihood of c * X is that of X minus "
+            f"n_features * log(c)."
+        )
+
+
+def standardization(X, likelihood):
+    """Centre and overall scale that training divides out (zero and one when it does not).
+
+    Gaussian models are closed under such maps, so training on ``(X - centre) / scale`` and
+    mapping the module back is exact; binary data must stay binary and are left alone.
+    """
+    n_features = X.shape[1]
+    if likelihood != "gaussian":
+        return X.new_zeros(n_features), X.new_ones(())
+    center = X.mean(0)
+    deviation = X - center
+    # Divided by the largest deviation before squaring, so that no square under- or overflows.
+    largest = deviation.abs().max()
+    if largest == 0:
+        return center, X.new_ones(())  # constant data: nothing to rescale
+    scale = largest * (deviation / largest).square().mean().sqrt()
+    low, high = scale_limits(X.dtype)
+    if not low <= float(scale) <= high:
+        raise ValueError(
+            f"X's spread (root-mean-square deviation {float(scale):.3g}) is outside the range whose "
+            f"variances {dtype_name(X.dtype)} can hold, [{low:.3g}, {high:.3g}]. Rescale X (e.g. with "
+            f"sklearn.preprocessing.StandardScaler); the log-likelihood of c * X is that of X minus "
+            f"n_features * log(c)."
+        )
+    return center, scale
+
+
+def check_mask_array(masks, n_features):
+    """User masks as a boolean array of shape ``(n_masks, D)`` or ``(n_samples, n_masks, D)``."""
+    masks = np.asarray(masks)
+    if masks.dtype != bool:
+        if masks.size and not np.isin(masks, (0, 1)).all():
+            raise ValueError("masks must be boolean (True marks a masked token) or hold only 0 and 1.")
+        masks = masks.astype(bool)
+    if masks.ndim not in (2, 3) or masks.shape[-1] != n_features:
+        raise ValueError(
+            f"masks must have shape (n_masks, {n_features}) or (n_samples, n_masks, "
+            f"{n_features}); got {masks.shape}."
+        )
+    return masks

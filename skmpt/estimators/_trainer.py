@@ -1,0 +1,173 @@
+"""The optimiser loop of the array estimators, as an object: epochs of shuffled mini-batches with
+fresh masks, the stopping rule, and the state ``partial_fit`` continues from call to call."""
+
+import contextlib
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .._utils import seeded
+
+__all__ = ["Trainer", "training_mode"]
+
+logger = logging.getLogger("skmpt")
+
+
+@contextlib.contextmanager
+def training_mode(verbose):
+    """Gradients on, even inside ``torch.no_grad()`` or ``torch.inference_mode()`` blocks, and
+    ``verbose`` lines shown through the ``skmpt`` logger when logging is not configured."""
+    handler = None
+    if verbose and not logger.hasHandlers():
+        handler = logging.StreamHandler()
+        logger.addHandler(handler)
+    level = logger.level
+    if verbose and logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            yield
+    finally:
+        logger.setLevel(level)
+        if handler is not None:
+            logger.removeHandler(handler)
+
+
+@dataclass
+class Trainer:
+    """Adam on a per-sample training objective (to maximise), with the estimators' stopping rule.
+
+    Parameters
+    ----------
+    objective : callable
+        ``objective(X, masks)`` -> log-likelihood per sample of shape ``(n_samples,)``, with
+        gradients to the module's parameters; ``masks`` is None when ``draw_masks`` is None.
+    draw_masks : callable or None
+        ``draw_masks(shape, n_features, generator, device)`` -> boolean masks of
+        ``shape + (n_features,)``; None for an objective without masks.
+    n_masks, learning_rate, batch_size, max_epochs, tol, n_iter_no_change, verbose
+        The estimator's parameters of the same names.
+    monitor : callable or None
+        ``monitor(X)`` -> a tensor whose mean is recorded as ``history_[...]["lml"]`` every
+        ``monitor_every`` epochs.
+    """
+
+    objective: object
+    draw_masks: object
+    n_masks: int
+    learning_rate: float
+    batch_size: object = "auto"
+    max_epochs: int = 300
+    tol: float = 1e-3
+    n_iter_no_change: int = 10
+    monitor: object = None
+    monitor_every: int = 1
+    verbose: int = 0
+    history: list = field(default_factory=list)
+
+    # Step-size schedule (torch's ReduceLROnPlateau): divide by this factor after
+    # n_iter_no_change epochs without progress; the stall after this many cuts ends training.
+    lr_cut_factor = 2.0
+    n_lr_cuts = 6
+    # The stopping rule's objective is computed on this fraction of the training samples
+    # (at least monitor_min_samples): forward passes only, about a tenth of an epoch.
+    monitor_fraction = 0.25
+    monitor_min_samples = 100
+
+    def optimizer(self, module):
+        return torch.optim.Adam(module.parameters(), lr=self.learning_rate)
+
+    def resolved_batch_size(self, n_samples):
+        return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
+
+    def run_epoch(self, X, optimizer, generator):
+        """One pass over ``X`` in shuffled mini-batches with fresh masks; the mean objective."""
+        n_samples, n_features = X.shape
+        total = X.new_zeros((), dtype=torch.float64)  # accumulated in float64 whatever the dtype
+        order = torch.randperm(n_samples, generator=generator).to(X.device)
+        for batch in order.split(self.resolved_batch_size(n_samples)):
+            masks = self._masks((len(batch), self.n_masks), n_features, generator, X.device)
+            optimizer.zero_grad()
+            objective = self.objective(X[batch], masks)
+            (-objective.mean()).backward()
+            optimizer.step()
+            total += objective.detach().sum(dtype=torch.float64)
+        return float(total) / n_samples
+
+    def _masks(self, shape, n_features, generator, device):
+        return None if self.draw_masks is None else self.draw_masks(shape, n_features, generator, device)
+
+    def stopping_sample(self, X, generator):
+        """Samples, masks and a noise seed drawn once, on which the stopping rule compares epochs.
+
+        Common random numbers: the objective on fixed masks and fixed noise changes only with
+        the parameters, so mask noise (large for small masks: one token scaled by D) cannot
+        pass for a lack of progress. Training itself draws fresh masks every step.
+        """
+        n_samples, n_features = X.shape
+        size = min(n_samples, max(self.monitor_min_samples, math.ceil(self.monitor_fraction * n_samples)))
+        rows = torch.randperm(n_samples, generator=generator)[:size].to(X.device)
+        masks = self._masks((size, self.n_masks), n_features, generator, X.device)
+        return X[rows], masks, int(torch.randint(2**62, (1,), generator=generator))
+
+    def stopping_objective(self, X, masks, seed):
+        """Mean training objective on the stopping rule's fixed samples, masks and noise."""
+        batch_size = self.resolved_batch_size(len(X))
+        total = 0.0
+        with torch.no_grad(), seeded(seed, X.device):
+            for i in range(0, len(X), batch_size):
+                part = None if masks is None else masks[i : i + batch_size]
+                total += float(self.objective(X[i : i + batch_size], part).sum(dtype=torch.float64))
+        return total / len(X)
+
+    def record(self, record, start):
+        """Append one epoch's (or call's) record to ``history``, and log it when verbose."""
+        record["seconds"] = time.perf_counter() - start
+        self.history.append(record)
+        if self.verbose:
+            logger.info(", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
+
+    def fit(self, module, X, generator, log_jacobian):
+        """Train ``module`` on (standardised) ``X``; ``(n_epochs, converged)``.
+
+        Adam with torch's ``ReduceLROnPlateau`` on the stopping objective (as scikit-learn's
+        ``MLPRegressor`` with ``learning_rate="adaptive"``): a stall of ``n_iter_no_change``
+        epochs means the step size, not the model, limits progress, so it is cut; the stall
+        after ``n_lr_cuts`` cuts is convergence. Records go to ``history``; log-densities are
+        shifted by ``log_jacobian`` to the units of the original data.
+        """
+        optimizer = self.optimizer(module)
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer,
+            mode="max",
+            factor=1 / self.lr_cut_factor,
+            patience=self.n_iter_no_change - 1,
+            threshold=self.tol,
+            threshold_mode="abs",
+        )
+        stopping = self.stopping_sample(X, generator)
+        cuts = 0
+        for epoch in range(1, self.max_epochs + 1):
+            start = time.perf_counter()
+            learning_rate = optimizer.param_groups[0]["lr"]
+            record = {"epoch": epoch, "objective": self.run_epoch(X, optimizer, generator) + log_jacobian}
+            record["stopping_objective"] = self.stopping_objective(*stopping) + log_jacobian
+            if self.monitor is not None and epoch % self.monitor_every == 0:
+                with torch.no_grad():
+                    record["lml"] = float(self.monitor(X).mean(dtype=torch.float64)) + log_jacobian
+            record["learning_rate"] = learning_rate
+            self.record(record, start)
+            progress = record["stopping_objective"]
+            if not math.isfinite(progress):
+                raise FloatingPointError(
+                    f"The training objective became {progress} at epoch {epoch}; lower "
+                    f"learning_rate (now {self.learning_rate})."
+                )
+            scheduler.step(progress)
+            cuts += optimizer.param_groups[0]["lr"] < learning_rate
+            if cuts > self.n_lr_cuts:
+                return epoch, True
+        return self.max_epochs, False

@@ -1,0 +1,63 @@
+r"""The masked pre-training identity, for any model with masked conditionals.
+
+For one observation ``x`` with ``D`` tokens, a mask ``m`` (the tokens to predict) and the
+rest ``r``:
+
+.. math::
+
+    \log p(x) = \sum_{M=1}^{D} S(x; M), \qquad
+    S(x; M) = \frac{1}{M}\, \mathbb{E}_{|m| = M}\Big[\sum_{j \in m} \log p(x_j \mid x_r)\Big],
+
+exactly, whenever the conditionals come from one joint density (Moreno-Muñoz, Recasens and
+Hauberg, 2023, Proposition 1; the proof averages the chain rule over random orderings).
+
+The functions here take a *model* following the contract of
+:class:`skmpt.models.MaskedModel` (a subclass, or any object with the same methods):
+
+``masked_log_prob(X, masks)``
+    the reference: per-token ``log p(x_j | x_r)`` of shape ``(n_samples, n_masks, D)``, zero
+    at the observed positions, for ``X`` of shape ``(n_samples, D)`` and boolean ``masks``
+    (``True``: masked) of shape ``(n_masks, D)`` (shared by the samples) or
+    ``(n_samples, n_masks, D)``;
+``masked_log_prob_sum(X, masks)``
+    its sum over the masked tokens, ``(n_samples, n_masks)``; enough for every estimator but
+    the ``"chain"`` one;
+``chain_log_prob(X, orderings)``
+    optional fast path of the chain-rule terms along orderings, ``(n_samples, n_orderings, D)``;
+    without it the chain estimator uses the reference on nested masks.
+
+A model with ``stochastic = True`` (Monte Carlo conditionals) is passed a CPU
+:class:`torch.Generator` as ``generator=``: the functions here make it a copy of the masks'
+generator, so a stochastic model is scored on the same masks as a deterministic one with the
+same ``random_state``, and one ``random_state`` makes its scores reproducible. Such a model may
+fix an integer ``mask_chunk``: masks are then passed to it that many at a time, whatever the
+number of samples, so that noise it draws per call, shared by the samples, makes a sample's
+estimate independent of the others.
+
+The training objectives are in one table, :data:`OBJECTIVES`: the MPT objective, the ELBO,
+the importance-weighted bound (IWAE) and the log-marginal likelihood itself.
+
+Every function returns log-likelihoods in nats (to maximise), per sample, as tensors on the
+device and in the dtype of ``X``; a training loop negates them. Nothing here depends on
+scikit-learn.
+"""
+
+from .curves import curve_area, mean_over_masks
+from .scoring import SCORE_METHODS, cumulative_score, fixed_rate_bias, mpt_curve, score_at_size
+from .training import OBJECTIVES, elbo, iwae, log_marginal, masked_log_prob_sum, mpt_objective
+
+__all__ = [
+    "OBJECTIVES",
+    "SCORE_METHODS",
+    "cumulative_score",
+    "curve_area",
+    "elbo",
+    "fixed_rate_bias",
+    "iwae",
+    "log_marginal",
+    "masked_log_prob_sum",
+    "mean_over_masks",
+    "mpt_curve",
+    "mpt_objective",
+    "score_at_size",
+]

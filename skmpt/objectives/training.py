@@ -1,0 +1,241 @@
+"""Training objectives: the MPT objective, the ELBO, the importance-weighted bound and the
+log-marginal likelihood, each a log-likelihood per sample to maximise.
+
+They take a model following :class:`skmpt.models.MaskedModel`; see :mod:`skmpt.objectives`.
+"""
+
+import math
+
+import torch
+
+from .._utils import call_with_generator
+from .._validation import check_positive_int
+from ..models._base import importance_log_weights, standard_normal
+
+__all__ = [
+    "OBJECTIVES",
+    "check_masks",
+    "elbo",
+    "iwae",
+    "log_marginal",
+    "masked_log_prob_sum",
+    "mpt_objective",
+    "noise_generator",
+]
+
+
+def check_masks(masks, X):
+    """Masks must be a boolean tensor of shape ``(P, D)`` or ``(n, P, D)`` matching ``X``."""
+    if not isinstance(masks, torch.Tensor):
+        raise TypeError(f"masks must be a boolean torch.Tensor; got {type(masks).__name__}.")
+    if masks.dtype != torch.bool:
+        raise TypeError(
+            f"masks must have dtype torch.bool (True marks a masked token); got {masks.dtype}. "
+            f"Convert 0/1 masks with masks.bool() if that is what they mean."
+        )
+    n_samples, n_features = X.shape
+    if masks.ndim not in (2, 3) or masks.shape[-1] != n_features or (masks.ndim == 3 and masks.shape[0] != n_samples):
+        raise ValueError(
+            f"masks must have shape (n_masks, {n_features}) or ({n_samples}, n_masks, {n_features}) "
+            f"for X of shape {tuple(X.shape)}; got {tuple(masks.shape)}."
+        )
+
+
+def noise_generator(model, generator):
+    """The generator a stochastic model draws from: a copy of the masks' generator, else None."""
+    if not getattr(model, "stochastic", False):
+        return None
+    copy = torch.Generator(device="cpu")
+    copy.set_state(generator.get_state())
+    return copy
+
+
+def masked_log_prob_sum(model, X, masks, *, generator=None):
+    """``sum_{j in m} log p(x_j | x_r)`` from whichever of the two methods the model has.
+
+    Parameters
+    ----------
+    model : object
+        Has ``masked_log_prob_sum`` or ``masked_log_prob`` (module docstring).
+    X : torch.Tensor of shape (n_samples, n_features)
+    masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
+            (n_samples, n_masks, n_features)
+    generator : torch.Generator, default=None
+        Passed to the model's method when given (stochastic models).
+
+    Returns
+    -------
+    sums : torch.Tensor of shape (n_samples, n_masks)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.objectives import masked_log_prob_sum
+    >>> from skmpt.testing import TabularJoint
+    >>> joint = TabularJoint.random(3, random_state=0)
+    >>> X = torch.tensor([[0.0, 1.0, 1.0]], dtype=torch.float64)
+    >>> masks = torch.tensor([[True, False, False], [True, True, True]])
+    >>> sums = masked_log_prob_sum(joint, X, masks)
+    >>> sums.shape
+    torch.Size([1, 2])
+    """
+    check_masks(masks, X)
+    if hasattr(model, "masked_log_prob_sum"):
+        return call_with_generator(model.masked_log_prob_sum, X, masks, generator=generator)
+    if hasattr(model, "masked_log_prob"):
+        return call_with_generator(model.masked_log_prob, X, masks, generator=generator).sum(-1)
+    raise TypeError(
+        f"{type(model).__name__} has neither masked_log_prob_sum(X, masks) nor "
+        f"masked_log_prob(X, masks); skmpt's objectives need one of them."
+    )
+
+
+def mpt_objective(model, X, masks, *, generator=None):
+    """The masked pre-training objective, rescaled to the scale of ``log p(x)``.
+
+    For each sample and each of its masks, ``(D / |m|) * sum_{j in m} log p(x_j | x_r)``,
+    averaged over the masks. With mask sizes uniform on ``1..D`` this is an unbiased
+    estimate of ``log p(x)``; with a fixed size ``M`` it estimates ``D * S(x; M)``, which is
+    biased (see :func:`fixed_rate_bias`). The sign is that of a log-likelihood: maximise it
+    (minimise its negative mean).
+
+    Parameters
+    ----------
+    model : object
+        See the module docstring.
+    X : torch.Tensor of shape (n_samples, n_features)
+    masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
+            (n_samples, n_masks, n_features)
+        No mask may be empty.
+    generator : torch.Generator, default=None
+        Passed to a stochastic model (``None``: its draws come from torch's global generator).
+
+    Returns
+    -------
+    objective : torch.Tensor of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.masks import uniform_size_masks
+    >>> from skmpt.objectives import mpt_objective
+    >>> from skmpt.testing import TabularJoint
+    >>> joint = TabularJoint.random(3, random_state=0)
+    >>> X = torch.tensor([[0.0, 1.0, 1.0]], dtype=torch.float64)
+    >>> masks = uniform_size_masks((1, 4), 3, random_state=0)
+    >>> mpt_objective(joint, X, masks).shape
+    torch.Size([1])
+    """
+    check_masks(masks, X)
+    sizes = masks.sum(-1)
+    if bool((sizes == 0).any()):
+        raise ValueError("Every mask must mask at least one token; got an empty mask.")
+    sums = masked_log_prob_sum(model, X, masks, generator=generator)
+    return (sums * (X.shape[1] / sizes.to(X.dtype))).mean(-1)
+
+
+def log_marginal(model, X, *, generator=None, **options):
+    """The model's own log-marginal likelihood ``log p(x)`` (exact or estimated), per sample.
+
+    Parameters
+    ----------
+    model : object
+        Has ``log_marginal(X)`` (see :class:`skmpt.models.MaskedModel`).
+    X : torch.Tensor of shape (n_samples, n_features)
+    generator : torch.Generator, default=None
+        Passed to a stochastic model's estimate when given.
+    **options
+        Passed to ``model.log_marginal`` (e.g. ``n_samples`` of an importance-sampled one).
+
+    Returns
+    -------
+    log_marginal : torch.Tensor of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.objectives import log_marginal
+    >>> from skmpt.testing import TabularJoint
+    >>> joint = TabularJoint([[0.1, 0.2], [0.3, 0.4]])
+    >>> X = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    >>> round(float(log_marginal(joint, X).exp()), 6)
+    0.3
+    """
+    if not hasattr(model, "log_marginal"):
+        raise TypeError(f"{type(model).__name__} has no log_marginal(X) method.")
+    return call_with_generator(model.log_marginal, X, generator=generator, **options)
+
+
+def elbo(model, X, *, generator=None):
+    """The evidence lower bound, one reparameterised sample and the analytic KL, per sample.
+
+    ``log p(x | z) - KL(q(z | x) || p(z))`` with ``z ~ q(z | x)``, a lower bound on
+    ``log p(x)`` in expectation. The model has an amortised Gaussian encoder ``encode(X)`` →
+    ``(mean, log_variance)`` and ``log_likelihood(X, Z)``; the prior is ``N(0, I)``.
+
+    Parameters
+    ----------
+    model : object
+        See :class:`skmpt.models.MaskedModel` (optional methods).
+    X : torch.Tensor of shape (n_samples, n_features)
+    generator : torch.Generator, default=None
+        The sample's noise; ``None``: torch's global generator.
+
+    Returns
+    -------
+    elbo : torch.Tensor of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import VAEModule
+    >>> from skmpt.objectives import elbo
+    >>> module = VAEModule(4, 2, (8,), "tanh", "gaussian")
+    >>> X = torch.zeros(3, 4, dtype=torch.float64)
+    >>> elbo(module, X, generator=torch.Generator().manual_seed(0)).shape
+    torch.Size([3])
+    """
+    mean, log_var = model.encode(X)
+    z = mean + (0.5 * log_var).exp() * standard_normal(mean.shape, X, generator)
+    kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
+    return model.log_likelihood(X, z) - kl
+
+
+def iwae(model, X, *, n_particles=16, generator=None):
+    """The importance-weighted bound (Burda et al., 2016) with ``n_particles`` draws, per sample.
+
+    ``log (1/S) sum_s p(x, z_s) / q(z_s | x)`` with ``z_s ~ q(z | x)``: a tighter lower bound on
+    ``log p(x)`` than :func:`elbo` (equal to it for one particle, in expectation). Needs what
+    :func:`elbo` needs.
+
+    Parameters
+    ----------
+    model : object
+    X : torch.Tensor of shape (n_samples, n_features)
+    n_particles : int, default=16
+    generator : torch.Generator, default=None
+
+    Returns
+    -------
+    bound : torch.Tensor of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import VAEModule
+    >>> from skmpt.objectives import iwae
+    >>> module = VAEModule(4, 2, (8,), "tanh", "gaussian")
+    >>> X = torch.zeros(3, 4, dtype=torch.float64)
+    >>> iwae(module, X, n_particles=5, generator=torch.Generator().manual_seed(0)).shape
+    torch.Size([3])
+    """
+    n_particles = check_positive_int(n_particles, "n_particles")
+    encoded = model.encode(X)
+    noise = standard_normal((X.shape[0], n_particles, encoded[0].shape[-1]), X, generator)
+    log_weights = importance_log_weights(model, X, noise, encoded=encoded)
+    return torch.logsumexp(log_weights, dim=1) - math.log(n_particles)
+
+
+#: Training objectives by name, each returning a log-likelihood per sample (to maximise):
+#: ``"mpt"`` takes ``(model, X, masks)``, the others ``(model, X)``; all take ``generator=``.
+OBJECTIVES = {"mpt": mpt_objective, "elbo": elbo, "iwae": iwae, "lml": log_marginal}
