@@ -12,7 +12,7 @@ import importlib
 __version__ = "0.1.0.dev0"
 
 _ESTIMATORS = {
-    "MLMCurveScorer": "._mlm",
+    "MLMCurveScorer": ".text",
     "MaskedFactorAnalysis": "._factor_analysis",
     "MaskedGaussianMixture": "._gaussian_mixture",
     "MaskedLinearVAE": "._linear_vae",
