@@ -186,7 +186,7 @@ def test_help_lists_the_table_of_commands(capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert COMMANDS and all(name in out for name in COMMANDS)
-    for name, module_name in COMMANDS.items():  # each command declares its interface
+    for module_name in COMMANDS.values():  # each command declares its interface
         module = importlib.import_module(module_name)
         assert callable(module.add_arguments) and callable(module.run) and module.HELP in " ".join(out.split())
     assert main(["no-such-command"]) == 2
