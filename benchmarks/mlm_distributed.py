@@ -16,7 +16,7 @@ masks depend on ``random_state`` and the text, not on the rank that scores it).
     python benchmarks/mlm_distributed.py --device cuda --processes 1 2 4
 
 The workers import skmpt from the checkout this script belongs to (``PYTHONPATH``). Each rank
-scores its share of the texts (``skmpt._distributed.sharded_map``, dealt by work) and the ranks
+scores its share of the texts (``skmpt.distributed.sharded_map``, dealt by work) and the ranks
 gather the results, so the speed-up is bounded by the cores (or GPUs) the processes really get:
 on a machine shared with other work, the figures say more about the load than about skmpt.
 """
@@ -40,12 +40,12 @@ def _worker(args):
     import torch
 
     from skmpt import MLMCurveScorer
-    from skmpt._distributed import init_distributed
+    from skmpt.distributed import init_distributed
 
     context = init_distributed(args.device)
     texts = json.loads(Path(args.texts).read_text(encoding="utf-8"))
     scorer = MLMCurveScorer(
-        args.model, mask_rates=np.linspace(0.1, 0.9, args.n_rates), n_masks=args.n_masks,
+        args.model, mask_rates=np.linspace(0.1, 0.9, args.n_rates), score_masks=args.score_masks,
         device=str(context.device), random_state=0,
     ).fit()
     scorer.transform(texts[: 2 * context.world_size])  # warm-up
@@ -89,7 +89,7 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (NCCL, one GPU per process)")
     parser.add_argument("--n-texts", type=int, default=64)
     parser.add_argument("--n-rates", type=int, default=5)
-    parser.add_argument("--n-masks", type=int, default=2)
+    parser.add_argument("--score-masks", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
@@ -119,7 +119,7 @@ def main(argv=None):
                 sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
                 __file__, "--worker", "--model", str(tmp / "model"), "--texts", str(tmp / "texts.json"),
                 "--out", str(out), "--device", args.device, "--n-rates", str(args.n_rates),
-                "--n-masks", str(args.n_masks), "--repeats", str(args.repeats),
+                "--score-masks", str(args.score_masks), "--repeats", str(args.repeats),
             ]
             subprocess.run(command, env=env, check=True)
             curves = [np.load(out / f"rank{r}.npy") for r in range(n)]
@@ -128,7 +128,7 @@ def main(argv=None):
 
         base_seconds, (base_curve,) = results[1]
         print(
-            f"{args.n_texts} texts, {args.n_rates} rates x {args.n_masks} masks, BERT {args.hidden} hidden x "
+            f"{args.n_texts} texts, {args.n_rates} rates x {args.score_masks} masks, BERT {args.hidden} hidden x "
             f"{args.layers} layers, {args.device}, {cores} cores"
         )
         print(f"{'processes':>9} {'texts/s':>9} {'speed-up':>9} {'ranks agree':>12} {'max |diff| vs 1':>16}")

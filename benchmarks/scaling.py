@@ -105,7 +105,7 @@ def measure_mlm(tokenizer, words, D, K, n, masks, repeats):
     )
     torch.manual_seed(0)
     model = BertForMaskedLM(config).eval()
-    scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=masks, random_state=0, device="cpu").fit()
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, score_masks=masks, random_state=0, device="cpu").fit()
     texts = mlm_texts(tokenizer, words, n, D)
     return interleaved_minimum([partial(scorer.score_samples, texts)], repeats)[0]
 

@@ -43,8 +43,8 @@ GLUE_TASKS = [("ax", "test"), ("cola", "validation"), ("qnli", "validation"), ("
 # Without --full the script is a quick look (what the documentation's gallery runs); --full is
 # the run whose numbers the documentation reports.
 SIZES = {
-    "small": dict(n_train=3000, max_steps=40, n_eval=20, n_masks=1, hidden_size=64, vocab_size=2000),
-    "full": dict(n_train=40000, max_steps=1500, n_eval=100, n_masks=2, hidden_size=128, vocab_size=4000),
+    "small": dict(n_train=3000, max_steps=40, n_eval=20, score_masks=1, hidden_size=64, vocab_size=2000),
+    "full": dict(n_train=40000, max_steps=1500, n_eval=100, score_masks=2, hidden_size=128, vocab_size=4000),
 }
 
 
@@ -74,7 +74,7 @@ def small_bert(args):
         intermediate_size=4 * args.hidden_size,
         max_position_embeddings=128,
     )
-    common = dict(tokenizer=tokenizer, n_masks=args.n_masks, random_state=0, batch_size=64)
+    common = dict(tokenizer=tokenizer, score_masks=args.score_masks, random_state=0, batch_size=64)
     runs = [("random init.", MLMCurveScorer(config, **common))]
     for label, rate in (("MPT, fixed 15 %", 0.15), ("MPT, uniform sizes", "uniform")):
         scorer = MLMCurveScorer(
@@ -104,8 +104,9 @@ def table_2(args):
 
     config = AutoConfig.from_pretrained(args.model)
     scorers = {
-        "random init.": MLMCurveScorer(config, tokenizer=args.model, n_masks=args.n_masks, random_state=0).fit(),
-        "pre-trained": MLMCurveScorer(args.model, n_masks=args.n_masks, random_state=0).fit(),
+        "random init.": MLMCurveScorer(config, tokenizer=args.model, score_masks=args.score_masks,
+                                       random_state=0).fit(),
+        "pre-trained": MLMCurveScorer(args.model, score_masks=args.score_masks, random_state=0).fit(),
     }
     for task, split in GLUE_TASKS:
         data = load_glue(task, split, data_dir=args.glue_dir)
@@ -123,7 +124,7 @@ def main(argv=None):
     parser.add_argument("--vocab-size", type=int, default=None)
     parser.add_argument("--hidden-size", type=int, default=None)
     parser.add_argument("--n-layers", type=int, default=2)
-    parser.add_argument("--n-masks", type=int, default=None, help="masks per size for the curves and the sweep")
+    parser.add_argument("--score-masks", type=int, default=None, help="masks per size for the curves and the sweep")
     parser.add_argument("--model", default=None, help="a checkpoint: prints Table 2's rows (needs --glue-dir)")
     parser.add_argument("--glue-dir", default=None, help="directory with GLUE's official TSV files")
     parser.add_argument("--output", default="mlm_pretraining_curve.png")

@@ -35,7 +35,7 @@ import pandas as pd  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 
 from skmpt import MLMCurveScorer  # noqa: E402
-from skmpt.__main__ import main as skmpt_command_line  # noqa: E402
+from skmpt.cli import main as skmpt_command_line  # noqa: E402
 from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer  # noqa: E402
 
 
@@ -63,7 +63,7 @@ def main(argv=None):
     parser.add_argument("--n-train", type=int, default=3000, help="training sentences")
     parser.add_argument("--max-steps", type=int, default=150, help="MPT steps of 32 sentences")
     parser.add_argument("--n-eval", type=int, default=20, help="sentences in the scored text file")
-    parser.add_argument("--n-masks", type=int, default=2, help="random masks per mask size")
+    parser.add_argument("--score-masks", type=int, default=2, help="random masks per mask size")
     parser.add_argument("--vocab-size", type=int, default=1000)
     parser.add_argument("--hidden-size", type=int, default=32)
     parser.add_argument("--output", default="mlm_saved_model.png")
@@ -80,7 +80,7 @@ def main(argv=None):
         for label, model in paths.items():
             out = workdir / f"{model.name}.csv"
             status = skmpt_command_line(["mlm-curve", "--model", str(model), "--texts", str(texts), "--out", str(out),
-                                         "--mask-rates", "0.1:0.9:0.1", "--n-masks", str(args.n_masks),
+                                         "--mask-rates", "0.1:0.9:0.1", "--score-masks", str(args.score_masks),
                                          "--device", "cpu", "--quiet"])
             if status != 0:
                 raise SystemExit(status)

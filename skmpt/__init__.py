@@ -12,7 +12,7 @@ import importlib
 __version__ = "0.1.0.dev0"
 
 _ESTIMATORS = {
-    "MLMCurveScorer": "._mlm",
+    "MLMCurveScorer": ".text",
     "MaskedFactorAnalysis": ".estimators",
     "MaskedGaussianMixture": ".estimators",
     "MaskedLinearVAE": ".estimators",

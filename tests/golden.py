@@ -119,18 +119,18 @@ def tiny_masked_lm():
 
 def mlm_outputs(tmp_dir):
     from skmpt import MLMCurveScorer
-    from skmpt.__main__ import main
+    from skmpt.cli import main
 
     model, tokenizer, texts = tiny_masked_lm()
     sample = texts[:6]
     out = {}
     common = {"tokenizer": tokenizer, "device": "cpu", "random_state": 0, "mask_rates": [0.2, 0.5, 0.8]}
     for method in ("sweep", "chain"):
-        scorer = MLMCurveScorer(model, score_method=method, n_masks=3, **common).fit()
+        scorer = MLMCurveScorer(model, score_method=method, score_masks=3, **common).fit()
         out[f"mlm_{method}/transform"] = scorer.transform(sample)
         out[f"mlm_{method}/score_samples"] = scorer.score_samples(sample)
         out[f"mlm_{method}/pseudo_log_likelihood"] = scorer.pseudo_log_likelihood(sample)
-    trained = MLMCurveScorer(model, max_steps=2, batch_size=4, n_masks=2, **common).fit(texts[:20])
+    trained = MLMCurveScorer(model, max_steps=2, batch_size=4, score_batch_size=4, score_masks=2, **common).fit(texts[:20])
     out["mlm_fit/score_samples"] = trained.score_samples(sample)
 
     directory = Path(tmp_dir) / "model"
@@ -140,7 +140,7 @@ def mlm_outputs(tmp_dir):
     text_file.write_text("\n".join(sample) + "\n", encoding="utf-8")
     csv_file = Path(tmp_dir) / "curve.csv"
     code = main(["mlm-curve", "--model", str(directory), "--texts", str(text_file), "--out", str(csv_file),
-                 "--mask-rates", "0.25,0.5,0.75", "--n-masks", "2", "--device", "cpu", "--quiet"])
+                 "--mask-rates", "0.25,0.5,0.75", "--score-masks", "2", "--device", "cpu", "--quiet"])
     assert code == 0, code
     rows = list(csv.reader(io.StringIO(csv_file.read_text(encoding="utf-8"))))
     numeric = [i for i, name in enumerate(rows[0]) if name != "text"]

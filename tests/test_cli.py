@@ -1,6 +1,7 @@
 """The command line: outputs never overwritten or left half-written, arguments checked before the model loads."""
 
 import csv
+import importlib
 import io
 import os
 import re
@@ -19,7 +20,11 @@ from test_mlm import binary_tokenizer  # noqa: E402
 from transformers import BertConfig, BertForMaskedLM  # noqa: E402
 
 from skmpt import MLMCurveScorer  # noqa: E402
-from skmpt import __main__ as cli  # noqa: E402
+from skmpt.masks import parse_mask_rates  # noqa: E402
+from skmpt.text import DEFAULT_MASK_RATES  # noqa: E402
+import skmpt.text.scorer  # noqa: E402
+from skmpt.cli import COMMANDS, main  # noqa: E402
+from skmpt.cli import mlm_curve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXTS = ["a b a b", "", "b b a", "  ", "a"]  # lines 1..5; lines 2 and 4 are blank
@@ -46,8 +51,8 @@ def texts_file(tmp_path):
 
 
 def run(model_dir, texts, out, *extra):
-    return cli.main(["mlm-curve", "--model", str(model_dir), "--texts", str(texts), "--out", str(out),
-                     "--mask-rates", "0.25,0.5", "--n-masks", "2", "--device", "cpu", *extra])
+    return main(["mlm-curve", "--model", str(model_dir), "--texts", str(texts), "--out", str(out),
+                     "--mask-rates", "0.25,0.5", "--score-masks", "2", "--device", "cpu", *extra])
 
 
 def one_line_error(capsys, start="skmpt mlm-curve: error: "):
@@ -65,7 +70,7 @@ def test_rows_carry_line_numbers_and_blank_lines_have_empty_cells(model_dir, tex
     assert rows[0] == ["line", "n_tokens", "score", "paper_area", "S@0.25", "S@0.5"]
     assert [row[0] for row in rows[1:]] == ["1", "2", "3", "4", "5"]
     assert rows[2][1:] == rows[4][1:] == [""] * 5
-    scorer = MLMCurveScorer(str(model_dir), mask_rates=[0.25, 0.5], n_masks=2, random_state=0, device="cpu").fit()
+    scorer = MLMCurveScorer(str(model_dir), mask_rates=[0.25, 0.5], score_masks=2, random_state=0, device="cpu").fit()
     texts = [TEXTS[0], TEXTS[2], TEXTS[4]]
     written = np.array([[float(v) for v in rows[i][1:]] for i in (1, 3, 5)])
     np.testing.assert_array_equal(written[:, 0], [4, 3, 1])
@@ -98,14 +103,17 @@ def test_existing_outputs_and_the_input_are_never_overwritten(model_dir, texts_f
     [
         (["--texts", "missing.txt"], "--texts 'missing.txt': no such file"),
         (["--out", "no-dir/curve.csv"], "the directory '.*no-dir' does not exist"),
-        (["--mask-rates", "0:1:0"], "the step of '0:1:0' must be positive"),
-        (["--mask-rates", "0,0.5"], r"rates must lie in \(0, 1\), exclusive; '0,0.5' gives 0"),
-        (["--mask-rates", "0.5,1"], "gives 1"),
-        (["--mask-rates", "0.5,1.5"], "gives 1.5"),
-        (["--mask-rates", ""], "'' is not 'start:stop:step'"),
+        (["--mask-rates", "0:1:0"], "argument --mask-rates: the step of mask rates '0:1:0' must be positive"),
+        (["--mask-rates", "0,0.5"], r"mask_rates must lie in \(0, 1\) \(exclusive\); got 0.0 \(from '0,0.5'\)"),
+        (["--mask-rates", "0.5,1"], r"got 1.0 \(from '0.5,1'\)"),
+        (["--mask-rates", "0.5,1.5"], "got 1.5"),
+        (["--mask-rates", ""], "mask rates '' are not 'start:stop:step'"),
         (["--mask-rates", "0.5,0.2"], "strictly increasing"),
-        (["--n-masks", "0"], "argument --n-masks: must be a positive integer; got 0"),
-        (["--n-masks", "-3"], "argument --n-masks: must be a positive integer; got -3"),
+        (["--mask-rates", "0:0.5:1e-9"], "give more than 10000 rates"),
+        (["--score-masks", "0"], "argument --score-masks: must be a positive integer; got 0"),
+        (["--score-masks", "-3"], "argument --score-masks: must be a positive integer; got -3"),
+        (["--score-batch-size", "0"], "argument --score-batch-size: must be a positive integer; got 0"),
+        (["--n-masks", "2"], "unrecognized arguments: --n-masks"),
         (["--plot", "-"], "--plot must be a file"),
         (["--max-length", "1"], "argument --max-length: must be at least 2"),
         (["--model", "./no-such-model"], "--model='./no-such-model' is a path that does not exist"),
@@ -116,10 +124,10 @@ def test_bad_arguments_fail_before_the_model_loads(model_dir, texts_file, tmp_pa
                                                    message):
     monkeypatch.chdir(tmp_path)
     loads = []
-    monkeypatch.setattr(MLMCurveScorer, "_load_model", lambda self, device: loads.append(1))
+    monkeypatch.setattr(skmpt.text.scorer, "load_masked_lm", lambda *args, **kwargs: loads.append(1))
     options = {"--model": str(model_dir), "--texts": str(texts_file), "--out": "curve.csv", "--device": "cpu"}
     options.update(zip(args[::2], args[1::2], strict=True))
-    status = cli.main(["mlm-curve", *(x for pair in options.items() for x in pair)])
+    status = main(["mlm-curve", *(x for pair in options.items() for x in pair)])
     err = one_line_error(capsys, start="skmpt")
     assert loads == [] and not (tmp_path / "curve.csv").exists()
     if message is None:
@@ -149,25 +157,40 @@ def test_an_interrupted_run_leaves_no_file(model_dir, texts_file, tmp_path, caps
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_plot", interrupted)  # the CSV is written, the figure is not
+    monkeypatch.setattr(mlm_curve, "_plot", interrupted)  # the CSV is written, the figure is not
     assert run(model_dir, texts_file, tmp_path / "curve.csv", "--plot", str(tmp_path / "curve.png"), "--quiet") == 130
     assert "interrupted" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["texts.txt"]
 
 
 def test_stdout_progress_and_help(model_dir, texts_file, capsys):
-    assert run(model_dir, texts_file, "-", "--batch-size", "2") == 0
+    assert run(model_dir, texts_file, "-", "--score-batch-size", "2") == 0
     captured = capsys.readouterr()
     rows = list(csv.reader(io.StringIO(captured.out)))
     assert rows[0][0] == "line" and len(rows) == 6  # only the CSV on standard output
     assert "scoring" in captured.err and "3 texts, 2 blank line(s), mean score" in captured.err
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["mlm-curve", "--help"])
+        main(["mlm-curve", "--help"])
     assert exit_info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     for default in ("(default: 10)", "(default: 0.01:0.99:0.01)", "(default: sweep)", "(default: 64)",
                     "(default: 16384)", "(default: 512)", "(default: auto)", "(default: 0)"):
         assert default in text, default
+    # the spelled-out default is the scorer's
+    np.testing.assert_array_equal(parse_mask_rates(mlm_curve.DEFAULT_RATES), DEFAULT_MASK_RATES)
+
+
+def test_help_lists_the_table_of_commands(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert COMMANDS and all(name in out for name in COMMANDS)
+    for module_name in COMMANDS.values():  # each command declares its interface
+        module = importlib.import_module(module_name)
+        assert callable(module.add_arguments) and callable(module.run) and module.HELP in " ".join(out.split())
+    assert main(["no-such-command"]) == 2
+    assert "invalid choice: 'no-such-command'" in capsys.readouterr().err
 
 
 def test_console_script_and_python_m(model_dir, texts_file):
@@ -177,7 +200,7 @@ def test_console_script_and_python_m(model_dir, texts_file):
     if not script.exists():
         pytest.skip("the skmpt console script is not installed beside this Python")
     done = subprocess.run([str(script), "mlm-curve", "--model", str(model_dir), "--texts", str(texts_file), "--out",
-                           "-", "--mask-rates", "0.5", "--n-masks", "1", "--device", "cpu", "--quiet"],
+                           "-", "--mask-rates", "0.5", "--score-masks", "1", "--device", "cpu", "--quiet"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "line,n_tokens,score,paper_area,S@0.5" and len(done.stdout.splitlines()) == 6

@@ -20,7 +20,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
 from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE
-from skmpt._distributed import (
+from skmpt.distributed import (
     DistributedContext,
     init_distributed,
     load_checkpoint,
@@ -102,7 +102,7 @@ def _mlm_case():
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
     )
     scorer = MLMCurveScorer(
-        config, tokenizer=tokenizer, n_masks=1, max_steps=2, batch_size=4, device="cpu", random_state=0
+        config, tokenizer=tokenizer, score_masks=1, max_steps=2, batch_size=4, device="cpu", random_state=0
     )
     return scorer, {"mask_rate": [0.15, "uniform"], "learning_rate": [1e-3, 1e-2]}, texts
 
@@ -359,7 +359,7 @@ def _mlm_scores(context, tokenizer):
     tokenizer = AutoTokenizer.from_pretrained(tokenizer)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=32)
-    scorer = MLMCurveScorer(config, tokenizer=tokenizer, mask_rates=[0.2, 0.6], n_masks=2, device="cpu",
+    scorer = MLMCurveScorer(config, tokenizer=tokenizer, mask_rates=[0.2, 0.6], score_masks=2, device="cpu",
                             random_state=0).fit()
     copies = []
     scorer.model_.base_model.register_forward_hook(

@@ -35,7 +35,7 @@ def test_demo_prints_estimates_and_saves_curve(tmp_path, capsys):
         ("plot_mpt_curve_area", ["--n-samples", "120", "--max-epochs", "20"], "area under the curve"),
         (
             "mlm_pretraining_curve",
-            ["--n-train", "500", "--max-steps", "3", "--n-eval", "5", "--n-masks", "1", "--hidden-size", "32",
+            ["--n-train", "500", "--max-steps", "3", "--n-eval", "5", "--score-masks", "1", "--hidden-size", "32",
              "--vocab-size", "300"],
             "paper area",
         ),
@@ -113,7 +113,7 @@ def test_mlm_example_prints_table_2_rows_for_a_checkpoint(tmp_path, capsys):
     tokenizer.save_pretrained(tmp_path / "bert")
     _write_glue(tmp_path / "glue")
     _load("mlm_pretraining_curve").main(
-        ["--model", str(tmp_path / "bert"), "--glue-dir", str(tmp_path / "glue"), "--n-masks", "1"]
+        ["--model", str(tmp_path / "bert"), "--glue-dir", str(tmp_path / "glue"), "--score-masks", "1"]
     )
     printed = capsys.readouterr().out
     for row in ("ax random init.", "cola pre-trained", "qnli random init.", "mrpc pre-trained"):

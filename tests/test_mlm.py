@@ -13,11 +13,17 @@ pytest.importorskip("tokenizers")
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast  # noqa: E402
 
 from skmpt import MLMCurveScorer  # noqa: E402
-from skmpt import _mlm  # noqa: E402
+import skmpt  # noqa: E402
+import skmpt.text as sktext  # noqa: E402
 from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer  # noqa: E402
 from skmpt.testing import TabularJoint  # noqa: E402
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def encode(scorer, texts):
+    """The texts as the fitted scorer encodes them."""
+    return sktext.encode_texts(texts, scorer.tokenizer_, scorer.max_length_)
 
 
 def binary_tokenizer():
@@ -97,7 +103,7 @@ def tiny_bert():
 def test_chain_is_exact_on_an_explicit_joint(joint_setup):
     joint, tokenizer, texts, X = joint_setup
     scorer = MLMCurveScorer(JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, score_method="chain",
-                            n_masks=3, random_state=0, device="cpu").fit()
+                            score_masks=3, random_state=0, device="cpu").fit()
     np.testing.assert_allclose(scorer.score_samples(texts), joint.log_marginal(X).numpy(), rtol=1e-10)
 
 
@@ -107,14 +113,14 @@ def test_curve_sums_to_log_marginal_over_all_masks(joint_setup):
 
     joint, tokenizer, texts, X = joint_setup
     scorer = MLMCurveScorer(JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, device="cpu").fit()
-    encoded = scorer._encode(texts)
+    encoded = encode(scorer, texts)
     all_masks = torch.tensor([[j in c for j in range(5)] for M in range(1, 6) for c in combinations(range(5), M)])
     sizes = all_masks.sum(1).numpy()
-    sums = scorer._copy_log_probs(encoded, [(all_masks, all_masks)] * len(texts))
+    sums = scorer.runner_.copy_log_probs(encoded, [(all_masks, all_masks)] * len(texts))
     curve = np.stack([[np.mean(s[sizes == M] / M) for M in range(1, 6)] for s in sums])
     np.testing.assert_allclose(curve.sum(1), joint.log_marginal(X).numpy(), rtol=1e-10)
     # the sweep is the same sum with random masks: close, not exact
-    sweep = scorer.set_params(n_masks=200, random_state=0).score_samples(texts)
+    sweep = scorer.set_params(score_masks=200, random_state=0).score_samples(texts)
     assert np.abs(sweep - curve.sum(1)).max() < 0.1
 
 
@@ -125,7 +131,7 @@ def test_pseudo_log_likelihood_is_every_single_token_mask(joint_setup):
     expected = joint.masked_log_prob(X, single)[:, torch.arange(5), torch.arange(5)].sum(1)
     np.testing.assert_allclose(scorer.pseudo_log_likelihood(texts), expected.numpy(), rtol=1e-12)
     # L * S(x; 1) from transform at the smallest rate (one token of five) is the same number
-    curve = scorer.set_params(mask_rates=[0.2], n_masks=400, random_state=0).fit().transform(texts)
+    curve = scorer.set_params(mask_rates=[0.2], score_masks=400, random_state=0).fit().transform(texts)
     np.testing.assert_allclose(5 * curve[:, 0], expected.numpy(), atol=0.5)
 
 
@@ -134,12 +140,12 @@ def test_masks_exactly_m_of_the_own_tokens(joint_setup, rate):
     joint, tokenizer, _, _ = joint_setup
     texts = ["a b", "a b b a b", "b"]
     model = RecordingMaskedLM(len(tokenizer))
-    scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[rate], n_masks=4, device="cpu",
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[rate], score_masks=4, device="cpu",
                             random_state=0).fit()
-    encoded = scorer._encode(texts)
+    encoded = encode(scorer, texts)
     generator = torch.Generator().manual_seed(0)
     copies = [
-        _mlm.size_masks(np.repeat(max(1, round(rate * len(p))), 4), len(p), generator)
+        sktext.size_masks(np.repeat(max(1, round(rate * len(p))), 4), len(p), generator)
         for p in encoded.content_positions
     ]
     for i, (masked, _) in enumerate(copies):
@@ -147,9 +153,9 @@ def test_masks_exactly_m_of_the_own_tokens(joint_setup, rate):
         assert masked.shape == (4, L) and (masked.sum(1) == max(1, round(rate * L))).all()
     # what reaches the model: specials and unmasked words as they were, exactly M mask tokens
     calls = []
-    for pieces in scorer._batches(encoded, copies):
+    for pieces in scorer.runner_.batches(encoded, copies):
         model.calls.clear()
-        scorer._forward(encoded, copies, pieces)
+        scorer.runner_.forward(encoded, copies, pieces)
         calls.append((pieces, *model.calls[0]))
     for pieces, ids, attention in calls:
         row = 0
@@ -167,27 +173,27 @@ def test_masks_exactly_m_of_the_own_tokens(joint_setup, rate):
 
 def test_head_only_at_masked_positions_matches_full_logits(tiny_bert, monkeypatch):
     model, tokenizer, texts = tiny_bert
-    assert _mlm.language_model_head(model) is not None
-    scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=2, random_state=0, device="cpu").fit()
+    assert sktext.language_model_head(model) is not None
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, score_masks=2, random_state=0, device="cpu").fit()
     fast = scorer.pseudo_log_likelihood(texts[:6])
     curve = scorer.transform(texts[:6])
-    monkeypatch.setattr(_mlm._batching, "_HEAD_ATTRIBUTES", ())
-    assert _mlm.language_model_head(model) is None
+    monkeypatch.setattr(sktext.runner, "_HEAD_ATTRIBUTES", ())
+    assert sktext.language_model_head(model) is None
     np.testing.assert_allclose(scorer.pseudo_log_likelihood(texts[:6]), fast, rtol=1e-5)
     np.testing.assert_allclose(scorer.transform(texts[:6]), curve, rtol=1e-5)
 
 
 def test_batching_does_not_change_scores(tiny_bert):
     model, tokenizer, texts = tiny_bert
-    params = dict(tokenizer=tokenizer, n_masks=2, mask_rates=[0.15, 0.6], random_state=3, device="cpu")
+    params = dict(tokenizer=tokenizer, score_masks=2, mask_rates=[0.15, 0.6], random_state=3, device="cpu")
     big = MLMCurveScorer(model, **params).fit()
-    small = MLMCurveScorer(model, batch_size=3, max_batch_tokens=40, **params).fit()
+    small = MLMCurveScorer(model, score_batch_size=3, max_batch_tokens=40, **params).fit()
     np.testing.assert_allclose(small.transform(texts[:8]), big.transform(texts[:8]), rtol=1e-5)
     np.testing.assert_allclose(small.score_samples(texts[:8]), big.score_samples(texts[:8]), rtol=1e-5)
     # a forward pass never holds more than the token budget (one copy when a copy alone exceeds it)
-    encoded = small._encode(texts[:8])
-    copies = [_mlm.size_masks(np.arange(1, len(p) + 1), len(p), None) for p in encoded.content_positions]
-    for pieces in small._batches(encoded, copies):
+    encoded = encode(small, texts[:8])
+    copies = [sktext.size_masks(np.arange(1, len(p) + 1), len(p), None) for p in encoded.content_positions]
+    for pieces in small.runner_.batches(encoded, copies):
         rows = sum(stop - start for _, start, stop in pieces)
         width = max(len(encoded.input_ids[i]) for i, _, _ in pieces)
         assert rows <= 3 and (rows * width <= 40 or rows == 1)
@@ -195,18 +201,18 @@ def test_batching_does_not_change_scores(tiny_bert):
 
 def test_groups_of_texts_do_not_change_scores(tiny_bert, monkeypatch):
     model, tokenizer, texts = tiny_bert
-    scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=2, mask_rates=[0.2, 0.7], random_state=0,
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, score_masks=2, mask_rates=[0.2, 0.7], random_state=0,
                             device="cpu").fit()
     expected = scorer.transform(texts[:7]), scorer.score_samples(texts[:7]), scorer.pseudo_log_likelihood(texts[:7])
-    monkeypatch.setattr(_mlm._scoring, "_COPY_BUDGET", 50)  # about one text per group
-    np.testing.assert_allclose(scorer.transform(texts[:7]), expected[0], rtol=1e-6)
-    np.testing.assert_allclose(scorer.score_samples(texts[:7]), expected[1], rtol=1e-6)
-    np.testing.assert_allclose(scorer.pseudo_log_likelihood(texts[:7]), expected[2], rtol=1e-6)
+    with skmpt.working_memory(400 / 2**20):  # 50 mask entries per group: about one text
+        np.testing.assert_allclose(scorer.transform(texts[:7]), expected[0], rtol=1e-6)
+        np.testing.assert_allclose(scorer.score_samples(texts[:7]), expected[1], rtol=1e-6)
+        np.testing.assert_allclose(scorer.pseudo_log_likelihood(texts[:7]), expected[2], rtol=1e-6)
 
 
 def test_scores_do_not_depend_on_the_other_texts(tiny_bert):
     model, tokenizer, texts = tiny_bert
-    scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=2, random_state=0, device="cpu").fit()
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, score_masks=2, random_state=0, device="cpu").fit()
     together = scorer.score_samples(texts[:5])
     alone = [scorer.score_samples([text])[0] for text in texts[:5]]
     np.testing.assert_allclose(alone, together, rtol=1e-6)
@@ -217,14 +223,14 @@ def test_scores_do_not_depend_on_the_other_texts(tiny_bert):
 def test_paper_area_and_random_init_curve(tiny_bert):
     model, tokenizer, texts = tiny_bert
     config = model.config
-    scorer = MLMCurveScorer(config, tokenizer=tokenizer, n_masks=1, random_state=0, device="cpu").fit()
+    scorer = MLMCurveScorer(config, tokenizer=tokenizer, score_masks=1, random_state=0, device="cpu").fit()
     curve = scorer.transform(texts[:4])
     assert curve.shape == (4, 99)
     np.testing.assert_allclose(scorer.paper_area(texts[:4]), 512 * 0.01 * curve.sum(1), rtol=1e-10)
     # a random initialisation predicts about uniformly: a flat curve near -log V
     assert np.abs(curve - (-np.log(config.vocab_size))).max() < 0.5
     # the same seed builds the same random model
-    again = MLMCurveScorer(config, tokenizer=tokenizer, n_masks=1, random_state=0, device="cpu").fit()
+    again = MLMCurveScorer(config, tokenizer=tokenizer, score_masks=1, random_state=0, device="cpu").fit()
     np.testing.assert_array_equal(again.transform(texts[:4]), curve)
 
 
@@ -287,7 +293,7 @@ def test_long_texts_are_truncated_with_a_warning(tiny_bert):
     with pytest.warns(UserWarning, match="2 of 3 texts are longer than max_length=12"):
         pll = scorer.pseudo_log_likelihood([long_text, "the team is a unit", long_text + " again"])
     with pytest.warns(UserWarning, match="1 of 1 texts"):
-        assert scorer._encode([long_text]).n_tokens[0] == 10  # 12 less [CLS] and [SEP]
+        assert encode(scorer, [long_text]).n_tokens[0] == 10  # 12 less [CLS] and [SEP]
     assert np.isfinite(pll).all()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -310,8 +316,8 @@ def test_bad_parameters(tiny_bert):
         MLMCurveScorer(model, tokenizer="./no-such-tokenizer", device="cpu").fit()
     with pytest.raises(ValueError, match="model must be"):
         MLMCurveScorer(42, tokenizer=tokenizer, device="cpu").fit()
-    with pytest.raises(ValueError, match="n_masks"):
-        MLMCurveScorer(model, tokenizer=tokenizer, n_masks=0).fit()
+    with pytest.raises(ValueError, match="score_masks"):
+        MLMCurveScorer(model, tokenizer=tokenizer, score_masks=0).fit()
     with pytest.raises(ValueError, match="needs training texts"):
         MLMCurveScorer(model, tokenizer=tokenizer, max_steps=2, device="cpu").fit()
     for options in ({"checkpoint_every": 2}, {"resume": True}):
@@ -338,7 +344,7 @@ def test_fit_continues_masked_pretraining(tiny_bert, mask_rate):
     assert scorer.model_ is not model and not scorer.model_.training
     # the caller's model is untouched
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
-    trained = scorer.set_params(n_masks=2).pseudo_log_likelihood(texts[:20]).mean()
+    trained = scorer.set_params(score_masks=2).pseudo_log_likelihood(texts[:20]).mean()
     untrained = MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit().pseudo_log_likelihood(texts[:20])
     assert trained > untrained.mean() + 5
 
@@ -348,7 +354,7 @@ def test_grid_search_over_masking_rates(tiny_bert):
 
     model, tokenizer, texts = tiny_bert
     search = GridSearchCV(
-        MLMCurveScorer(model, tokenizer=tokenizer, max_steps=5, batch_size=16, learning_rate=1e-3, n_masks=1,
+        MLMCurveScorer(model, tokenizer=tokenizer, max_steps=5, batch_size=16, learning_rate=1e-3, score_masks=1,
                        score_method="chain", random_state=0, device="cpu"),
         {"mask_rate": [0.15, "uniform"]},
         cv=2,
@@ -360,7 +366,7 @@ def test_grid_search_over_masking_rates(tiny_bert):
 
 def test_command_line(tiny_bert, tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    from skmpt.__main__ import main
+    from skmpt.cli import main
 
     model, tokenizer, texts = tiny_bert
     model.save_pretrained(tmp_path / "model")
@@ -368,7 +374,7 @@ def test_command_line(tiny_bert, tmp_path, capsys):
     (tmp_path / "texts.txt").write_text("\n".join(texts[:3]) + "\n\n", encoding="utf-8")
     status = main(["mlm-curve", "--model", str(tmp_path / "model"), "--texts", str(tmp_path / "texts.txt"),
                    "--out", str(tmp_path / "curve.csv"), "--plot", str(tmp_path / "curve.png"),
-                   "--mask-rates", "0.1:0.9:0.2", "--n-masks", "2", "--device", "cpu"])
+                   "--mask-rates", "0.1:0.9:0.2", "--score-masks", "2", "--device", "cpu"])
     rows = (tmp_path / "curve.csv").read_text().splitlines()
     assert status == 0 and rows[0] == "line,n_tokens,score,paper_area,S@0.1,S@0.3,S@0.5,S@0.7,S@0.9"
     assert len(rows) == 5 and rows[4] == "4,,,,,,,,"  # the blank line, numbered, with empty cells
@@ -379,7 +385,7 @@ def test_command_line(tiny_bert, tmp_path, capsys):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_scores_match_cpu(tiny_bert):
     model, tokenizer, texts = tiny_bert
-    params = dict(tokenizer=tokenizer, n_masks=2, random_state=0)
+    params = dict(tokenizer=tokenizer, score_masks=2, random_state=0)
     cpu = MLMCurveScorer(model, device="cpu", **params).fit().transform(texts[:8])
     cuda = MLMCurveScorer(model, device="cuda", **params).fit().transform(texts[:8])
     np.testing.assert_allclose(cuda, cpu, atol=0.05)  # bfloat16 autocast
@@ -395,10 +401,10 @@ def test_roberta_head_and_position_limit(tiny_bert):
     )
     torch.manual_seed(0)
     model = RobertaForMaskedLM(config).eval()
-    assert _mlm.language_model_head(model)[1] is model.lm_head
+    assert sktext.language_model_head(model)[1] is model.lm_head
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit()
     assert scorer.max_length_ == 40 - (tokenizer.pad_token_id + 1)  # RoBERTa reserves the padding position
-    encoded = scorer._encode(texts[:4])
+    encoded = encode(scorer, texts[:4])
     single = [(torch.eye(len(p), dtype=torch.bool),) * 2 for p in encoded.content_positions]
     expected = []
     for i, (masked, _) in enumerate(single):  # the whole model, all single-token masks of a text
@@ -417,7 +423,7 @@ def test_progress_bar_clone_and_pickle(tiny_bert, capsys):
     from sklearn.base import clone
 
     model, tokenizer, texts = tiny_bert
-    scorer = MLMCurveScorer(model, tokenizer=tokenizer, n_masks=1, random_state=0, device="cpu", verbose=1).fit()
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, score_masks=1, random_state=0, device="cpu", verbose=1).fit()
     pll = scorer.pseudo_log_likelihood(texts[:3])
     err = capsys.readouterr().err
     assert "scoring" in err and "44/44" in err  # masked copies: one per token of the three texts
@@ -497,16 +503,16 @@ def test_paths_that_do_not_exist_are_not_hub_names(tiny_bert, path):
 
 
 def test_hub_names_look_like_hub_names():
-    assert not _mlm._loading._looks_like_path("bert-base-uncased")
-    assert not _mlm._loading._looks_like_path("google-bert/bert-base-uncased")
-    assert _mlm._loading._looks_like_path("a/b/c") and _mlm._loading._looks_like_path("vocab.txt")
+    assert not sktext.loading._looks_like_path("bert-base-uncased")
+    assert not sktext.loading._looks_like_path("google-bert/bert-base-uncased")
+    assert sktext.loading._looks_like_path("a/b/c") and sktext.loading._looks_like_path("vocab.txt")
 
 
 @pytest.mark.parametrize("token", ["[SEP]", "[CLS]", "[PAD]", "[MASK]"])
 def test_literal_special_tokens_are_rejected_by_every_method(joint_setup, token):
     _, tokenizer, _, _ = joint_setup
     texts = ["a b", f"a {token} b"]
-    scorer = MLMCurveScorer(RecordingMaskedLM(len(tokenizer)), tokenizer=tokenizer, mask_rates=[0.5], n_masks=1,
+    scorer = MLMCurveScorer(RecordingMaskedLM(len(tokenizer)), tokenizer=tokenizer, mask_rates=[0.5], score_masks=1,
                             device="cpu").fit()
     message = rf"Text 1 contains the special token '\[{token[1:-1]}\]'"
     for method in (scorer.transform, scorer.score_samples, scorer.pseudo_log_likelihood, scorer.paper_area,
@@ -540,7 +546,7 @@ def test_pandas_string_columns_arrays_and_datasets(tiny_bert):
 def test_a_transformer_with_pandas_output(tiny_bert):
     pd = pytest.importorskip("pandas")
     model, tokenizer, texts = tiny_bert
-    params = dict(tokenizer=tokenizer, mask_rates=[0.1, 0.25, 0.5], n_masks=1, random_state=0)
+    params = dict(tokenizer=tokenizer, mask_rates=[0.1, 0.25, 0.5], score_masks=1, random_state=0)
     scorer = MLMCurveScorer(model, device=torch.device("cpu"), **params)
     curve = scorer.fit_transform(texts[:3])
     np.testing.assert_array_equal(curve, MLMCurveScorer(model, device="cpu", **params).fit().transform(texts[:3]))
@@ -597,7 +603,7 @@ def test_from_pretrained_options_are_passed_through(saved_bert, monkeypatch):
 
 def test_bfloat16_scores_are_close_to_float32_and_the_model_is_not_cast(tiny_bert):
     model, tokenizer, texts = tiny_bert
-    params = dict(tokenizer=tokenizer, n_masks=2, mask_rates=[0.15, 0.5], random_state=0, device="cpu")
+    params = dict(tokenizer=tokenizer, score_masks=2, mask_rates=[0.15, 0.5], random_state=0, device="cpu")
     full = MLMCurveScorer(model, **params).fit()
     half = MLMCurveScorer(model, dtype="bfloat16", **params).fit()
     assert next(half.model_.parameters()).dtype == torch.bfloat16
@@ -605,7 +611,7 @@ def test_bfloat16_scores_are_close_to_float32_and_the_model_is_not_cast(tiny_ber
     for method in ("transform", "pseudo_log_likelihood"):
         exact, rounded = getattr(full, method)(texts[:8]), getattr(half, method)(texts[:8])
         assert rounded.dtype == np.float64
-        per_token = np.abs(rounded - exact) / (1 if method == "transform" else full._encode(texts[:8]).n_tokens)
+        per_token = np.abs(rounded - exact) / (1 if method == "transform" else encode(full, texts[:8]).n_tokens)
         assert per_token.max() < 0.005, per_token.max()  # measured: 6.2e-4 (curve), 3.3e-4 (PLL) nats per token
     config = model.config
     before = config.to_dict()
@@ -643,12 +649,12 @@ def test_progress_bar_advances_per_forward_pass(tiny_bert, monkeypatch):
             return super().update(n)
 
     monkeypatch.setattr(tqdm.auto, "tqdm", Recording)
-    scorer = MLMCurveScorer(model, tokenizer=tokenizer, batch_size=4, device="cpu", verbose=1).fit()
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, score_batch_size=4, device="cpu", verbose=1).fit()
     scorer.pseudo_log_likelihood(texts[:3])
-    lengths = scorer._encode(texts[:3]).n_tokens
+    lengths = encode(scorer, texts[:3]).n_tokens
     (bar,) = bars
     assert bar.total == lengths.sum() == sum(bar.steps) and len(bar.steps) >= lengths.sum() // 4
-    assert max(bar.steps) <= 4  # one update per forward pass of at most batch_size copies
+    assert max(bar.steps) <= 4  # one update per forward pass of at most score_batch_size copies
     scorer.set_params(verbose=0).pseudo_log_likelihood(texts[:3])
     assert bars[-1].disable
 
@@ -658,7 +664,7 @@ def test_clone_keeps_the_output_configuration(joint_setup):
 
     joint, tokenizer, texts, _ = joint_setup
     model = JointMaskedLM(joint, tokenizer)
-    scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[0.4], n_masks=1, device="cpu")
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_rates=[0.4], score_masks=1, device="cpu")
     fresh = clone(scorer.set_output(transform="pandas"))
     assert fresh.model is model and fresh.tokenizer is tokenizer
     assert fresh.get_params()["mask_rates"] == [0.4] and fresh.get_params()["mask_rates"] is not scorer.mask_rates
@@ -678,7 +684,7 @@ def test_a_tokenizer_of_special_tokens_only_is_no_tokenizer(saved_bert, tmp_path
 def test_target_log_probs_match_a_float64_log_softmax():
     # Float32 logits are normalised without a float64 copy (within 3e-7 nats of it); rows
     # whose largest logit could overflow or underflow float32 exp take the float64 path.
-    from skmpt._mlm._batching import target_log_probs
+    from skmpt.text import target_log_probs
 
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(6, 30522, generator=g) * 4

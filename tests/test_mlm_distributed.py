@@ -15,7 +15,7 @@ pytest.importorskip("tokenizers")
 
 from test_cli import TEXTS, model_dir  # noqa: E402, F401  (the fixture: a tiny saved BERT)
 
-from skmpt import __main__ as cli  # noqa: E402
+from skmpt.cli import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,9 +32,9 @@ def test_command_line_under_torchrun_writes_one_complete_csv_from_rank_0(model_d
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     arguments = ["mlm-curve", "--model", str(model_dir), "--texts", str(texts), "--mask-rates", "0.25,0.5",
-                 "--n-masks", "3", "--device", "cpu", "--random-state", "0"]
+                 "--score-masks", "3", "--device", "cpu", "--random-state", "0"]
     one = tmp_path / "one.csv"
-    assert cli.main([*arguments, "--out", str(one), "--quiet"]) == 0
+    assert main([*arguments, "--out", str(one), "--quiet"]) == 0
 
     runs = tmp_path / "runs"
     runs.mkdir()

@@ -2,19 +2,26 @@
 
 A script started by ``torchrun --nproc-per-node N`` or ``accelerate launch`` runs once per
 process, each told its ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` in its environment.
-:func:`init_distributed` reads them, joins the process group (gloo on the CPU, NCCL on CUDA,
-each process on ``cuda:LOCAL_RANK``) and returns a :class:`DistributedContext`; without a
-launcher it returns a world of one process, and everything below runs the same code.
+:func:`init_distributed` reads them (:func:`launcher_ranks`), joins the process group (gloo on
+the CPU, NCCL on CUDA, each process on ``cuda:LOCAL_RANK``) and returns a
+:class:`DistributedContext`; without a launcher it returns a world of one process, and
+everything below runs the same code.
 
 - Scoring is split by :func:`sharded_map`: each rank computes the items of its shard
   (:func:`shard_indices`) and every rank gets all results back in input order. The results
   equal one process's when an item's result depends on the item alone (skmpt seeds a text's
   masks from ``random_state`` and the text, never from its batch or rank).
 - Training wraps the model in ``DistributedDataParallel`` (:func:`wrap_model`; gradients are
-  averaged over ranks), draws masks from a per-rank generator (:func:`rank_generator`) and
-  saves and restores checkpoints (:func:`save_checkpoint`, :func:`load_checkpoint`) that hold
-  the model, the optimiser, the step and every rank's random state, so that a resumed run
-  continues exactly where the interrupted one saved.
+  averaged over ranks, and :func:`sync_gradients` synchronises only a step's last backward
+  pass). :mod:`skmpt.text.training` draws the same global batch and the same masks on every
+  rank from one shared generator, and each rank computes the loss of its own share of the
+  texts, so a step equals one process's step on the whole batch. A caller that wants
+  different draws per rank instead seeds them with :func:`rank_generator`.
+- :func:`save_checkpoint` and :func:`load_checkpoint` save and restore the model, the
+  optimiser, the step and every rank's random states, so that a resumed run continues exactly
+  where the interrupted one saved.
+
+This module depends on :mod:`skmpt._utils` only.
 """
 
 import contextlib
@@ -29,16 +36,16 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ._base import resolve_device
+from ._utils import resolve_device
 
 __all__ = [
     "DistributedContext",
     "init_distributed",
+    "launcher_ranks",
     "current_context",
     "shard_indices",
     "sharded_map",
     "wrap_model",
-    "unwrap_model",
     "sync_gradients",
     "rank_generator",
     "save_checkpoint",
@@ -75,8 +82,34 @@ class DistributedContext:
         return self.rank == 0
 
 
-def _launcher_ranks(environ):
-    """``(rank, world_size, local_rank)`` set by a launcher, or ``None`` when none is set."""
+def launcher_ranks(environ):
+    """``(rank, world_size, local_rank)`` set by a launcher, or ``None`` when none is set.
+
+    Reads ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` (which defaults to ``RANK``) without
+    joining any process group: a command line uses it to let only rank 0 report.
+
+    Parameters
+    ----------
+    environ : mapping
+        The environment, such as :data:`os.environ`.
+
+    Returns
+    -------
+    ranks : tuple of (int, int, int) or None
+
+    Raises
+    ------
+    ValueError
+        When the variables are partial, not integers or inconsistent.
+
+    Examples
+    --------
+    >>> from skmpt.distributed import launcher_ranks
+    >>> launcher_ranks({}) is None
+    True
+    >>> launcher_ranks({"RANK": "1", "WORLD_SIZE": "2"})
+    (1, 2, 1)
+    """
     present = [name for name in _LAUNCHER_VARIABLES if name in environ]
     if not present:
         return None
@@ -138,12 +171,12 @@ def init_distributed(device="auto", *, backend=None, environ=None):
 
     Examples
     --------
-    >>> from skmpt._distributed import init_distributed
+    >>> from skmpt.distributed import init_distributed
     >>> init_distributed("cpu", environ={})
     DistributedContext(rank=0, world_size=1, local_rank=0, device=device(type='cpu'))
     """
     environ = os.environ if environ is None else environ
-    launched = _launcher_ranks(environ)
+    launched = launcher_ranks(environ)
     if dist.is_available() and dist.is_initialized():
         local_rank = launched[2] if launched else int(environ.get("LOCAL_RANK", dist.get_rank()))
         device = _rank_device(device, local_rank, launched=True)
@@ -209,7 +242,7 @@ def shard_indices(n_items, rank, world_size, *, strategy="strided", costs=None):
 
     Examples
     --------
-    >>> from skmpt._distributed import shard_indices
+    >>> from skmpt.distributed import shard_indices
     >>> shard_indices(5, 1, 2)
     array([1, 3])
     >>> shard_indices(5, 0, 2, strategy="contiguous")
@@ -255,7 +288,7 @@ def sharded_map(function, n_items, *, context=None, strategy="strided", costs=No
 
     Examples
     --------
-    >>> from skmpt._distributed import sharded_map
+    >>> from skmpt.distributed import sharded_map
     >>> sharded_map(lambda indices: [10 * int(i) for i in indices], 3)
     [0, 10, 20]
     """
@@ -297,8 +330,8 @@ def wrap_model(model, context):
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 
 
-def unwrap_model(model):
-    """The module inside a ``DistributedDataParallel`` wrapper, or ``model`` itself."""
+def _inner_module(model):
+    """The module a checkpoint saves: the one inside a ``DistributedDataParallel`` wrapper."""
     return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
 
 
@@ -335,7 +368,7 @@ def rank_generator(generator, rank):
     Examples
     --------
     >>> import torch
-    >>> from skmpt._distributed import rank_generator
+    >>> from skmpt.distributed import rank_generator
     >>> a = rank_generator(torch.Generator().manual_seed(0), 0)
     >>> b = rank_generator(torch.Generator().manual_seed(0), 1)
     >>> bool(torch.equal(torch.rand(3, generator=a), torch.rand(3, generator=b)))
@@ -415,7 +448,7 @@ def save_checkpoint(directory, *, model, optimizer, step, generators=None, extra
     if context.is_main:
         directory.mkdir(parents=True, exist_ok=True)
         temporary = Path(tempfile.mkdtemp(prefix=f".step-{step:08d}-", dir=directory))
-        module = unwrap_model(model)
+        module = _inner_module(model)
         if hasattr(module, "save_pretrained"):
             module.save_pretrained(temporary / "model")
         else:
@@ -479,7 +512,7 @@ def load_checkpoint(directory, *, model, optimizer, generators=None, context=Non
             f"The checkpoint {path} was saved by {state['world_size']} processes; this run has "
             f"{context.world_size}. Resume with the same number of processes, whose random states it holds."
         )
-    module = unwrap_model(model)
+    module = _inner_module(model)
     if (path / "model").is_dir():
         saved = type(module).from_pretrained(path / "model")
         module.load_state_dict(saved.state_dict())

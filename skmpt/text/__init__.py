@@ -1,0 +1,90 @@
+"""Masked language models: the MPT curve, its area and the cumulative log-marginal estimate.
+
+A sentence ``x`` of ``L`` tokens (special and padding tokens never count) has the MPT curve
+``S(x; M)``: the average, over uniformly random masks of exactly ``M`` of its tokens, of the mean
+log-probability the model gives the masked tokens, each predicted from the unmasked ones.
+Summed over ``M = 1..L`` it is the chain rule averaged over orderings, i.e. ``log p(x)`` for a
+model whose conditionals come from one joint; the pseudo-log-likelihood is ``L * S(x; 1)``.
+
+:class:`MLMCurveScorer` (:mod:`.scorer`) is the scikit-learn estimator. Fitted, it holds a
+:class:`MaskedLMRunner` (:mod:`.runner`: model, tokenizer, device, dtype, budgets, forward
+passes) and calls plain parts: :func:`encode_texts` (:mod:`.encoding`), :func:`load_masked_lm`
+(:mod:`.loading`), :func:`score_texts` with a scoring strategy (:mod:`.scoring`) and
+:class:`MaskedPretraining` (:mod:`.training`). ``transform(texts)`` is
+``score_texts(runner_, encode_texts(texts, ...), CurveMasks(mask_rates_, score_masks))``.
+
+**Texts.** Texts may be a list, tuple or array of strings of shape (n,) or (n, 1), a pandas Series or
+DataFrame (``str``, ``string[pyarrow]``/``string[python]`` or object columns), or a
+``datasets.Dataset`` or ``IterableDataset``; from a DataFrame or dataset, the column is
+``text_column``. Every method rejects, with a ``ValueError`` naming the text's index: a text
+that is not a string or is blank, and a text that holds a special token literally (``[CLS]``,
+``[SEP]``, ``[PAD]``, ``[MASK]`` or the model's equivalents), which a masked LM would otherwise
+mask and score as a word of the text or skip as a special one. Characters the tokenizer cannot
+spell become its unknown token and are scored like any token. Texts longer than ``max_length``
+are truncated with a ``UserWarning``.
+
+**Loading.** Loading is checked before any text is scored: a model that is not a masked LM (a causal LM such
+as GPT-2, a ``BertModel`` without its head), given as an object, a configuration, a directory or
+a name, is a ``ValueError``; so is a checkpoint that lacks weights transformers would initialise
+at random (read from ``from_pretrained``'s loading info, unless ``allow_missing_weights=True``),
+a directory without tokenizer files when the tokenizer is to be read from it, and a tokenizer
+that can produce ids beyond the model's embedding. A string is a hub name only when it is not on
+disk, has the form ``name`` or ``org/name`` and does not end in a file extension (``.bin``,
+``.json``, ...); any other string (``./model``, ``../model``, ``a/b/c``, ``~/model``,
+``C:\\model``) is a path, and one that does not exist is a ``ValueError`` naming it
+(:func:`check_local_path`).
+
+**Data parallelism.** Started by ``torchrun --nproc-per-node N`` or ``accelerate launch``, :meth:`MLMCurveScorer.fit`
+joins the launcher's process group (``torch.distributed``; gloo on the CPU, NCCL with each
+process on ``cuda:LOCAL_RANK``), and ``transform``, ``score_samples``,
+``pseudo_log_likelihood`` and ``paper_area`` split the texts over the processes
+(:func:`skmpt.distributed.sharded_map`); every process returns all results, in input order,
+equal to a one-process run with the same ``random_state`` (a text's masks depend only on the
+seed and its tokens). Every process must call the method, with the same texts (the processes
+exchange their results). Only the main process shows progress bars. With ``max_steps > 0``,
+``fit`` trains with ``DistributedDataParallel``, ``batch_size`` texts per step over all
+processes, and can checkpoint and resume (``checkpoint_every``, ``checkpoint_dir``,
+``resume``).
+"""
+
+from .._utils import DTYPES
+from .encoding import EncodedTexts, encode_texts, texts_of
+from .loading import check_local_path, load_masked_lm, load_tokenizer, model_max_length
+from .runner import MaskedLMRunner, language_model_head, target_log_probs
+from .scorer import DEFAULT_MASK_RATES, MLMCurveScorer
+from .scoring import (
+    ChainMasks,
+    CurveMasks,
+    SingleTokenMasks,
+    SweepMasks,
+    chain_masks,
+    score_texts,
+    single_masks,
+    size_masks,
+)
+from .training import MaskedPretraining
+
+__all__ = [
+    "DEFAULT_MASK_RATES",
+    "DTYPES",
+    "ChainMasks",
+    "CurveMasks",
+    "EncodedTexts",
+    "MLMCurveScorer",
+    "MaskedLMRunner",
+    "MaskedPretraining",
+    "SingleTokenMasks",
+    "SweepMasks",
+    "chain_masks",
+    "check_local_path",
+    "encode_texts",
+    "language_model_head",
+    "load_masked_lm",
+    "load_tokenizer",
+    "model_max_length",
+    "score_texts",
+    "single_masks",
+    "size_masks",
+    "target_log_probs",
+    "texts_of",
+]

@@ -1,0 +1,340 @@
+"""Loading a masked language model and its tokenizer, with every check made before any text is scored."""
+
+import copy
+import logging
+import os
+
+import torch
+from sklearn.utils import check_random_state
+
+__all__ = ["check_local_path", "load_masked_lm", "load_tokenizer", "model_max_length"]
+
+logger = logging.getLogger("skmpt.text")
+
+
+# File endings of model and tokenizer files: a name ending in one is a path, never a hub name.
+_FILE_EXTENSIONS = (".bin", ".safetensors", ".json", ".txt", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".model",
+                    ".gguf", ".onnx")
+
+# Files from which AutoTokenizer builds a tokenizer; a directory with none of them holds no tokenizer.
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.*", "merges.txt", "*.model")
+
+# Options of ``from_pretrained`` that say where and how to fetch; they apply to the tokenizer too.
+_HUB_OPTIONS = ("revision", "trust_remote_code", "local_files_only", "cache_dir", "token")
+
+def _looks_like_path(text):
+    """Whether a string that is not on disk is a path rather than a hub name (``name`` or ``org/name``)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if text.lower().endswith(_FILE_EXTENSIONS):
+        return True
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        return True
+    return False
+
+
+def check_local_path(source, name):
+    """A path (not a hub name) must exist: say so before transformers takes it for a hub name.
+
+    A string is a hub name only when it is not on disk, has the form ``name`` or ``org/name``
+    (huggingface_hub's repository-id rules: no ``./``, ``../``, ``~``, leading ``/``, backslash
+    or second ``/``) and does not end in a file extension such as ``.bin`` or ``.json``.
+
+    Parameters
+    ----------
+    source : str or path
+        A model or tokenizer source: a hub name or a local path.
+    name : str
+        What names ``source`` in the error (``"model"``, ``"--model"``).
+
+    Raises
+    ------
+    ValueError
+        When ``source`` is a path that does not exist.
+
+    Examples
+    --------
+    >>> from skmpt.text import check_local_path
+    >>> check_local_path("bert-base-uncased", "model")  # a hub name: not checked here
+    >>> check_local_path("./no-such-model", "model")
+    Traceback (most recent call last):
+    ...
+    ValueError: model='./no-such-model' is a path that does not exist ...
+    """
+    text = os.fspath(source)
+    if os.path.exists(os.path.expanduser(text)):
+        return
+    if isinstance(source, os.PathLike) or _looks_like_path(text):
+        where = "" if os.path.isabs(os.path.expanduser(text)) else f" (relative to {os.getcwd()!r})"
+        raise ValueError(
+            f"{name}={text!r} is a path that does not exist{where}; give a saved directory or a hub name of the "
+            "form 'name' or 'org/name'."
+        )
+
+
+def _check_tokenizer_directory(source, name):
+    """A local directory must hold tokenizer files: transformers would build an empty tokenizer."""
+    directory = os.path.expanduser(os.fspath(source))
+    if not os.path.isdir(directory):
+        return
+    import glob
+
+    if not any(glob.glob(os.path.join(glob.escape(directory), pattern)) for pattern in _TOKENIZER_FILES):
+        raise ValueError(
+            f"No tokenizer was found in {name}={os.fspath(source)!r} (no tokenizer.json, tokenizer_config.json, "
+            "vocab.* or *.model file); pass one with tokenizer= (--tokenizer on the command line): a tokenizer "
+            "object, or the name or directory of one."
+        )
+
+
+def _check_masked_lm_class(config, what):
+    """``config`` must have a masked-LM class in transformers (or declare one as remote code)."""
+    import transformers
+
+    remote = "AutoModelForMaskedLM" in (getattr(config, "auto_map", None) or {})
+    if type(config) not in transformers.MODEL_FOR_MASKED_LM_MAPPING and not remote:
+        raise ValueError(
+            f"{what} is a {getattr(config, 'model_type', type(config).__name__)!r} model, which has no masked "
+            "language-model class in transformers (AutoModelForMaskedLM); causal LMs such as GPT-2 cannot be "
+            "scored by masking."
+        )
+
+
+def _check_masked_lm_object(model):
+    """A transformers model object must be a masked LM with its head, not a base model or a causal LM."""
+    import transformers
+
+    if not isinstance(model, transformers.PreTrainedModel):
+        return  # a user's module: documented to return ``.logits`` over the vocabulary
+    mapping = transformers.MODEL_FOR_MASKED_LM_MAPPING
+    if type(model.config) in mapping:
+        classes = mapping[type(model.config)]
+        ok = isinstance(model, classes if isinstance(classes, tuple) else (classes,))
+    else:
+        ok = "MaskedLM" in type(model).__name__
+    if not ok:
+        raise ValueError(
+            f"model is a {type(model).__name__}, not a masked language model (no masked-LM head); give its "
+            "...ForMaskedLM class, e.g. the one AutoModelForMaskedLM loads."
+        )
+
+
+def _embedding_size(model):
+    """Number of token ids the model's input embedding holds, or ``None`` when unknown."""
+    try:
+        return int(model.get_input_embeddings().num_embeddings)
+    except (AttributeError, NotImplementedError, TypeError):
+        size = getattr(getattr(model, "config", None), "vocab_size", None) or getattr(model, "vocab_size", None)
+        return None if size is None else int(size)
+
+
+def _check_model_kwargs(model_kwargs):
+    kwargs = dict(model_kwargs or {})
+    for key in ("dtype", "torch_dtype", "output_loading_info"):
+        if key in kwargs:
+            hint = "use the dtype parameter" if key != "output_loading_info" else "it is set by MLMCurveScorer"
+            raise ValueError(f"model_kwargs may not hold {key!r}: {hint}.")
+    return kwargs
+
+
+def _model_source(model, kwargs):
+    """Check what ``model`` is before any weight loads; returns where its tokenizer may come from."""
+    import transformers
+
+    if isinstance(model, (str, os.PathLike)):
+        check_local_path(model, "model")
+        config = transformers.AutoConfig.from_pretrained(model, **kwargs)
+        _check_masked_lm_class(config, f"model={os.fspath(model)!r}")
+        return model
+    if isinstance(model, transformers.PretrainedConfig):
+        _check_masked_lm_class(model, "model")
+        return None
+    if isinstance(model, torch.nn.Module):
+        _check_masked_lm_object(model)
+        return getattr(getattr(model, "config", None), "name_or_path", None) or None
+    raise ValueError(
+        "model must be a name or directory for AutoModelForMaskedLM.from_pretrained, a masked "
+        f"language model object or a transformers configuration; got {type(model).__name__}."
+    )
+
+
+def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=None, allow_missing_weights=False,
+                   random_state=None, train=False):
+    """The masked LM on ``device`` (in ``dtype``) and its tokenizer; cheap checks come first.
+
+    Parameters
+    ----------
+    model : str, path, transformers.PreTrainedModel, transformers.PretrainedConfig or torch.nn.Module
+        As :class:`~skmpt.text.MLMCurveScorer`'s ``model``.
+    tokenizer : str, path, tokenizer object or None, default=None
+        As :func:`load_tokenizer`'s ``tokenizer``.
+    device : torch.device
+    dtype : torch.dtype or None, default=None
+        ``None`` keeps the model's own.
+    model_kwargs : dict or None, default=None
+        Further options of ``from_pretrained``.
+    allow_missing_weights : bool, default=False
+        Accept a checkpoint that lacks weights transformers would initialise at random.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the random initialisation from a configuration.
+    train : bool, default=False
+        Whether the model will be trained: a model object is then copied, as it is when it
+        must be moved or cast, so that the caller's object is never modified.
+
+    Returns
+    -------
+    model : torch.nn.Module
+        In evaluation mode.
+    tokenizer : transformers tokenizer
+
+    Examples
+    --------
+    >>> import torch
+    >>> from transformers import BertConfig
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import load_masked_lm
+    >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
+    >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=32)
+    >>> model, tokenizer = load_masked_lm(config, tokenizer=tokenizer, device=torch.device("cpu"), random_state=0)
+    >>> type(model).__name__, model.training
+    ('BertForMaskedLM', False)
+    """
+    import transformers
+
+    kwargs = _check_model_kwargs(model_kwargs)
+    source = _model_source(model, kwargs)
+    tokenizer = load_tokenizer(tokenizer, source, kwargs)  # before the weights: it fails faster
+    if isinstance(model, (str, os.PathLike)):
+        loaded = _from_pretrained(model, dtype, kwargs, allow_missing_weights)
+    elif isinstance(model, transformers.PretrainedConfig):
+        seed = int(check_random_state(random_state).randint(2**31 - 1))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            # from_config writes its dtype into the configuration: give it a copy of the user's
+            loaded = transformers.AutoModelForMaskedLM.from_config(copy.deepcopy(model))
+    else:
+        parameters = list(model.parameters())
+        needs_copy = (
+            train
+            or any(p.device != device for p in parameters)
+            or (dtype is not None and any(p.is_floating_point() and p.dtype != dtype for p in parameters))
+        )
+        # one copy when training, moving or casting: the user's object is never modified
+        loaded = copy.deepcopy(model) if needs_copy else model
+    size = _embedding_size(loaded)
+    largest = max(max(tokenizer.get_vocab().values()), len(tokenizer) - 1)
+    if size is not None and largest >= size:
+        raise ValueError(
+            f"The tokenizer can produce token ids up to {largest} but the model's embedding holds {size} "
+            f"(ids 0..{size - 1}): they do not belong together."
+        )
+    loaded = loaded.to(device=device, dtype=dtype) if dtype is not None else loaded.to(device)
+    logger.info("Loaded %s (%s) on %s.", type(loaded).__name__, source or "object", device)
+    return loaded.eval(), tokenizer
+
+
+def _from_pretrained(model, dtype, kwargs, allow_missing_weights):
+    """``AutoModelForMaskedLM.from_pretrained``, refusing weights it would initialise at random."""
+    import transformers
+
+    loaded, info = transformers.AutoModelForMaskedLM.from_pretrained(
+        model, dtype="auto" if dtype is None else dtype, output_loading_info=True, **kwargs
+    )
+    # transformers initialises missing weights at random (and logs its load report): refuse that
+    missing = sorted(info["missing_keys"]) + sorted(str(k) for k in info["mismatched_keys"])
+    if missing and not allow_missing_weights:
+        raise ValueError(
+            f"model={os.fspath(model)!r} lacks {len(missing)} weights of its masked LM, which transformers "
+            f"would initialise at random: {', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}. "
+            "Is it a base model without its masked-LM head? Set allow_missing_weights=True to accept random "
+            "weights, or build a random model from a configuration."
+        )
+    return loaded
+
+
+def load_tokenizer(tokenizer, source, model_kwargs=None):
+    """The tokenizer given, or loaded from ``tokenizer`` or else the model's ``source``.
+
+    Parameters
+    ----------
+    tokenizer : str, path, tokenizer object or None
+        ``None`` loads it from ``source``.
+    source : str, path or None
+        Where the model came from (a name or directory), or ``None``.
+    model_kwargs : dict or None, default=None
+        Options of ``from_pretrained``; those that say where to fetch reach
+        ``AutoTokenizer.from_pretrained`` (``revision`` only when the tokenizer comes from
+        ``source``).
+
+    Returns
+    -------
+    tokenizer : transformers tokenizer
+        With a mask token and a padding token.
+
+    Examples
+    --------
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import load_tokenizer
+    >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
+    >>> load_tokenizer(tokenizer, None) is tokenizer
+    True
+    """
+    import transformers
+
+    kwargs, name = model_kwargs or {}, "tokenizer"
+    if tokenizer is None:
+        if source is None:
+            raise ValueError(
+                "tokenizer=None needs a model given by name or directory; pass tokenizer= with a "
+                "configuration or a model object that has no name_or_path."
+            )
+        tokenizer, name = source, "model"
+    if isinstance(tokenizer, (str, os.PathLike)):
+        check_local_path(tokenizer, name)
+        _check_tokenizer_directory(tokenizer, name)
+        hub = {key: kwargs[key] for key in _HUB_OPTIONS if key in kwargs}
+        if name == "tokenizer":  # the model's revision is not the tokenizer's
+            hub.pop("revision", None)
+        source_name, tokenizer = tokenizer, transformers.AutoTokenizer.from_pretrained(tokenizer, **hub)
+        if len(tokenizer) <= len(set(tokenizer.all_special_ids)):
+            raise ValueError(
+                f"No tokenizer was found in {name}={os.fspath(source_name)!r}: what loaded holds only its "
+                f"{len(tokenizer)} special tokens. Pass one with tokenizer= (--tokenizer on the command line)."
+            )
+    if getattr(tokenizer, "mask_token_id", None) is None:
+        raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no mask token; a masked LM needs one.")
+    if getattr(tokenizer, "pad_token_id", None) is None:
+        raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no padding token.")
+    return tokenizer
+
+
+def model_max_length(model, tokenizer, max_length):
+    """``max_length`` capped by the model's position embeddings and the tokenizer's own limit.
+
+    RoBERTa-style models reserve the first ``padding_idx + 1`` positions.
+
+    Examples
+    --------
+    >>> from transformers import BertConfig, BertForMaskedLM
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import model_max_length
+    >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
+    >>> model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=8, num_hidden_layers=1,
+    ...                                    num_attention_heads=1, intermediate_size=8, max_position_embeddings=64))
+    >>> model_max_length(model, tokenizer, 512)
+    64
+    """
+    limits = [max_length]
+    positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if positions:
+        offset = 0
+        if getattr(model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+            offset = model.config.pad_token_id + 1
+        limits.append(positions - offset)
+    model_max = getattr(tokenizer, "model_max_length", None)
+    if model_max is not None and model_max < 10**6:
+        limits.append(model_max)
+    return int(min(limits))

@@ -1,0 +1,247 @@
+"""The runner: a masked LM, its tokenizer and its budgets, and the forward passes of masked copies.
+
+:class:`MaskedLMRunner` is what :class:`~skmpt.text.MLMCurveScorer` holds once fitted
+(``runner_``). Every masked copy of a group of texts goes through the encoder together; copies
+are ordered by length and cut into forward passes of at most ``score_batch_size`` copies and
+``max_batch_tokens`` tokens, so memory stays bounded at ``L = 512``, and the language-model
+head runs only at the positions whose probability is needed (:func:`language_model_head`).
+Log-probabilities are computed in float64 from the logits (:func:`target_log_probs`).
+"""
+
+import numpy as np
+import torch
+
+__all__ = ["MaskedLMRunner", "language_model_head", "target_log_probs"]
+
+
+# Attributes that hold the language-model head of the masked-LM classes in transformers
+# (``cls`` for the BERT family, ``lm_head`` for RoBERTa, XLM-R, CamemBERT, ...). Other models
+# are run whole and their logits read at the masked positions: slower, equally exact.
+_HEAD_ATTRIBUTES = ("cls", "lm_head")
+
+
+def language_model_head(model):
+    """``(encoder, head)`` when ``model`` is a base model plus one known head, else ``None``.
+
+    Examples
+    --------
+    >>> from transformers import BertConfig, BertForMaskedLM
+    >>> from skmpt.text import language_model_head
+    >>> model = BertForMaskedLM(BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1,
+    ...                                    num_attention_heads=1, intermediate_size=8))
+    >>> language_model_head(model)[1] is model.cls
+    True
+    """
+    base = getattr(model, "base_model", None)
+    children = {name: module for name, module in model.named_children() if module is not base}
+    if base is None or base is model or len(children) != 1:
+        return None
+    name, head = next(iter(children.items()))
+    return (base, head) if name in _HEAD_ATTRIBUTES else None
+
+# target_log_probs sums exp of float32 logits directly when a row's largest logit lies here:
+# no float32 overflow (64 terms of at most e**80 per partial sum) and no largest terms lost to
+# underflow; other rows take the float64 path.
+_FLOAT32_SAFE_LOGITS = (-40.0, 80.0)
+
+
+def _chunked_sum(values, width=64):
+    """Row sums of float32 ``values``: float32 partial sums of ``width`` terms added in float64."""
+    n_rows, n_columns = values.shape
+    main = n_columns - n_columns % width
+    total = values[:, :main].reshape(n_rows, -1, width).sum(-1).to(torch.float64).sum(-1)
+    return total + values[:, main:].to(torch.float64).sum(-1)
+
+
+def target_log_probs(logits, target_ids):
+    """``log_softmax(logits)[row, target_ids[row]]`` in float64, for logits of shape (rows, V).
+
+    Float64 logits get a float64 log-sum-exp. Lower-precision logits are not copied to float64
+    (a copy and an ``exp`` of ``V`` float64 numbers per row cost three times as much): the
+    normaliser sums ``exp`` of the float32 logits in chunks added up in float64, within about
+    3e-7 nats of the float64 result at ``V = 30522``, below the resolution of the float32 logits
+    themselves (1e-6 near 10). Rows whose largest logit is outside ``[-40, 80]`` use float64.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.text import target_log_probs
+    >>> logits = torch.zeros(2, 4)
+    >>> target_log_probs(logits, torch.tensor([0, 3]))
+    tensor([-1.3863, -1.3863], dtype=torch.float64)
+    """
+    target = logits.gather(1, target_ids.unsqueeze(1)).squeeze(1).to(torch.float64)
+    if logits.dtype == torch.float64 or not len(logits):
+        return target - torch.logsumexp(logits.to(torch.float64), -1)
+    logits = logits.float()
+    top = logits.amax(-1)
+    safe = (top >= _FLOAT32_SAFE_LOGITS[0]) & (top <= _FLOAT32_SAFE_LOGITS[1])
+    if bool(safe.all()):
+        return target - _chunked_sum(logits.exp()).log()
+    norm = torch.empty_like(target)
+    norm[~safe] = torch.logsumexp(logits[~safe].to(torch.float64), -1)
+    if bool(safe.any()):
+        norm[safe] = _chunked_sum(logits[safe].exp()).log()
+    return target - norm
+
+
+class MaskedLMRunner:
+    """A loaded masked LM with its tokenizer, device, dtype and memory budgets: it runs masked copies.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A masked LM on ``device``, called with ``input_ids`` and ``attention_mask`` and
+        returning ``.logits`` over the tokenizer's vocabulary.
+    tokenizer : transformers tokenizer
+        With a mask token and a padding token.
+    device : torch.device
+    dtype : torch.dtype or None, default=None
+        The dtype the model was cast to, or ``None`` for the model's own; with ``None`` on CUDA
+        the encoder runs under ``torch.autocast`` (:meth:`autocast_dtype`).
+    max_length : int, default=512
+        Longest tokenised text, special tokens included.
+    score_batch_size : int, default=64
+        Most masked copies in one scoring forward pass.
+    max_batch_tokens : int, default=16384
+        Most tokens (copies times padded length) in one forward pass.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from transformers import BertConfig, BertForMaskedLM
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import MaskedLMRunner, encode_texts
+    >>> texts = load_wordnet_sentences()[:100]
+    >>> tokenizer = make_wordpiece_tokenizer(texts, vocab_size=200)
+    >>> model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+    ...                                    num_attention_heads=2, intermediate_size=32)).eval()
+    >>> runner = MaskedLMRunner(model, tokenizer, torch.device("cpu"))
+    >>> encoded = encode_texts(texts[:2], tokenizer, runner.max_length)
+    >>> copies = [(torch.eye(n, dtype=torch.bool),) * 2 for n in encoded.n_tokens]  # one token masked each
+    >>> [sums.shape == (n,) for sums, n in zip(runner.copy_log_probs(encoded, copies), encoded.n_tokens)]
+    [True, True]
+    """
+
+    def __init__(self, model, tokenizer, device, *, dtype=None, max_length=512, score_batch_size=64,
+                 max_batch_tokens=16384):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        self.dtype = dtype
+        self.max_length = max_length
+        self.score_batch_size = score_batch_size
+        self.max_batch_tokens = max_batch_tokens
+
+    def batches(self, encoded, copies, max_copies=None):
+        """Cut masked copies into forward passes, shortest texts first.
+
+        ``copies[i]`` is ``(masked, targets)``: two boolean tensors of shape (n_copies_i, L_i)
+        over text ``i``'s own tokens. A pass holds at most ``max_copies`` copies (default
+        ``score_batch_size``) and ``max_batch_tokens`` tokens, or one copy when one copy alone
+        exceeds it. Yields ``pieces``: lists of ``(i, start, stop)``.
+        """
+        max_copies = self.score_batch_size if max_copies is None else max_copies
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded.input_ids[i]))
+        batch, count = [], 0
+        for i in order:
+            length = len(encoded.input_ids[i])
+            capacity = max(1, min(max_copies, self.max_batch_tokens // length))
+            start, total = 0, len(copies[i][0])
+            while start < total:
+                if count >= capacity:  # the batch's padded length is now this text's
+                    yield batch
+                    batch, count = [], 0
+                stop = min(total, start + capacity - count)
+                batch.append((i, start, stop))
+                count += stop - start
+                start = stop
+        if batch:
+            yield batch
+
+    def _inputs(self, encoded, copies, pieces):
+        """The padded, masked ids of one pass, its attention mask, and where the targets are."""
+        tokenizer = self.tokenizer
+        width = max(len(encoded.input_ids[i]) for i, _, _ in pieces)
+        rows, lengths, target_rows, target_cols, target_ids = [], [], [], [], []
+        offset = 0
+        for i, start, stop in pieces:
+            ids, own = encoded.input_ids[i], encoded.content_positions[i]
+            masked, targets = copies[i][0][start:stop], copies[i][1][start:stop]
+            block = torch.full((stop - start, width), tokenizer.pad_token_id, dtype=torch.long)
+            block[:, : len(ids)] = ids
+            columns = block[:, own]
+            columns[masked] = tokenizer.mask_token_id
+            block[:, own] = columns
+            rows.append(block)
+            lengths.append(torch.full((stop - start,), len(ids)))
+            r, c = targets.nonzero(as_tuple=True)
+            target_rows.append(r + offset)
+            target_cols.append(own[c])
+            target_ids.append(ids[own[c]])
+            offset += stop - start
+        attention_mask = (torch.arange(width) < torch.cat(lengths).unsqueeze(1)).long()
+        tensors = (torch.cat(rows), attention_mask, torch.cat(target_rows), torch.cat(target_cols),
+                   torch.cat(target_ids))
+        return offset, *(tensor.to(self.device) for tensor in tensors)
+
+    def forward(self, encoded, copies, pieces, model=None):
+        """Summed log-probability of each copy's target tokens, for one forward pass.
+
+        ``model`` (a ``DistributedDataParallel`` wrapper in training) is run whole, logits read
+        at the targets; by default the runner's model runs its encoder, and its head only at
+        the targets.
+
+        Returns
+        -------
+        sums : torch.Tensor of dtype float64 and shape (n_copies,)
+            In the order of ``pieces``.
+        """
+        n_rows, input_ids, attention_mask, target_rows, target_cols, target_ids = self._inputs(
+            encoded, copies, pieces
+        )
+        split = language_model_head(self.model) if model is None else None
+        model = self.model if model is None else model
+        with self.autocast():
+            if split is not None:
+                encoder, head = split
+                hidden = encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+                logits = head(hidden[target_rows, target_cols])
+            else:
+                logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+                logits = logits[target_rows, target_cols]
+        sums = torch.zeros(n_rows, dtype=torch.float64, device=self.device)
+        return sums.index_add(0, target_rows, target_log_probs(logits, target_ids))
+
+    def autocast_dtype(self):
+        """bfloat16 (float16 without bfloat16 support) on CUDA for a model in its own dtype; else ``None``."""
+        if self.device.type != "cuda" or self.dtype is not None:
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+    def autocast(self):
+        """Autocast to :meth:`autocast_dtype` on CUDA; none otherwise."""
+        dtype = self.autocast_dtype()
+        return torch.autocast("cpu", enabled=False) if dtype is None else torch.autocast("cuda", dtype=dtype)
+
+    def copy_log_probs(self, encoded, copies, progress=None):
+        """Run every copy; per text, the summed target log-probability of each of its copies.
+
+        ``progress``, a tqdm bar counting masked copies, advances after each forward pass.
+
+        Returns
+        -------
+        sums : list of ndarray
+            ``sums[i]`` has one float64 entry per copy of text ``i``.
+        """
+        results = [np.empty(len(masked)) for masked, _ in copies]
+        with torch.inference_mode():
+            for pieces in self.batches(encoded, copies):
+                sums = self.forward(encoded, copies, pieces).cpu().numpy()
+                offset = 0
+                for i, start, stop in pieces:
+                    results[i][start:stop] = sums[offset : offset + stop - start]
+                    offset += stop - start
+                if progress is not None:
+                    progress.update(offset)
+        return results

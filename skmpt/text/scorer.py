@@ -1,0 +1,386 @@
+"""MLMCurveScorer: the scikit-learn estimator, its parameters and its public scores.
+
+Once fitted it holds a :class:`~skmpt.text.MaskedLMRunner` (``runner_``) and calls plain
+functions: :func:`~skmpt.text.encode_texts` for the texts, :func:`~skmpt.text.score_texts`
+with a scoring strategy for each score, :class:`~skmpt.text.MaskedPretraining` to train.
+The reductions of the MPT identity (``S(x; M)`` from mask sums, the area of a curve) are those
+of :mod:`skmpt.objectives`, shared with the array estimators.
+"""
+
+import copy
+import os
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._utils import DTYPES, resolve_dtype
+from .._validation import Interval, Options, validate_parameters
+from ..distributed import init_distributed
+from ..masks import check_mask_rates
+from ..objectives import curve_area
+from .encoding import encode_texts
+from .loading import load_masked_lm, model_max_length
+from .runner import MaskedLMRunner
+from .scoring import ChainMasks, CurveMasks, SingleTokenMasks, SweepMasks, score_texts
+from .training import MaskedPretraining
+
+__all__ = ["DEFAULT_MASK_RATES", "MLMCurveScorer"]
+
+#: Masking rates of the paper's curves (Fig. 5, Table 2): 1 % to 99 % in steps of 1 %.
+DEFAULT_MASK_RATES = np.arange(1, 100) / 100
+
+# The parameters of MLMCurveScorer that MaskedPretraining takes, under the same names.
+_TRAINING_PARAMETERS = ("max_steps", "batch_size", "mask_rate", "learning_rate", "random_state", "checkpoint_every",
+                        "checkpoint_dir", "resume", "verbose")
+
+class MLMCurveScorer(TransformerMixin, BaseEstimator):
+    """MPT curve and cumulative log-marginal estimate of a masked language model.
+
+    Scores texts with any masked language model of Hugging Face ``transformers``: the MPT curve
+    ``S(x; M)`` at chosen masking rates (:meth:`transform`), its sum over every mask size
+    ``M = 1..L`` (:meth:`score_samples`, the paper's estimate of ``log p(x)``), the
+    pseudo-log-likelihood ``L * S(x; 1)`` (:meth:`pseudo_log_likelihood`) and the paper's area
+    (:meth:`paper_area`). With ``max_steps > 0``, :meth:`fit` continues masked pre-training on
+    the texts with a fixed masking rate or with uniformly random mask sizes.
+
+    Masks follow the theory: exactly ``M`` of a sentence's own ``L`` tokens are replaced by the
+    mask token; special and padding tokens are never masked nor counted, and nothing else is
+    corrupted. :meth:`transform` gives one column per masking rate (named by
+    :meth:`get_feature_names_out`; pandas output with ``set_output``), and ``clone`` shares the
+    ``model`` and ``tokenizer`` objects instead of copying their weights (neither is ever
+    modified: :meth:`fit` trains, moves or casts a copy).
+
+    Texts may be a list, array, pandas Series or DataFrame, or a ``datasets`` dataset. The
+    checks made on texts and models before any text is scored, and the split of the work under
+    ``torchrun`` or ``accelerate launch`` (every process calls a method with the same texts and
+    gets all results, equal to one process's), are told in :mod:`skmpt.text`.
+
+    Read more in the :ref:`User Guide <mlm_curves>`.
+
+    Parameters
+    ----------
+    model : str, path, transformers.PreTrainedModel or transformers.PretrainedConfig, \
+            default="bert-base-uncased"
+        A name or local directory for ``AutoModelForMaskedLM.from_pretrained`` (a name not on
+        disk is fetched from the Hugging Face hub, the only use of the network), a masked-LM
+        object (any ``torch.nn.Module`` called with ``input_ids`` and ``attention_mask`` that
+        returns ``.logits``), or a configuration: a random model seeded by ``random_state``.
+    tokenizer : str, path, tokenizer object or None, default=None
+        The tokenizer, or where ``AutoTokenizer.from_pretrained`` finds it; ``None`` loads it
+        from ``model``'s name or directory. It must have a mask token and a padding token.
+    mask_rates : array-like of float in (0, 1), str or None, default=None
+        Masking rates of :meth:`transform` and :meth:`paper_area` (a string is read by
+        :func:`skmpt.masks.parse_mask_rates`); a rate ``r`` masks ``M = round(r * L)`` tokens,
+        at least one. ``None`` is 0.01, 0.02, ..., 0.99 as in the paper.
+    score_masks : int, default=10
+        Random masks per mask size (sweep and :meth:`transform`) or random orderings (chain).
+    score_method : {"sweep", "chain"}, default="sweep"
+        Estimator of :meth:`score_samples`. ``"sweep"`` averages ``score_masks`` random masks
+        at every size ``M = 1..L`` (the paper's estimator, ``score_masks * L`` masked copies per
+        text). ``"chain"`` sums, along ``score_masks`` random orderings, each token's
+        log-probability given the tokens revealed before it (``L`` copies per ordering): exact
+        for a model whose conditionals come from one joint, whatever the ordering.
+    score_batch_size : int, default=64
+        Most masked copies in one forward pass when scoring.
+    batch_size : int, default=64
+        Texts per optimisation step of :meth:`fit`, all processes together under a launcher.
+    max_batch_tokens : int, default=16384
+        Most tokens (copies times padded length) in one forward pass: bounds memory whatever
+        the sentence length. A training step larger than this accumulates gradients over
+        several passes (a step is always ``batch_size`` texts).
+    max_length : int, default=512
+        Longest tokenised text, special tokens included; longer texts are truncated with a
+        warning. Also capped by the model's position embeddings.
+    mask_rate : float in (0, 1] or "uniform", default=0.15
+        Masking used by :meth:`fit` when ``max_steps > 0``: a fixed rate (``round(rate * L)``
+        tokens), or ``"uniform"`` for a uniformly random size in ``1..L`` per text, whose
+        objective ``(L / M) * sum log p`` is unbiased for ``log p(x)``.
+    max_steps : int, default=0
+        Optimisation steps of masked pre-training in :meth:`fit`; 0 only loads the model.
+    learning_rate : float, default=5e-5
+        Step size of AdamW in :meth:`fit`.
+    checkpoint_every : int or None, default=None
+        Save a checkpoint (model, optimiser, history, data order, generators; atomically, the
+        latest kept) to ``checkpoint_dir`` every this many training steps.
+    checkpoint_dir : str, path or None, default=None
+        Where checkpoints are kept; needed by ``checkpoint_every`` and ``resume``.
+    resume : bool, default=False
+        Continue training from the latest checkpoint in ``checkpoint_dir``, as an uninterrupted
+        run would (same parameters and number of processes).
+    text_column : str or None, default=None
+        Column of the texts in a DataFrame or dataset; ``None`` picks ``"text"`` or
+        ``"sentence"``, or the only string column.
+    device : str or torch.device, default="auto"
+        ``"auto"`` is CUDA when available, else the CPU; under a launcher, ``"auto"`` and
+        ``"cuda"`` are ``cuda:LOCAL_RANK``.
+    dtype : {"auto", "float32", "bfloat16", "float16", "float64"}, torch.dtype or None, \
+            default="auto"
+        Dtype the model runs in (a model object is cast as a copy). ``"auto"`` or ``None``
+        keeps the model's own, under ``torch.autocast`` on CUDA. Log-probabilities are always
+        computed and summed in float64 from the logits.
+    model_kwargs : dict or None, default=None
+        Further options of ``from_pretrained`` (``revision``, ``trust_remote_code``,
+        ``local_files_only``, ``cache_dir``, ``token``, ...); those that say where to fetch
+        also reach the tokenizer's. ``dtype`` has its own parameter.
+    allow_missing_weights : bool, default=False
+        Accept a checkpoint that lacks weights of the masked LM (which transformers would
+        initialise at random) instead of an error naming them.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the masks (a text's masks depend only on this seed and its tokens), the training
+        masks and the random initialisation from a configuration.
+    verbose : int, default=0
+        When > 0, ``tqdm`` progress bars: scoring advances after each forward pass, training
+        shows the steps and the loss (also logged to the ``skmpt`` logger whatever ``verbose``).
+
+    Attributes
+    ----------
+    runner_ : MaskedLMRunner
+        The loaded model and tokenizer with their device, dtype and budgets; it runs the
+        forward passes. ``model_``, ``tokenizer_``, ``device_`` and ``max_length_`` are its.
+    model_ : transformers.PreTrainedModel
+        The masked LM in evaluation mode: ``model`` itself, or a copy if trained, moved or cast.
+    tokenizer_ : transformers tokenizer
+    device_ : torch.device
+    max_length_ : int
+        ``max_length`` capped by the model's position embeddings.
+    mask_rates_ : ndarray of shape (n_rates,)
+    history_ : list of dict
+        One entry per optimisation step of :meth:`fit`: ``step``, ``loss`` (negative MPT
+        objective per token, nats) and ``seconds``.
+
+    Examples
+    --------
+    >>> from transformers import BertConfig
+    >>> from skmpt import MLMCurveScorer
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> texts = load_wordnet_sentences()[:200]
+    >>> tokenizer = make_wordpiece_tokenizer(texts, vocab_size=300)
+    >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=64)
+    >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, mask_rates=[0.15, 0.5],
+    ...                         score_masks=2, random_state=0).fit()
+    >>> scorer.transform(texts[:3]).shape
+    (3, 2)
+    >>> scorer.get_feature_names_out()
+    array(['S@0.15', 'S@0.5'], dtype=object)
+    >>> bool(scorer.score(texts[:3]) < 0)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        # model and tokenizer take objects of transformers: checked when fit loads them
+        "mask_rates": [None, "array-like"],
+        "score_masks": [Interval(Integral, 1, None, closed="left")],
+        "score_method": [Options({"sweep", "chain"})],
+        "score_batch_size": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "max_batch_tokens": [Interval(Integral, 1, None, closed="left")],
+        "max_length": [Interval(Integral, 2, None, closed="left")],
+        "mask_rate": [Options({"uniform"}), Interval(Real, 0, 1, closed="right")],
+        "max_steps": [Interval(Integral, 0, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "checkpoint_every": [None, Interval(Integral, 1, None, closed="left")],
+        "checkpoint_dir": [None, str, os.PathLike],
+        "resume": ["boolean"],
+        "text_column": [None, str],
+        "device": [str, torch.device],
+        "dtype": [None, Options({"auto", *DTYPES}), torch.dtype],
+        "model_kwargs": [None, dict],
+        "allow_missing_weights": ["boolean"],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, model="bert-base-uncased", *, tokenizer=None, mask_rates=None, score_masks=10,
+                 score_method="sweep", score_batch_size=64, batch_size=64, max_batch_tokens=16384, max_length=512,
+                 mask_rate=0.15, max_steps=0, learning_rate=5e-5, checkpoint_every=None, checkpoint_dir=None,
+                 resume=False, text_column=None, device="auto", dtype="auto", model_kwargs=None,
+                 allow_missing_weights=False, random_state=None, verbose=0):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.mask_rates = mask_rates
+        self.score_masks = score_masks
+        self.score_method = score_method
+        self.score_batch_size = score_batch_size
+        self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
+        self.max_length = max_length
+        self.mask_rate = mask_rate
+        self.max_steps = max_steps
+        self.learning_rate = learning_rate
+        self.checkpoint_every = checkpoint_every
+        self.checkpoint_dir = checkpoint_dir
+        self.resume = resume
+        self.text_column = text_column
+        self.device = device
+        self.dtype = dtype
+        self.model_kwargs = model_kwargs
+        self.allow_missing_weights = allow_missing_weights
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def fit(self, X=None, y=None):
+        """Load the model and tokenizer; with ``max_steps > 0``, continue MPT on ``X``.
+
+        Parameters
+        ----------
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or None, default=None
+            Training texts; needed only when ``max_steps > 0``.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : MLMCurveScorer
+        """
+        validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
+        if (self.checkpoint_every is not None or self.resume) and self.checkpoint_dir is None:
+            raise ValueError("checkpoint_every and resume=True need checkpoint_dir, where checkpoints are kept.")
+        if self.max_steps > 0 and X is None:
+            raise ValueError("fit with max_steps > 0 needs training texts X.")
+        # Under torchrun or accelerate launch, join the process group: cuda:LOCAL_RANK or gloo on the CPU.
+        device = init_distributed(self.device).device
+        self.mask_rates_ = DEFAULT_MASK_RATES.copy() if self.mask_rates is None else check_mask_rates(self.mask_rates)
+        dtype = None if self.dtype in (None, "auto") else resolve_dtype(self.dtype)
+        model, tokenizer = load_masked_lm(
+            self.model, tokenizer=self.tokenizer, device=device, dtype=dtype, model_kwargs=self.model_kwargs,
+            allow_missing_weights=self.allow_missing_weights, random_state=self.random_state,
+            train=self.max_steps > 0,
+        )
+        self.runner_ = MaskedLMRunner(
+            model, tokenizer, device, dtype=dtype, max_length=model_max_length(model, tokenizer, self.max_length),
+            score_batch_size=self.score_batch_size, max_batch_tokens=self.max_batch_tokens,
+        )
+        self.history_ = []
+        if X is not None:
+            encoded = self._encode(X)  # validates the texts even when there is nothing to train
+            if self.max_steps > 0:
+                training = MaskedPretraining(**{name: getattr(self, name) for name in _TRAINING_PARAMETERS})
+                self.history_ = training.run(self.runner_, encoded)
+        return self
+
+    model_ = property(lambda self: self.runner_.model, doc="The masked language model (``runner_.model``).")
+    tokenizer_ = property(lambda self: self.runner_.tokenizer, doc="The tokenizer (``runner_.tokenizer``).")
+    device_ = property(lambda self: self.runner_.device, doc="The device it runs on (``runner_.device``).")
+    max_length_ = property(lambda self: self.runner_.max_length, doc="Longest text, in tokens.")
+
+    def _encode(self, X):
+        check_is_fitted(self)
+        return encode_texts(X, self.tokenizer_, self.max_length_, text_column=self.text_column)
+
+    def _score(self, X, strategy):  # transform(X) is _score(X, CurveMasks(...)): encode, then score_texts
+        encoded = self._encode(X)
+        return score_texts(self.runner_, encoded, strategy, random_state=self.random_state, verbose=self.verbose)
+
+    def transform(self, X):
+        """MPT curve ``S(x; M)`` of each text at each rate of ``mask_rates_``.
+
+        ``S(x; M)`` is the mean log-probability (nats per token) of ``M = round(rate * L)``
+        masked tokens given the other ``L - M``, averaged over ``score_masks`` random masks.
+
+        Parameters
+        ----------
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+
+        Returns
+        -------
+        curve : ndarray of shape (n_texts, n_rates)
+        """
+        return self._score(X, CurveMasks(self.mask_rates_, self.score_masks))
+
+    def score_samples(self, X):
+        """Cumulative MPT estimate of ``log p(x)``: ``sum_{M=1..L} S(x; M)`` per text (nats).
+
+        Parameters
+        ----------
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+
+        Returns
+        -------
+        scores : ndarray of shape (n_texts,)
+        """
+        strategy = ChainMasks if self.score_method == "chain" else SweepMasks
+        return self._score(X, strategy(self.score_masks))
+
+    def score(self, X, y=None):
+        """Mean of :meth:`score_samples` over the texts (nats per text).
+
+        Parameters
+        ----------
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        score : float
+        """
+        return float(np.mean(self.score_samples(X)))
+
+    def pseudo_log_likelihood(self, X):
+        """Pseudo-log-likelihood ``sum_j log p(x_j | x_{-j})``, every token masked once, exactly.
+
+        It is ``L * S(x; 1)``, as computed by the MLM scoring tools (Salazar et al., 2020).
+
+        Parameters
+        ----------
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+
+        Returns
+        -------
+        pll : ndarray of shape (n_texts,)
+        """
+        return self._score(X, SingleTokenMasks())
+
+    def paper_area(self, X, *, scale=512):
+        """The paper's area under the MPT curve: ``scale * sum_r (r - r_prev) * S(x; r)`` per text.
+
+        Table 2 of the paper reports it with ``scale = 512`` (BERT's longest input) over rates
+        0.01..0.99; it is not an estimate of ``log p(x)`` (:meth:`score_samples` is). Widths
+        are ``r_1 - 0`` for the first rate and the gaps between consecutive rates after it.
+
+        Parameters
+        ----------
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+        scale : float, default=512
+
+        Returns
+        -------
+        area : ndarray of shape (n_texts,)
+        """
+        return curve_area(self.transform(X), self.mask_rates_, scale=scale)
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the columns of :meth:`transform`: ``"S@<rate>"`` for each rate of ``mask_rates_``.
+
+        Parameters
+        ----------
+        input_features : None
+            Ignored.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects of shape (n_rates,)
+        """
+        check_is_fitted(self)
+        return np.asarray([f"S@{np.format_float_positional(r, trim='-')}" for r in self.mask_rates_], dtype=object)
+
+    def __sklearn_clone__(self):
+        # The model and tokenizer objects are shared, not deep-copied: fit never modifies them
+        # (it trains, moves or casts a copy), so a clone costs no copy of the weights.
+        stripped = copy.copy(self)
+        stripped.model = stripped.tokenizer = None
+        clone = super(MLMCurveScorer, stripped).__sklearn_clone__()
+        clone.model, clone.tokenizer = self.model, self.tokenizer
+        return clone
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.string = True
+        tags.non_deterministic = self.random_state is None
+        return tags
+

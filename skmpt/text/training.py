@@ -1,0 +1,177 @@
+"""Masked pre-training of a runner's model (:meth:`MLMCurveScorer.fit` with ``max_steps > 0``).
+
+One loop for one process and for many: under a launcher the model is wrapped in
+``DistributedDataParallel``, every rank draws the same global batch of ``batch_size`` texts and
+the same masks from the shared generator, and computes the loss of its own share of the texts;
+DDP averages the gradients, so a step is the step of one process on the whole batch, to
+rounding. A step's forward passes (bounded by the runner's ``max_batch_tokens``) accumulate
+gradients, and only the last one synchronises them. Checkpoints hold the model, the optimiser,
+the step, the history, the data order and the generators (the masks' and torch's, which
+dropout draws from).
+"""
+
+import logging
+import time
+
+import torch
+import torch.distributed as dist
+
+from ..distributed import current_context, load_checkpoint, save_checkpoint, sync_gradients, wrap_model
+from ..masks import check_generator, mask_size_for_rate, masks_of_sizes
+
+__all__ = ["MaskedPretraining"]
+
+logger = logging.getLogger("skmpt.text")
+
+
+class MaskedPretraining:
+    """Continued masked pre-training: AdamW on ``(L / M) * sum log p`` (uniform sizes) or a fixed rate.
+
+    Parameters
+    ----------
+    max_steps : int
+        Optimisation steps.
+    batch_size : int
+        Texts per step, all processes together under a launcher.
+    mask_rate : float in (0, 1] or "uniform"
+        A fixed rate (``round(rate * L)`` tokens per text) or a uniformly random size in ``1..L``.
+    learning_rate : float
+    random_state : int, RandomState instance, torch.Generator or None, default=None
+        Seeds the data order, the masks and dropout (in a fork of torch's generators).
+    checkpoint_every : int or None, default=None
+        Save a checkpoint to ``checkpoint_dir`` every this many steps.
+    checkpoint_dir : str, path or None, default=None
+    resume : bool, default=False
+        Continue from the latest checkpoint of ``checkpoint_dir``.
+    verbose : int, default=0
+        When > 0, a progress bar on the main rank.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from transformers import BertConfig, BertForMaskedLM
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import MaskedLMRunner, MaskedPretraining, encode_texts
+    >>> texts = load_wordnet_sentences()[:100]
+    >>> tokenizer = make_wordpiece_tokenizer(texts, vocab_size=200)
+    >>> model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+    ...                                    num_attention_heads=2, intermediate_size=32))
+    >>> runner = MaskedLMRunner(model, tokenizer, torch.device("cpu"))
+    >>> training = MaskedPretraining(max_steps=2, batch_size=8, mask_rate=0.15, learning_rate=1e-3, random_state=0)
+    >>> history = training.run(runner, encode_texts(texts, tokenizer, runner.max_length))
+    >>> [entry["step"] for entry in history]
+    [1, 2]
+    """
+
+    def __init__(self, *, max_steps, batch_size, mask_rate, learning_rate, random_state=None, checkpoint_every=None,
+                 checkpoint_dir=None, resume=False, verbose=0):
+        self.max_steps = max_steps
+        self.batch_size = batch_size
+        self.mask_rate = mask_rate
+        self.learning_rate = learning_rate
+        self.random_state = random_state
+        self.checkpoint_every = checkpoint_every
+        self.checkpoint_dir = checkpoint_dir
+        self.resume = resume
+        self.verbose = verbose
+
+    def run(self, runner, encoded):
+        """Train ``runner.model`` in place on ``encoded``; returns the history, one dict per step.
+
+        Each entry holds ``step``, ``loss`` (negative MPT objective per token, nats) and
+        ``seconds``. The model is left in evaluation mode.
+        """
+        context = current_context(runner.device)
+        generator = check_generator(self.random_state)
+        # dropout draws from torch's generators: seeded here, in a fork, so the user's are untouched
+        seed = int(torch.randint(2**62, (1,), generator=generator))
+        devices = [runner.device] if runner.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            return self._loop(runner, encoded, generator, context)
+
+    def _loop(self, runner, encoded, generator, context):
+        from tqdm.auto import tqdm
+
+        model = wrap_model(runner.model, context)
+        optimizer = torch.optim.AdamW(runner.model.parameters(), lr=self.learning_rate)
+        # float16 autocast (a GPU without bfloat16) needs its gradients scaled; bfloat16 does not
+        scaler = torch.amp.GradScaler(runner.device.type, enabled=runner.autocast_dtype() == torch.float16)
+        order = torch.randperm(len(encoded), generator=generator)
+        cursor, first, history = 0, 1, []
+        if self.resume:
+            saved = load_checkpoint(self.checkpoint_dir, model=model, optimizer=optimizer,
+                                    generators={"masks": generator}, context=context)
+            if saved is not None:
+                first, extra = saved["step"] + 1, saved["extra"]
+                history = [dict(entry) for entry in extra["history"]]
+                order, cursor = extra["order"], int(extra["cursor"])
+                logger.info("Resumed from %s at step %d.", saved["path"], saved["step"])
+        start_time = time.perf_counter()
+        model.train()
+        try:
+            with tqdm(total=self.max_steps, initial=first - 1, desc="training", unit="step",
+                      disable=not self.verbose or not context.is_main) as progress:
+                for step in range(first, self.max_steps + 1):
+                    if cursor >= len(order):
+                        order, cursor = torch.randperm(len(encoded), generator=generator), 0
+                    chosen = order[cursor : cursor + self.batch_size].tolist()
+                    cursor += len(chosen)
+                    loss = self._step(runner, model, encoded, chosen, generator, optimizer, scaler, context)
+                    history.append({"step": step, "loss": loss, "seconds": time.perf_counter() - start_time})
+                    progress.set_postfix(loss=f"{loss:.4f}", refresh=False)
+                    progress.update()
+                    if step == 1 or step % max(1, self.max_steps // 10) == 0:
+                        logger.info("step %d of %d: loss %.4f nats per token", step, self.max_steps, loss)
+                    if self.checkpoint_every and step % self.checkpoint_every == 0:
+                        extra = {"history": history, "order": order, "cursor": cursor}
+                        save_checkpoint(self.checkpoint_dir, model=model, optimizer=optimizer, step=step,
+                                        generators={"masks": generator}, extra=extra, context=context)
+        finally:
+            runner.model.eval()
+        return history
+
+    def _masks(self, lengths, chosen, generator):
+        """Every text's mask of the global batch (drawn on every rank: the masks of one process)."""
+        copies, weights = [], []
+        for i in chosen:
+            length = int(lengths[i])
+            if self.mask_rate == "uniform":
+                size = int(torch.randint(1, length + 1, (1,), generator=generator))
+            else:
+                size = mask_size_for_rate(self.mask_rate, length)
+            masked = masks_of_sizes([size], length, random_state=generator)
+            copies.append((masked, masked))
+            weights.append(length / size)
+        return copies, weights
+
+    def _step(self, runner, model, encoded, chosen, generator, optimizer, scaler, context):
+        """One optimisation step on the global batch ``chosen``; returns its loss (every rank)."""
+        lengths = encoded.n_tokens
+        copies, weights = self._masks(lengths, chosen, generator)
+        total_tokens = float(lengths[chosen].sum())
+        share = list(range(context.rank, len(chosen), context.world_size))  # this rank's texts
+        # a rank without texts (a batch smaller than the world) runs one text with weight 0, so that
+        # every rank synchronises the gradients once per step
+        subset = encoded.subset([chosen[k] for k in share or [0]])
+        copies = [copies[k] for k in share or [0]]
+        weights = torch.tensor([weights[k] for k in share] or [0.0], dtype=torch.float64, device=runner.device)
+        # DDP averages the ranks' gradients: each rank's loss is scaled by the world size
+        scale = context.world_size / total_tokens
+        optimizer.zero_grad(set_to_none=True)
+        # a pass is bounded by max_batch_tokens only: a rank's share never exceeds batch_size texts
+        passes = list(runner.batches(subset, copies, max_copies=self.batch_size))
+        loss_value = torch.zeros((), dtype=torch.float64, device=runner.device)
+        for number, pieces in enumerate(passes, start=1):
+            with sync_gradients(model, sync=number == len(passes)):
+                # through the DDP wrapper, which synchronises; one process keeps the head-only fast path
+                sums = runner.forward(subset, copies, pieces, model=None if model is runner.model else model)
+                index = torch.tensor([i for i, _, _ in pieces], device=runner.device)
+                loss = -(weights[index] * sums).sum() * scale
+                scaler.scale(loss).backward()
+            loss_value += loss.detach()
+        scaler.step(optimizer)
+        scaler.update()
+        if context.world_size > 1:
+            dist.all_reduce(loss_value)
+        return float(loss_value) / context.world_size
