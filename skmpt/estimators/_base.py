@@ -11,6 +11,7 @@ import time
 import warnings
 from numbers import Integral, Real
 
+import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
@@ -217,13 +218,15 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
 
     # ------------------------------------------------------------------ conversion
     @classmethod
-    def _from_fitted(cls, source, source_class, params, build_module):
+    def _from_fitted(cls, source, source_class, params, build_module, center):
         """A fitted ``cls`` holding the parameters of a fitted scikit-learn ``source``.
 
         ``params`` go to ``cls``'s constructor and are validated as in ``fit``;
-        ``build_module(dtype, device)`` returns ``(n_components, module)`` from ``source``'s
-        fitted attributes. The result has no training history (``history_ == []``,
-        ``n_iter_ == 0``); shared by the ``from_estimator`` class methods.
+        ``build_module(dtype, device, offset)`` returns ``(n_components, module)`` from
+        ``source``'s fitted attributes, its means less ``offset`` (computed in float64; see
+        ``_offset``: ``center(source)`` is the data's centre as the source knows it). The result has no
+        training history (``history_ == []``, ``n_iter_ == 0``); shared by the
+        ``from_estimator`` class methods.
         """
         if not isinstance(source, source_class):
             raise TypeError(
@@ -235,8 +238,9 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         estimator = cls(**params)
         validate_parameters(estimator.get_params(deep=False), cls._parameter_constraints, cls.__name__)
         estimator.device_ = resolve_device(estimator.device)
+        estimator.offset_ = estimator._offset(np.asarray(center(source), dtype=np.float64), estimator._dtype)
         with torch.no_grad():
-            n_components, module = build_module(estimator._dtype, estimator.device_)
+            n_components, module = build_module(estimator._dtype, estimator.device_, estimator.offset_)
         estimator.set_params(n_components=n_components)
         estimator.n_features_in_ = source.n_features_in_
         if hasattr(source, "feature_names_in_"):

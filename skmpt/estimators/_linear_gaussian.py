@@ -1,6 +1,7 @@
 """What PPCA and factor analysis share as estimators: the loadings, mean and noise they fit, the
 covariance and precision scikit-learn's decompositions report, and their initialisation."""
 
+import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
 
@@ -36,7 +37,7 @@ class _BaseLinearGaussian(_BaseMaskedEstimator):
     def _set_fitted_attributes(self):
         module = self.module_
         self.components_ = module.components.detach().cpu().numpy()
-        self.mean_ = module.mean.detach().cpu().numpy()
+        self.mean_ = module.mean.detach().cpu().numpy().astype(np.float64) + self.offset_
         noise = module.noise_variance.detach().cpu().numpy()
         self.noise_variance_ = float(noise) if self._isotropic else noise
 

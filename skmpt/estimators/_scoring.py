@@ -42,12 +42,27 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         module = getattr(self, "module_", None)
         return DTYPES[self.dtype] if module is None else next(module.parameters()).dtype
 
+    def _offset(self, center, dtype):
+        """What is subtracted from the data, in float64, before they are cast to ``dtype``.
+
+        Nothing in float64. In a lower precision a Gaussian model works on data centred in
+        float64 first: float32 holds about 7 significant digits, so the raw values of data
+        with an offset of 1e6 would lose their spread before any centring in float32 could
+        keep it. Binary data are never shifted.
+        """
+        if dtype == torch.float64 or self._likelihood() != "gaussian":
+            return np.zeros_like(center)
+        return np.asarray(center, dtype=np.float64)
+
     def _to_tensor(self, X, *, reset):
         # Fitting needs two samples to have any spread; scoring works sample by sample.
         X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=2 if reset else 1)
         dtype = DTYPES[self.dtype] if reset else self._dtype
-        # A copy: torch cannot wrap read-only arrays (memmaps) without warning.
-        X_t = torch.tensor(np.asarray(X, dtype=np.float64), dtype=dtype, device=self.device_)
+        X = np.asarray(X, dtype=np.float64)
+        if reset:
+            self.offset_ = self._offset(X.mean(0), dtype)
+        # A copy (the subtraction makes one): torch cannot wrap read-only arrays without warning.
+        X_t = torch.tensor(X - self.offset_, dtype=dtype, device=self.device_)
         threshold = self._binarize_threshold()
         if threshold is not None:
             X_t = (X_t > threshold).to(dtype)  # BernoulliNB's rule: above the threshold is 1
@@ -233,7 +248,8 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         if Z.shape[1] != self.n_components:
             raise ValueError(f"Z must have shape (n_samples, {self.n_components}) (n_components); got {Z.shape}.")
         with torch.no_grad():
-            return self.module_.decode(torch.as_tensor(Z, dtype=self._dtype, device=self.device_)).cpu().numpy()
+            mean = self.module_.decode(torch.as_tensor(Z, dtype=self._dtype, device=self.device_)).cpu().numpy()
+        return mean + self.offset_
 
     @property
     def _n_features_out(self):

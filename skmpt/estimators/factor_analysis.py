@@ -196,12 +196,12 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         """
         from sklearn.decomposition import FactorAnalysis
 
-        def build(dtype, device):
+        def build(dtype, device, offset):
             module = FactorAnalysisModule(
                 *(torch.as_tensor(a, dtype=dtype, device=device) for a in (
-                    estimator.components_, estimator.mean_, estimator.noise_variance_
+                    estimator.components_, estimator.mean_ - offset, estimator.noise_variance_
                 ))
             )
             return estimator.components_.shape[0], module
 
-        return cls._from_fitted(estimator, FactorAnalysis, params, build)
+        return cls._from_fitted(estimator, FactorAnalysis, params, build, lambda fa: fa.mean_)

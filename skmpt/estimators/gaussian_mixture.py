@@ -222,14 +222,15 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         if "covariance_type" in params:
             raise ValueError("covariance_type is taken from the GaussianMixture; do not pass it.")
 
-        def build(dtype, device):
+        def build(dtype, device, offset):
             weights, means, covariances = (
                 torch.as_tensor(a, dtype=dtype, device=device)
-                for a in (estimator.weights_, estimator.means_, estimator.covariances_)
+                for a in (estimator.weights_, estimator.means_ - offset, estimator.covariances_)
             )
             return len(weights), GaussianMixtureModule(weights, means, covariances, covariance_type)
 
-        return cls._from_fitted(estimator, GaussianMixture, {**params, "covariance_type": covariance_type}, build)
+        params = {**params, "covariance_type": covariance_type}
+        return cls._from_fitted(estimator, GaussianMixture, params, build, lambda gmm: gmm.weights_ @ gmm.means_)
 
     def _check_data(self, X):
         super()._check_data(X)
@@ -261,7 +262,7 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         module = self.module_
         with torch.no_grad():
             self.weights_ = module.log_weights.exp().cpu().numpy()
-            self.means_ = module.means.detach().cpu().numpy()
+            self.means_ = module.means.detach().cpu().numpy().astype(np.float64) + self.offset_
             self.covariances_ = module.covariances().cpu().numpy()
             if self.covariance_type == "full":
                 factor = module.cholesky()
@@ -317,4 +318,4 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         n_samples = check_positive_int(n_samples, "n_samples")
         with torch.no_grad():
             X, labels = self.module_.sample(int(n_samples), generator=check_generator(self.random_state))
-        return X.cpu().numpy(), labels.cpu().numpy()
+        return X.cpu().numpy() + self.offset_, labels.cpu().numpy()

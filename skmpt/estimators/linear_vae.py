@@ -216,6 +216,6 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
 
     def _set_fitted_attributes(self):
         self.components_ = self.module_.components.detach().cpu().numpy()
-        self.intercept_ = self.module_.intercept.detach().cpu().numpy()
+        self.intercept_ = self.module_.intercept.detach().cpu().numpy().astype(np.float64) + self.offset_
         if self.likelihood == "gaussian":
             self.noise_variance_ = float(self.module_.noise_variance.detach())

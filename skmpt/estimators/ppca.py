@@ -221,7 +221,7 @@ class MaskedPPCA(_BaseLinearGaussian):
                 f"{estimator.n_samples_} samples, so its PPCA is degenerate. Keep fewer components."
             )
 
-        def build(dtype, device):
+        def build(dtype, device, offset):
             # As PCA.get_covariance: W^T W = C^T diag(max(ev - s2, 0)) C, with C = components_,
             # scaled by sqrt(ev) when whiten=True.
             variance, noise = estimator.explained_variance_, estimator.noise_variance_
@@ -229,7 +229,7 @@ class MaskedPPCA(_BaseLinearGaussian):
             if estimator.whiten:
                 loadings = loadings * np.sqrt(variance)[:, None]
             components = torch.as_tensor(loadings, dtype=dtype, device=device)
-            mean = torch.as_tensor(estimator.mean_, dtype=dtype, device=device)
+            mean = torch.as_tensor(estimator.mean_ - offset, dtype=dtype, device=device)
             return len(components), PPCAModule(components, mean, torch.as_tensor(noise, dtype=dtype, device=device))
 
-        return cls._from_fitted(estimator, PCA, params, build)
+        return cls._from_fitted(estimator, PCA, params, build, lambda pca: pca.mean_)
