@@ -1,35 +1,34 @@
-"""Data for skmpt's examples and tests: synthetic generators, embedded data, real sources.
+"""Images: MNIST and Fashion-MNIST from their IDX files, and scikit-learn's digits binarised.
 
 Everything works offline by default. :func:`fetch_mnist` reads MNIST or Fashion-MNIST from
 their standard IDX files wherever they already are (a directory you name, the layout
 torchvision leaves on disk, Debian's ``dataset-fashion-mnist`` package, skmpt's cache) and
 downloads them only when asked to (``download=True``), through :mod:`pooch`, verified against
-their published SHA-256 checksums. IDX files are parsed with NumPy: no torchvision is needed
-(:func:`from_torchvision` converts its datasets when you have it).
+their published SHA-256 checksums (:data:`MNIST_CHECKSUMS`). IDX files are parsed with NumPy:
+no torchvision is needed (:func:`from_torchvision` converts its datasets when you have it).
 """
 
 import gzip
 import importlib.util
 import os
 import zlib
-from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
 import pooch
-from sklearn.utils import Bunch, check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils import Bunch
+
+from .._validation import Options, validated
 
 __all__ = [
+    "MNIST_CHECKSUMS",
+    "MNIST_URLS",
+    "SYSTEM_DIRS",
     "fetch_mnist",
     "from_torchvision",
     "load_binarized_digits",
-    "load_glue",
     "load_idx",
     "load_mnist_5k",
-    "load_wordnet_sentences",
-    "make_ppca",
-    "make_wordpiece_tokenizer",
 ]
 
 #: Where the IDX files of each data set are downloaded from, tried in order.
@@ -38,11 +37,11 @@ MNIST_URLS = {
     "fashion-mnist": ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",),
 }
 
-# The published SHA-256 of each gzipped IDX file, as pooch's ``known_hash``. The same values are
-# listed by TensorFlow Datasets (tensorflow_datasets/url_checksums/mnist.txt and
-# fashion_mnist.txt, with the files' sizes) and by torchvision's prototype datasets
-# (torchvision/prototype/datasets/_builtin/mnist.py, ``_CHECKSUMS``).
-_CHECKSUMS = {
+#: The published SHA-256 of each gzipped IDX file, as pooch's ``known_hash``. The same values
+#: are listed by TensorFlow Datasets (tensorflow_datasets/url_checksums/mnist.txt and
+#: fashion_mnist.txt, with the files' sizes) and by torchvision's prototype datasets
+#: (torchvision/prototype/datasets/_builtin/mnist.py, ``_CHECKSUMS``).
+MNIST_CHECKSUMS = {
     "mnist": {
         "train-images-idx3-ubyte.gz": "sha256:440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
         "train-labels-idx1-ubyte.gz": "sha256:3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
@@ -63,62 +62,7 @@ SYSTEM_DIRS = {"mnist": (), "fashion-mnist": ("/usr/share/datasets/fashion-mnist
 # torchvision keeps the raw files in <root>/<Name>/raw/.
 _TORCHVISION_NAMES = {"mnist": "MNIST", "fashion-mnist": "FashionMNIST"}
 
-_DATA_DIR = Path(__file__).parent / "data"
-
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
-
-
-@validate_params(
-    {
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
-        "n_features": [Interval(Integral, 1, None, closed="left")],
-        "n_components": [Interval(Integral, 1, None, closed="left")],
-        "noise_variance": [Interval(Real, 0, None, closed="neither")],
-        "random_state": ["random_state"],
-    },
-    prefer_skip_nested_validation=True,
-)
-def make_ppca(n_samples=2000, n_features=10, n_components=2, *, noise_variance=0.5, random_state=None):
-    """Draw data from a probabilistic PCA model with random parameters.
-
-    ``x = W z + mu + eps`` with ``z ~ N(0, I_K)``, ``eps ~ N(0, noise_variance I)``, the
-    entries of ``W`` and ``mu`` standard normal. The defaults are the paper's Fig. 2 setting
-    (N=2000, D=10, K=2).
-
-    Parameters
-    ----------
-    n_samples : int, default=2000
-    n_features : int, default=10
-    n_components : int, default=2
-    noise_variance : float, default=0.5
-    random_state : int, RandomState instance or None, default=None
-
-    Returns
-    -------
-    data : :class:`~sklearn.utils.Bunch`
-        ``data`` of shape (n_samples, n_features), ``latent`` of shape
-        (n_samples, n_components), and the true ``components`` of shape
-        (n_components, n_features), ``mean`` of shape (n_features,) and ``noise_variance``.
-
-    Examples
-    --------
-    >>> from skmpt.datasets import make_ppca
-    >>> bunch = make_ppca(100, 5, 2, random_state=0)
-    >>> bunch.data.shape, bunch.components.shape
-    ((100, 5), (2, 5))
-    """
-    rng = check_random_state(random_state)
-    components = rng.standard_normal((n_components, n_features))
-    mean = rng.standard_normal(n_features)
-    latent = rng.standard_normal((n_samples, n_components))
-    noise = np.sqrt(noise_variance) * rng.standard_normal((n_samples, n_features))
-    return Bunch(
-        data=latent @ components + mean + noise,
-        latent=latent,
-        components=components,
-        mean=mean,
-        noise_variance=float(noise_variance),
-    )
 
 
 def load_binarized_digits(*, threshold=7.0, return_X_y=False):
@@ -233,7 +177,7 @@ def _retrieve(kind, name, cache, base_urls):
     pooch re-fetches a cached file whose checksum does not match, and deletes a download
     whose checksum does not match before raising.
     """
-    known_hash = _CHECKSUMS[kind][name]
+    known_hash = MNIST_CHECKSUMS[kind][name]
     failures = []
     for base in base_urls:
         url = base.rstrip("/") + f"/{name}"
@@ -250,7 +194,7 @@ def _retrieve(kind, name, cache, base_urls):
 def _check_cached(kind, name, cache):
     """A cached download, verified against its published checksum (no network)."""
     path = cache / name
-    known_hash = _CHECKSUMS[kind][name]
+    known_hash = MNIST_CHECKSUMS[kind][name]
     algorithm, digest = known_hash.split(":", 1)
     if pooch.file_hash(str(path), alg=algorithm) != digest:
         raise OSError(
@@ -260,16 +204,15 @@ def _check_cached(kind, name, cache):
     return path
 
 
-@validate_params(
+@validated(
     {
-        "kind": [StrOptions({"mnist", "fashion-mnist"})],
-        "subset": [StrOptions({"train", "test"})],
+        "kind": [Options({"mnist", "fashion-mnist"})],
+        "subset": [Options({"train", "test"})],
         "data_home": [None, str, os.PathLike],
         "download": ["boolean"],
         "base_urls": [None, tuple, list],
         "return_X_y": ["boolean"],
-    },
-    prefer_skip_nested_validation=True,
+    }
 )
 def fetch_mnist(kind="mnist", *, subset="train", data_home=None, download=False, base_urls=None, return_X_y=False):
     """MNIST or Fashion-MNIST from their IDX files, found on disk or downloaded on request.
@@ -280,7 +223,7 @@ def fetch_mnist(kind="mnist", *, subset="train", data_home=None, download=False,
     skmpt's cache, ``<data home>/skmpt/<kind>`` under scikit-learn's data home. Files found
     in a directory of yours may be gzipped or not and are checked for a consistent IDX header
     and size; the cache holds the gzipped files as published, downloaded by :mod:`pooch` and
-    checked against their published SHA-256 (``skmpt.datasets._CHECKSUMS``, from the lists of
+    checked against their published SHA-256 (:data:`MNIST_CHECKSUMS`, from the lists of
     TensorFlow Datasets and torchvision) every time they are read.
 
     Parameters
@@ -442,238 +385,3 @@ def from_torchvision(dataset):
         raise ValueError(f"Expected images of shape (n, h, w) and n targets; got {images.shape} and {targets.shape}.")
     return images.reshape(len(images), -1).astype(np.float64), targets.astype(np.int64)
 
-
-def load_wordnet_sentences():
-    """The 48,224 English example sentences of WordNet 3.0, embedded in skmpt.
-
-    Short everyday sentences (six words on average, at most 46) quoted in WordNet's glosses,
-    read from Debian's ``wordnet-base`` package and shipped, with WordNet's licence notice
-    (``skmpt/data/WORDNET_NOTICE.txt``), as a compressed file: a corpus for masked-LM demos
-    and tests that needs no download.
-
-    Returns
-    -------
-    sentences : list of str
-        In the order of WordNet's data files (nouns, verbs, adjectives, adverbs).
-
-    Examples
-    --------
-    >>> from skmpt.datasets import load_wordnet_sentences
-    >>> sentences = load_wordnet_sentences()
-    >>> len(sentences), sentences[2]
-    (48224, 'the team is a unit')
-    """
-    with gzip.open(_DATA_DIR / "wordnet_examples.txt.gz", "rt", encoding="utf-8") as file:
-        return file.read().splitlines()
-
-
-def make_wordpiece_tokenizer(texts, *, vocab_size=8000, lowercase=True):
-    """Train a BERT-style WordPiece tokenizer on ``texts`` with Hugging Face ``tokenizers``.
-
-    BERT's normalisation and pre-tokenisation, its special tokens ``[PAD] [UNK] [CLS] [SEP]
-    [MASK]`` and its template ``[CLS] text [SEP]``, wrapped as a ``transformers`` fast
-    tokenizer: what a small masked LM trained from scratch needs (``save_pretrained`` writes it
-    next to the model).
-
-    Parameters
-    ----------
-    texts : iterable of str
-    vocab_size : int, default=8000
-        Largest vocabulary, special tokens included; a small corpus may give fewer.
-    lowercase : bool, default=True
-
-    Returns
-    -------
-    tokenizer : transformers.PreTrainedTokenizerFast
-
-    Notes
-    -----
-    The vocabulary is not reproducible from one process to the next: ``tokenizers`` numbers the
-    ``##`` continuation pieces in hash-map order and breaks ties between merge counts by those
-    numbers (huggingface/tokenizers issue 1794). Within a process the result is fixed; to share
-    one vocabulary between processes or runs, save the tokenizer (``save_pretrained``) and load it.
-
-    Examples
-    --------
-    >>> from skmpt.datasets import make_wordpiece_tokenizer
-    >>> tokenizer = make_wordpiece_tokenizer(["the cat sat on the mat"] * 5, vocab_size=60)
-    >>> tokenizer.convert_ids_to_tokens(tokenizer("the cat")["input_ids"])
-    ['[CLS]', 'the', 'cat', '[SEP]']
-    """
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]"}
-    specials["mask_token"] = "[MASK]"
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(specials.values()))
-    tokenizer.train_from_iterator(texts, trainer)
-    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, **specials)
-
-
-# The official GLUE layout (the files of gluebenchmark.com's download script): per task a
-# directory, per split a TSV file, with or without a header, read with quoting off. Each entry
-# gives the directory, the file of each split, whether it has a header row, the column names
-# of train/dev and of test, and how they map to the hub's names (``nyu-mll/glue``).
-_GLUE_TASKS = {
-    "cola": ("CoLA", None, ["source", "label", "original_label", "sentence"], ["idx", "sentence"], ("sentence",)),
-    "sst2": ("SST-2", 0, ["sentence", "label"], ["idx", "sentence"], ("sentence",)),
-    "mrpc": (
-        "MRPC",
-        0,
-        ["label", "id1", "id2", "sentence1", "sentence2"],
-        ["idx", "id1", "id2", "sentence1", "sentence2"],
-        ("sentence1", "sentence2"),
-    ),
-    "qnli": (
-        "QNLI", 0, ["idx", "question", "sentence", "label"], ["idx", "question", "sentence"], ("question", "sentence")
-    ),
-    "rte": (
-        "RTE",
-        0,
-        ["idx", "sentence1", "sentence2", "label"],
-        ["idx", "sentence1", "sentence2"],
-        ("sentence1", "sentence2"),
-    ),
-    "ax": ("diagnostic", 0, None, ["idx", "premise", "hypothesis"], ("premise", "hypothesis")),
-}
-_GLUE_FILES = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
-_GLUE_LABELS = {"entailment": 0, "not_entailment": 1}
-
-
-def _check_glue_tsv(path, names, has_header):
-    """Raise a ValueError naming ``path`` and the line of the first row ``datasets`` would misread.
-
-    With quoting off, a row with too few fields would be read with empty columns and one with
-    too many fails deep inside pandas; a blank line would be skipped; a label or index that is
-    not a number would fail later without a line number.
-    """
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text: {exc}.") from exc
-    if lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
-    numeric = [i for i, name in enumerate(names) if name in ("label", "idx")]
-    for number, line in enumerate(lines, start=1):
-        fields = line.removesuffix("\r").split("\t")
-        if line in ("", "\r"):
-            raise ValueError(f"{path}, line {number}: empty line; GLUE files have one row per line.")
-        if len(fields) != len(names):
-            raise ValueError(
-                f"{path}, line {number}: {len(fields)} tab-separated fields where {len(names)} are expected "
-                f"({', '.join(names)})."
-            )
-        if has_header and number == 1:
-            continue
-        for i in numeric:
-            if names[i] == "label" and fields[i] in _GLUE_LABELS:
-                continue
-            try:
-                int(fields[i])
-            except ValueError:
-                raise ValueError(
-                    f"{path}, line {number}: the {names[i]} field is {fields[i]!r}, not an integer"
-                    + (f" or one of {sorted(_GLUE_LABELS)}." if names[i] == "label" else ".")
-                ) from None
-
-
-@validate_params(
-    {
-        "task": [StrOptions(set(_GLUE_TASKS))],
-        "split": [StrOptions(set(_GLUE_FILES))],
-        "data_dir": [None, str, os.PathLike],
-        "cache_dir": [None, str, os.PathLike],
-    },
-    prefer_skip_nested_validation=True,
-)
-def load_glue(task, split="validation", *, data_dir=None, cache_dir=None):
-    r"""A GLUE task's split as a ``datasets.Dataset``, from the official TSV files or the hub.
-
-    With ``data_dir`` the official layout is read from disk (``<data_dir>/CoLA/dev.tsv``,
-    ``<data_dir>/diagnostic/diagnostic.tsv`` for AX, ...): no network. Without it the task is
-    loaded from the Hugging Face hub (``nyu-mll/glue``), which needs a connection or a cached
-    copy. Either way the columns are the hub's: the text columns, ``label`` (an int; -1 on
-    test splits, whose labels are not public) and ``idx``.
-
-    Parameters
-    ----------
-    task : {"cola", "sst2", "mrpc", "qnli", "rte", "ax"}
-        The paper's Table 2 uses AX, CoLA, QNLI and MRPC. AX has only a test split.
-    split : {"train", "validation", "test"}, default="validation"
-        ``"validation"`` is the ``dev.tsv`` file.
-    data_dir : str or path-like, default=None
-        The directory holding the task directories (``CoLA/``, ``MRPC/``, ...).
-    cache_dir : str or path-like, default=None
-        Where ``datasets`` caches what it reads; its default cache when ``None``.
-
-    Returns
-    -------
-    dataset : datasets.Dataset
-        Text columns ``sentence`` (CoLA, SST-2), ``sentence1`` and ``sentence2`` (MRPC, RTE),
-        ``question`` and ``sentence`` (QNLI) or ``premise`` and ``hypothesis`` (AX), then
-        ``label`` and ``idx``.
-
-    Examples
-    --------
-    >>> import pathlib, tempfile
-    >>> from skmpt.datasets import load_glue
-    >>> root = pathlib.Path(tempfile.mkdtemp())
-    >>> (root / "CoLA").mkdir()
-    >>> _ = (root / "CoLA" / "dev.tsv").write_text("gj04\t1\t\tThe sailors rode the breeze.\n")
-    >>> cola = load_glue("cola", "validation", data_dir=root, cache_dir=root / "cache")
-    >>> cola[0]
-    {'sentence': 'The sailors rode the breeze.', 'label': 1, 'idx': 0}
-    """
-    import datasets
-
-    if data_dir is None:
-        return datasets.load_dataset("nyu-mll/glue", task, split=split, cache_dir=cache_dir)
-    directory, header, names, test_names, text_columns = _GLUE_TASKS[task]
-    if task == "ax":
-        if split != "test":
-            raise ValueError(f"GLUE's AX (diagnostic) task has only a test split; got split={split!r}.")
-        path = Path(data_dir) / directory / "diagnostic.tsv"
-    else:
-        path = Path(data_dir) / directory / _GLUE_FILES[split]
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"No GLUE file {path}; data_dir must hold the official layout (<task dir>/<split>.tsv)."
-        )
-    if split == "test":
-        header, names = 0, test_names
-    _check_glue_tsv(path, names, header is not None)
-    features = datasets.Features({name: datasets.Value("string") for name in names})
-    raw = datasets.load_dataset(
-        "csv",
-        data_files={split: str(path)},
-        split=split,
-        sep="\t",
-        header=header,
-        names=names,
-        quoting=3,  # csv.QUOTE_NONE: GLUE's texts contain quotes
-        keep_default_na=False,
-        features=features,
-        cache_dir=cache_dir,
-    )
-
-    def normalise(row, index):
-        label = row.get("label")
-        if label is None:
-            label = -1
-        elif label in _GLUE_LABELS:
-            label = _GLUE_LABELS[label]
-        else:
-            label = int(label)
-        out = {column: row[column] for column in text_columns}
-        out.update(label=label, idx=int(row["idx"]) if "idx" in row else index)
-        return out
-
-    dataset = raw.map(normalise, with_indices=True, remove_columns=raw.column_names)
-    return dataset.select_columns([*text_columns, "label", "idx"])
