@@ -204,6 +204,28 @@ def _check_cached(kind, name, cache):
     return path
 
 
+def _locate(kind, subset, data_home, download, base_urls):
+    """The paths of the images and labels files of ``subset``: found on disk, or downloaded."""
+    names = _idx_names(subset)
+    searched = _search_dirs(kind, data_home)
+    cache = searched[-1]
+    directory = next((d for d in searched[:-1] if all(_find(d, n) for n in names)), None)
+    if directory is not None:
+        return [_find(directory, n) for n in names]
+    gzipped = [f"{n}.gz" for n in names]
+    if download:
+        return [_retrieve(kind, g, cache, tuple(base_urls or MNIST_URLS[kind])) for g in gzipped]
+    if all((cache / g).is_file() for g in gzipped):
+        return [_check_cached(kind, g, cache) for g in gzipped]
+    raise FileNotFoundError(
+        f"The {subset} IDX files of {kind} ({', '.join(names)}, optionally .gz) are not in any of: "
+        + ", ".join(str(d) for d in searched[:-1])
+        + f", nor downloaded into {cache}. Pass data_home=<directory holding them>, or download=True "
+        "to fetch them"
+        + (" (or install Debian's dataset-fashion-mnist)." if kind == "fashion-mnist" else ".")
+    )
+
+
 @validated(
     {
         "kind": [Options({"mnist", "fashion-mnist"})],
@@ -275,26 +297,7 @@ def fetch_mnist(kind="mnist", *, subset="train", data_home=None, download=False,
     >>> digits.data.shape, digits.target.tolist()
     ((2, 784), [7, 2])
     """
-    names = _idx_names(subset)
-    searched = _search_dirs(kind, data_home)
-    cache = searched[-1]
-    directory = next((d for d in searched[:-1] if all(_find(d, n) for n in names)), None)
-    if directory is not None:
-        paths = [_find(directory, n) for n in names]
-    else:
-        gzipped = [f"{n}.gz" for n in names]
-        if download:
-            paths = [_retrieve(kind, g, cache, tuple(base_urls or MNIST_URLS[kind])) for g in gzipped]
-        elif all((cache / g).is_file() for g in gzipped):
-            paths = [_check_cached(kind, g, cache) for g in gzipped]
-        else:
-            raise FileNotFoundError(
-                f"The {subset} IDX files of {kind} ({', '.join(names)}, optionally .gz) are not in any of: "
-                + ", ".join(str(d) for d in searched[:-1])
-                + f", nor downloaded into {cache}. Pass data_home=<directory holding them>, or download=True "
-                "to fetch them"
-                + (" (or install Debian's dataset-fashion-mnist)." if kind == "fashion-mnist" else ".")
-            )
+    paths = _locate(kind, subset, data_home, download, base_urls)
     images, labels = load_idx(paths[0]), load_idx(paths[1])
     if images.ndim != 3 or labels.shape != images.shape[:1]:
         raise ValueError(
