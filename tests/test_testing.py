@@ -1,4 +1,7 @@
-"""skmpt.testing measures inconsistency, not only consistency."""
+"""skmpt.testing measures inconsistency, not only consistency, and each check of the contract
+catches the model broken in its own way."""
+
+import re
 
 import numpy as np
 import pytest
@@ -8,10 +11,27 @@ from sklearn.exceptions import NotFittedError
 
 from conftest import make_ppca_module
 from skmpt import MaskedPPCA
+from skmpt._validation import InvalidParameterError
+from skmpt.models import PPCAModule
 from skmpt.testing import (
+    MASKED_MODEL_CHECKS,
+    MaskedModelCase,
     TabularJoint,
     assert_mpt_identity,
+    check_batch_independence,
+    check_chain_matches_reference,
+    check_decode_output,
+    check_identity,
+    check_log_marginal_output,
+    check_masked_log_prob_output,
+    check_masked_model,
+    check_masked_sum_matches_reference,
     check_mpt_identity,
+    check_posterior_output,
+    check_randomness,
+    check_shared_and_per_sample_masks,
+    check_weighted_sum_matches_reference,
+    check_zero_at_observed,
     ppca_parameters,
     tabular_joints,
 )
@@ -54,7 +74,7 @@ def test_inconsistent_conditionals_are_reported():
 def test_ppca_strategy_and_sampled_methods(params):
     module = make_ppca_module(*params)
     X = np.random.RandomState(0).randn(3, params[1].shape[0])
-    assert check_mpt_identity(module, X, method="chain", n_masks=2, random_state=0).max_rel_discrepancy < 1e-9
+    assert check_mpt_identity(module, X, method="chain", score_masks=2, random_state=0).max_rel_discrepancy < 1e-9
 
 
 def test_reference_values_and_their_shape():
@@ -80,3 +100,170 @@ def test_tabular_joint_validation():
 def test_identity_check_of_an_unfitted_estimator_is_not_fitted_error():
     with pytest.raises(NotFittedError):
         check_mpt_identity(MaskedPPCA(), np.zeros((3, 4)))
+
+
+# ------------------------------------------------------------------ one check per rule
+def _ppca(cls=PPCAModule):
+    """A small PPCA module (it has every fast path, posterior and decode) and a sample."""
+    g = torch.Generator().manual_seed(0)
+    W, mean, X = (torch.randn(*shape, generator=g, dtype=torch.float64) for shape in ((2, 4), (4,), (5, 4)))
+    return cls(W, mean, 0.5), X
+
+
+class WrongDtype(PPCAModule):
+    def masked_log_prob(self, X, masks):
+        return super().masked_log_prob(X, masks).float()
+
+
+class NotFinite(PPCAModule):
+    def masked_log_prob(self, X, masks):
+        return super().masked_log_prob(X, masks).masked_fill(masks, float("nan"))
+
+
+class Leaky(PPCAModule):
+    def masked_log_prob(self, X, masks):
+        return super().masked_log_prob(X, masks) - 0.5 * ~masks
+
+
+class HiddenNoise(PPCAModule):
+    """Deterministic by its own account, but adds noise from torch's global generator."""
+
+    def masked_log_prob(self, X, masks):
+        out = super().masked_log_prob(X, masks)
+        return out + torch.rand((), dtype=X.dtype) * masks
+
+
+class BatchCentred(PPCAModule):
+    def masked_log_prob(self, X, masks):
+        return super().masked_log_prob(X - X.mean(0), masks)
+
+
+class FirstSampleMasks(PPCAModule):
+    """Per-sample masks read as if every sample had the first sample's masks."""
+
+    def masked_log_prob(self, X, masks):
+        return super().masked_log_prob(X, masks[:1].expand_as(masks) if masks.ndim == 3 else masks)
+
+
+class OffsetSum(PPCAModule):
+    def masked_log_prob_sum(self, X, masks):
+        return super().masked_log_prob_sum(X, masks) + 0.1
+
+
+class OffsetWeightedSum(PPCAModule):
+    def weighted_log_prob_sum(self, X, masks, weights):
+        return super().weighted_log_prob_sum(X, masks, weights) + 0.1
+
+
+class ReversedChain(PPCAModule):
+    def chain_log_prob(self, X, orderings):
+        return super().chain_log_prob(X, orderings.flip(-1))
+
+
+class ColumnMarginal(PPCAModule):
+    def log_marginal(self, X):
+        return super().log_marginal(X)[:, None]
+
+
+class ShiftedMarginal(PPCAModule):
+    def log_marginal(self, X):
+        return super().log_marginal(X) + 0.25
+
+
+class TransposedPosterior(PPCAModule):
+    def posterior(self, X):
+        mean, *rest = super().posterior(X)
+        return (mean.T, *rest)
+
+
+class SingleDecode(PPCAModule):
+    def decode(self, Z):
+        return super().decode(Z).float()
+
+
+BROKEN = [
+    (check_masked_log_prob_output, WrongDtype, "masked_log_prob output", "returned torch.float32"),
+    (check_masked_log_prob_output, NotFinite, "masked_log_prob output", "non-finite values at masked positions"),
+    (check_zero_at_observed, Leaky, "zero at observed positions", "max abs value 0.5; must be exactly 0"),
+    (check_randomness, HiddenNoise, "randomness", "max abs difference"),
+    (check_batch_independence, BatchCentred, "batch independence", "max abs difference"),
+    (check_shared_and_per_sample_masks, FirstSampleMasks, "shared and per-sample masks", "max abs difference"),
+    (check_masked_sum_matches_reference, OffsetSum, "masked_log_prob_sum", "max abs difference 0.1 "),
+    (check_weighted_sum_matches_reference, OffsetWeightedSum, "weighted_log_prob_sum", "max abs difference 0.1 "),
+    (check_chain_matches_reference, ReversedChain, "chain_log_prob", "max abs difference"),
+    (check_log_marginal_output, ColumnMarginal, "log_marginal output", "returned shape (5, 1); expected (5,)"),
+    (check_identity, ShiftedMarginal, "identity", "max abs difference 0.25 "),
+    (check_posterior_output, TransposedPosterior, "posterior", "posterior(X)[0] must be a tensor of shape (5, K)"),
+    (check_decode_output, SingleDecode, "decode", "returned torch.float32"),
+]
+
+
+def test_the_registry_lists_every_check_once():
+    assert len(set(MASKED_MODEL_CHECKS)) == len(MASKED_MODEL_CHECKS)
+    assert {check for check, *_ in BROKEN} == set(MASKED_MODEL_CHECKS)
+
+
+@pytest.mark.parametrize("check", MASKED_MODEL_CHECKS, ids=lambda check: check.__name__)
+def test_each_check_runs_alone_and_passes_a_model_that_keeps_the_contract(check):
+    case = MaskedModelCase(*_ppca())
+    check(case)
+    assert len(case.report) == 1
+    (value,) = case.report.values()
+    assert value <= 1e-9 * 4 * 5  # log-densities of a few nats, summed over at most 4 features and 5 weights
+
+
+@pytest.mark.parametrize("check, model_class, rule, message", BROKEN, ids=lambda p: getattr(p, "__name__", None))
+def test_each_check_catches_the_model_broken_its_way(check, model_class, rule, message):
+    pattern = re.escape(f"{model_class.__name__} fails the masked-model contract, '{rule}': {message}")
+    with pytest.raises(AssertionError, match=pattern):
+        check(MaskedModelCase(*_ppca(model_class)))
+    # The same rule is the first that check_masked_model finds broken: every earlier check passes.
+    with pytest.raises(AssertionError, match=pattern):
+        check_masked_model(*_ppca(model_class))
+
+
+class NoisyJoint(TabularJoint):
+    """A stochastic model that draws its noise, one value per mask and feature, from its generator."""
+
+    stochastic = True
+
+    def masked_log_prob(self, X, masks, *, generator=None):
+        noise = torch.rand(masks.shape[-2:], generator=generator, dtype=X.dtype)
+        return super().masked_log_prob(X, masks) + 1e-3 * noise * masks
+
+    def log_marginal(self, X, *, generator=None):
+        return super().log_marginal(X)
+
+
+class NoisyPerRow(NoisyJoint):
+    """Its noise is drawn per row of the batch: a sample's value depends on where it sits."""
+
+    def masked_log_prob(self, X, masks, *, generator=None):
+        noise = torch.rand(X.shape[0], 1, 1, generator=generator, dtype=X.dtype)
+        return TabularJoint.masked_log_prob(self, X, masks) + noise * masks
+
+
+def test_a_stochastic_model_is_checked_with_seeded_generators():
+    table = TabularJoint.random(3, random_state=0).probabilities.reshape(2, 2, 2)
+    joint = NoisyJoint(table)
+    X = joint.sample(4, random_state=0)
+    report = check_masked_model(joint, X)
+    assert report["randomness"] == 0.0 and report["identity"].startswith("skipped: stochastic model")
+    with pytest.raises(AssertionError, match="NoisyPerRow .*'batch independence'"):
+        check_masked_model(NoisyPerRow(table), X)
+
+
+def test_case_draws_its_masks_from_random_state_and_validates_its_parameters():
+    joint = TabularJoint.random(3, random_state=0)
+    X = joint.sample(4, random_state=0)
+    a, b = MaskedModelCase(joint, X, random_state=1), MaskedModelCase(joint, X, random_state=1)
+    assert torch.equal(a.masks, b.masks) and torch.equal(a.per_sample_masks, b.per_sample_masks)
+    assert torch.equal(a.orderings, b.orderings)
+    assert bool(a.masks[-1].all()) and a.masks.sum(-1)[:3].tolist() == [1, 2, 3]
+    case = MaskedModelCase(joint, X, n_check_masks=2, n_orderings=5)
+    assert case.masks.shape == (2, 3) and case.per_sample_masks.shape == (4, 2, 3) and case.orderings.shape == (5, 3)
+    for bad in ({"n_check_masks": 0}, {"n_orderings": 1.5}, {"rtol": -1.0}, {"random_state": "zero"}):
+        with pytest.raises(InvalidParameterError, match=f"'{next(iter(bad))}' parameter of MaskedModelCase"):
+            MaskedModelCase(joint, X, **bad)
+    with pytest.raises(InvalidParameterError, match="'n_check_masks' parameter"):
+        check_masked_model(joint, X, n_check_masks=0)

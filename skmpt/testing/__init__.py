@@ -1,0 +1,66 @@
+"""Checks of the masked-model contract and of the MPT identity, for skmpt's tests and for yours.
+
+- :func:`check_masked_model` runs every check of the masked-model contract
+  (:data:`MASKED_MODEL_CHECKS`, one function per rule, as scikit-learn's estimator checks) on
+  one :class:`MaskedModelCase`; each check also runs on its own.
+- :func:`check_mpt_identity` measures how far the cumulative MPT score ``sum_M S(x; M)`` of a
+  model lies from its log-marginal likelihood: zero (to rounding) when the model's masked
+  conditionals come from one joint density, and the size of their inconsistency otherwise.
+- :class:`TabularJoint` is a model whose conditionals are exact by construction (a probability
+  table over ``{0, 1}**D``, conditioned by brute force), useful as a reference.
+- The strategies (:func:`tabular_joints`, :func:`ppca_parameters`) need ``hypothesis``, which
+  is imported only when they are called.
+
+Examples
+--------
+>>> from skmpt.testing import MASKED_MODEL_CHECKS, TabularJoint, check_masked_model
+>>> joint = TabularJoint.random(3, random_state=0)
+>>> report = check_masked_model(joint, joint.sample(5, random_state=0))
+>>> len(MASKED_MODEL_CHECKS), report["identity"] < 1e-12
+(12, True)
+"""
+
+from .case import MaskedModelCase
+from .checks import (
+    MASKED_MODEL_CHECKS,
+    check_batch_independence,
+    check_chain_matches_reference,
+    check_decode_output,
+    check_identity,
+    check_log_marginal_output,
+    check_masked_log_prob_output,
+    check_masked_model,
+    check_masked_sum_matches_reference,
+    check_posterior_output,
+    check_randomness,
+    check_shared_and_per_sample_masks,
+    check_weighted_sum_matches_reference,
+    check_zero_at_observed,
+)
+from .identity import IdentityCheck, assert_mpt_identity, check_mpt_identity
+from .joints import TabularJoint
+from .strategies import ppca_parameters, tabular_joints
+
+__all__ = [
+    "MASKED_MODEL_CHECKS",
+    "IdentityCheck",
+    "MaskedModelCase",
+    "TabularJoint",
+    "assert_mpt_identity",
+    "check_batch_independence",
+    "check_chain_matches_reference",
+    "check_decode_output",
+    "check_identity",
+    "check_log_marginal_output",
+    "check_masked_log_prob_output",
+    "check_masked_model",
+    "check_masked_sum_matches_reference",
+    "check_mpt_identity",
+    "check_posterior_output",
+    "check_randomness",
+    "check_shared_and_per_sample_masks",
+    "check_weighted_sum_matches_reference",
+    "check_zero_at_observed",
+    "ppca_parameters",
+    "tabular_joints",
+]
