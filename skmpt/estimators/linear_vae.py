@@ -12,6 +12,7 @@ section 3.1, Fig. 3 upper row; corrected as DESIGN.md describes: true conditiona
 
 from numbers import Integral, Real
 
+import numpy as np
 import torch
 
 from .._utils import chunk_budget
