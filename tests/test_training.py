@@ -58,7 +58,7 @@ def test_partial_fit_continues_the_optimiser_and_is_reproducible(ppca_data):
         a.partial_fit(chunk)
         b.partial_fit(chunk)
     np.testing.assert_array_equal(a.components_, b.components_)
-    state = a._partial_fit_state["optimizer"]["state"]
+    state = a._partial_fit_state.optimizer["state"]
     assert state[0]["step"] == 4  # one Adam step per chunk (100 samples, one batch), carried over
     with pytest.raises(ValueError, match="10 features"):
         a.partial_fit(ppca_data[:10, :4])

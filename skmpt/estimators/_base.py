@@ -17,12 +17,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from .. import objectives
-from .._utils import check_generator, resolve_device, seeded
+from .._utils import DTYPES, check_generator, resolve_device, seeded
 from .._validation import Interval, Options, validate_parameters
 from ..masks import MAX_EXHAUSTIVE_FEATURES, sample_masks
-from ._data import standardization
+from ._data import check_chunk_units, standardization
 from ._scoring import _BaseFittedModel
-from ._trainer import Trainer, training_mode
+from ._trainer import StreamState, Trainer, training_mode
 
 __all__ = []
 
@@ -144,6 +144,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             trainer = self._trainer()
             with seeded(seed, self.device_):
                 self.module_ = self._build_module(X_train, generator)
+                self.n_components_ = self.n_components
                 self.n_iter_, self.converged_ = trainer.fit(self.module_, X_train, generator, _log_jacobian(X_t, scale))
             self.history_ = trainer.history
             self._map_back(center, scale)
@@ -161,12 +162,16 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
     def partial_fit(self, X, y=None):
         """One more pass of the optimiser over a chunk of data, for data that do not fit in memory.
 
-        The first call (or the first after ``fit``) starts Adam; later calls continue the same
-        optimiser state, one pass over ``X`` in mini-batches of ``batch_size`` each, at the
-        current ``learning_rate`` (lower it with ``set_params`` between calls to anneal).
-        Gaussian models train in the units of the first chunk (its centre and overall scale);
-        the model family is closed under that map, so the units move the optimiser's path, not
-        its optimum, and ``module_`` is mapped back to the units of ``X`` after every call.
+        The first call (or the first after ``fit``) starts Adam; each call is one pass over
+        ``X`` in mini-batches of ``batch_size``, continuing the optimiser's state and ``fit``'s
+        step-size schedule: the stopping objective is computed after every call on samples and
+        masks fixed at the first one, and the step size is halved after ``n_iter_no_change``
+        calls without progress, so streaming converges as ``fit`` does. A ``learning_rate``
+        changed with ``set_params`` between calls restarts the schedule from it; ``dtype``
+        cannot change between calls. Gaussian models train in the units of the first chunk
+        (its centre and overall scale), so the first chunk should be representative: a chunk
+        with a constant feature, or one whose spread differs a hundredfold from the first's,
+        is warned about. ``module_`` is mapped back to the units of ``X`` after every call.
 
         Parameters
         ----------
@@ -181,38 +186,42 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             The updated estimator.
         """
         first = not hasattr(self, "module_")
+        state = getattr(self, "_partial_fit_state", None)
+        if state is not None and DTYPES[self.dtype] != state.dtype:
+            raise ValueError(
+                f"dtype={self.dtype!r} was set after partial_fit started in {str(state.dtype)[6:]}; a "
+                f"model cannot change precision between calls. Refit, or set dtype back."
+            )
         with training_mode(self.verbose):
             X_t = self._validate_training_data(X, reset=first)
-            state = getattr(self, "_partial_fit_state", None)
             if state is None:
                 seed = int(torch.randint(2**62, (1,), generator=check_generator(self.random_state)))
                 center, scale = standardization(X_t, self._likelihood())
-                state = {"center": center, "scale": scale, "seed": seed, "calls": 0, "optimizer": None}
+                state = StreamState(center, scale, seed, X_t.dtype)
                 self.history_, self.n_iter_ = [], 0
-            center, scale = state["center"], state["scale"]
-            X_train = (X_t - center) / scale
+            check_chunk_units(X_t, state.center, state.scale, first=state.calls == 0)
+            X_train = (X_t - state.center) / state.scale
             trainer = self._trainer()
             trainer.history = self.history_
             # A generator per call, from the first call's seed: the run is reproducible.
-            generator = torch.Generator().manual_seed(state["seed"] + state["calls"])
-            with seeded(state["seed"] + state["calls"], self.device_):
+            generator = torch.Generator().manual_seed(state.seed + state.calls)
+            with seeded(state.seed + state.calls, self.device_):
                 if first:
                     self.module_ = self._build_module(X_train, generator)
+                    self.n_components_ = self.n_components
                 else:
-                    self._map_back(-center / scale, 1 / scale)  # to the training units
-                optimizer = trainer.optimizer(self.module_)
-                if state["optimizer"] is not None:
-                    optimizer.load_state_dict(state["optimizer"])
-                    for group in optimizer.param_groups:
-                        group["lr"] = self.learning_rate
+                    self._map_back(-state.center / state.scale, 1 / state.scale)  # to the training units
                 start = time.perf_counter()
-                objective = trainer.run_epoch(X_train, optimizer, generator)
-            self._map_back(center, scale)
-            state["optimizer"], state["calls"] = optimizer.state_dict(), state["calls"] + 1
+                objective, progress = trainer.stream_step(self.module_, X_train, state, generator)
+            self._map_back(state.center, state.scale)
             self._partial_fit_state = state
             self.n_iter_ += 1
             self.__dict__.pop("converged_", None)
-            trainer.record({"epoch": self.n_iter_, "objective": objective + _log_jacobian(X_train, scale)}, start)
+            log_jacobian = _log_jacobian(X_train, state.scale)
+            record = {"epoch": self.n_iter_, "objective": objective + log_jacobian}
+            record["stopping_objective"] = progress + log_jacobian
+            record["learning_rate"] = state.optimizer["param_groups"][0]["lr"]
+            trainer.record(record, start)
             self._set_fitted_attributes()
         return self
 
@@ -242,6 +251,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         with torch.no_grad():
             n_components, module = build_module(estimator._dtype, estimator.device_, estimator.offset_)
         estimator.set_params(n_components=n_components)
+        estimator.n_components_ = n_components
         estimator.n_features_in_ = source.n_features_in_
         if hasattr(source, "feature_names_in_"):
             estimator.feature_names_in_ = source.feature_names_in_

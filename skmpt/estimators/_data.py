@@ -2,11 +2,12 @@
 magnitudes a dtype can square, the centre and scale training divides out, and user masks."""
 
 import math
+import warnings
 
 import numpy as np
 import torch
 
-__all__ = ["check_mask_array", "check_values", "scale_limits", "standardization"]
+__all__ = ["check_chunk_units", "check_mask_array", "check_values", "scale_limits", "standardization"]
 
 
 def dtype_name(dtype):
@@ -94,3 +95,34 @@ def check_mask_array(masks, n_features):
             f"{n_features}); got {masks.shape}."
         )
     return masks
+
+
+def check_chunk_units(X, center, scale, *, first):
+    """Warn when a ``partial_fit`` chunk cannot set, or does not fit, the training units.
+
+    The first chunk's centre and overall scale are the units training works in; a feature
+    that is constant in it, or a later chunk whose spread in those units is a hundredfold
+    larger or smaller, means the first chunk was not representative of the data.
+    """
+    if first:
+        constant = (X == X[:1]).all(0) if len(X) > 1 else torch.ones(X.shape[1], dtype=torch.bool)
+        if bool(constant.any()):
+            features = torch.nonzero(constant).flatten().tolist()
+            warnings.warn(
+                f"The first partial_fit chunk ({len(X)} samples) is constant in feature(s) "
+                f"{features[:10]}: it sets the units training works in (centre and scale), and "
+                f"a model fitted from it starts with no spread there. Pass a representative first "
+                f"chunk (shuffle the data before splitting it).",
+                UserWarning,
+                stacklevel=3,
+            )
+        return
+    spread = float(((X - center) / scale).square().mean().sqrt())
+    if not 0.01 <= spread <= 100:
+        warnings.warn(
+            f"This partial_fit chunk's spread is {spread:.3g} times the first chunk's: training "
+            f"works in the first chunk's units, and a step size tuned to them may be far off "
+            f"here. Pass a representative first chunk (shuffle the data before splitting it).",
+            UserWarning,
+            stacklevel=3,
+        )

@@ -245,15 +245,19 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         """
         check_is_fitted(self)
         Z = check_array(Z, dtype=np.float64)
-        if Z.shape[1] != self.n_components:
-            raise ValueError(f"Z must have shape (n_samples, {self.n_components}) (n_components); got {Z.shape}.")
+        if Z.shape[1] != self.n_components_:
+            raise ValueError(
+                f"Z must have shape (n_samples, {self.n_components_}) (the fitted n_components_); got {Z.shape}."
+            )
         with torch.no_grad():
-            mean = self.module_.decode(torch.as_tensor(Z, dtype=self._dtype, device=self.device_)).cpu().numpy()
+            # torch.tensor copies: Z may be a read-only view of a pandas frame.
+            mean = self.module_.decode(torch.tensor(Z, dtype=self._dtype, device=self.device_)).cpu().numpy()
         return mean + self.offset_
 
     @property
     def _n_features_out(self):
-        return self.n_components
+        # The fitted dimension: set_params(n_components=...) does not change a fitted model.
+        return self.n_components_
 
     # ------------------------------------------------------------------ persistence
     def __getstate__(self):

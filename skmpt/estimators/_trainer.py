@@ -11,7 +11,7 @@ import torch
 
 from .._utils import seeded
 
-__all__ = ["Trainer", "training_mode"]
+__all__ = ["StreamState", "Trainer", "training_mode"]
 
 logger = logging.getLogger("skmpt")
 
@@ -34,6 +34,25 @@ def training_mode(verbose):
         logger.setLevel(level)
         if handler is not None:
             logger.removeHandler(handler)
+
+
+@dataclass
+class StreamState:
+    """What ``partial_fit`` carries from one call to the next.
+
+    The training units (``center``, ``scale``) and the stopping rule's fixed samples come
+    from the first chunk; the optimiser's and the step-size schedule's states continue.
+    """
+
+    center: torch.Tensor
+    scale: torch.Tensor
+    seed: int
+    dtype: torch.dtype
+    calls: int = 0
+    learning_rate: float = None
+    optimizer: dict = None
+    scheduler: dict = None
+    stopping: tuple = None
 
 
 @dataclass
@@ -80,6 +99,18 @@ class Trainer:
     def optimizer(self, module):
         return torch.optim.Adam(module.parameters(), lr=self.learning_rate)
 
+    def scheduler(self, optimizer):
+        """Step-size schedule (torch's ``ReduceLROnPlateau``) on the stopping objective: divide
+        by ``lr_cut_factor`` after ``n_iter_no_change`` epochs (or calls) without progress."""
+        return torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer,
+            mode="max",
+            factor=1 / self.lr_cut_factor,
+            patience=self.n_iter_no_change - 1,
+            threshold=self.tol,
+            threshold_mode="abs",
+        )
+
     def resolved_batch_size(self, n_samples):
         return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
 
@@ -91,11 +122,26 @@ class Trainer:
         for batch in order.split(self.resolved_batch_size(n_samples)):
             masks = self._masks((len(batch), self.n_masks), n_features, generator, X.device)
             optimizer.zero_grad()
-            objective = self.objective(X[batch], masks)
-            (-objective.mean()).backward()
+            with self._diverging():
+                objective = self.objective(X[batch], masks)
+                (-objective.mean()).backward()
             optimizer.step()
             total += objective.detach().sum(dtype=torch.float64)
         return float(total) / n_samples
+
+    @contextlib.contextmanager
+    def _diverging(self):
+        """Linear algebra that fails on the parameters (a covariance no longer positive
+        definite) means the optimiser left the model's domain: say so, as a non-finite
+        objective does, instead of surfacing torch's error."""
+        try:
+            yield
+        except torch.linalg.LinAlgError as exc:
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise FloatingPointError(
+                f"Training diverged: the model's parameters left its domain ({first_line}). Lower "
+                f"learning_rate (now {self.learning_rate})."
+            ) from exc
 
     def _masks(self, shape, n_features, generator, device):
         return None if self.draw_masks is None else self.draw_masks(shape, n_features, generator, device)
@@ -120,7 +166,8 @@ class Trainer:
         with torch.no_grad(), seeded(seed, X.device):
             for i in range(0, len(X), batch_size):
                 part = None if masks is None else masks[i : i + batch_size]
-                total += float(self.objective(X[i : i + batch_size], part).sum(dtype=torch.float64))
+                with self._diverging():
+                    total += float(self.objective(X[i : i + batch_size], part).sum(dtype=torch.float64))
         return total / len(X)
 
     def record(self, record, start):
@@ -140,14 +187,7 @@ class Trainer:
         shifted by ``log_jacobian`` to the units of the original data.
         """
         optimizer = self.optimizer(module)
-        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            optimizer,
-            mode="max",
-            factor=1 / self.lr_cut_factor,
-            patience=self.n_iter_no_change - 1,
-            threshold=self.tol,
-            threshold_mode="abs",
-        )
+        scheduler = self.scheduler(optimizer)
         stopping = self.stopping_sample(X, generator)
         cuts = 0
         for epoch in range(1, self.max_epochs + 1):
@@ -161,13 +201,44 @@ class Trainer:
             record["learning_rate"] = learning_rate
             self.record(record, start)
             progress = record["stopping_objective"]
-            if not math.isfinite(progress):
-                raise FloatingPointError(
-                    f"The training objective became {progress} at epoch {epoch}; lower "
-                    f"learning_rate (now {self.learning_rate})."
-                )
+            self._check_finite(progress, epoch)
             scheduler.step(progress)
             cuts += optimizer.param_groups[0]["lr"] < learning_rate
             if cuts > self.n_lr_cuts:
                 return epoch, True
         return self.max_epochs, False
+
+    def _check_finite(self, progress, epoch):
+        if not math.isfinite(progress):
+            raise FloatingPointError(
+                f"The training objective became {progress} at epoch {epoch}; lower "
+                f"learning_rate (now {self.learning_rate})."
+            )
+
+    def stream_step(self, module, X, state, generator):
+        """One ``partial_fit`` call: a pass over the chunk ``X``, then the stopping rule's step.
+
+        The schedule continues across calls as it does across ``fit``'s epochs: the stopping
+        objective on samples and masks fixed at the first call, and the step size halved after
+        ``n_iter_no_change`` calls without progress. A ``learning_rate`` changed with
+        ``set_params`` between calls restarts the schedule from it. Returns the chunk's mean
+        objective and the stopping objective.
+        """
+        optimizer = self.optimizer(module)
+        scheduler = self.scheduler(optimizer)
+        if state.optimizer is not None:
+            optimizer.load_state_dict(state.optimizer)
+            if state.learning_rate == self.learning_rate:
+                scheduler.load_state_dict(state.scheduler)
+            else:
+                for group in optimizer.param_groups:
+                    group["lr"] = self.learning_rate
+        objective = self.run_epoch(X, optimizer, generator)
+        if state.stopping is None:
+            state.stopping = self.stopping_sample(X, generator)
+        progress = self.stopping_objective(*state.stopping)
+        self._check_finite(progress, state.calls + 1)
+        scheduler.step(progress)
+        state.optimizer, state.scheduler = optimizer.state_dict(), scheduler.state_dict()
+        state.learning_rate, state.calls = self.learning_rate, state.calls + 1
+        return objective, progress

@@ -102,6 +102,12 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         Number of epochs run.
     n_features_in_ : int
         Number of features seen during fit.
+    n_components_ : int
+        The fitted ``n_components`` (``set_params`` does not change a fitted model).
+    offset_ : ndarray of shape (n_features,)
+        Subtracted from the data, in float64, before they are cast to ``dtype``: the training
+        data's mean for a Gaussian model in float32 (so that an offset does not cost the
+        data's precision), zeros otherwise.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when ``X`` has string column names.
 

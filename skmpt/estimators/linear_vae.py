@@ -120,6 +120,12 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
     converged_ : bool
         Whether ``fit`` met its stopping rule before ``max_epochs``.
     n_features_in_ : int
+    n_components_ : int
+        The fitted ``n_components`` (``set_params`` does not change a fitted model).
+    offset_ : ndarray of shape (n_features,)
+        Subtracted from the data, in float64, before they are cast to ``dtype``: the training
+        data's mean for a Gaussian model in float32 (so that an offset does not cost the
+        data's precision), zeros otherwise.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     Examples
