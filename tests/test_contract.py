@@ -257,7 +257,7 @@ def test_scoring_never_changes_the_estimator(estimator):
 # ---------------------------------------------------------------------------- likelihoods
 @pytest.mark.parametrize("name", ["bernoulli", "gaussian"])
 def test_likelihood_objects_agree_with_their_own_log_prob(name):
-    from skmpt.models._likelihoods import make_likelihood
+    from skmpt.models.likelihoods import make_likelihood
 
     g = torch.Generator().manual_seed(0)
     likelihood = make_likelihood(name, torch.zeros((), dtype=torch.float64), variance=0.7)
@@ -278,7 +278,7 @@ def test_likelihood_objects_agree_with_their_own_log_prob(name):
 
 
 def test_likelihood_checks_and_rescaling():
-    from skmpt.models._likelihoods import make_likelihood
+    from skmpt.models.likelihoods import make_likelihood
 
     like = torch.zeros((), dtype=torch.float64)
     bernoulli, gaussian = make_likelihood("bernoulli", like), make_likelihood("gaussian", like, floor=0.1)

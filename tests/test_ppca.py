@@ -15,7 +15,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from conftest import make_ppca_module, requires_cuda
-from skmpt import MaskedPPCA, objectives
+from skmpt import MaskedPPCA, objectives, working_memory
 from skmpt.masks import all_masks, nested_masks, random_orderings
 from skmpt.testing import check_mpt_identity, ppca_parameters
 
@@ -345,7 +345,7 @@ def test_shared_mask_fast_path_in_any_chunks_matches_per_sample_path(monkeypatch
 
 
 @pytest.mark.parametrize("n_samples", [2, 64])
-def test_weighted_sum_over_masks_matches_dense_conditioning(n_samples, monkeypatch):
+def test_weighted_sum_over_masks_matches_dense_conditioning(n_samples):
     # With 2 samples the module contracts per-mask sums; with 64 it adds all masks into one
     # D x D quadratic form first (cheaper when n (2K + 1) > K D). Both, in one chunk of
     # masks or many, must give the dense conditionals' weighted sums.
@@ -357,8 +357,8 @@ def test_weighted_sum_over_masks_matches_dense_conditioning(n_samples, monkeypat
     weights = torch.as_tensor(rng.rand(len(masks)))
     dense = _dense_conditionals(components, mean, 0.7, X, masks.numpy()).sum(-1) @ weights.numpy()
     for numbers in (2**22, 100):
-        monkeypatch.setattr(type(module), "_form_chunk_numbers", numbers)
-        with torch.no_grad():
+        # The form's chunks hold a sixteenth of the working memory: `numbers` float64s.
+        with torch.no_grad(), working_memory(numbers * 16 * 8 / 2**20):
             total = module.weighted_log_prob_sum(torch.as_tensor(X), masks, weights)
         np.testing.assert_allclose(total.numpy(), dense, rtol=1e-9)
 

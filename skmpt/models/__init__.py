@@ -1,26 +1,40 @@
 """Torch modules, one per probabilistic model, and the contract they follow.
 
-:class:`MaskedModel` states the contract: the reference per-token conditionals
-``masked_log_prob(X, masks)``, the fast paths computed from them by default
-(``masked_log_prob_sum``, ``weighted_log_prob_sum``, ``chain_log_prob``), and the optional ``log_marginal``,
-``posterior``, ``decode`` and ``unstandardize_``. :mod:`skmpt.objectives` builds everything
-else from those; :func:`skmpt.testing.check_masked_model` checks that a model keeps the contract.
+:class:`MaskedModel` (:mod:`skmpt.models.contract`) states the contract: the reference
+per-token conditionals ``masked_log_prob(X, masks)``, the fast paths computed from them by
+default (``masked_log_prob_sum``, ``weighted_log_prob_sum``, ``chain_log_prob``), and the
+optional ``log_marginal``, ``posterior``, ``decode`` and ``unstandardize_``.
+:mod:`skmpt.objectives` builds everything else from those;
+:func:`skmpt.testing.check_masked_model` checks that a model keeps the contract.
+
+The models: :class:`LinearGaussianModule` (:mod:`skmpt.models.linear_gaussian`) with its
+isotropic case :class:`PPCAModule` and its diagonal case :class:`FactorAnalysisModule`;
+:class:`GaussianMixtureModule`; and the VAEs, :class:`LinearVAEModule` and :class:`VAEModule`,
+whose observation models are the likelihood objects of :mod:`skmpt.models.likelihoods`.
 """
 
-from ._base import MaskedModel, reference_chain_log_prob, standard_normal
-from .factor_analysis import FactorAnalysisModule
+from . import contract
+from .contract import (
+    MaskedModel,
+    gaussian_log_prob,
+    has_own_chain,
+    has_own_weighted_sum,
+    importance_log_weights,
+    reference_chain_log_prob,
+    standard_normal,
+    standard_normal_log_prob,
+)
 from .gaussian_mixture import GaussianMixtureModule
+from .linear_gaussian import FactorAnalysisModule, LinearGaussianModule, PPCAModule
 from .linear_vae import LinearVAEModule
-from .ppca import PPCAModule
 from .vae import VAEModule
 
 __all__ = [
+    *contract.__all__,
     "FactorAnalysisModule",
     "GaussianMixtureModule",
+    "LinearGaussianModule",
     "LinearVAEModule",
-    "MaskedModel",
     "PPCAModule",
     "VAEModule",
-    "reference_chain_log_prob",
-    "standard_normal",
 ]

@@ -27,16 +27,11 @@ import math
 
 import torch
 
-from ._base import MaskedModel
+from .contract import MaskedModel, gaussian_log_prob
 
 __all__ = ["GaussianMixtureModule"]
 
 COVARIANCE_TYPES = ("full", "diag")
-
-
-def _gaussian_log_prob(error, variance):
-    """``log N(error | 0, variance)`` elementwise."""
-    return -0.5 * (math.log(2 * math.pi) + variance.log() + error.square() / variance)
 
 
 class GaussianMixtureModule(MaskedModel):
@@ -138,7 +133,7 @@ class GaussianMixtureModule(MaskedModel):
         """
         residual = X.unsqueeze(1) - self.means  # (n, K, D)
         if self.covariance_type == "diag":
-            token = _gaussian_log_prob(residual, self.log_variances.exp())  # (n, K, D)
+            token = gaussian_log_prob(residual, self.log_variances.exp())  # (n, K, D)
             observed = (~masks).to(X.dtype)
             observed_log_prob = torch.einsum(f"nkd,{'p' if masks.ndim == 2 else 'np'}d->npk", token, observed)
             return observed_log_prob, token.unsqueeze(1)
@@ -183,23 +178,13 @@ class GaussianMixtureModule(MaskedModel):
         # Observed tokens have zero conditional variance; any positive value keeps the
         # (discarded) log-density there finite, and its gradient out of the computation.
         variance = torch.where(observed.unsqueeze(-2).bool(), torch.ones_like(variance), variance)
-        return observed_log_prob, _gaussian_log_prob(error, variance)
+        return observed_log_prob, gaussian_log_prob(error, variance)
 
     def masked_log_prob(self, X, masks, *, generator=None):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero at observed ones.
 
-        Parameters
-        ----------
-        X : torch.Tensor of shape (n_samples, n_features)
-        masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
-                (n_samples, n_masks, n_features)
-            ``True`` marks a masked token.
-        generator : None
-            Ignored: the conditionals are exact.
-
-        Returns
-        -------
-        log_prob : torch.Tensor of shape (n_samples, n_masks, n_features)
+        As :meth:`MaskedModel.masked_log_prob`; ``generator`` is ignored (the conditionals
+        are exact). Returns a tensor of shape ``(n_samples, n_masks, n_features)``.
         """
         observed_log_prob, token_log_prob = self._conditionals(X, masks)
         joint = self.log_weights + observed_log_prob  # log pi_k + log p_k(x_r)
@@ -241,7 +226,7 @@ class GaussianMixtureModule(MaskedModel):
             variance = column.gather(-1, token.view(-1, 1, 1).expand(-1, K, 1)).squeeze(-1)  # (O, K)
             predicted = mean.gather(-1, token.view(1, -1, 1, 1).expand(n_samples, -1, K, 1)).squeeze(-1)
             error = X[:, token].unsqueeze(-1) - predicted  # (n, O, K)
-            updated = joint + _gaussian_log_prob(error, variance)
+            updated = joint + gaussian_log_prob(error, variance)
             terms[:, :, t] = torch.logsumexp(updated, -1) - torch.logsumexp(joint, -1)
             joint = updated
             gain = column / variance.unsqueeze(-1)
@@ -254,7 +239,7 @@ class GaussianMixtureModule(MaskedModel):
         """``log pi_k + log N(x | mu_k, Sigma_k)`` per sample and component, shape ``(n, K)``."""
         residual = X.unsqueeze(1) - self.means  # (n, K, D)
         if self.covariance_type == "diag":
-            log_prob = _gaussian_log_prob(residual, self.log_variances.exp()).sum(-1)
+            log_prob = gaussian_log_prob(residual, self.log_variances.exp()).sum(-1)
         else:
             factor = self.cholesky()
             whitened = torch.linalg.solve_triangular(factor, residual.permute(1, 2, 0), upper=False)  # (K, D, n)

@@ -24,8 +24,8 @@ import itertools
 import numpy as np
 import torch
 
-from ._base import MaskedModel
-from ._likelihoods import make_likelihood
+from .contract import MaskedModel
+from .likelihoods import make_likelihood
 
 __all__ = ["LinearVAEModule", "gauss_hermite_grid"]
 
@@ -79,7 +79,7 @@ class LinearVAEModule(MaskedModel):
     n_quadrature : int
         Gauss–Hermite nodes per latent dimension.
     likelihood : {"bernoulli", "gaussian"}
-        Becomes the :attr:`likelihood` object (:mod:`skmpt.models._likelihoods`).
+        Becomes the :attr:`likelihood` object (:mod:`skmpt.models.likelihoods`).
     noise_variance : float, default=1.0
         ``sigma^2`` of the Gaussian likelihood (a parameter of the likelihood; unused for Bernoulli).
     encoder : bool, default=False

@@ -29,8 +29,9 @@ import math
 
 import torch
 
-from ._base import MaskedModel, importance_log_weights, standard_normal, standard_normal_log_prob
-from ._likelihoods import make_likelihood
+from .._utils import chunk_budget
+from .contract import MaskedModel, importance_log_weights, standard_normal, standard_normal_log_prob
+from .likelihoods import make_likelihood
 
 __all__ = ["VAEModule"]
 
@@ -41,9 +42,6 @@ ACTIVATIONS = {
     "identity": torch.nn.Identity,
 }
 CONDITIONALS = ("importance", "pseudo_gibbs")
-
-# Elements of the (samples, masks, particles, features) tensors computed at once.
-_SAMPLE_BUDGET = 2**22
 
 
 def _mlp(sizes, activation, dtype):
@@ -193,7 +191,9 @@ class VAEModule(MaskedModel):
         if masks.ndim == 3:
             log_prob = method(X, masks, noise)
         else:
-            step = max(1, _SAMPLE_BUDGET // (n_masks * self.n_particles * n_features))
+            # (samples, masks, particles, features) tensors of a quarter of the working memory
+            # (2**22 numbers by default).
+            step = max(1, chunk_budget(1 / 4) // (n_masks * self.n_particles * n_features))
             log_prob = torch.cat([method(X[i : i + step], masks, noise) for i in range(0, n_samples, step)])
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
 
@@ -207,7 +207,7 @@ class VAEModule(MaskedModel):
         # Draws come in fixed chunks, shared by the samples: a sample's estimate does not
         # depend on which samples it is computed with.
         draws = min(n_samples, 256)
-        rows = max(1, _SAMPLE_BUDGET // (draws * n_features))
+        rows = max(1, chunk_budget(1 / 4) // (draws * n_features))
         total = X.new_full((n,), -math.inf)
         for start in range(0, n_samples, draws):
             noise = standard_normal((min(draws, n_samples - start), self.n_components), X, generator)

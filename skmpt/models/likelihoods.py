@@ -17,7 +17,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Bernoulli", "Gaussian", "Likelihood", "make_likelihood"]
+from .._utils import chunk_budget
+
+__all__ = ["LIKELIHOODS", "Bernoulli", "Gaussian", "Likelihood", "make_likelihood"]
 
 
 class Likelihood(torch.nn.Module):
@@ -25,7 +27,7 @@ class Likelihood(torch.nn.Module):
 
     Subclasses define :attr:`name`, :meth:`log_prob`, :meth:`mean`, :meth:`natural_terms`,
     :meth:`mixture_log_prob` and :meth:`check`; learnable parameters (a noise variance) are
-    parameters of the likelihood module.
+    parameters of the likelihood module. :data:`LIKELIHOODS` maps each :attr:`name` to its class.
     """
 
     #: The name estimators use for the likelihood (their ``likelihood`` parameter).
@@ -62,8 +64,14 @@ class Likelihood(torch.nn.Module):
         """
         raise NotImplementedError
 
-    def check(self, X):
-        """Raise ``ValueError`` naming the problem if ``X`` holds values the likelihood cannot."""
+    @classmethod
+    def check(cls, X):
+        """Raise ``ValueError`` naming the problem if ``X`` holds values the likelihood cannot.
+
+        The check of data entering a model with this likelihood (the estimators' input
+        checks, at fit and at score time); a class method, so that it runs before any model
+        is built. The base class accepts everything.
+        """
 
     def unstandardize_(self, scale):
         """Map a likelihood fitted on data divided by ``scale`` back; in place, returns self."""
@@ -76,10 +84,14 @@ class Bernoulli(Likelihood):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.models._likelihoods import Bernoulli
+    >>> from skmpt.models.likelihoods import Bernoulli
     >>> out = torch.tensor([0.0, 2.0], dtype=torch.float64)
     >>> Bernoulli().log_prob(torch.tensor([1.0, 0.0], dtype=torch.float64), out).exp()
     tensor([0.5000, 0.1192], dtype=torch.float64)
+    >>> Bernoulli.check(torch.tensor([0.0, 2.0]))
+    Traceback (most recent call last):
+    ...
+    ValueError: likelihood='bernoulli' models binary data: X must contain only 0 and 1, but it contains 2 ...
     """
 
     name = "bernoulli"
@@ -102,12 +114,15 @@ class Bernoulli(Likelihood):
         # The floor keeps log finite where a probability underflows to zero.
         return torch.where(X.unsqueeze(1) > 0.5, one, zero).clamp_min(torch.finfo(X.dtype).tiny).log()
 
-    def check(self, X):
+    @classmethod
+    def check(cls, X):
         bad = (X != 0) & (X != 1)
         if bool(bad.any()):
             raise ValueError(
                 f"likelihood='bernoulli' models binary data: X must contain only 0 and 1, but it "
-                f"contains {float(X[bad][0]):g} (and {int(bad.sum()) - 1} other non-binary values)."
+                f"contains {float(X[bad][0]):g} (and {int(bad.sum()) - 1} other non-binary values). "
+                f"Binarise it first, e.g. with binarize=0.0 (where the estimator has it) or "
+                f"sklearn.preprocessing.Binarizer."
             )
 
 
@@ -124,7 +139,7 @@ class Gaussian(Likelihood):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.models._likelihoods import Gaussian
+    >>> from skmpt.models.likelihoods import Gaussian
     >>> gaussian = Gaussian(torch.tensor(1.0, dtype=torch.float64))
     >>> float(gaussian.log_prob(torch.zeros(1, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)).detach())
     -0.9189385332046727
@@ -162,14 +177,16 @@ class Gaussian(Likelihood):
 
     def mixture_log_prob(self, X, log_weights, out):
         out_ = []
-        # (n, P, G, D) per chunk of masks: Gaussian predictives are not matrix products.
-        chunk = max(1, 2**24 // (X.shape[0] * out.numel()))
+        # (n, P, G, D) per chunk of masks, up to the working memory (2**24 numbers by default):
+        # Gaussian predictives are not matrix products.
+        chunk = max(1, chunk_budget() // (X.shape[0] * out.numel()))
         for start in range(0, log_weights.shape[1], chunk):
             weights = log_weights[:, start : start + chunk].unsqueeze(-1)
             out_.append(torch.logsumexp(weights + self.log_prob(X[:, None, None, :], out), dim=2))
         return torch.cat(out_, dim=1)
 
-    def check(self, X):
+    @classmethod
+    def check(cls, X):
         if not bool(torch.isfinite(X).all()):
             raise ValueError("likelihood='gaussian' needs finite data; X contains NaN or infinity.")
 
@@ -196,7 +213,7 @@ def make_likelihood(name, like, *, variance=1.0, floor=None):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.models._likelihoods import make_likelihood
+    >>> from skmpt.models.likelihoods import make_likelihood
     >>> make_likelihood("bernoulli", torch.zeros(1)).name
     'bernoulli'
     """
@@ -204,4 +221,8 @@ def make_likelihood(name, like, *, variance=1.0, floor=None):
         return Bernoulli()
     if name == "gaussian":
         return Gaussian(torch.as_tensor(variance, dtype=like.dtype, device=like.device), floor=floor)
-    raise ValueError(f"likelihood must be one of ('bernoulli', 'gaussian'); got {name!r}.")
+    raise ValueError(f"likelihood must be one of {tuple(LIKELIHOODS)}; got {name!r}.")
+
+
+#: The likelihood classes by name: the values of an estimator's ``likelihood`` parameter.
+LIKELIHOODS = {likelihood.name: likelihood for likelihood in (Bernoulli, Gaussian)}
