@@ -7,6 +7,8 @@ import warnings
 import numpy as np
 import torch
 
+from ..models.likelihoods import LIKELIHOODS
+
 __all__ = ["check_chunk_units", "check_mask_array", "check_values", "scale_limits", "standardization"]
 
 
@@ -34,15 +36,8 @@ def scale_limits(dtype):
 
 def check_values(X, likelihood):
     """Binary data for a Bernoulli likelihood; magnitudes whose squares the dtype holds for a Gaussian one."""
-    if likelihood == "bernoulli":
-        bad = (X != 0) & (X != 1)
-        if bool(bad.any()):
-            raise ValueError(
-                f"likelihood='bernoulli' models binary data: X must contain only 0 and 1, but "
-                f"it contains {float(X[bad][0]):g} (and {int(bad.sum()) - 1} other non-binary "
-                f"values). Binarise it first, e.g. with binarize=0.0 (where the estimator has it) or "
-                f"sklearn.preprocessing.Binarizer."
-            )
+    LIKELIHOODS[likelihood].check(X)
+    if likelihood != "gaussian":
         return
     largest = float(X.abs().max()) if X.numel() else 0.0
     limit = scale_limits(X.dtype)[1]

@@ -12,7 +12,7 @@ import torch
 from .._utils import call_with_generator, check_generator, chunk_budget
 from .._validation import check_positive_int
 from ..masks import all_masks, mask_size_for_rate, masks_of_sizes, nested_masks, random_orderings
-from ..models._base import has_own_chain, has_own_weighted_sum, reference_chain_log_prob
+from ..models import has_own_chain, has_own_weighted_sum, reference_chain_log_prob
 from .training import log_marginal, masked_log_prob_sum, noise_generator
 
 __all__ = [

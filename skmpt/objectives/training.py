@@ -10,7 +10,7 @@ import torch
 
 from .._utils import call_with_generator
 from .._validation import check_positive_int
-from ..models._base import importance_log_weights, standard_normal
+from ..models import importance_log_weights, standard_normal
 
 __all__ = [
     "OBJECTIVES",
