@@ -13,7 +13,6 @@ isotropic case :class:`PPCAModule` and its diagonal case :class:`FactorAnalysisM
 whose observation models are the likelihood objects of :mod:`skmpt.models.likelihoods`.
 """
 
-from . import contract
 from .contract import (
     MaskedModel,
     gaussian_log_prob,
@@ -30,11 +29,18 @@ from .linear_vae import LinearVAEModule
 from .vae import VAEModule
 
 __all__ = [
-    *contract.__all__,
     "FactorAnalysisModule",
     "GaussianMixtureModule",
     "LinearGaussianModule",
     "LinearVAEModule",
+    "MaskedModel",
     "PPCAModule",
     "VAEModule",
+    "gaussian_log_prob",
+    "has_own_chain",
+    "has_own_weighted_sum",
+    "importance_log_weights",
+    "reference_chain_log_prob",
+    "standard_normal",
+    "standard_normal_log_prob",
 ]
