@@ -37,19 +37,19 @@ def main(argv=None):
     )
     for P in (1, 10, 100):
         conditionals = P * D * (D + 1) // 2
-        for method, n_masks in (("sweep", P), ("nested", P), ("chain", P * (D + 1) // 2)):
+        for method, score_masks in (("sweep", P), ("nested", P), ("chain", P * (D + 1) // 2)):
             start = time.perf_counter()
             with torch.no_grad():
                 runs = torch.stack(
                     [
-                        cumulative_score(module, X, method=method, score_masks=n_masks, random_state=seed)
+                        cumulative_score(module, X, method=method, score_masks=score_masks, random_state=seed)
                         for seed in range(args.repeats)
                     ]
                 )
             seconds = (time.perf_counter() - start) / args.repeats
             means = runs.mean(1)
             per_sample = runs.std(0).median()
-            orderings = "-" if method == "sweep" else str(n_masks)
+            orderings = "-" if method == "sweep" else str(score_masks)
             print(
                 f"{method:<8} {P:>4} {orderings:>9} {conditionals:>12} {float(means.mean()):>9.3f} "
                 f"{float(means.std()):>8.4f} {float(per_sample):>10.4f} {seconds:>8.3f}"

@@ -93,13 +93,13 @@ def plot_results(ax, gs, step, n_splits, title):
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def plot_curve(ax, model, X, title, n_masks):
-    """The chosen model's MPT curve on held-out data, ``n_masks`` random masks of each size.
+def plot_curve(ax, model, X, title, score_masks):
+    """The chosen model's MPT curve on held-out data, ``score_masks`` random masks of each size.
 
     A copy of the fitted model scores with the sweep (the linear VAE's default, one chain
     ordering, is exact for the area but gives a single token's term at each size).
     """
-    estimator = copy.deepcopy(model[-1]).set_params(score_method="sweep", score_masks=n_masks)
+    estimator = copy.deepcopy(model[-1]).set_params(score_method="sweep", score_masks=score_masks)
     rates, curve = estimator.mpt_curve(model[:-1].transform(X))
     mean_curve = curve.mean(0)
     ax.plot(rates, mean_curve, marker=".")

@@ -35,11 +35,11 @@ def test_objectives_score_every_model_reproducibly_and_sample_by_sample(name):
     model, X = MODELS[name]()
     with torch.no_grad():
         for method in ("sweep", "chain"):
-            score = objectives.cumulative_score(model, X, method=method, n_masks=2, random_state=0)
+            score = objectives.cumulative_score(model, X, method=method, score_masks=2, random_state=0)
             assert score.shape == (len(X),) and score.dtype == X.dtype
-            again = objectives.cumulative_score(model, X, method=method, n_masks=2, random_state=0)
+            again = objectives.cumulative_score(model, X, method=method, score_masks=2, random_state=0)
             assert torch.equal(score, again)
-            subset = objectives.cumulative_score(model, X[3:], method=method, n_masks=2, random_state=0)
+            subset = objectives.cumulative_score(model, X[3:], method=method, score_masks=2, random_state=0)
             np.testing.assert_allclose(subset.numpy(), score[3:].numpy(), rtol=1e-12)
 
 
@@ -95,7 +95,7 @@ def test_inherited_isotropic_fast_paths_are_caught():
     with torch.no_grad():
         exact = model.log_marginal(X)
         for method in ("exhaustive", "chain"):
-            wrong = objectives.cumulative_score(model, X, method=method, n_masks=1, random_state=0)
+            wrong = objectives.cumulative_score(model, X, method=method, score_masks=1, random_state=0)
             assert float((wrong - exact).abs().max()) > 0.1
 
     class ChainStillWrong(DiagonalNoisePPCA):
