@@ -248,7 +248,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         model, tokenizer = load_masked_lm(
             self.model, tokenizer=self.tokenizer, device=device, dtype=dtype, model_kwargs=self.model_kwargs,
             allow_missing_weights=self.allow_missing_weights, random_state=self.random_state,
-            train=self.max_steps > 0,
+            train=self.max_steps > 0, verbose=self.verbose,
         )
         self.runner_ = MaskedLMRunner(
             model, tokenizer, device, dtype=dtype, max_length=model_max_length(model, tokenizer, self.max_length),
