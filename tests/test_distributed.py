@@ -613,7 +613,7 @@ def _break_trainer_state(path):
 def _pickle_trainer_state(path):
     import pickle
 
-    (path / "trainer_state.pt").write_bytes(pickle.dumps(DistributedContext()))
+    (path / "trainer_state.pt").write_bytes(pickle.dumps(DistributedContext(), protocol=2))
 
 
 def _foreign_trainer_state(path):

@@ -3,9 +3,11 @@
 import types
 import warnings
 
+import hypothesis
 import numpy as np
 import pytest
 import torch
+from hypothesis import strategies as st
 
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
@@ -705,9 +707,6 @@ def test_target_log_probs_match_a_float64_log_softmax():
 
 # --- issue 20: containers, bounded work on one text, text that cannot be encoded --------------
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
 _WORDS = st.lists(st.sampled_from(["a", "b"]), min_size=1, max_size=4).map(" ".join)
 
 # Containers whose iteration is the texts in order, as a user means them.
@@ -734,8 +733,8 @@ _REFUSED = {
 }
 
 
-@settings(max_examples=60, deadline=None)
-@given(texts=st.lists(_WORDS, min_size=1, max_size=6), kind=st.sampled_from(sorted(_ORDERED)))
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(texts=st.lists(_WORDS, min_size=1, max_size=6), kind=st.sampled_from(sorted(_ORDERED)))
 def test_ordered_containers_give_their_texts_in_order(texts, kind):
     X, column = _ORDERED[kind](texts)
     assert sktext.texts_of(X, text_column=column) == texts
@@ -744,8 +743,8 @@ def test_ordered_containers_give_their_texts_in_order(texts, kind):
     assert encoded.n_tokens.tolist() == [len(text.split()) for text in texts]
 
 
-@settings(max_examples=60, deadline=None)
-@given(texts=st.lists(_WORDS, min_size=1, max_size=6), kind=st.sampled_from(sorted(_REFUSED)))
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(texts=st.lists(_WORDS, min_size=1, max_size=6), kind=st.sampled_from(sorted(_REFUSED)))
 def test_containers_read_as_something_else_are_refused(texts, kind):
     make, message = _REFUSED[kind]
     with pytest.raises(ValueError, match=message):
