@@ -19,7 +19,9 @@ everything below runs the same code.
   different draws per rank instead seeds them with :func:`rank_generator`.
 - :func:`save_checkpoint` and :func:`load_checkpoint` save and restore the model, the
   optimiser, the step and every rank's random states, so that a resumed run continues exactly
-  where the interrupted one saved.
+  where the interrupted one saved. A run deletes only the checkpoints it wrote itself (the
+  ``written`` list it passes), and :func:`check_checkpoint_dir` refuses to start a new run in a
+  directory that holds another's.
 
 This module depends on :mod:`skmpt._utils` only.
 """
@@ -48,6 +50,7 @@ __all__ = [
     "wrap_model",
     "sync_gradients",
     "rank_generator",
+    "check_checkpoint_dir",
     "save_checkpoint",
     "load_checkpoint",
 ]
@@ -400,7 +403,60 @@ def _set_random_states(state, generators):
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(directory, *, model, optimizer, step, generators=None, extra=None, context=None, keep=1):
+def _checkpoint_entries(directory):
+    """The names in ``directory`` that are checkpoints or look like them, and its ``latest`` file."""
+    return sorted(p.name for p in directory.iterdir() if _STEP_DIRECTORY.match(p.name) or p.name == "latest")
+
+
+def check_checkpoint_dir(directory, *, resume):
+    """Refuse, before any training, a ``directory`` a run could not keep its checkpoints in.
+
+    A new run (``resume=False``) never writes beside another run's checkpoints, nor beside
+    folders that look like checkpoints (``step-NNNNNNNN``): it would mix them up, and could
+    replace them. Resuming needs the ``latest`` file that names the checkpoint to continue,
+    whenever the directory holds any.
+
+    Parameters
+    ----------
+    directory : str or path
+        Need not exist yet.
+    resume : bool
+        Whether the run continues the latest checkpoint of ``directory``.
+
+    Raises
+    ------
+    ValueError
+        When ``directory`` is a file, when a new run would start beside checkpoints, or when
+        a run to resume finds checkpoints without ``latest``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from skmpt.distributed import check_checkpoint_dir
+    >>> with tempfile.TemporaryDirectory() as directory:
+    ...     check_checkpoint_dir(directory, resume=False)  # empty: a new run may start
+    """
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"checkpoint_dir={str(directory)!r} is a file, not a directory.")
+    if not directory.is_dir():
+        return
+    entries = _checkpoint_entries(directory)
+    if entries and not resume:
+        raise ValueError(
+            f"checkpoint_dir={str(directory)!r} holds the checkpoints of another run ({', '.join(entries[:3])}"
+            f"{', ...' if len(entries) > 3 else ''}). A new run never writes beside them nor deletes them: pass "
+            "resume=True to continue that run, or give an empty or new checkpoint_dir."
+        )
+    if entries and resume and "latest" not in entries:
+        raise ValueError(
+            f"checkpoint_dir={str(directory)!r} holds {', '.join(entries[:3])} but no 'latest' file naming the "
+            "checkpoint to resume; it was not written by a run of skmpt, or not to its end."
+        )
+
+
+def save_checkpoint(directory, *, model, optimizer, step, generators=None, extra=None, context=None, keep=1,
+                    written=None):
     """Save a training state under ``directory/step-NNNNNNNN``, atomically; rank 0 writes.
 
     The checkpoint holds the model (``save_pretrained`` for a transformers model, so the
@@ -410,6 +466,9 @@ def save_checkpoint(directory, *, model, optimizer, step, generators=None, extra
     written to a temporary directory that is then renamed, and the file ``latest`` names it
     only afterwards, so an interruption at any moment leaves the previous checkpoint whole.
     Called on every rank (the random states are gathered); returns once the file is written.
+
+    Only checkpoints this run wrote, listed in ``written``, are ever deleted; a checkpoint of
+    the same step that it did not write is an error, never replaced.
 
     Parameters
     ----------
@@ -427,7 +486,11 @@ def save_checkpoint(directory, *, model, optimizer, step, generators=None, extra
     context : DistributedContext or None, default=None
         ``None`` is :func:`current_context`.
     keep : int, default=1
-        Checkpoints kept; older ones are deleted after the new one is in place.
+        Checkpoints of ``written`` kept; older ones are deleted after the new one is in place.
+    written : list of pathlib.Path or None, default=None
+        The checkpoints this run wrote, oldest first (the caller's list, empty at the start of
+        the run): the new one is appended, and all but the last ``keep`` deleted and removed.
+        ``None`` deletes nothing.
 
     Returns
     -------
@@ -446,6 +509,8 @@ def save_checkpoint(directory, *, model, optimizer, step, generators=None, extra
         gathered = [states]
     path = directory / f"step-{step:08d}"
     if context.is_main:
+        if path.exists() and path not in (written or []):
+            raise ValueError(f"{path} exists and was not written by this run; it is never replaced.")
         directory.mkdir(parents=True, exist_ok=True)
         temporary = Path(tempfile.mkdtemp(prefix=f".step-{step:08d}-", dir=directory))
         module = _inner_module(model)
@@ -461,21 +526,65 @@ def save_checkpoint(directory, *, model, optimizer, step, generators=None, extra
             "extra": extra or {},
         }
         torch.save(trainer_state, temporary / "trainer_state.pt")
-        if path.exists():  # the same step saved again (a resumed run): replace it whole
+        if path.exists():  # the same step saved again by this run: replace it whole
             shutil.rmtree(path)
+            written.remove(path)
         os.replace(temporary, path)
         pointer = directory / "latest.tmp"
         pointer.write_text(path.name + "\n", encoding="utf-8")
         os.replace(pointer, directory / "latest")
-        steps = sorted(p for p in directory.iterdir() if _STEP_DIRECTORY.match(p.name) and p != path)
-        for old in steps[: max(0, len(steps) - (keep - 1))]:
-            shutil.rmtree(old)
+        if written is not None:
+            written.append(path)
+            while len(written) > keep:
+                old = written.pop(0)
+                if old.exists():
+                    shutil.rmtree(old)
     if context.world_size > 1:
         dist.barrier()  # no rank goes on (and may be killed) before the checkpoint exists
     return path
 
 
-def load_checkpoint(directory, *, model, optimizer, generators=None, context=None):
+def _damaged(path, what="it is damaged or was not written by save_checkpoint"):
+    return ValueError(f"The checkpoint file {path} cannot be read: {what}.")
+
+
+def _read_trainer_state(path):
+    """``trainer_state.pt`` of the checkpoint ``path``, checked; errors name the file."""
+    state_file = path / "trainer_state.pt"
+    if not state_file.is_file():
+        raise ValueError(f"The checkpoint {path} holds no trainer_state.pt.")
+    try:
+        state = torch.load(state_file, map_location="cpu", weights_only=True)
+    except Exception as exc:  # unpickling, zip and I/O errors alike: the file is not one of ours
+        # (torch's own message may advise loading with weights_only=False: never do that here)
+        raise _damaged(state_file, f"it is damaged or was not written by save_checkpoint ({type(exc).__name__})") \
+            from None
+    keys = ("step", "world_size", "optimizer", "random_states", "extra")
+    if not isinstance(state, dict) or any(key not in state for key in keys):
+        raise _damaged(state_file, f"it is not a trainer state (it needs {', '.join(keys)})")
+    return state
+
+
+def _load_model_state(module, path):
+    """Load the model saved in checkpoint ``path`` into ``module``; errors name the file."""
+    try:
+        if (path / "model").is_dir():
+            source = path / "model"
+            saved = type(module).from_pretrained(source).state_dict()
+        else:
+            source = path / "model.pt"
+            saved = torch.load(source, map_location=next(module.parameters()).device, weights_only=True)
+    except Exception as exc:
+        raise _damaged(source, f"it is damaged or was not written by save_checkpoint ({type(exc).__name__})") \
+            from None
+    try:
+        module.load_state_dict(saved)
+    except (RuntimeError, TypeError, KeyError) as exc:
+        message = str(exc).strip().splitlines()[0][:300]
+        raise _damaged(source, f"it holds another model than this run's ({message})") from None
+
+
+def load_checkpoint(directory, *, model, optimizer, generators=None, context=None, check=None):
     """Restore the latest checkpoint of ``directory`` into ``model``, ``optimizer`` and
     ``generators``, on every rank.
 
@@ -490,35 +599,43 @@ def load_checkpoint(directory, *, model, optimizer, generators=None, context=Non
         Restored to this rank's saved states, as are torch's global generators.
     context : DistributedContext or None, default=None
         ``None`` is :func:`current_context`.
+    check : callable or None, default=None
+        ``check(extra, path)`` is called with the saved ``extra`` before anything is restored;
+        it raises to refuse a checkpoint of another run.
 
     Returns
     -------
     checkpoint : dict or None
         ``{"step": int, "extra": dict, "path": pathlib.Path}``, or ``None`` when
         ``directory`` holds no checkpoint yet (a first run).
+
+    Raises
+    ------
+    ValueError
+        Naming the file, when the checkpoint is damaged or foreign (another model, not written
+        by :func:`save_checkpoint`), or was saved by another number of processes.
     """
     context = current_context() if context is None else context
     directory = Path(directory)
     pointer = directory / "latest"
     if not pointer.exists():
         return None
-    path = directory / pointer.read_text(encoding="utf-8").strip()
-    state_file = path / "trainer_state.pt"
-    if not state_file.exists():
-        raise ValueError(f"{pointer} names {path.name}, which holds no trainer_state.pt.")
-    state = torch.load(state_file, map_location="cpu", weights_only=True)
+    name = pointer.read_text(encoding="utf-8", errors="replace").strip()
+    if not _STEP_DIRECTORY.match(name):
+        raise _damaged(pointer, f"it should name a checkpoint step-NNNNNNNN of {directory}, not {name[:50]!r}")
+    path = directory / name
+    state = _read_trainer_state(path)
     if state["world_size"] != context.world_size:
         raise ValueError(
             f"The checkpoint {path} was saved by {state['world_size']} processes; this run has "
             f"{context.world_size}. Resume with the same number of processes, whose random states it holds."
         )
-    module = _inner_module(model)
-    if (path / "model").is_dir():
-        saved = type(module).from_pretrained(path / "model")
-        module.load_state_dict(saved.state_dict())
-    else:
-        device = next(module.parameters()).device
-        module.load_state_dict(torch.load(path / "model.pt", map_location=device, weights_only=True))
-    optimizer.load_state_dict(state["optimizer"])
+    if check is not None:
+        check(state["extra"], path)
+    _load_model_state(_inner_module(model), path)
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+    except (ValueError, KeyError, RuntimeError) as exc:
+        raise _damaged(path / "trainer_state.pt", f"its optimiser state does not fit this model ({exc})") from None
     _set_random_states(state["random_states"][context.rank], generators or {})
     return {"step": state["step"], "extra": state["extra"], "path": path}

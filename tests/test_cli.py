@@ -211,3 +211,69 @@ def test_console_script_and_python_m(model_dir, texts_file):
     done = subprocess.run([sys.executable, "-m", "skmpt", "mlm-curve", "--model", "m", "--texts", "t", "--out", "o",
                            "--mask-rates", "0:1:0"], capture_output=True, text=True, env=env)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+# --- issue 20: errors found before scoring, --force and symbolic links ------------------------
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--texts", "."], r"--texts '\.' is a directory, not a file of texts"),
+        (["--plot", "curve.xyz"], r"--plot 'curve.xyz': matplotlib cannot write .xyz files; use one of .*png"),
+    ],
+)
+def test_a_directory_of_texts_and_an_unwritable_plot_fail_before_scoring(model_dir, texts_file, tmp_path, capsys,
+                                                                         monkeypatch, args, message):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    loads = []
+    monkeypatch.setattr(skmpt.text.scorer, "load_masked_lm", lambda *args, **kwargs: loads.append(1))
+    options = {"--model": str(model_dir), "--texts": str(texts_file), "--out": "curve.csv", "--device": "cpu"}
+    options.update(zip(args[::2], args[1::2], strict=True))
+    assert main(["mlm-curve", *(x for pair in options.items() for x in pair)]) == 2
+    assert re.search(message, one_line_error(capsys)) and loads == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["texts.txt"]
+
+
+def test_a_plot_extension_in_capitals_is_written(model_dir, texts_file, tmp_path):
+    pytest.importorskip("matplotlib")
+    assert run(model_dir, texts_file, tmp_path / "curve.csv", "--plot", str(tmp_path / "curve.PDF"), "--quiet") == 0
+    assert (tmp_path / "curve.PDF").read_bytes().startswith(b"%PDF")
+
+
+def test_force_keeps_permissions_and_writes_through_a_symbolic_link(model_dir, texts_file, tmp_path):
+    target, link = tmp_path / "kept" / "curve.csv", tmp_path / "curve.csv"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    target.chmod(0o640)
+    link.symlink_to(target)
+    assert run(model_dir, texts_file, link, "--force", "--quiet") == 0
+    assert link.is_symlink() and link.resolve() == target  # the link stays; the file it names is replaced
+    assert target.read_text().startswith("line,n_tokens") and oct(target.stat().st_mode & 0o777) == oct(0o640)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["curve.csv"]  # no temporaries
+
+
+def test_max_length_without_room_for_a_token_is_an_error(model_dir, texts_file, tmp_path, capsys):
+    assert run(model_dir, texts_file, tmp_path / "curve.csv", "--max-length", "2", "--quiet") == 1
+    assert "max_length=2 leaves no room for a token" in one_line_error(capsys)
+    assert run(model_dir, texts_file, tmp_path / "curve.csv", "--max-length", "3", "--quiet") == 0
+
+
+def test_a_long_line_is_warned_about_once_and_verbose_0_shows_no_bar(model_dir, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a b a b a b a b a b a b a b a b a b a b\na b\n", encoding="utf-8")
+    assert run(model_dir, texts, tmp_path / "curve.csv", "--max-length", "8") == 0
+    err = capsys.readouterr().err
+    assert err.count("were truncated") == 1, err
+    assert run(model_dir, texts, tmp_path / "quiet.csv", "--max-length", "8", "--quiet") == 0
+    assert capsys.readouterr().err.splitlines() == [  # --quiet: no bar, but the warning stays
+        "skmpt: warning: 1 of 2 texts are longer than max_length=8 tokens and were truncated."
+    ]
+    from transformers.utils import logging as transformers_logging
+
+    assert transformers_logging.is_progress_bar_enabled()  # the bars' state is restored
+    MLMCurveScorer(str(model_dir), device="cpu", verbose=0).fit()
+    assert "Loading weights" not in capsys.readouterr().err
+    MLMCurveScorer(str(model_dir), device="cpu", verbose=1).fit()
+    assert "Loading weights" in capsys.readouterr().err

@@ -25,6 +25,7 @@ from skmpt.distributed import (
     init_distributed,
     load_checkpoint,
     rank_generator,
+    check_checkpoint_dir,
     save_checkpoint,
     shard_indices,
     sharded_map,
@@ -480,8 +481,11 @@ def _one_adam_step(model):
 def test_checkpoints_keep_the_latest_and_survive_an_interrupted_write(tmp_path):
     model = _linear_model()
     optimizer = _one_adam_step(model)
+    written = []
     for step in (1, 2, 3):
-        save_checkpoint(tmp_path, model=model, optimizer=optimizer, step=step, extra={"step": step}, keep=2)
+        save_checkpoint(tmp_path, model=model, optimizer=optimizer, step=step, extra={"step": step}, keep=2,
+                        written=written)
+    assert written == [tmp_path / "step-00000002", tmp_path / "step-00000003"]
     # A save interrupted before its rename leaves only a temporary directory behind.
     (tmp_path / ".step-00000004-crashed").mkdir()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".step-00000004-crashed", "latest", "step-00000002",
@@ -564,3 +568,139 @@ def test_mlm_pretraining_resumed_from_a_checkpoint_equals_uninterrupted(tmp_path
     assert [h["loss"] for h in resumed.history_] == [h["loss"] for h in uninterrupted.history_]
     for got, want in zip(resumed.model_.parameters(), uninterrupted.model_.parameters(), strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+# --- issue 20: checkpoints are never lost, and a damaged or foreign one is named -------------
+
+
+def test_a_run_deletes_only_the_checkpoints_it_wrote(tmp_path):
+    model = _linear_model()
+    optimizer = _one_adam_step(model)
+    save_checkpoint(tmp_path, model=model, optimizer=optimizer, step=1)  # another run's
+    lookalike = tmp_path / "step-00000002"  # a user's folder that merely looks like a checkpoint
+    lookalike.mkdir()
+    (lookalike / "notes.txt").write_text("mine")
+    written = []
+    for step in (3, 4, 5):
+        save_checkpoint(tmp_path, model=model, optimizer=optimizer, step=step, written=written)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "step-00000001", "step-00000002",
+                                                          "step-00000005"]
+    assert (lookalike / "notes.txt").read_text() == "mine"
+    with pytest.raises(ValueError, match="step-00000002 exists and was not written by this run"):
+        save_checkpoint(tmp_path, model=model, optimizer=optimizer, step=2, written=written)
+    assert (lookalike / "notes.txt").read_text() == "mine" and written == [tmp_path / "step-00000005"]
+
+
+def test_check_checkpoint_dir(tmp_path):
+    check_checkpoint_dir(tmp_path / "new", resume=False)  # need not exist
+    (tmp_path / "file").write_text("")
+    for resume in (False, True):
+        with pytest.raises(ValueError, match="is a file, not a directory"):
+            check_checkpoint_dir(tmp_path / "file", resume=resume)
+    (tmp_path / "old" / "step-00000003").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"holds the checkpoints of another run \(step-00000003\).*resume=True"):
+        check_checkpoint_dir(tmp_path / "old", resume=False)
+    with pytest.raises(ValueError, match="no 'latest' file"):
+        check_checkpoint_dir(tmp_path / "old", resume=True)
+    (tmp_path / "old" / "latest").write_text("step-00000003\n")
+    check_checkpoint_dir(tmp_path / "old", resume=True)
+
+
+def _break_trainer_state(path):
+    (path / "trainer_state.pt").write_bytes(b"not a checkpoint")
+
+
+def _pickle_trainer_state(path):
+    import pickle
+
+    (path / "trainer_state.pt").write_bytes(pickle.dumps(DistributedContext(), protocol=2))
+
+
+def _foreign_trainer_state(path):
+    torch.save({"something": "else"}, path / "trainer_state.pt")
+
+
+def _break_model(path):
+    (path / "model.pt").write_bytes(b"\x00" * 10)
+
+
+def _other_model(path):
+    torch.save(torch.nn.Linear(5, 5).state_dict(), path / "model.pt")
+
+
+def _bad_pointer(path):
+    (path.parent / "latest").write_text("../../etc\n")
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (_break_trainer_state, r"trainer_state.pt cannot be read: it is damaged or was not written by save_checkpoint"),
+        (_pickle_trainer_state, r"trainer_state.pt cannot be read: it is damaged"),
+        (_foreign_trainer_state, r"trainer_state.pt cannot be read: it is not a trainer state"),
+        (_break_model, r"model.pt cannot be read: it is damaged"),
+        (_other_model, r"model.pt cannot be read: it holds another model than this run's"),
+        (_bad_pointer, r"latest cannot be read: it should name a checkpoint step-NNNNNNNN"),
+    ],
+)
+def test_a_damaged_or_foreign_checkpoint_is_an_error_naming_the_file(tmp_path, damage, message):
+    model = _linear_model()
+    optimizer = _one_adam_step(model)
+    damage(save_checkpoint(tmp_path, model=model, optimizer=optimizer, step=1))
+    with pytest.raises(ValueError, match=message) as raised:
+        load_checkpoint(tmp_path, model=model, optimizer=optimizer)
+    assert "weights_only" not in str(raised.value) and raised.value.__cause__ is None
+    assert str(tmp_path) in str(raised.value)
+
+
+def test_a_damaged_transformers_checkpoint_is_an_error_naming_it(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=16)
+    model = transformers.BertForMaskedLM(config)
+    optimizer = torch.optim.AdamW(model.parameters())
+    path = save_checkpoint(tmp_path, model=model, optimizer=optimizer, step=1)
+    (path / "model" / "model.safetensors").write_bytes(b"\xff" * 64)
+    with pytest.raises(ValueError, match=r"step-00000001/model cannot be read: it is damaged"):
+        load_checkpoint(tmp_path, model=model, optimizer=optimizer)
+
+
+def test_resuming_another_run_says_what_differs(tmp_path):
+    pytest.importorskip("transformers")
+    from transformers import BertConfig
+
+    from skmpt import MLMCurveScorer
+    from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+
+    sentences = load_wordnet_sentences()[:60]
+    tokenizer = make_wordpiece_tokenizer(sentences, vocab_size=200)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16)
+
+    def fit(texts, max_steps=2, resume=True, **params):
+        params = {"batch_size": 4, "learning_rate": 1e-2, "mask_rate": 0.15, "checkpoint_dir": tmp_path, **params}
+        return MLMCurveScorer(config, tokenizer=tokenizer, max_steps=max_steps, device="cpu", random_state=0,
+                              checkpoint_every=1, resume=resume, **params).fit(texts)
+
+    fit(sentences[:20], resume=False)
+    for texts, params, message in [
+        (sentences[:21], {}, "20 training texts there, 21 here"),
+        (sentences[1:21], {}, r"the training texts \(their token ids\) differ"),
+        (sentences[20:0:-1], {}, r"the training texts \(their token ids\) differ"),
+        (sentences[:20], {"learning_rate": 0.1}, "learning_rate=0.01 there, 0.1 here"),
+        (sentences[:20], {"batch_size": 8, "mask_rate": "uniform"},
+         "batch_size=4 there, 8 here; mask_rate=0.15 there, 'uniform' here"),
+        (sentences[:20], {"max_length": 64}, "max_length=512 there, 64 here"),
+    ]:
+        with pytest.raises(ValueError, match=f"resume=True, but the checkpoint .*step-00000002 is of another run: "
+                                             f"{message}"):
+            fit(texts, max_steps=4, **params)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "step-00000002"]
+    # a new run over it is refused before anything loads or trains; its checkpoints stay
+    with pytest.raises(ValueError, match="holds the checkpoints of another run"):
+        fit(sentences[:20], resume=False)
+    assert len(fit(sentences[:20], max_steps=3).history_) == 3  # the same run continues
+    # the checkpoint it resumed from was written by an earlier run: kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "step-00000002", "step-00000003"]
+    with pytest.raises(ValueError, match="checkpoint_dir='.*latest' is a file, not a directory"):
+        fit(sentences[:20], resume=False, checkpoint_dir=tmp_path / "latest")

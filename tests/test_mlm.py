@@ -3,9 +3,11 @@
 import types
 import warnings
 
+import hypothesis
 import numpy as np
 import pytest
 import torch
+from hypothesis import strategies as st
 
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
@@ -701,3 +703,122 @@ def test_target_log_probs_match_a_float64_log_softmax():
         lower = logits.to(dtype)
         reference = torch.log_softmax(lower.double(), -1)[torch.arange(6), targets]
         np.testing.assert_allclose(target_log_probs(lower, targets).numpy(), reference.numpy(), rtol=0, atol=3e-7)
+
+
+# --- issue 20: containers, bounded work on one text, text that cannot be encoded --------------
+
+_WORDS = st.lists(st.sampled_from(["a", "b"]), min_size=1, max_size=4).map(" ".join)
+
+# Containers whose iteration is the texts in order, as a user means them.
+_ORDERED = {
+    "list": lambda texts: (list(texts), None),
+    "tuple": lambda texts: (tuple(texts), None),
+    "array": lambda texts: (np.array(texts, dtype=object), None),
+    "column": lambda texts: (np.array(texts, dtype=object)[:, None], None),
+    "rows": lambda texts: ([[text] for text in texts], None),
+    "generator": lambda texts: ((text for text in texts), None),
+    "iterator": lambda texts: (iter(list(texts)), None),
+    "mapping": lambda texts: ({"label": list(range(len(texts))), "body": list(texts)}, "body"),
+}
+# Containers that iterate over something else, or in an arbitrary order: refused, never read.
+_REFUSED = {
+    "set": (lambda texts: set(texts), "order is arbitrary"),
+    "frozenset": (lambda texts: frozenset(texts), "order is arbitrary"),
+    "keys": (lambda texts: dict.fromkeys(texts).keys(), "view of a mapping"),
+    "values": (lambda texts: dict(enumerate(texts)).values(), "view of a mapping"),
+    "items": (lambda texts: dict(enumerate(texts)).items(), "view of a mapping"),
+    "mapping": (lambda texts: {text: i for i, text in enumerate(texts)}, "keys are not texts"),
+    "string": (lambda texts: " ".join(texts), "single string"),
+    "bytes": (lambda texts: " ".join(texts).encode(), "single bytes"),
+}
+
+
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(texts=st.lists(_WORDS, min_size=1, max_size=6), kind=st.sampled_from(sorted(_ORDERED)))
+def test_ordered_containers_give_their_texts_in_order(texts, kind):
+    X, column = _ORDERED[kind](texts)
+    assert sktext.texts_of(X, text_column=column) == texts
+    X, column = _ORDERED[kind](texts)  # a generator is read once: a fresh one
+    encoded = sktext.encode_texts(X, binary_tokenizer(), 16, text_column=column)
+    assert encoded.n_tokens.tolist() == [len(text.split()) for text in texts]
+
+
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(texts=st.lists(_WORDS, min_size=1, max_size=6), kind=st.sampled_from(sorted(_REFUSED)))
+def test_containers_read_as_something_else_are_refused(texts, kind):
+    make, message = _REFUSED[kind]
+    with pytest.raises(ValueError, match=message):
+        sktext.encode_texts(make(texts), binary_tokenizer(), 16)
+
+
+def test_mappings_need_text_column_and_dataset_dicts_a_split(joint_setup):
+    _, _, texts, _ = joint_setup
+    with pytest.raises(ValueError, match="is not a key of the mapping"):
+        sktext.texts_of({"text": texts}, text_column="body")
+    with pytest.raises(ValueError, match="not a sequence of texts"):
+        sktext.texts_of({"text": {"nested": texts}}, text_column="text")
+    datasets = pytest.importorskip("datasets")
+    splits = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": texts})})
+    with pytest.raises(ValueError, match=r"Pass one split, e.g. X\['train'\]"):
+        sktext.texts_of(splits)
+    assert sktext.texts_of(splits["train"]) == texts
+
+
+def test_a_text_that_is_not_valid_unicode_is_named(joint_setup):
+    _, tokenizer, texts, _ = joint_setup
+    with pytest.raises(ValueError, match=r"Text 1 cannot be encoded: the character '\\ud800' at position 2"):
+        sktext.encode_texts([texts[0], "a \ud800 b"], tokenizer, 16)
+
+
+class _RecordingTokenizer:
+    """A tokenizer that keeps the longest string it was given."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.longest = tokenizer, 0
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+    def __call__(self, texts, **kwargs):
+        self.longest = max(self.longest, *map(len, texts))
+        return self.tokenizer(texts, **kwargs)
+
+
+@pytest.mark.parametrize("separator", [" ", "\n", "  "])
+def test_a_huge_line_is_cut_before_it_is_tokenised_and_warned_about_once(joint_setup, separator):
+    _, tokenizer, _, _ = joint_setup
+    short, huge = "a b a b", separator.join(["b a"] * 300_000)
+    recording = _RecordingTokenizer(tokenizer)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        encoded = sktext.encode_texts([huge, short], recording, 10)
+    assert [str(w.message) for w in caught] == [
+        "1 of 2 texts are longer than max_length=10 tokens and were truncated."
+    ]
+    assert recording.longest < 1000  # never the 1.2 million characters of the huge line
+    expected = tokenizer(huge[:100], truncation=True, max_length=10)["input_ids"]
+    assert encoded.input_ids[0].tolist() == expected and encoded.n_tokens.tolist() == [8, 4]
+
+
+def test_a_cut_that_leaves_room_is_made_longer(joint_setup):
+    _, tokenizer, _, _ = joint_setup
+    text = "a" + " " * 5000 + "b a b"  # the first cut holds one token: cut again, longer
+    encoded = sktext.encode_texts([text], tokenizer, 10)
+    assert encoded.n_tokens.tolist() == [4]
+
+
+def test_a_special_token_beyond_the_truncation_is_never_read(joint_setup):
+    _, tokenizer, _, _ = joint_setup
+    with pytest.warns(UserWarning, match="truncated"):
+        encoded = sktext.encode_texts(["a b " * 10 + "[MASK]"], tokenizer, 6)
+    assert encoded.n_tokens.tolist() == [4]
+    with pytest.raises(ValueError, match="special token"):
+        sktext.encode_texts(["a [MASK] " * 10], tokenizer, 6)
+
+
+@pytest.mark.parametrize("max_length", [2, 1])
+def test_max_length_must_leave_room_for_a_token(joint_setup, max_length):
+    _, tokenizer, texts, _ = joint_setup
+    with pytest.raises(ValueError, match=rf"max_length={max_length} leaves no room for a token.*at least 3"):
+        sktext.encode_texts(texts, tokenizer, max_length)
+    assert sktext.check_max_length(tokenizer, 3) == 1

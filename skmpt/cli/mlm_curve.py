@@ -7,7 +7,9 @@ mean curve.
 
 Outputs are written to a temporary file beside the target and renamed at the end, so an
 interrupted run leaves no partial file; an existing file is never overwritten without
-``--force``, and the ``--texts`` input is never written to. Under ``torchrun`` every process
+``--force``, and the ``--texts`` input is never written to. ``--force`` keeps the replaced
+file's permissions, and an output that is a symbolic link stays one: the file it points to is
+replaced. Under ``torchrun`` every process
 scores its share of the texts and rank 0 alone writes; the process group is left, and the
 threads that could outlive it stopped, before the command returns, so a finished run exits
 cleanly.
@@ -19,8 +21,10 @@ import importlib.util
 import io
 import logging
 import os
+import stat
 import sys
 import tempfile
+import warnings
 
 from skmpt.cli import UsageError
 from skmpt.distributed import init_distributed, launcher_ranks
@@ -97,7 +101,7 @@ def _same_file(a, b):
 
 def _check_output(path, option, args):
     """``path`` may be written: its directory exists, it is not the input, it is new or ``--force``."""
-    directory = os.path.dirname(os.path.abspath(path))
+    directory = os.path.dirname(os.path.realpath(path))  # a symbolic link's target is written
     if not os.path.isdir(directory):
         raise UsageError(f"{option} {path!r}: the directory {directory!r} does not exist")
     if os.path.isdir(path):
@@ -108,8 +112,29 @@ def _check_output(path, option, args):
         raise UsageError(f"{option} {path!r} exists; pass --force to overwrite it")
 
 
+def _plot_format(path):
+    """The format of ``--plot``: its extension, lower case, or ``png`` without one."""
+    return os.path.splitext(path)[1][1:].lower() or "png"
+
+
+def _check_plot_format(path):
+    """matplotlib is installed and writes the format of ``--plot``: checked before any scoring."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--plot needs matplotlib, which is not installed")
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    if _plot_format(path) not in formats:
+        raise UsageError(
+            f"--plot {path!r}: matplotlib cannot write .{_plot_format(path)} files; use one of the extensions "
+            f"{', '.join(sorted(formats))}"
+        )
+
+
 def _read_texts(path):
     """``(line_numbers, texts)`` of every line, blank ones included (1-based numbers)."""
+    if path != "-" and os.path.isdir(path):
+        raise UsageError(f"--texts {path!r} is a directory, not a file of texts")
     if path != "-" and not os.path.isfile(path):
         raise UsageError(f"--texts {path!r}: no such file")
     stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
@@ -135,8 +160,7 @@ def _validate(args):
         _check_output(args.plot, "--plot", args)
         if args.out != "-" and _same_file(args.plot, args.out):
             raise UsageError("--plot and --out are the same file")
-        if importlib.util.find_spec("matplotlib") is None:
-            raise UsageError("--plot needs matplotlib, which is not installed")
+        _check_plot_format(args.plot)
     try:
         check_local_path(args.model, "--model")
         if args.tokenizer is not None:
@@ -147,33 +171,29 @@ def _validate(args):
 
 
 def _atomic_write(path, write, suffix=""):
-    """Write through ``write(file)`` to a temporary file beside ``path``; returns its name (rename later)."""
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                         prefix=f".{os.path.basename(path)}.", suffix=f".tmp{suffix}")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(temporary, 0o666 & ~umask)  # the permissions a plain open() would give
+    """Write through ``write(file)`` to a temporary file beside ``path``; returns ``(temporary, target)``.
+
+    The caller renames the temporary file to the target: ``path`` itself, or the file a symbolic
+    link ``path`` points to (the link is kept and the file it names replaced). A replaced file's
+    permissions are kept; a new file gets those a plain ``open()`` would give.
+    """
+    target = os.path.realpath(path)
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.",
+                                         suffix=f".tmp{suffix}")
+    if os.path.exists(target):
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.chmod(temporary, mode)
     try:
         with os.fdopen(handle, "wb") as file:
             write(file)
     except BaseException:
         os.unlink(temporary)
         raise
-    return temporary
-
-
-
-
-def _without_transformers_bars(function, *args):
-    from transformers.utils import logging as transformers_logging
-
-    shown = transformers_logging.is_progress_bar_enabled()
-    transformers_logging.disable_progress_bar()  # its bars, not its warnings
-    try:
-        return function(*args)
-    finally:
-        if shown:
-            transformers_logging.enable_progress_bar()
+    return temporary, target
 
 
 def _score_file(args, line_numbers, lines, context):
@@ -198,8 +218,10 @@ def _score_file(args, line_numbers, lines, context):
     texts = [lines[i] for i in kept]
     names = [f"line {line_numbers[i]}" for i in kept]
     lengths = encode_texts(texts, scorer.tokenizer_, scorer.max_length_, names=names).n_tokens
-    curve = scorer.transform(texts)
-    scores = scorer.score_samples(texts)
+    with warnings.catch_warnings():  # the truncation warning was given once, just above
+        warnings.filterwarnings("ignore", message=".* longer than max_length", category=UserWarning)
+        curve = scorer.transform(texts)
+        scores = scorer.score_samples(texts)
     areas = curve_area(curve, scorer.mask_rates_, scale=512)
     if not context.is_main:  # every rank holds all results; the main one writes them, once
         return
@@ -215,10 +237,10 @@ def _score_file(args, line_numbers, lines, context):
     temporaries = []
     try:
         if args.out != "-":
-            temporaries.append((_atomic_write(args.out, lambda file: file.write(table)), args.out))
+            temporaries.append(_atomic_write(args.out, lambda file: file.write(table)))
         if args.plot is not None:
-            temporaries.append((_atomic_write(args.plot, lambda file: _plot(file, scorer, curve, args),
-                                              os.path.splitext(args.plot)[1]), args.plot))
+            temporaries.append(_atomic_write(args.plot, lambda file: _plot(file, scorer, curve, args),
+                                             os.path.splitext(args.plot)[1]))
         for _, target in temporaries:
             if os.path.exists(target) and not args.force:
                 raise UsageError(f"{target!r} appeared while scoring; pass --force to overwrite it")
@@ -248,7 +270,7 @@ def _plot(file, scorer, curve, args):
     ax.plot(100 * scorer.mask_rates_, curve.mean(0), marker=".")
     ax.set(xlabel="% of tokens masked", ylabel="S(x; M), nats per token", title=str(args.model))
     fig.tight_layout()
-    fig.savefig(file, dpi=120, format=os.path.splitext(args.plot)[1][1:] or "png")
+    fig.savefig(file, dpi=120, format=_plot_format(args.plot))
     plt.close(fig)
 
 
@@ -270,10 +292,7 @@ def run(args):
     joined = dist.is_available() and not dist.is_initialized()
     context = init_distributed(args.device)
     try:
-        if args.quiet or not context.is_main:
-            _without_transformers_bars(_score_file, args, line_numbers, lines, context)
-        else:
-            _score_file(args, line_numbers, lines, context)
+        _score_file(args, line_numbers, lines, context)
         if joined and dist.is_initialized():
             dist.barrier()  # every rank leaves together, once rank 0 has written
     finally:

@@ -16,12 +16,19 @@ passes) and calls plain parts: :func:`encode_texts` (:mod:`.encoding`), :func:`l
 **Texts.** Texts may be a list, tuple or array of strings of shape (n,) or (n, 1), a pandas Series or
 DataFrame (``str``, ``string[pyarrow]``/``string[python]`` or object columns), or a
 ``datasets.Dataset`` or ``IterableDataset``; from a DataFrame or dataset, the column is
-``text_column``. Every method rejects, with a ``ValueError`` naming the text's index: a text
-that is not a string or is blank, and a text that holds a special token literally (``[CLS]``,
+``text_column``. A mapping from column names to texts is read only with ``text_column`` (its
+keys are never scored), and an iterator or generator is read once, in its order. Refused with a
+message that says what to pass: a single string, a ``datasets.DatasetDict`` (what
+``load_dataset`` returns without ``split=``: pass ``ds["train"]``), a mapping without
+``text_column`` and unordered collections (set, frozenset, dict views) (:func:`texts_of`).
+Every method rejects, with a ``ValueError`` naming the text's index: a text that is not a
+string, is blank or is not valid Unicode (a lone surrogate), and a text that holds a special
+token literally (``[CLS]``,
 ``[SEP]``, ``[PAD]``, ``[MASK]`` or the model's equivalents), which a masked LM would otherwise
 mask and score as a word of the text or skip as a special one. Characters the tokenizer cannot
 spell become its unknown token and are scored like any token. Texts longer than ``max_length``
-are truncated with a ``UserWarning``.
+are truncated with a ``UserWarning``; a text is cut to a bounded number of characters before it
+is tokenised, so a single huge line costs what a long one does.
 
 **Loading.** Loading is checked before any text is scored: a model that is not a masked LM (a causal LM such
 as GPT-2, a ``BertModel`` without its head), given as an object, a configuration, a directory or
@@ -48,7 +55,7 @@ processes, and can checkpoint and resume (``checkpoint_every``, ``checkpoint_dir
 """
 
 from .._utils import DTYPES
-from .encoding import EncodedTexts, encode_texts, texts_of
+from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
 from .loading import check_local_path, load_masked_lm, load_tokenizer, model_max_length
 from .runner import MaskedLMRunner, language_model_head, target_log_probs
 from .scorer import DEFAULT_MASK_RATES, MLMCurveScorer
@@ -77,6 +84,7 @@ __all__ = [
     "SweepMasks",
     "chain_masks",
     "check_local_path",
+    "check_max_length",
     "encode_texts",
     "language_model_head",
     "load_masked_lm",

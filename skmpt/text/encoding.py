@@ -1,11 +1,13 @@
 """Texts, whatever container holds them, to checked token ids (:class:`EncodedTexts`)."""
 
 import warnings
+from collections.abc import ItemsView, KeysView, Mapping, ValuesView
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 import torch
 
-__all__ = ["EncodedTexts", "encode_texts", "texts_of"]
+__all__ = ["EncodedTexts", "check_max_length", "encode_texts", "texts_of"]
 
 
 class EncodedTexts:
@@ -46,19 +48,31 @@ class EncodedTexts:
 
 
 def texts_of(X, text_column=None):
-    """The texts of ``X`` as a list, whatever container holds them.
+    """The texts of ``X`` as a list, in order, whatever container holds them.
+
+    Accepted: a list, tuple or array of texts (of shape (n,) or (n, 1)), a pandas Series or
+    DataFrame, a ``datasets.Dataset`` or ``IterableDataset``, a mapping from column names to
+    texts with ``text_column``, and an iterator or generator of texts (read once, in its order).
+    Refused with a message that says what to pass: a single string, a ``datasets.DatasetDict``
+    (pass one split, ``X["train"]``), a mapping without ``text_column`` (its keys are never read
+    as texts), and unordered collections (set, frozenset, dict views), whose order is arbitrary.
 
     Parameters
     ----------
     X : list, tuple or array of str of shape (n,) or (n, 1), pandas Series or DataFrame, \
-            datasets.Dataset or IterableDataset
+            datasets.Dataset or IterableDataset, mapping, iterator or generator
     text_column : str or None, default=None
-        The column of a DataFrame or dataset; ``None`` picks ``"text"`` or ``"sentence"``, or
-        the only string column.
+        The column of a DataFrame or dataset, or the key of a mapping; ``None`` picks ``"text"``
+        or ``"sentence"``, or the only string column, of a DataFrame or dataset.
 
     Returns
     -------
     texts : list
+
+    Raises
+    ------
+    ValueError
+        When ``X`` is one of the refused containers, or ``text_column`` is not one of its columns.
 
     Examples
     --------
@@ -66,11 +80,23 @@ def texts_of(X, text_column=None):
     >>> from skmpt.text import texts_of
     >>> texts_of(np.array([["a b"], ["b a"]]))
     ['a b', 'b a']
+    >>> texts_of({"label": [1, 0], "text": ["a b", "b a"]}, text_column="text")
+    ['a b', 'b a']
+    >>> texts_of({"a b", "b a"})
+    Traceback (most recent call last):
+    ...
+    ValueError: Expected an ordered sequence of texts; got a set, whose order is arbitrary. Pass a list ...
     """
     try:
         import datasets
     except ImportError:  # pragma: no cover - datasets is part of the text extra
         datasets = None
+    if datasets is not None and isinstance(X, (datasets.DatasetDict, datasets.IterableDatasetDict)):
+        splits = list(X)
+        raise ValueError(
+            f"Expected the texts of one split; got a {type(X).__name__} of the splits {splits} (what "
+            f"datasets.load_dataset returns without split=). Pass one split, e.g. X[{(splits or ['train'])[0]!r}]."
+        )
     if datasets is not None and isinstance(X, (datasets.Dataset, datasets.IterableDataset)):
         return _dataset_texts(X, datasets, text_column)
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a DataFrame
@@ -78,8 +104,9 @@ def texts_of(X, text_column=None):
 
         column = _text_column(list(X.columns), lambda c: is_string_dtype(X[c]), text_column)
         return list(X[column])
-    if isinstance(X, str):
-        raise ValueError("Expected a sequence of texts, got a single string; wrap it in a list.")
+    if isinstance(X, Mapping):
+        return _mapping_texts(X, text_column)
+    _check_ordered(X)
     if not isinstance(X, np.ndarray):
         try:
             X = list(X)
@@ -93,6 +120,38 @@ def texts_of(X, text_column=None):
     if X.ndim != 1:
         raise ValueError(f"Expected a 1-D array of texts or a column of shape (n, 1); got shape {X.shape}.")
     return X.tolist()
+
+
+def _check_ordered(X):
+    """Refuse a single string and the containers whose iteration is not a list of texts in order."""
+    if isinstance(X, (str, bytes)):
+        what = "string" if isinstance(X, str) else "bytes object"
+        raise ValueError(f"Expected a sequence of texts, got a single {what}; wrap it in a list.")
+    if isinstance(X, (KeysView, ItemsView, ValuesView)):
+        raise ValueError(
+            f"Expected a sequence of texts; got a {type(X).__name__}, a view of a mapping. Pass a list of the texts."
+        )
+    if isinstance(X, AbstractSet):
+        raise ValueError(
+            f"Expected an ordered sequence of texts; got a {type(X).__name__}, whose order is arbitrary. Pass a "
+            "list (or another ordered sequence): the scores come back in the order of the texts."
+        )
+
+
+def _mapping_texts(X, text_column):
+    """The texts of a mapping from column names to texts: only the column ``text_column``."""
+    keys = list(X)
+    if text_column is None:
+        raise ValueError(
+            f"Expected a sequence of texts; got a {type(X).__name__} with the keys {keys[:10]}. Its keys are not "
+            "texts: set text_column to the key that holds them, or pass the texts themselves."
+        )
+    if text_column not in X:
+        raise ValueError(f"text_column={text_column!r} is not a key of the mapping; its keys are {keys[:10]}.")
+    texts = X[text_column]
+    if isinstance(texts, Mapping):
+        raise ValueError(f"X[{text_column!r}] is a {type(texts).__name__}, not a sequence of texts.")
+    return texts_of(texts)
 
 
 def _dataset_texts(X, datasets, text_column):
@@ -125,14 +184,59 @@ def _text_column(columns, is_text, text_column):
     return text_columns[0]
 
 
-def _check_texts(texts, names, tokenizer):
-    """Every text is a non-blank string without a literal special token; returns its plain ids."""
+# Before it is tokenised, a text is cut to this many characters per token that fits (at its last
+# space when there is one), so that a single huge line costs what a long one does; a cut that
+# leaves room for more tokens is made again twice as long, up to the whole text.
+_CHARACTERS_PER_TOKEN = 16
+
+
+def _cut(text, n_characters):
+    """The first ``n_characters`` of ``text``, cut back to its last whitespace in their second half if any."""
+    if len(text) <= n_characters:
+        return text
+    end = n_characters
+    while end > n_characters // 2 and not text[end - 1].isspace():
+        end -= 1
+    return text[:end] if end > n_characters // 2 else text[:n_characters]
+
+
+def _check_texts(texts, names):
+    """Every text is a non-blank string."""
     for name, text in zip(names, texts, strict=True):
         if not isinstance(text, str):
             raise ValueError(f"{name} is not a string but {type(text).__name__}: {text!r}.")
-        if not text.strip():
+        if not text or text.isspace():
             raise ValueError(f"{name} is empty.")
-    plain = tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def _plain_ids(texts, names, tokenizer, limit):
+    """``(ids, cuts)``: each text's own ids, at most ``limit + 1`` (more than ``limit``: truncated), and the
+    cut of the text they come from."""
+    ids, cuts = [None] * len(texts), [None] * len(texts)
+    pending, size = list(range(len(texts))), _CHARACTERS_PER_TOKEN * (limit + 1)
+    while pending:
+        cut = [_cut(texts[i], size) for i in pending]
+        for i, text in zip(pending, cut, strict=True):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(
+                    f"{names[i]} cannot be encoded: the character {text[exc.start]!r} at position {exc.start} is "
+                    f"not valid Unicode text ({exc.reason}; a lone surrogate?)."
+                ) from None
+        encoded = tokenizer(cut, add_special_tokens=False, truncation=True, max_length=limit + 1)["input_ids"]
+        still = []
+        for i, text, text_ids in zip(pending, cut, encoded, strict=True):
+            if len(text_ids) <= limit and len(text) < len(texts[i]):  # room left: the cut may have dropped tokens
+                still.append(i)
+            else:
+                ids[i], cuts[i] = text_ids, text
+        pending, size = still, 2 * size
+    return ids, cuts
+
+
+def _check_special_tokens(plain, names, tokenizer):
+    """No text holds a special token literally, among the tokens that are scored."""
     # A literal special token would be masked and scored as a word of the text, or silently
     # skipped as a special one, depending on the tokenizer; neither is the text's likelihood.
     # Unknown pieces are what the tokenizer makes of text it cannot spell: they stay.
@@ -144,18 +248,58 @@ def _check_texts(texts, names, tokenizer):
                 f"{name} contains the special token {tokenizer.convert_ids_to_tokens(found[0])!r}; texts "
                 "holding special tokens literally ([CLS], [SEP], [PAD], [MASK], ...) are rejected: remove them."
             )
-    return plain
+
+
+def check_max_length(tokenizer, max_length, name="max_length"):
+    """The number of the text's own tokens that fit in ``max_length``; at least one, else an error.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+    max_length : int
+        Longest tokenised text, special tokens included.
+    name : str, default="max_length"
+        What names ``max_length`` in the error.
+
+    Returns
+    -------
+    limit : int
+        ``max_length`` less the special tokens the tokenizer adds to a text.
+
+    Raises
+    ------
+    ValueError
+        When no token of the text fits beside the special tokens.
+
+    Examples
+    --------
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import check_max_length
+    >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:50], vocab_size=200)
+    >>> check_max_length(tokenizer, 8)  # [CLS] and [SEP] take two
+    6
+    """
+    n_special = tokenizer.num_special_tokens_to_add()
+    if max_length - n_special < 1:
+        raise ValueError(
+            f"{name}={max_length} leaves no room for a token: the tokenizer adds {n_special} special tokens to "
+            f"every text; {name} must be at least {n_special + 1}."
+        )
+    return max_length - n_special
 
 
 def encode_texts(X, tokenizer, max_length, *, text_column=None, names=None):
     """Validate and tokenise texts: ids with special tokens, and the positions of the text's own.
 
-    Texts longer than ``max_length`` tokens (special tokens included) are truncated with a
-    ``UserWarning``.
+    Texts longer than ``max_length`` tokens (special tokens included) are truncated with one
+    ``UserWarning`` per call. A text is cut to a bounded number of characters (at a space when it
+    has one) before it is tokenised, so the work on a single huge line does not grow with its
+    length; a literal special token is looked for only in the tokens that are kept.
 
     Parameters
     ----------
-    X : list, tuple or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+    X : list, tuple or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset, \
+            mapping with ``text_column``, iterator
         Read by :func:`texts_of`.
     tokenizer : transformers tokenizer
         With a padding token.
@@ -174,8 +318,10 @@ def encode_texts(X, tokenizer, max_length, *, text_column=None, names=None):
     Raises
     ------
     ValueError
-        Naming the text: one that is not a string, is blank, holds a special token literally,
-        or has no token of its own after tokenisation.
+        Naming the text: one that is not a string, is blank, is not valid Unicode (a lone
+        surrogate), holds a special token literally, or has no token of its own after
+        tokenisation; also when ``max_length`` leaves no room for a token
+        (:func:`check_max_length`).
 
     Examples
     --------
@@ -191,8 +337,11 @@ def encode_texts(X, tokenizer, max_length, *, text_column=None, names=None):
     if not texts:
         raise ValueError("Expected at least one text; got an empty sequence.")
     names = [f"Text {index}" for index in range(len(texts))] if names is None else names
-    plain = _check_texts(texts, names, tokenizer)
-    n_long = sum(len(ids) + tokenizer.num_special_tokens_to_add() > max_length for ids in plain)
+    _check_texts(texts, names)
+    limit = check_max_length(tokenizer, max_length)
+    plain, texts = _plain_ids(texts, names, tokenizer, limit)  # a text too long to fit comes back cut
+    _check_special_tokens([ids[:limit] for ids in plain], names, tokenizer)
+    n_long = sum(len(ids) > limit for ids in plain)
     if n_long:
         warnings.warn(
             f"{n_long} of {len(texts)} texts are longer than max_length={max_length} tokens and were truncated.",

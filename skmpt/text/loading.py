@@ -1,11 +1,14 @@
 """Loading a masked language model and its tokenizer, with every check made before any text is scored."""
 
+import contextlib
 import copy
 import logging
 import os
 
 import torch
 from sklearn.utils import check_random_state
+
+from .encoding import check_max_length
 
 __all__ = ["check_local_path", "load_masked_lm", "load_tokenizer", "model_max_length"]
 
@@ -21,6 +24,33 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.*", "merge
 
 # Options of ``from_pretrained`` that say where and how to fetch; they apply to the tokenizer too.
 _HUB_OPTIONS = ("revision", "trust_remote_code", "local_files_only", "cache_dir", "token")
+
+@contextlib.contextmanager
+def hidden_transformers_bars(hidden=True):
+    """Within the block, transformers' own progress bars ("Loading weights", ...) are hidden.
+
+    With ``hidden=False`` nothing changes. Its warnings are untouched, and the bars' state
+    before the block is restored after it.
+
+    Examples
+    --------
+    >>> from transformers.utils import logging
+    >>> from skmpt.text.loading import hidden_transformers_bars
+    >>> with hidden_transformers_bars():
+    ...     logging.is_progress_bar_enabled()
+    False
+    """
+    from transformers.utils import logging as transformers_logging
+
+    shown = transformers_logging.is_progress_bar_enabled()
+    if hidden:
+        transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown and hidden:
+            transformers_logging.enable_progress_bar()
+
 
 def _looks_like_path(text):
     """Whether a string that is not on disk is a path rather than a hub name (``name`` or ``org/name``)."""
@@ -161,7 +191,7 @@ def _model_source(model, kwargs):
 
 
 def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=None, allow_missing_weights=False,
-                   random_state=None, train=False):
+                   random_state=None, train=False, verbose=0):
     """The masked LM on ``device`` (in ``dtype``) and its tokenizer; cheap checks come first.
 
     Parameters
@@ -182,6 +212,8 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
     train : bool, default=False
         Whether the model will be trained: a model object is then copied, as it is when it
         must be moved or cast, so that the caller's object is never modified.
+    verbose : int, default=0
+        When 0, transformers' "Loading weights" progress bar is not shown.
 
     Returns
     -------
@@ -208,7 +240,8 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
     source = _model_source(model, kwargs)
     tokenizer = load_tokenizer(tokenizer, source, kwargs)  # before the weights: it fails faster
     if isinstance(model, (str, os.PathLike)):
-        loaded = _from_pretrained(model, dtype, kwargs, allow_missing_weights)
+        with hidden_transformers_bars(hidden=not verbose):
+            loaded = _from_pretrained(model, dtype, kwargs, allow_missing_weights)
     elif isinstance(model, transformers.PretrainedConfig):
         seed = int(check_random_state(random_state).randint(2**31 - 1))
         with torch.random.fork_rng(devices=[]):
@@ -314,7 +347,8 @@ def load_tokenizer(tokenizer, source, model_kwargs=None):
 def model_max_length(model, tokenizer, max_length):
     """``max_length`` capped by the model's position embeddings and the tokenizer's own limit.
 
-    RoBERTa-style models reserve the first ``padding_idx + 1`` positions.
+    RoBERTa-style models reserve the first ``padding_idx + 1`` positions. A length that leaves no
+    room for a token beside the special ones is a ``ValueError`` (:func:`check_max_length`).
 
     Examples
     --------
@@ -337,4 +371,5 @@ def model_max_length(model, tokenizer, max_length):
     model_max = getattr(tokenizer, "model_max_length", None)
     if model_max is not None and model_max < 10**6:
         limits.append(model_max)
+    check_max_length(tokenizer, int(min(limits)))  # room for one token of the text beside the special ones
     return int(min(limits))

@@ -53,8 +53,9 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     ``model`` and ``tokenizer`` objects instead of copying their weights (neither is ever
     modified: :meth:`fit` trains, moves or casts a copy).
 
-    Texts may be a list, array, pandas Series or DataFrame, or a ``datasets`` dataset. The
-    checks made on texts and models before any text is scored, and the split of the work under
+    Texts may be a list, array, pandas Series or DataFrame, a ``datasets`` dataset (one split),
+    an iterator, or a mapping with ``text_column`` (:func:`~skmpt.text.texts_of`). The checks
+    made on texts and models before any text is scored, and the split of the work under
     ``torchrun`` or ``accelerate launch`` (every process calls a method with the same texts and
     gets all results, equal to one process's), are told in :mod:`skmpt.text`.
 
@@ -92,8 +93,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         the sentence length. A training step larger than this accumulates gradients over
         several passes (a step is always ``batch_size`` texts).
     max_length : int, default=512
-        Longest tokenised text, special tokens included; longer texts are truncated with a
-        warning. Also capped by the model's position embeddings.
+        Longest tokenised text, special tokens included (room for one token at least); longer
+        texts are truncated with a warning. Also capped by the model's position embeddings.
     mask_rate : float in (0, 1] or "uniform", default=0.15
         Masking used by :meth:`fit` when ``max_steps > 0``: a fixed rate (``round(rate * L)``
         tokens), or ``"uniform"`` for a uniformly random size in ``1..L`` per text, whose
@@ -106,10 +107,11 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         Save a checkpoint (model, optimiser, history, data order, generators; atomically, the
         latest kept) to ``checkpoint_dir`` every this many training steps.
     checkpoint_dir : str, path or None, default=None
-        Where checkpoints are kept; needed by ``checkpoint_every`` and ``resume``.
+        Where checkpoints are kept; needed by ``checkpoint_every`` and ``resume``. A new run
+        refuses a directory that holds checkpoints, and deletes only those it wrote.
     resume : bool, default=False
         Continue training from the latest checkpoint in ``checkpoint_dir``, as an uninterrupted
-        run would (same parameters and number of processes).
+        run would; other texts or parameters, or another number of processes, are an error.
     text_column : str or None, default=None
         Column of the texts in a DataFrame or dataset; ``None`` picks ``"text"`` or
         ``"sentence"``, or the only string column.
@@ -237,10 +239,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         self : MLMCurveScorer
         """
         validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
-        if (self.checkpoint_every is not None or self.resume) and self.checkpoint_dir is None:
-            raise ValueError("checkpoint_every and resume=True need checkpoint_dir, where checkpoints are kept.")
-        if self.max_steps > 0 and X is None:
-            raise ValueError("fit with max_steps > 0 needs training texts X.")
+        training = MaskedPretraining(**{name: getattr(self, name) for name in _TRAINING_PARAMETERS})
+        training.check(X)  # texts to train on, and a checkpoint_dir it may write to: before anything loads
         # Under torchrun or accelerate launch, join the process group: cuda:LOCAL_RANK or gloo on the CPU.
         device = init_distributed(self.device).device
         self.mask_rates_ = DEFAULT_MASK_RATES.copy() if self.mask_rates is None else check_mask_rates(self.mask_rates)
@@ -248,7 +248,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         model, tokenizer = load_masked_lm(
             self.model, tokenizer=self.tokenizer, device=device, dtype=dtype, model_kwargs=self.model_kwargs,
             allow_missing_weights=self.allow_missing_weights, random_state=self.random_state,
-            train=self.max_steps > 0,
+            train=self.max_steps > 0, verbose=self.verbose,
         )
         self.runner_ = MaskedLMRunner(
             model, tokenizer, device, dtype=dtype, max_length=model_max_length(model, tokenizer, self.max_length),
@@ -258,7 +258,6 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         if X is not None:
             encoded = self._encode(X)  # validates the texts even when there is nothing to train
             if self.max_steps > 0:
-                training = MaskedPretraining(**{name: getattr(self, name) for name in _TRAINING_PARAMETERS})
                 self.history_ = training.run(self.runner_, encoded)
         return self
 

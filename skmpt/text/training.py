@@ -7,17 +7,22 @@ DDP averages the gradients, so a step is the step of one process on the whole ba
 rounding. A step's forward passes (bounded by the runner's ``max_batch_tokens``) accumulate
 gradients, and only the last one synchronises them. Checkpoints hold the model, the optimiser,
 the step, the history, the data order and the generators (the masks' and torch's, which
-dropout draws from).
+dropout draws from), and what the run was: a fingerprint of the training texts' token ids and
+the settings a continuation must share. A run deletes only the checkpoints it wrote itself.
 """
 
+import hashlib
 import logging
 import time
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..distributed import current_context, load_checkpoint, save_checkpoint, sync_gradients, wrap_model
+from ..distributed import (check_checkpoint_dir, current_context, load_checkpoint, save_checkpoint, sync_gradients,
+                           wrap_model)
 from ..masks import check_generator, mask_size_for_rate, masks_of_sizes
+from .loading import hidden_transformers_bars
 
 __all__ = ["MaskedPretraining"]
 
@@ -42,7 +47,10 @@ class MaskedPretraining:
         Save a checkpoint to ``checkpoint_dir`` every this many steps.
     checkpoint_dir : str, path or None, default=None
     resume : bool, default=False
-        Continue from the latest checkpoint of ``checkpoint_dir``.
+        Continue from the latest checkpoint of ``checkpoint_dir``: the same texts (their token
+        ids), ``batch_size``, ``mask_rate``, ``learning_rate``, longest text and number of
+        processes, or a ``ValueError`` that says what differs. Without it, a ``checkpoint_dir``
+        that holds checkpoints is refused (:meth:`check`).
     verbose : int, default=0
         When > 0, a progress bar on the main rank.
 
@@ -75,6 +83,63 @@ class MaskedPretraining:
         self.resume = resume
         self.verbose = verbose
 
+    #: What a resumed run must share with the run that saved the checkpoint (besides the texts).
+    _RUN_SETTINGS = ("batch_size", "mask_rate", "learning_rate", "max_length")
+
+    def check(self, X):
+        """Refuse, before anything loads, what could not train: no texts, or no usable ``checkpoint_dir``.
+
+        Parameters
+        ----------
+        X : object or None
+            The training texts (only whether there are some).
+
+        Raises
+        ------
+        ValueError
+            When ``max_steps > 0`` without ``X``, when checkpoints are asked for without
+            ``checkpoint_dir``, or when ``checkpoint_dir`` is refused by
+            :func:`~skmpt.distributed.check_checkpoint_dir` (a file, or another run's
+            checkpoints for a new run).
+        """
+        if (self.checkpoint_every is not None or self.resume) and self.checkpoint_dir is None:
+            raise ValueError("checkpoint_every and resume=True need checkpoint_dir, where checkpoints are kept.")
+        if self.max_steps > 0 and X is None:
+            raise ValueError("fit with max_steps > 0 needs training texts X.")
+        if self.max_steps > 0 and self.checkpoint_dir is not None:
+            check_checkpoint_dir(self.checkpoint_dir, resume=self.resume)
+
+    def _run_record(self, runner, encoded):
+        """What identifies this run in its checkpoints: the texts' fingerprint and the settings."""
+        digest = hashlib.sha256()
+        for ids in encoded.input_ids:
+            ids = ids.numpy().astype(np.int64)
+            digest.update(np.int64(len(ids)).tobytes() + ids.tobytes())
+        settings = {"batch_size": self.batch_size, "mask_rate": self.mask_rate, "learning_rate": self.learning_rate,
+                    "max_length": runner.max_length}
+        return {"n_texts": len(encoded), "texts_sha256": digest.hexdigest(), **settings}
+
+    def _check_resumed(self, record):
+        """``check`` of :func:`~skmpt.distributed.load_checkpoint`: the checkpoint is this run's."""
+
+        def check(extra, path):
+            saved = extra.get("run") if isinstance(extra, dict) else None
+            if not isinstance(saved, dict):
+                raise ValueError(f"The checkpoint {path} holds no record of its run; it cannot be resumed here.")
+            differences = [f"{name}={saved.get(name)!r} there, {record[name]!r} here"
+                           for name in self._RUN_SETTINGS if saved.get(name) != record[name]]
+            if saved.get("n_texts") != record["n_texts"]:
+                differences.append(f"{saved.get('n_texts')} training texts there, {record['n_texts']} here")
+            elif saved.get("texts_sha256") != record["texts_sha256"]:
+                differences.append("the training texts (their token ids) differ")
+            if differences:
+                raise ValueError(
+                    f"resume=True, but the checkpoint {path} is of another run: {'; '.join(differences)}. Resume "
+                    "with the texts and parameters of that run, or start a new run in another checkpoint_dir."
+                )
+
+        return check
+
     def run(self, runner, encoded):
         """Train ``runner.model`` in place on ``encoded``; returns the history, one dict per step.
 
@@ -98,10 +163,13 @@ class MaskedPretraining:
         # float16 autocast (a GPU without bfloat16) needs its gradients scaled; bfloat16 does not
         scaler = torch.amp.GradScaler(runner.device.type, enabled=runner.autocast_dtype() == torch.float16)
         order = torch.randperm(len(encoded), generator=generator)
-        cursor, first, history = 0, 1, []
+        cursor, first, history, written = 0, 1, [], []  # written: the checkpoints of this run, the only ones deleted
+        record = self._run_record(runner, encoded)
         if self.resume:
-            saved = load_checkpoint(self.checkpoint_dir, model=model, optimizer=optimizer,
-                                    generators={"masks": generator}, context=context)
+            with hidden_transformers_bars(hidden=not self.verbose):
+                saved = load_checkpoint(self.checkpoint_dir, model=model, optimizer=optimizer,
+                                        generators={"masks": generator}, context=context,
+                                        check=self._check_resumed(record))
             if saved is not None:
                 first, extra = saved["step"] + 1, saved["extra"]
                 history = [dict(entry) for entry in extra["history"]]
@@ -124,9 +192,11 @@ class MaskedPretraining:
                     if step == 1 or step % max(1, self.max_steps // 10) == 0:
                         logger.info("step %d of %d: loss %.4f nats per token", step, self.max_steps, loss)
                     if self.checkpoint_every and step % self.checkpoint_every == 0:
-                        extra = {"history": history, "order": order, "cursor": cursor}
-                        save_checkpoint(self.checkpoint_dir, model=model, optimizer=optimizer, step=step,
-                                        generators={"masks": generator}, extra=extra, context=context)
+                        extra = {"history": history, "order": order, "cursor": cursor, "run": record}
+                        with hidden_transformers_bars(hidden=not self.verbose):
+                            save_checkpoint(self.checkpoint_dir, model=model, optimizer=optimizer, step=step,
+                                            generators={"masks": generator}, extra=extra, context=context,
+                                            written=written)
         finally:
             runner.model.eval()
         return history
