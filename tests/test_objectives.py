@@ -201,3 +201,29 @@ def test_objectives_table_and_generators():
     assert torch.equal(a, b)
     with pytest.raises(ValueError, match="n_particles"):
         objectives.iwae(vae, X, n_particles=0)
+
+
+def test_a_model_returning_another_shape_is_named_not_broadcast():
+    """A masked sum that drops the masks axis for one mask per sample (the training default)
+    would broadcast into the objective; the objectives check every shape a model returns."""
+    from skmpt.masks import uniform_size_masks
+    from skmpt.models import PPCAModule
+
+    class OneMaskBug(PPCAModule):
+        def masked_log_prob_sum(self, X, masks, **kwargs):
+            sums = super().masked_log_prob_sum(X, masks, **kwargs)
+            return sums[..., 0] if masks.shape[-2] == 1 else sums
+
+    g = torch.Generator().manual_seed(0)
+    model = OneMaskBug(torch.randn(2, 5, generator=g, dtype=torch.float64), torch.zeros(5, dtype=torch.float64), 0.5)
+    X = torch.randn(4, 5, generator=g, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"OneMaskBug.masked_log_prob_sum returned \(4,\) .* asks for \(4, 1\)"):
+        objectives.mpt_objective(model, X, uniform_size_masks((4, 1), 5, random_state=0))
+
+    class ChainBug(PPCAModule):
+        def chain_log_prob(self, X, orderings, **kwargs):
+            return super().chain_log_prob(X, orderings, **kwargs).sum(1)
+
+    chain_bug = ChainBug(model.components.detach(), model.mean.detach(), 0.5)
+    with pytest.raises(ValueError, match=r"ChainBug.chain_log_prob returned \(4, 5\)"):
+        objectives.cumulative_score(chain_bug, X, method="chain", score_masks=1, random_state=0)

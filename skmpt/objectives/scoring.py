@@ -13,7 +13,7 @@ from .._utils import call_with_generator, check_generator, chunk_budget
 from .._validation import check_positive_int
 from ..masks import all_masks, mask_size_for_rate, masks_of_sizes, nested_masks, random_orderings
 from ..models import has_own_chain, has_own_weighted_sum, reference_chain_log_prob
-from .training import log_marginal, masked_log_prob_sum, noise_generator
+from .training import check_output, log_marginal, masked_log_prob_sum, noise_generator
 
 __all__ = [
     "MASK_BLOCK",
@@ -191,7 +191,9 @@ def _chain_curve(model, X, n_orderings, generator):
     chunk = _chunk_size(model, n_samples, n_features, width)
     for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device):
         for start in range(0, len(orderings), chunk):
-            total += call_with_generator(chain, X, orderings[start : start + chunk], generator=model_generator).sum(1)
+            block = orderings[start : start + chunk]
+            terms = call_with_generator(chain, X, block, generator=model_generator)
+            total += check_output(terms, (n_samples, len(block), n_features), model, "chain_log_prob", X, block).sum(1)
     return total / n_orderings
 
 
@@ -311,7 +313,8 @@ def cumulative_score(model, X, *, method="sweep", score_masks=100, random_state=
     for masks in blocks:
         weights = size_weights[masks.sum(-1) - 1]
         if own:
-            total += call_with_generator(model.weighted_log_prob_sum, X, masks, weights, generator=model_generator)
+            weighted = call_with_generator(model.weighted_log_prob_sum, X, masks, weights, generator=model_generator)
+            total += check_output(weighted, (X.shape[0],), model, "weighted_log_prob_sum", X, masks)
         else:
             total += _shared_mask_sums(model, X, masks, model_generator) @ weights
     return total

@@ -15,6 +15,7 @@ from ..models import importance_log_weights, standard_normal
 __all__ = [
     "OBJECTIVES",
     "check_masks",
+    "check_output",
     "elbo",
     "iwae",
     "log_marginal",
@@ -50,6 +51,22 @@ def noise_generator(model, generator):
     return copy
 
 
+def check_output(values, shape, model, method, X, masks):
+    """``values`` if it is a tensor of ``shape``; else a ``ValueError`` naming the model's method.
+
+    A model that returns another shape (e.g. one that drops the masks axis when there is one
+    mask per sample) would otherwise broadcast silently into every objective.
+    """
+    if not isinstance(values, torch.Tensor) or tuple(values.shape) != tuple(shape):
+        got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
+        raise ValueError(
+            f"{type(model).__name__}.{method} returned {got} for X of shape {tuple(X.shape)} and "
+            f"masks (or orderings) of shape {tuple(masks.shape)}; the contract asks for {tuple(shape)}. "
+            f"skmpt.testing.check_masked_model checks a model against every shape it is called with."
+        )
+    return values
+
+
 def masked_log_prob_sum(model, X, masks, *, generator=None):
     """``sum_{j in m} log p(x_j | x_r)`` from whichever of the two methods the model has.
 
@@ -80,10 +97,13 @@ def masked_log_prob_sum(model, X, masks, *, generator=None):
     torch.Size([1, 2])
     """
     check_masks(masks, X)
+    expected = (X.shape[0], masks.shape[-2])
     if hasattr(model, "masked_log_prob_sum"):
-        return call_with_generator(model.masked_log_prob_sum, X, masks, generator=generator)
+        sums = call_with_generator(model.masked_log_prob_sum, X, masks, generator=generator)
+        return check_output(sums, expected, model, "masked_log_prob_sum", X, masks)
     if hasattr(model, "masked_log_prob"):
-        return call_with_generator(model.masked_log_prob, X, masks, generator=generator).sum(-1)
+        per_token = call_with_generator(model.masked_log_prob, X, masks, generator=generator)
+        return check_output(per_token, (*expected, X.shape[1]), model, "masked_log_prob", X, masks).sum(-1)
     raise TypeError(
         f"{type(model).__name__} has neither masked_log_prob_sum(X, masks) nor "
         f"masked_log_prob(X, masks); skmpt's objectives need one of them."
