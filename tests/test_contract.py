@@ -21,7 +21,7 @@ def test_every_model_keeps_the_contract(name):
     model, X = MODELS[name]()
     report = check_masked_model(model, X)
     fast_paths = ("masked_log_prob_sum", "weighted_log_prob_sum", "chain_log_prob")
-    for key in ("masked_log_prob output", "batch independence", *fast_paths):
+    for key in ("masked_log_prob output", "batch independence", *fast_paths, "call shapes"):
         assert report[key] <= 1e-9
     if model.stochastic:
         assert report["identity"].startswith("skipped")

@@ -6,19 +6,22 @@ import re
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.exceptions import NotFittedError
 
 from conftest import make_ppca_module
 from skmpt import MaskedPPCA
 from skmpt._validation import InvalidParameterError
-from skmpt.models import PPCAModule
+from skmpt.masks import uniform_size_masks
+from skmpt.models import MaskedModel, PPCAModule
 from skmpt.testing import (
     MASKED_MODEL_CHECKS,
     MaskedModelCase,
     TabularJoint,
     assert_mpt_identity,
     check_batch_independence,
+    check_call_shapes,
     check_chain_matches_reference,
     check_decode_output,
     check_identity,
@@ -160,6 +163,14 @@ class ReversedChain(PPCAModule):
         return super().chain_log_prob(X, orderings.flip(-1))
 
 
+class OneMaskPerSampleSum(PPCAModule):
+    """Per-mask sums wrong only with one mask per sample, (n, 1, D): the training default."""
+
+    def masked_log_prob_sum(self, X, masks):
+        sums = super().masked_log_prob_sum(X, masks)
+        return sums + 0.1 if masks.ndim == 3 and masks.shape[1] == 1 else sums
+
+
 class ColumnMarginal(PPCAModule):
     def log_marginal(self, X):
         return super().log_marginal(X)[:, None]
@@ -191,6 +202,13 @@ BROKEN = [
     (check_masked_sum_matches_reference, OffsetSum, "masked_log_prob_sum", "max abs difference 0.1 "),
     (check_weighted_sum_matches_reference, OffsetWeightedSum, "weighted_log_prob_sum", "max abs difference 0.1 "),
     (check_chain_matches_reference, ReversedChain, "chain_log_prob", "max abs difference"),
+    (
+        check_call_shapes,
+        OneMaskPerSampleSum,
+        "call shapes",
+        "masked_log_prob_sum, every sample, one mask per sample (X of shape (5, 4), masks of shape (5, 1, 4)): "
+        "max abs difference 0.1 ",
+    ),
     (check_log_marginal_output, ColumnMarginal, "log_marginal output", "returned shape (5, 1); expected (5,)"),
     (check_identity, ShiftedMarginal, "identity", "max abs difference 0.25 "),
     (check_posterior_output, TransposedPosterior, "posterior", "posterior(X)[0] must be a tensor of shape (5, K)"),
@@ -267,3 +285,219 @@ def test_case_draws_its_masks_from_random_state_and_validates_its_parameters():
             MaskedModelCase(joint, X, **bad)
     with pytest.raises(InvalidParameterError, match="'n_check_masks' parameter"):
         check_masked_model(joint, X, n_check_masks=0)
+
+
+# ------------------------------------------------------------------ every shape of call
+class OneSharedMaskSum(PPCAModule):
+    def masked_log_prob_sum(self, X, masks):
+        sums = super().masked_log_prob_sum(X, masks)
+        return sums - 1.0 if masks.shape == (1, X.shape[1]) else sums
+
+
+class OneSampleSum(PPCAModule):
+    """A chunk of one sample gets another sample's sums (the last chunk of a batch)."""
+
+    def masked_log_prob_sum(self, X, masks):
+        sums = super().masked_log_prob_sum(X, masks)
+        return sums + 0.5 if X.shape[0] == 1 else sums
+
+
+class SqueezedOneSample(PPCAModule):
+    def masked_log_prob_sum(self, X, masks):
+        return super().masked_log_prob_sum(X, masks).squeeze(0)
+
+
+class OneMaskReference(PPCAModule):
+    """The reference itself is wrong with one mask per sample (and so is its inherited sum)."""
+
+    def masked_log_prob(self, X, masks):
+        values = super().masked_log_prob(X, masks)
+        return values * 1.01 if masks.ndim == 3 and masks.shape[1] == 1 else values
+
+    masked_log_prob_sum = MaskedModel.masked_log_prob_sum
+
+
+class OneMaskWeightedSum(PPCAModule):
+    def weighted_log_prob_sum(self, X, masks, weights):
+        total = super().weighted_log_prob_sum(X, masks, weights)
+        return 2 * total if len(masks) == 1 else total
+
+
+class OneOrderingChain(PPCAModule):
+    def chain_log_prob(self, X, orderings):
+        return super().chain_log_prob(X, orderings.flip(-1) if len(orderings) == 1 else orderings)
+
+
+class OneSampleChain(PPCAModule):
+    def chain_log_prob(self, X, orderings):
+        return super().chain_log_prob(X, orderings.flip(-1) if len(X) == 1 else orderings)
+
+
+@pytest.mark.parametrize(
+    "model_class, message",
+    [
+        (
+            OneSharedMaskSum,
+            "masked_log_prob_sum, every sample, one shared mask (X of shape (5, 4), masks of shape (1, 4))",
+        ),
+        (OneSampleSum, "masked_log_prob_sum, a chunk of one sample, one shared mask (X of shape (1, 4), masks of"),
+        (
+            SqueezedOneSample,
+            "masked_log_prob_sum, a chunk of one sample, one shared mask (X of shape (1, 4), masks "
+            "of shape (1, 4)): returned shape (1,); expected (1, 1)",
+        ),
+        (
+            OneMaskReference,
+            "masked_log_prob, every sample, one mask per sample (X of shape (5, 4), masks of shape "
+            "(5, 1, 4)): max abs difference",
+        ),
+        (
+            OneMaskWeightedSum,
+            "weighted_log_prob_sum, every sample, one shared mask (X of shape (5, 4), masks of "
+            "shape (1, 4)): max abs difference",
+        ),
+        (OneOrderingChain, "chain_log_prob, every sample, one ordering (X of shape (5, 4), orderings of shape (1, 4))"),
+        (OneSampleChain, "chain_log_prob, a chunk of one sample, one ordering (X of shape (1, 4), orderings of"),
+    ],
+    ids=lambda p: getattr(p, "__name__", None),
+)
+def test_a_model_broken_for_one_shape_of_call_only_is_caught(model_class, message):
+    pattern = re.escape(f"{model_class.__name__} fails the masked-model contract, 'call shapes': {message}")
+    with pytest.raises(AssertionError, match=pattern):
+        check_masked_model(*_ppca(model_class))
+
+
+def test_a_model_broken_for_one_mask_per_sample_corrupts_the_training_objective():
+    """Why the check matters: the broken sums pass the many-mask checks but not training's call."""
+    from skmpt.objectives import mpt_objective
+
+    (good, X), (broken, _) = _ppca(), _ppca(OneMaskPerSampleSum)
+    case = MaskedModelCase(broken, X)
+    for check in MASKED_MODEL_CHECKS[: MASKED_MODEL_CHECKS.index(check_call_shapes)]:
+        check(case)  # every earlier check passes
+    assert case.report["masked_log_prob_sum"] < 1e-9
+    masks = uniform_size_masks((len(X), 1), X.shape[1], random_state=0)
+    with torch.no_grad():
+        assert (
+            float((mpt_objective(broken, X, masks) - mpt_objective(good, X, masks)).abs().min()) > 0.09
+        )  # 0.1 times D / |m|
+
+
+class Recording(PPCAModule):
+    """Records the dtype of every X it is called with."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.seen = set()
+
+    def masked_log_prob(self, X, masks):
+        self.seen.add(("masked_log_prob", X.dtype))
+        return super().masked_log_prob(X, masks)
+
+    def masked_log_prob_sum(self, X, masks):
+        self.seen.add(("masked_log_prob_sum", X.dtype))
+        return super().masked_log_prob_sum(X, masks)
+
+    def weighted_log_prob_sum(self, X, masks, weights):
+        self.seen.add(("weighted_log_prob_sum", X.dtype))
+        return super().weighted_log_prob_sum(X, masks, weights)
+
+    def chain_log_prob(self, X, orderings):
+        self.seen.add(("chain_log_prob", X.dtype))
+        return super().chain_log_prob(X, orderings)
+
+    def log_marginal(self, X):
+        self.seen.add(("log_marginal", X.dtype))
+        return super().log_marginal(X)
+
+
+def _float32_ppca(cls=PPCAModule):
+    module, X = _ppca()
+    return cls(module.components.detach().float(), module.mean.detach().float(), 0.5), X.float().numpy()
+
+
+def test_a_float32_model_is_checked_in_float32():
+    module, X = _float32_ppca(Recording)
+    assert X.dtype == np.float32
+    report = check_masked_model(module, X, rtol=1e-4, atol=1e-5)
+    assert {dtype for _, dtype in module.seen} == {torch.float32}
+    assert {name for name, _ in module.seen} == {
+        "masked_log_prob",
+        "masked_log_prob_sum",
+        "weighted_log_prob_sum",
+        "chain_log_prob",
+        "log_marginal",
+    }
+    assert 0 < report["masked_log_prob_sum"] < 1e-4  # float32 rounding, not float64's
+    assert MaskedModelCase(module, torch.from_numpy(X)).X.dtype == torch.float32
+    # Input without a floating dtype of its own takes the model's.
+    assert MaskedModelCase(module, X.tolist()).X.dtype == torch.float32
+    assert MaskedModelCase(*_ppca()).X.dtype == torch.float64
+
+
+def test_a_float32_failure_names_the_precision_and_a_tolerance():
+    module, X = _float32_ppca()
+    with pytest.raises(AssertionError, match=r"X is float32: the model was checked in float32, .*rtol=1e-04"):
+        check_masked_model(module, X)
+    with pytest.raises(AssertionError, match="max abs difference") as info:
+        check_masked_model(*_ppca(OffsetSum))
+    assert "X is float" not in str(info.value)  # float64: no precision note
+
+
+def test_x_in_another_dtype_than_the_model_is_passed_as_given():
+    module, X = _ppca()
+    with pytest.raises(
+        AssertionError,
+        match=r"cannot be called with X in torch\.float32: the model's parameters are "
+        r"torch\.float64\. .*pass X in torch\.float64 .*model\.to\(torch\.float32\)",
+    ):
+        check_masked_model(module, X.float())
+    # A model that computes in its own precision and returns X's dtype keeps the contract.
+    joint = TabularJoint.random(3, random_state=0)
+    assert joint.probabilities.dtype == torch.float64
+    report = check_masked_model(joint, joint.sample(4, random_state=0).float().numpy(), rtol=1e-5, atol=1e-6)
+    assert report["identity"] < 1e-5
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    params=ppca_parameters(max_features=5),
+    n_samples=st.integers(1, 4),
+    n_masks=st.integers(1, 3),
+    per_sample=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_ppca_fast_paths_match_the_reference_for_every_shape_of_call(params, n_samples, n_masks, per_sample, seed):
+    module = make_ppca_module(*params)
+    n_features = params[1].shape[0]
+    g = torch.Generator().manual_seed(seed)
+    X = module.mean.detach() + torch.randn(n_samples, n_features, generator=g, dtype=torch.float64)
+    masks = uniform_size_masks((n_samples, n_masks) if per_sample else n_masks, n_features, random_state=seed)
+    with torch.no_grad():
+        reference = module.masked_log_prob(X, masks)
+        sums = module.masked_log_prob_sum(X, masks)
+        # Each sample alone, each mask alone: the values of the whole call.
+        alone = torch.stack(
+            [
+                torch.cat(
+                    [
+                        module.masked_log_prob(X[i : i + 1], (masks[i] if per_sample else masks)[p : p + 1])
+                        for p in range(n_masks)
+                    ],
+                    dim=1,
+                )[0]
+                for i in range(n_samples)
+            ]
+        )
+    assert reference.shape == (n_samples, n_masks, n_features) and sums.shape == (n_samples, n_masks)
+    scale = 1 + reference.abs().sum(-1)
+    np.testing.assert_array_less(((alone - reference).abs().sum(-1) / scale).numpy(), 1e-9)
+    np.testing.assert_array_less(((sums - reference.sum(-1)).abs() / scale).numpy(), 1e-9)
+    if not per_sample:
+        weights = torch.linspace(0.5, 2.0, n_masks, dtype=X.dtype)
+        with torch.no_grad():
+            total = module.weighted_log_prob_sum(X, masks, weights)
+        assert total.shape == (n_samples,)
+        np.testing.assert_array_less(((total - sums @ weights).abs() / (scale @ weights)).numpy(), 1e-9)
+    if n_samples >= 2:  # the check itself, with n_masks check masks (it needs two samples)
+        check_call_shapes(MaskedModelCase(module, X, n_check_masks=n_masks, rtol=1e-9, atol=1e-9, random_state=seed))

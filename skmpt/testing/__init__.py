@@ -17,13 +17,14 @@ Examples
 >>> joint = TabularJoint.random(3, random_state=0)
 >>> report = check_masked_model(joint, joint.sample(5, random_state=0))
 >>> len(MASKED_MODEL_CHECKS), report["identity"] < 1e-12
-(12, True)
+(13, True)
 """
 
 from .case import MaskedModelCase
 from .checks import (
     MASKED_MODEL_CHECKS,
     check_batch_independence,
+    check_call_shapes,
     check_chain_matches_reference,
     check_decode_output,
     check_identity,
@@ -48,6 +49,7 @@ __all__ = [
     "TabularJoint",
     "assert_mpt_identity",
     "check_batch_independence",
+    "check_call_shapes",
     "check_chain_matches_reference",
     "check_decode_output",
     "check_identity",

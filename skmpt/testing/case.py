@@ -9,9 +9,12 @@ import torch
 from .._utils import call_with_generator, check_generator
 from .._validation import Interval, validate_parameters
 from ..masks import masks_of_sizes, random_orderings
-from ._inputs import as_model_and_tensor
+from ._inputs import as_model_and_tensor, parameter_dtype
 
 __all__ = ["MaskedModelCase"]
+
+#: Tolerances to suggest when a comparison fails in a precision lower than float64.
+LOWER_PRECISION_TOLERANCES = {torch.float32: (1e-4, 1e-5), torch.float16: (1e-2, 1e-3), torch.bfloat16: (1e-1, 1e-2)}
 
 _CONSTRAINTS = {
     "rtol": [Interval(Real, 0, None, closed="left")],
@@ -44,10 +47,16 @@ class MaskedModelCase:
         A :class:`skmpt.models.MaskedModel` or any object with ``masked_log_prob``; for a
         fitted estimator, its ``module_`` on ``X`` validated by the estimator.
     X : torch.Tensor or array-like of shape (n_samples, n_features)
-        At least two samples, in the dtype and on the device to check; float64 for the
-        default tolerances.
+        At least two samples, in the dtype and on the device to check. The model is called
+        with ``X`` in the precision given, never another: a float32 array or tensor is
+        checked in float32 (a list or an integer array takes the dtype of the model's
+        parameters, float64 if it has none). ``X`` in another dtype than the model's
+        parameters is passed as it is; a model that then fails (torch's dtype error, or an
+        output in its own dtype) is reported with both dtypes named.
     rtol, atol : float, default=1e-9, 1e-10
-        Tolerances of every comparison: ``|a - b| <= atol + rtol * |b|``.
+        Tolerances of every comparison: ``|a - b| <= atol + rtol * |b|``. The defaults are
+        for float64; a float32 model needs looser ones, such as ``rtol=1e-4, atol=1e-5``
+        (a failure in a lower precision says so).
     n_check_masks : int, default=8
         Random masks per comparison (sizes cycle through ``1..D``; the last masks all).
     n_orderings : int, default=3
@@ -147,29 +156,95 @@ class MaskedModelCase:
         self.check_output("posterior", mean, mean.shape)
         return mean
 
+    @cached_property
+    def call_forms(self):
+        """Every form of call skmpt makes, as ``(label, rows, masks, expected)``.
+
+        ``rows`` indexes ``X`` (every sample, or a chunk of one); ``masks`` are one shared mask
+        ``(1, D)`` (each mask in turn), the shared masks ``(P, D)``, one mask per sample
+        ``(n, 1, D)`` (the training default; each in turn) or the per-sample masks ``(n, P, D)``;
+        ``expected`` is what :attr:`reference` or :attr:`per_sample_reference` gives for them.
+        """
+        X, masks, per_sample = self.X, self.masks, self.per_sample_masks
+        reference, per_sample_reference = self.reference, self.per_sample_reference
+        forms = []
+        for rows, samples in ((slice(None), "every sample"), (slice(X.shape[0] - 1, None), "a chunk of one sample")):
+            for p in range(len(masks)):
+                mask = slice(p, p + 1)
+                forms.append((f"{samples}, one shared mask", rows, masks[mask], reference[rows, mask]))
+                forms.append(
+                    (f"{samples}, one mask per sample", rows, per_sample[rows, mask], per_sample_reference[rows, mask])
+                )
+            forms.append((f"{samples}, shared masks", rows, masks, reference[rows]))
+            forms.append((f"{samples}, per-sample masks", rows, per_sample[rows], per_sample_reference[rows]))
+        return forms
+
     # ------------------------------------------------------------------ what checks use
     def call(self, method, *args, seed=0, **kwargs):
-        """``method(*args)`` without gradients; a stochastic model gets a generator seeded by ``seed``."""
+        """``method(*args)`` without gradients; a stochastic model gets a generator seeded by ``seed``.
+
+        When ``X``'s dtype is not that of the model's parameters and the call fails, the
+        ``AssertionError`` names both dtypes.
+        """
         generator = torch.Generator().manual_seed(self.seed + seed) if self.stochastic else None
         with torch.no_grad():
-            return call_with_generator(method, *args, generator=generator, **kwargs)
+            try:
+                return call_with_generator(method, *args, generator=generator, **kwargs)
+            except RuntimeError as exc:
+                if self._dtype_mismatch() is None:
+                    raise
+                raise AssertionError(
+                    f"{type(self.model).__name__} cannot be called with X in {self.X.dtype}: "
+                    f"{self._dtype_mismatch()} ({exc})"
+                ) from exc
+
+    def _dtype_mismatch(self):
+        """What to do when the model's parameters are in another dtype than ``X``, or None."""
+        dtype = parameter_dtype(self.model)
+        if dtype is None or dtype == self.X.dtype:
+            return None
+        return (
+            f"the model's parameters are {dtype}. The check calls the model with X as given; pass X "
+            f"in {dtype} to check that precision, or convert the model (model.to({self.X.dtype}))."
+        )
 
     def fail(self, name, message):
         """Raise ``AssertionError`` naming the model and the property ``name``."""
         raise AssertionError(f"{type(self.model).__name__} fails the masked-model contract, {name!r}: {message}")
 
-    def check_output(self, name, value, shape):
-        """Fail unless ``value`` is a tensor of ``shape`` with ``X``'s dtype and device."""
-        X = self.X
-        if not isinstance(value, torch.Tensor):
-            self.fail(name, f"returned {type(value).__name__}, not a torch.Tensor.")
-        if tuple(value.shape) != tuple(shape):
-            self.fail(name, f"returned shape {tuple(value.shape)}; expected {tuple(shape)}.")
-        if value.dtype != X.dtype or value.device != X.device:
-            self.fail(name, f"returned {value.dtype} on {value.device}; expected X's {X.dtype} on {X.device}.")
+    def check_output(self, name, value, shape, *, where=""):
+        """Fail unless ``value`` is a tensor of ``shape`` with ``X``'s dtype and device.
 
-    def assert_close(self, name, actual, expected):
-        """Record ``max |actual - expected|``; fail unless within ``atol + rtol * |expected|``."""
+        ``where`` (the call, e.g. its shapes) prefixes the message.
+        """
+        X, where = self.X, f"{where}: " if where else ""
+        if not isinstance(value, torch.Tensor):
+            self.fail(name, f"{where}returned {type(value).__name__}, not a torch.Tensor.")
+        if tuple(value.shape) != tuple(shape):
+            self.fail(name, f"{where}returned shape {tuple(value.shape)}; expected {tuple(shape)}.")
+        if value.dtype != X.dtype or value.device != X.device:
+            hint = f" {self._dtype_mismatch()}" if self._dtype_mismatch() and value.dtype != X.dtype else ""
+            self.fail(
+                name, f"{where}returned {value.dtype} on {value.device}; expected X's {X.dtype} on {X.device}.{hint}"
+            )
+
+    def _precision_note(self):
+        """For ``X`` in a precision below float64: which, and a tolerance it can meet."""
+        dtype = self.X.dtype
+        if dtype == torch.float64 or not dtype.is_floating_point:
+            return ""
+        note = f" X is {str(dtype)[6:]}: the model was checked in {str(dtype)[6:]}, the precision given"
+        rtol, atol = LOWER_PRECISION_TOLERANCES.get(dtype, (None, None))
+        if rtol is not None and (self.rtol < rtol or self.atol < atol):
+            note += f"; its rounding needs a looser tolerance, e.g. rtol={rtol:.0e}, atol={atol:.0e}"
+        return note + "."
+
+    def assert_close(self, name, actual, expected, *, where=""):
+        """Record ``max |actual - expected|``; fail unless within ``atol + rtol * |expected|``.
+
+        ``where`` (the call, e.g. its shapes) prefixes the message; in a precision below
+        float64 the message names it and suggests a tolerance it can meet.
+        """
         rtol = self.rtol
         actual, expected = actual.to(torch.float64), expected.to(torch.float64)
         same_inf = (actual == expected) & torch.isinf(expected)
@@ -183,9 +258,9 @@ class MaskedModelCase:
             index = tuple(int(i) for i in np.unravel_index(flat, excess.shape))
             self.fail(
                 name,
-                f"max abs difference {worst:.6g} (first beyond tolerance at index {index}: got "
-                f"{float(actual[index]):.10g}, expected {float(expected[index]):.10g}; rtol={rtol:g}, "
-                f"atol={self.atol:g}).",
+                f"{where + ': ' if where else ''}max abs difference {worst:.6g} (first beyond tolerance at index "
+                f"{index}: got {float(actual[index]):.10g}, expected {float(expected[index]):.10g}; rtol={rtol:g}, "
+                f"atol={self.atol:g}).{self._precision_note()}",
             )
 
     def skip(self, name, why):

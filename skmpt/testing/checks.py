@@ -17,6 +17,7 @@ from .identity import check_mpt_identity
 __all__ = [
     "MASKED_MODEL_CHECKS",
     "check_batch_independence",
+    "check_call_shapes",
     "check_chain_matches_reference",
     "check_decode_output",
     "check_identity",
@@ -234,6 +235,78 @@ def check_chain_matches_reference(case):
     case.assert_close("chain_log_prob", chain, expected)
 
 
+def _shapes(X, masks):
+    return f"X of shape {tuple(X.shape)}, {'orderings' if masks.dtype == torch.long else 'masks'} of shape " + str(
+        tuple(masks.shape)
+    )
+
+
+def check_call_shapes(case):
+    """``"call shapes"``: every shape of call skmpt makes gives the reference's numbers.
+
+    Training calls ``masked_log_prob_sum`` with one mask per sample ``(n, 1, D)`` by default,
+    scoring with shared masks ``(P, D)`` in chunks that may hold a single mask, and the last
+    chunk of samples may hold one sample. For every form of
+    :attr:`MaskedModelCase.call_forms` (one shared mask, shared masks, one mask per sample,
+    per-sample masks; every sample, and a chunk of one): ``masked_log_prob`` returns shape
+    ``(n, P, D)`` and, for a deterministic model, the values it gives with all the masks and
+    samples at once; ``masked_log_prob_sum`` (shape ``(n, P)``) and, for shared masks,
+    ``weighted_log_prob_sum`` (shape ``(n,)``) equal the reference of the same call summed.
+    ``chain_log_prob`` with one ordering, and on one sample, equals
+    :func:`skmpt.models.reference_chain_log_prob` of the same call. A stochastic model's
+    fast paths are compared with its reference called with the same generator seed.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_call_shapes
+    >>> class OneMaskWrong(TabularJoint):
+    ...     def masked_log_prob_sum(self, X, masks):
+    ...         sums = super().masked_log_prob_sum(X, masks)
+    ...         return sums + 0.1 if masks.shape[-2] == 1 else sums
+    >>> joint = OneMaskWrong([[0.1, 0.2], [0.3, 0.4]])
+    >>> check_call_shapes(MaskedModelCase(joint, joint.sample(3, random_state=0)))
+    Traceback (most recent call last):
+    ...
+    AssertionError: OneMaskWrong fails the masked-model contract, 'call shapes': masked_log_prob_sum, every sample, ...
+    """
+    name, model = "call shapes", case.model
+    sum_method = getattr(model, "masked_log_prob_sum", None)
+    weighted_method = getattr(model, "weighted_log_prob_sum", None)
+    for label, rows, masks, expected in case.call_forms:
+        X, shapes = case.X[rows], _shapes(case.X[rows], masks)
+        reference = case.call(model.masked_log_prob, X, masks)
+        case.check_output(name, reference, (len(X), *masks.shape[-2:]), where=f"masked_log_prob, {label} ({shapes})")
+        if not case.stochastic:
+            case.assert_close(name, reference, expected, where=f"masked_log_prob, {label} ({shapes})")
+        if sum_method is not None:
+            sums = case.call(sum_method, X, masks)
+            where = f"masked_log_prob_sum, {label} ({shapes})"
+            case.check_output(name, sums, reference.shape[:2], where=where)
+            case.assert_close(name, sums, reference.sum(-1), where=where)
+        if weighted_method is not None and masks.ndim == 2:
+            weights = torch.linspace(0.5, 2.0, len(masks), dtype=X.dtype, device=X.device)
+            total = case.call(weighted_method, X, masks, weights)
+            where = f"weighted_log_prob_sum, {label} ({shapes})"
+            case.check_output(name, total, X.shape[:1], where=where)
+            case.assert_close(name, total, reference.sum(-1) @ weights, where=where)
+    chain_method = getattr(model, "chain_log_prob", None)
+    last = slice(len(case.X) - 1, None)
+    for label, rows, orderings in (
+        ("every sample, one ordering", slice(None), case.orderings[:1]),
+        ("a chunk of one sample, one ordering", last, case.orderings[:1]),
+        ("a chunk of one sample, every ordering", last, case.orderings),
+    ):
+        if chain_method is None:
+            break
+        X, where = case.X[rows], f"chain_log_prob, {label} ({_shapes(case.X[rows], orderings)})"
+        expected = case.call(functools.partial(reference_chain_log_prob, model), X, orderings)
+        chain = case.call(chain_method, X, orderings)
+        case.check_output(name, chain, (len(X), *orderings.shape), where=where)
+        case.assert_close(name, chain, expected, where=where)
+    case.report.setdefault(name, 0.0)
+
+
 def check_log_marginal_output(case):
     """``"log_marginal output"``: ``log_marginal(X)`` has shape ``(n,)``, ``X``'s dtype and
     device. Skipped when the model has no ``log_marginal``.
@@ -350,6 +423,7 @@ MASKED_MODEL_CHECKS = (
     check_masked_sum_matches_reference,
     check_weighted_sum_matches_reference,
     check_chain_matches_reference,
+    check_call_shapes,
     check_log_marginal_output,
     check_identity,
     check_posterior_output,
@@ -371,9 +445,11 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_check_masks=8, n_or
     6. :func:`check_masked_sum_matches_reference` (``"masked_log_prob_sum"``)
     7. :func:`check_weighted_sum_matches_reference` (``"weighted_log_prob_sum"``)
     8. :func:`check_chain_matches_reference` (``"chain_log_prob"``)
-    9. :func:`check_log_marginal_output` (``"log_marginal output"``) and
-       :func:`check_identity` (``"identity"``)
-    10. :func:`check_posterior_output` (``"posterior"``) and :func:`check_decode_output`
+    9. :func:`check_call_shapes` (``"call shapes"``): one shared mask, one mask per sample,
+       a chunk of one sample, one ordering
+    10. :func:`check_log_marginal_output` (``"log_marginal output"``) and
+        :func:`check_identity` (``"identity"``)
+    11. :func:`check_posterior_output` (``"posterior"``) and :func:`check_decode_output`
         (``"decode"``)
 
     For a stochastic model each comparison calls both sides with generators seeded alike
@@ -386,10 +462,16 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_check_masks=8, n_or
         A :class:`skmpt.models.MaskedModel` or any object with ``masked_log_prob``; for a
         fitted estimator, its ``module_`` on ``X`` validated by the estimator.
     X : torch.Tensor or array-like of shape (n_samples, n_features)
-        At least two samples, in the dtype and on the device to check; float64 for the
-        default tolerances.
+        At least two samples, in the dtype and on the device to check. The model is called
+        with ``X`` in the precision given, never another: a float32 array or tensor is
+        checked in float32 (a list or an integer array takes the dtype of the model's
+        parameters, float64 if it has none). ``X`` in another dtype than the model's
+        parameters is passed as it is; a model that then fails (torch's dtype error, or an
+        output in its own dtype) is reported with both dtypes named.
     rtol, atol : float, default=1e-9, 1e-10
-        Tolerances of every comparison: ``|a - b| <= atol + rtol * |b|``.
+        Tolerances of every comparison: ``|a - b| <= atol + rtol * |b|``. The defaults are
+        for float64; a float32 model needs looser ones, such as ``rtol=1e-4, atol=1e-5``
+        (a failure in a lower precision says so).
     n_check_masks : int, default=8
         Random masks per comparison (sizes cycle through ``1..D``; the last masks all).
     n_orderings : int, default=3
