@@ -6,6 +6,7 @@ run in the gallery with the smaller arguments of ``SMALL_ARGS`` (all in about 1.
 """
 
 import os
+import re
 import sys
 import warnings
 
@@ -96,8 +97,18 @@ def _skip_metadata_requests(app, what, name, obj, skip, options):
     return True if name.startswith("set_") and name.endswith("_request") else None
 
 
+def _sklearn_references_as_text(app, what, name, obj, options, lines):
+    """Inherited scikit-learn methods (``set_output``, ``get_metadata_routing``) are listed with
+    their docstrings, whose ``:ref:`` labels live in scikit-learn's documentation (no network at
+    build time for intersphinx): keep their text, drop the link."""
+    if (getattr(obj, "__module__", None) or "").startswith("sklearn"):
+        reference = re.compile(r":ref:`([^`<]*?)\s*(?:<([^>]*)>)?`")
+        lines[:] = [reference.sub(lambda m: m.group(1) or m.group(2), line) for line in lines]
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_metadata_requests)
+    app.connect("autodoc-process-docstring", _sklearn_references_as_text)
 
 
 # Convergence warnings of the deliberately short gallery runs are expected.

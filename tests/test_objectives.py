@@ -8,6 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+import skmpt
 from skmpt import masks, objectives
 from skmpt.testing import TabularJoint, tabular_joints
 
@@ -122,12 +123,12 @@ def test_chunking_gives_the_same_answer(monkeypatch):
     methods = ("exhaustive", "sweep", "nested", "chain")
     whole = [objectives.mpt_curve(joint, X, method=m, score_masks=7, random_state=0) for m in methods]
     # One mask (or ordering) evaluated at a time: the same masks, the same numbers.
-    monkeypatch.setattr(objectives, "_CHUNK_BUDGET", 1)
-    for method, expected in zip(methods, whole, strict=True):
-        chunked = objectives.mpt_curve(joint, X, method=method, score_masks=7, random_state=0)
-        np.testing.assert_allclose(chunked.numpy(), expected.numpy(), rtol=1e-12)
+    with skmpt.working_memory(1e-9):
+        for method, expected in zip(methods, whole, strict=True):
+            chunked = objectives.mpt_curve(joint, X, method=method, score_masks=7, random_state=0)
+            np.testing.assert_allclose(chunked.numpy(), expected.numpy(), rtol=1e-12)
     # Enumerated masks in blocks of one give the same exact curve.
-    monkeypatch.setattr(objectives, "_MASK_BLOCK", 1)
+    monkeypatch.setattr(objectives.scoring, "MASK_BLOCK", 1)
     blocked = objectives.mpt_curve(joint, X, method="exhaustive")
     np.testing.assert_allclose(blocked.numpy(), whole[0].numpy(), rtol=1e-12)
 
