@@ -136,3 +136,14 @@ def test_divergence_is_the_librarys_error_not_torchs():
 def test_booleans_are_not_counts(params, message):
     with pytest.raises(ValueError, match=message):
         MaskedPPCA(**params).fit(np.random.RandomState(0).randn(20, 3))
+
+
+def test_binary_first_chunks_are_not_warned_about():
+    """A pixel that is always 0 in the first chunk is ordinary binary data: no units to set."""
+    from skmpt import MaskedLinearVAE
+
+    X = (np.random.RandomState(0).rand(100, 6) > 0.5).astype(float)
+    X[:, 0] = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        MaskedLinearVAE(1, n_quadrature=6, random_state=0, device="cpu").partial_fit(X[:50]).partial_fit(X[50:])

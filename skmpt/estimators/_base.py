@@ -199,7 +199,8 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
                 center, scale = standardization(X_t, self._likelihood())
                 state = StreamState(center, scale, seed, X_t.dtype)
                 self.history_, self.n_iter_ = [], 0
-            check_chunk_units(X_t, state.center, state.scale, first=state.calls == 0)
+            if self._likelihood() == "gaussian":  # binary data are not rescaled: no units to set
+                check_chunk_units(X_t, state.center, state.scale, first=state.calls == 0)
             X_train = (X_t - state.center) / state.scale
             trainer = self._trainer()
             trainer.history = self.history_
