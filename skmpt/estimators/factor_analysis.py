@@ -96,8 +96,9 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
     device_ : torch.device
         Where the module lives.
     history_ : list of dict
-        One dict per epoch (``epoch``, ``objective``, ``objective_fixed_masks``, ``lml``,
-        ``seconds``), as in :class:`MaskedPPCA`; empty after :meth:`from_estimator`.
+        One dict per epoch (``epoch``, ``objective``, ``stopping_objective``,
+        ``learning_rate``, ``lml`` with ``monitor="lml"``, ``seconds``), as in
+        :class:`MaskedPPCA`; empty after :meth:`from_estimator`.
     n_iter_ : int
         Number of epochs run.
     n_features_in_ : int

@@ -6,8 +6,8 @@ r"""A linear VAE (Bernoulli or Gaussian) trained by masked pre-training, integra
 
 with the prior integrated on a Gauss–Hermite grid, so that the LML, the masked conditionals and
 the posterior are exact for the grid's joint (Moreno-Muñoz, Recasens and Hauberg, 2023,
-section 3.1, Fig. 3 upper row; corrected as DESIGN.md describes: true conditionals
-``p(x_j | x_r)``, any K in 1..3, weights that sum to one).
+section 3.1, Fig. 3 upper row; with the true conditionals ``p(x_j | x_r)`` of the grid's joint,
+any K in 1..3, and quadrature weights that sum to one).
 """
 
 from numbers import Integral, Real
@@ -114,7 +114,8 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
         sample), ``stopping_objective`` (the objective on the stopping rule's fixed samples,
         masks and noise, which it compares), ``learning_rate``, ``lml`` (``monitor="lml"``
         only: grid LML of the training data after the epoch) and ``seconds``; after
-        ``partial_fit``, one dict per call with ``epoch``, ``objective`` and ``seconds``.
+        ``partial_fit``, one dict per call with ``epoch``, ``objective``, ``stopping_objective``, ``learning_rate``
+        and ``seconds``.
     n_iter_ : int
         Epochs run by ``fit``, or ``partial_fit`` calls.
     converged_ : bool

@@ -106,7 +106,8 @@ class MaskedPPCA(_BaseLinearGaussian):
         compares), ``learning_rate`` (Adam's step size during the epoch), ``lml`` (with
         ``monitor="lml"``, on the epochs it records: the exact log-marginal likelihood of the
         training data, nats per sample) and ``seconds``. After ``partial_fit``, one dict per
-        call with ``epoch``, ``objective`` and ``seconds``.
+        call with ``epoch``, ``objective``, ``stopping_objective``, ``learning_rate``
+        and ``seconds``.
     n_iter_ : int
         Number of epochs run by ``fit``, or of ``partial_fit`` calls.
     converged_ : bool

@@ -84,7 +84,8 @@ class MaskedVAE(_BaseMaskedEstimator):
     history_ : list of dict
         Per epoch: ``epoch``, ``objective``, ``stopping_objective``, ``learning_rate``,
         ``lml`` (``monitor="lml"`` only, on the epochs it records) and ``seconds``; after
-        ``partial_fit``, one dict per call with ``epoch``, ``objective`` and ``seconds``.
+        ``partial_fit``, one dict per call with ``epoch``, ``objective``, ``stopping_objective``, ``learning_rate``
+        and ``seconds``.
     n_iter_ : int
         Epochs run by ``fit``, or ``partial_fit`` calls.
     converged_ : bool
