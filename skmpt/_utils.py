@@ -66,8 +66,8 @@ def working_memory(mib):
     ...     skmpt.get_working_memory()
     16
     """
-    if isinstance(mib, bool) or not isinstance(mib, numbers.Real) or not mib > 0:
-        raise ValueError(f"working_memory must be a positive number of MiB; got {mib!r}.")
+    if isinstance(mib, bool) or not isinstance(mib, numbers.Real) or not 0 < mib < float("inf"):
+        raise ValueError(f"working_memory must be a positive, finite number of MiB; got {mib!r}.")
     token = _working_memory.set(mib)
     try:
         yield

@@ -95,7 +95,7 @@ def _is_satisfied(constraint, value):
             or (isinstance(value, Integral) and not isinstance(value, bool) and 0 <= value < 2**64)
         )
     if constraint == "verbose":
-        return isinstance(value, Integral | bool | np.bool_)
+        return isinstance(value, Integral | bool | np.bool_) and value >= 0
     if constraint == "array-like":
         return hasattr(value, "__len__") or hasattr(value, "__array__") or hasattr(value, "shape")
     if constraint == "callable":
@@ -112,7 +112,7 @@ def _describe(constraint):
         "boolean": "an instance of bool",
         "random_state": "an int in the range [0, 2**64), an instance of numpy RandomState or Generator, "
         "a torch.Generator or None",
-        "verbose": "an int or a bool",
+        "verbose": "a non-negative int or a bool",
         "array-like": "an array-like",
         "callable": "a callable",
     }

@@ -437,9 +437,15 @@ def check_checkpoint_dir(directory, *, resume):
     ...     check_checkpoint_dir(directory, resume=False)  # empty: a new run may start
     """
     directory = Path(directory)
+    if directory.is_symlink() and not directory.exists():
+        raise ValueError(f"checkpoint_dir={str(directory)!r} is a symbolic link to nothing.")
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"checkpoint_dir={str(directory)!r} is a file, not a directory.")
     if not directory.is_dir():
+        # It will be created: the nearest existing ancestor must be a directory.
+        ancestor = next(parent for parent in directory.absolute().parents if parent.exists())
+        if not ancestor.is_dir():
+            raise ValueError(f"checkpoint_dir={str(directory)!r} cannot be created: {str(ancestor)!r} is a file.")
         return
     entries = _checkpoint_entries(directory)
     if entries and not resume:

@@ -822,3 +822,30 @@ def test_max_length_must_leave_room_for_a_token(joint_setup, max_length):
     with pytest.raises(ValueError, match=rf"max_length={max_length} leaves no room for a token.*at least 3"):
         sktext.encode_texts(texts, tokenizer, max_length)
     assert sktext.check_max_length(tokenizer, 3) == 1
+
+
+def test_training_that_diverges_is_an_error(tiny_bert):
+    model, tokenizer, texts = tiny_bert
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, max_steps=3, batch_size=4, learning_rate=1e30,
+                            random_state=0, device="cpu")
+    with pytest.raises(FloatingPointError, match=r"diverged: the loss became nan at step 2; lower learning_rate"):
+        scorer.fit(texts[:40])
+
+
+def test_misread_containers_are_refused_before_the_model_loads(tmp_path):
+    # The model path does not exist: had the model been loaded first, that error would come first.
+    scorer = MLMCurveScorer(str(tmp_path / "no-model"), max_steps=2, device="cpu")
+    with pytest.raises(ValueError, match="text_column"):
+        scorer.fit({"text": ["a b", "b a"], "label": [0, 1]})
+
+
+def test_unusable_checkpoint_dirs_are_refused_before_training(tiny_bert, tmp_path):
+    model, tokenizer, texts = tiny_bert
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    for directory, message in ((tmp_path / "afile" / "sub", "cannot be created"),
+                               (tmp_path / "dangling", "symbolic link to nothing")):
+        scorer = MLMCurveScorer(model, tokenizer=tokenizer, max_steps=2, checkpoint_every=2,
+                                checkpoint_dir=str(directory), device="cpu")
+        with pytest.raises(ValueError, match=message):
+            scorer.fit(texts[:8])

@@ -147,3 +147,25 @@ def test_binary_first_chunks_are_not_warned_about():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         MaskedLinearVAE(1, n_quadrature=6, random_state=0, device="cpu").partial_fit(X[:50]).partial_fit(X[50:])
+
+
+def test_partial_fit_refuses_another_latent_dimension():
+    X = make_ppca(200, 5, 2, random_state=0).data
+    ppca = MaskedPPCA(2, random_state=0, device="cpu").partial_fit(X[:100])
+    ppca.set_params(n_components=3)
+    with pytest.raises(ValueError, match="n_components=3 was set after partial_fit started with 2"):
+        ppca.partial_fit(X[100:])
+
+
+@pytest.mark.parametrize("mib", [float("inf"), float("nan"), 0, -1, True])
+def test_working_memory_must_be_positive_and_finite(mib):
+    import skmpt
+
+    with pytest.raises(ValueError, match="working_memory must be a positive, finite number"):
+        with skmpt.working_memory(mib):
+            pass
+
+
+def test_negative_verbose_is_refused():
+    with pytest.raises(ValueError, match="'verbose' parameter of MaskedPPCA must be a non-negative int"):
+        MaskedPPCA(verbose=-1).fit(np.random.RandomState(0).randn(20, 3))

@@ -187,6 +187,12 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         """
         first = not hasattr(self, "module_")
         state = getattr(self, "_partial_fit_state", None)
+        if state is not None and self.n_components != self.n_components_:
+            raise ValueError(
+                f"n_components={self.n_components} was set after partial_fit started with "
+                f"{self.n_components_}; a model cannot change its latent dimension between calls. "
+                f"Refit, or set n_components back."
+            )
         if state is not None and DTYPES[self.dtype] != state.dtype:
             raise ValueError(
                 f"dtype={self.dtype!r} was set after partial_fit started in {str(state.dtype)[6:]}; a "

@@ -21,7 +21,7 @@ from .._validation import Interval, Options, validate_parameters
 from ..distributed import init_distributed
 from ..masks import check_mask_rates
 from ..objectives import curve_area
-from .encoding import encode_texts
+from .encoding import encode_texts, texts_of
 from .loading import load_masked_lm, model_max_length
 from .runner import MaskedLMRunner
 from .scoring import ChainMasks, CurveMasks, SingleTokenMasks, SweepMasks, score_texts
@@ -241,6 +241,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
         training = MaskedPretraining(**{name: getattr(self, name) for name in _TRAINING_PARAMETERS})
         training.check(X)  # texts to train on, and a checkpoint_dir it may write to: before anything loads
+        X = None if X is None else texts_of(X, self.text_column)  # containers it would misread: refused now
         # Under torchrun or accelerate launch, join the process group: cuda:LOCAL_RANK or gloo on the CPU.
         device = init_distributed(self.device).device
         self.mask_rates_ = DEFAULT_MASK_RATES.copy() if self.mask_rates is None else check_mask_rates(self.mask_rates)

@@ -13,6 +13,7 @@ the settings a continuation must share. A run deletes only the checkpoints it wr
 
 import hashlib
 import logging
+import math
 import time
 
 import numpy as np
@@ -186,6 +187,11 @@ class MaskedPretraining:
                     chosen = order[cursor : cursor + self.batch_size].tolist()
                     cursor += len(chosen)
                     loss = self._step(runner, model, encoded, chosen, generator, optimizer, scaler, context)
+                    if not math.isfinite(loss):
+                        raise FloatingPointError(
+                            f"Masked pre-training diverged: the loss became {loss} at step {step}; lower "
+                            f"learning_rate (now {self.learning_rate})."
+                        )
                     history.append({"step": step, "loss": loss, "seconds": time.perf_counter() - start_time})
                     progress.set_postfix(loss=f"{loss:.4f}", refresh=False)
                     progress.update()
