@@ -626,6 +626,8 @@ def load_checkpoint(directory, *, model, optimizer, generators=None, context=Non
     pointer = directory / "latest"
     if not pointer.exists():
         return None
+    if not pointer.is_file():
+        raise _damaged(pointer, "it should be a file naming the latest checkpoint")
     name = pointer.read_text(encoding="utf-8", errors="replace").strip()
     if not _STEP_DIRECTORY.match(name):
         raise _damaged(pointer, f"it should name a checkpoint step-NNNNNNNN of {directory}, not {name[:50]!r}")
@@ -638,10 +640,13 @@ def load_checkpoint(directory, *, model, optimizer, generators=None, context=Non
         )
     if check is not None:
         check(state["extra"], path)
+    try:  # before the model is touched: random states that do not fit are a damaged file
+        _set_random_states(state["random_states"][context.rank], generators or {})
+    except (RuntimeError, TypeError, KeyError, IndexError) as exc:
+        raise _damaged(path / "trainer_state.pt", f"its random states do not fit ({type(exc).__name__})") from None
     _load_model_state(_inner_module(model), path)
     try:
         optimizer.load_state_dict(state["optimizer"])
     except (ValueError, KeyError, RuntimeError) as exc:
         raise _damaged(path / "trainer_state.pt", f"its optimiser state does not fit this model ({exc})") from None
-    _set_random_states(state["random_states"][context.rank], generators or {})
     return {"step": state["step"], "extra": state["extra"], "path": path}

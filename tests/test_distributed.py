@@ -544,6 +544,31 @@ def test_mlm_scores_on_two_ranks_equal_one_and_split_the_work(two_ranks):
     assert 0 < ranks[0]["mlm"]["copies"] < single["mlm"]["copies"]
 
 
+def test_a_checkpoint_whose_data_order_cannot_resume_is_named(tmp_path):
+    pytest.importorskip("transformers")
+    from transformers import BertConfig
+
+    from skmpt import MLMCurveScorer
+    from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+
+    sentences = load_wordnet_sentences()[:100]
+    tokenizer = make_wordpiece_tokenizer(sentences, vocab_size=150)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
+                        intermediate_size=8)
+
+    def fit(resume):
+        return MLMCurveScorer(config, tokenizer=tokenizer, max_steps=2, batch_size=4, device="cpu", random_state=0,
+                              checkpoint_dir=tmp_path, checkpoint_every=2, resume=resume).fit(sentences[:12])
+
+    fit(resume=False)
+    state_file = tmp_path / "step-00000002" / "trainer_state.pt"
+    state = torch.load(state_file, weights_only=False)
+    state["extra"]["order"] = torch.tensor([999])
+    torch.save(state, state_file)
+    with pytest.raises(ValueError, match="is damaged: its data order, cursor or history cannot resume"):
+        fit(resume=True)
+
+
 def test_mlm_pretraining_resumed_from_a_checkpoint_equals_uninterrupted(tmp_path):
     pytest.importorskip("transformers")
     from transformers import BertConfig
@@ -632,9 +657,22 @@ def _bad_pointer(path):
     (path.parent / "latest").write_text("../../etc\n")
 
 
+def _latest_directory(path):
+    (path.parent / "latest").unlink()
+    (path.parent / "latest").mkdir()
+
+
+def _bad_random_states(path):
+    state = torch.load(path / "trainer_state.pt", weights_only=False)
+    state["random_states"][0]["torch"] = torch.zeros(3, dtype=torch.uint8)
+    torch.save(state, path / "trainer_state.pt")
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [
+        (_latest_directory, r"latest cannot be read: it should be a file naming the latest checkpoint"),
+        (_bad_random_states, r"trainer_state.pt cannot be read: its random states do not fit"),
         (_break_trainer_state, r"trainer_state.pt cannot be read: it is damaged or was not written by save_checkpoint"),
         (_pickle_trainer_state, r"trainer_state.pt cannot be read: it is damaged"),
         (_foreign_trainer_state, r"trainer_state.pt cannot be read: it is not a trainer state"),
@@ -647,10 +685,16 @@ def test_a_damaged_or_foreign_checkpoint_is_an_error_naming_the_file(tmp_path, d
     model = _linear_model()
     optimizer = _one_adam_step(model)
     damage(save_checkpoint(tmp_path, model=model, optimizer=optimizer, step=1))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(1.0)  # the saved weights differ from the live ones
+    changed = [parameter.detach().clone() for parameter in model.parameters()]
     with pytest.raises(ValueError, match=message) as raised:
         load_checkpoint(tmp_path, model=model, optimizer=optimizer)
     assert "weights_only" not in str(raised.value) and raised.value.__cause__ is None
     assert str(tmp_path) in str(raised.value)
+    if damage is _bad_random_states:  # refused before the model was touched
+        assert all(torch.equal(a, b) for a, b in zip(changed, model.parameters(), strict=True))
 
 
 def test_a_damaged_transformers_checkpoint_is_an_error_naming_it(tmp_path):

@@ -138,6 +138,14 @@ class MaskedPretraining:
                     f"resume=True, but the checkpoint {path} is of another run: {'; '.join(differences)}. Resume "
                     "with the texts and parameters of that run, or start a new run in another checkpoint_dir."
                 )
+            try:  # the data order must be a permutation of this run's texts, the cursor inside it
+                order, cursor = torch.as_tensor(extra["order"]), int(extra["cursor"])
+                valid = isinstance(extra["history"], list) and 0 <= cursor <= len(order)
+                valid = valid and torch.equal(order.sort().values, torch.arange(record["n_texts"]))
+            except (KeyError, TypeError, ValueError, RuntimeError):
+                valid = False
+            if not valid:
+                raise ValueError(f"The checkpoint {path} is damaged: its data order, cursor or history cannot resume.")
 
         return check
 
