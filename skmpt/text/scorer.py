@@ -111,7 +111,9 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         refuses a directory that holds checkpoints, and deletes only those it wrote.
     resume : bool, default=False
         Continue training from the latest checkpoint in ``checkpoint_dir``, as an uninterrupted
-        run would; other texts or parameters, or another number of processes, are an error.
+        run would; other texts, ``batch_size``, ``mask_rate``, ``learning_rate`` or
+        ``max_length``, or another number of processes, are an error (the generators, and so
+        ``random_state``, are the checkpoint's).
     text_column : str or None, default=None
         Column of the texts in a DataFrame or dataset; ``None`` picks ``"text"`` or
         ``"sentence"``, or the only string column.
