@@ -46,7 +46,8 @@ def main():
           f"{incremental.history_[-1]['learning_rate']:.2g}, "
           f"{partial_seconds:.1f} CPU s)")
     print(f"gap: {lml_full - lml_partial:.4f} nats per sample")
-    print(f"below the ML optimum ({optimum:.4f}): fit {optimum - lml_full:.4f}, partial_fit {optimum - lml_partial:.4f}")
+    print(f"below the ML optimum ({optimum:.4f}): fit {optimum - lml_full:.4f}, "
+          f"partial_fit {optimum - lml_partial:.4f}")
 
 
 if __name__ == "__main__":
