@@ -20,7 +20,7 @@ from .. import objectives
 from .._utils import DTYPES, check_generator, resolve_device, seeded
 from .._validation import Interval, Options, validate_parameters
 from ..masks import MAX_EXHAUSTIVE_FEATURES, sample_masks
-from ._data import check_chunk_units, standardization
+from ._data import check_chunk_units, dtype_name, standardization
 from ._scoring import _BaseFittedModel
 from ._trainer import StreamState, Trainer, training_mode
 
@@ -195,7 +195,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             )
         if state is not None and DTYPES[self.dtype] != state.dtype:
             raise ValueError(
-                f"dtype={self.dtype!r} was set after partial_fit started in {str(state.dtype)[6:]}; a "
+                f"dtype={self.dtype!r} was set after partial_fit started in {dtype_name(state.dtype)}; a "
                 f"model cannot change precision between calls. Refit, or set dtype back."
             )
         with training_mode(self.verbose):

@@ -9,7 +9,7 @@ import torch
 
 from ..models.likelihoods import LIKELIHOODS
 
-__all__ = ["check_chunk_units", "check_mask_array", "check_values", "scale_limits", "standardization"]
+__all__ = ["check_chunk_units", "check_mask_array", "check_values", "dtype_name", "scale_limits", "standardization"]
 
 
 def dtype_name(dtype):
