@@ -55,6 +55,8 @@ processes, and can checkpoint and resume (``checkpoint_every``, ``checkpoint_dir
 """
 
 from .._utils import DTYPES
+from .adapters import (CallablePredictor, check_mask_token_id, check_predictor, check_vocab_size, output_logits,
+                       timestep_kwargs)
 from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
 from .loading import check_local_path, load_masked_lm, load_tokenizer, model_max_length
 from .runner import MaskedLMRunner, language_model_head, target_log_probs
@@ -74,6 +76,7 @@ from .training import MaskedPretraining
 __all__ = [
     "DEFAULT_MASK_RATES",
     "DTYPES",
+    "CallablePredictor",
     "ChainMasks",
     "CurveMasks",
     "EncodedTexts",
@@ -83,6 +86,9 @@ __all__ = [
     "SingleTokenMasks",
     "SweepMasks",
     "chain_masks",
+    "check_mask_token_id",
+    "check_predictor",
+    "check_vocab_size",
     "check_local_path",
     "check_max_length",
     "encode_texts",
@@ -90,9 +96,11 @@ __all__ = [
     "load_masked_lm",
     "load_tokenizer",
     "model_max_length",
+    "output_logits",
     "score_texts",
     "single_masks",
     "size_masks",
     "target_log_probs",
     "texts_of",
+    "timestep_kwargs",
 ]

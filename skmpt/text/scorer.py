@@ -21,6 +21,7 @@ from .._validation import Interval, Options, validate_parameters
 from ..distributed import init_distributed
 from ..masks import check_mask_rates
 from ..objectives import curve_area
+from .adapters import check_predictor
 from .encoding import encode_texts, texts_of
 from .loading import load_masked_lm, model_max_length
 from .runner import MaskedLMRunner
@@ -35,6 +36,34 @@ DEFAULT_MASK_RATES = np.arange(1, 100) / 100
 # The parameters of MLMCurveScorer that MaskedPretraining takes, under the same names.
 _TRAINING_PARAMETERS = ("max_steps", "batch_size", "mask_rate", "learning_rate", "random_state", "checkpoint_every",
                         "checkpoint_dir", "resume", "verbose")
+
+_PARAMETER_CONSTRAINTS = {
+    # model and tokenizer take objects of transformers: checked when fit loads them
+    "mask_rates": [None, "array-like"],
+    "score_masks": [Interval(Integral, 1, None, closed="left")],
+    "score_method": [Options({"sweep", "chain"})],
+    "score_batch_size": [Interval(Integral, 1, None, closed="left")],
+    "batch_size": [Interval(Integral, 1, None, closed="left")],
+    "max_batch_tokens": [Interval(Integral, 1, None, closed="left")],
+    "max_length": [Interval(Integral, 2, None, closed="left")],
+    "mask_rate": [Options({"uniform"}), Interval(Real, 0, 1, closed="right")],
+    "max_steps": [Interval(Integral, 0, None, closed="left")],
+    "learning_rate": [Interval(Real, 0, None, closed="neither")],
+    "checkpoint_every": [None, Interval(Integral, 1, None, closed="left")],
+    "checkpoint_dir": [None, str, os.PathLike],
+    "resume": ["boolean"],
+    "text_column": [None, str],
+    "device": [str, torch.device],
+    "dtype": [None, Options({"auto", *DTYPES}), torch.dtype],
+    "model_kwargs": [None, dict],
+    "allow_missing_weights": ["boolean"],
+    "mask_token_id": [None, Interval(Integral, 0, None, closed="left")],
+    "shift_logits": ["boolean"],
+    "timestep_fn": [None, "callable"],
+    "random_state": ["random_state"],
+    "verbose": ["verbose"],
+}
+
 
 class MLMCurveScorer(TransformerMixin, BaseEstimator):
     """MPT curve and cumulative log-marginal estimate of a masked language model.
@@ -63,15 +92,16 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    model : str, path, transformers.PreTrainedModel or transformers.PretrainedConfig, \
-            default="bert-base-uncased"
-        A name or local directory for ``AutoModelForMaskedLM.from_pretrained`` (a name not on
-        disk is fetched from the Hugging Face hub, the only use of the network), a masked-LM
-        object (any ``torch.nn.Module`` called with ``input_ids`` and ``attention_mask`` that
-        returns ``.logits``), or a configuration: a random model seeded by ``random_state``.
+    model : str, path, transformers.PreTrainedModel, transformers.PretrainedConfig, torch.nn.Module \
+            or callable, default="bert-base-uncased"
+        A name or local directory for ``AutoModelForMaskedLM.from_pretrained`` (``AutoModel`` for
+        remote code, e.g. LLaDA or Dream with ``model_kwargs={"trust_remote_code": True}``; a name
+        not on disk is fetched from the Hugging Face hub, the only use of the network), a model
+        object or callable mapping ``input_ids`` and ``attention_mask`` to logits (or an output
+        holding ``.logits``), or a configuration: a random model seeded by ``random_state``.
     tokenizer : str, path, tokenizer object or None, default=None
         The tokenizer, or where ``AutoTokenizer.from_pretrained`` finds it; ``None`` loads it
-        from ``model``'s name or directory. It must have a mask token and a padding token.
+        from ``model``'s name or directory. It must have a mask token or ``mask_token_id``.
     mask_rates : array-like of float in (0, 1), str or None, default=None
         Masking rates of :meth:`transform` and :meth:`paper_area` (a string is read by
         :func:`skmpt.masks.parse_mask_rates`); a rate ``r`` masks ``M = round(r * L)`` tokens,
@@ -132,6 +162,13 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     allow_missing_weights : bool, default=False
         Accept a checkpoint that lacks weights of the masked LM (which transformers would
         initialise at random) instead of an error naming them.
+    mask_token_id : int or None, default=None
+        Id that masks a token, for a tokenizer without a mask token (MDLM: 50257 with GPT-2's).
+    shift_logits : bool, default=False
+        The logits at position ``i`` predict the token at ``i + 1`` (Dream).
+    timestep_fn : callable or None, default=None
+        Hook giving a model its timestep: ``rate`` (each copy's ``M / L``) to a dict of forward
+        keyword arguments (:mod:`skmpt.text.adapters`), e.g. ``lambda rate: {"timesteps": rate}``.
     random_state : int, RandomState instance or None, default=None
         Seeds the masks (a text's masks depend only on this seed and its tokens), the training
         masks and the random initialisation from a configuration.
@@ -174,35 +211,14 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     True
     """
 
-    _parameter_constraints: dict = {
-        # model and tokenizer take objects of transformers: checked when fit loads them
-        "mask_rates": [None, "array-like"],
-        "score_masks": [Interval(Integral, 1, None, closed="left")],
-        "score_method": [Options({"sweep", "chain"})],
-        "score_batch_size": [Interval(Integral, 1, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_batch_tokens": [Interval(Integral, 1, None, closed="left")],
-        "max_length": [Interval(Integral, 2, None, closed="left")],
-        "mask_rate": [Options({"uniform"}), Interval(Real, 0, 1, closed="right")],
-        "max_steps": [Interval(Integral, 0, None, closed="left")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "checkpoint_every": [None, Interval(Integral, 1, None, closed="left")],
-        "checkpoint_dir": [None, str, os.PathLike],
-        "resume": ["boolean"],
-        "text_column": [None, str],
-        "device": [str, torch.device],
-        "dtype": [None, Options({"auto", *DTYPES}), torch.dtype],
-        "model_kwargs": [None, dict],
-        "allow_missing_weights": ["boolean"],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-    }
+    _parameter_constraints: dict = _PARAMETER_CONSTRAINTS
 
     def __init__(self, model="bert-base-uncased", *, tokenizer=None, mask_rates=None, score_masks=10,
                  score_method="sweep", score_batch_size=64, batch_size=64, max_batch_tokens=16384, max_length=512,
                  mask_rate=0.15, max_steps=0, learning_rate=5e-5, checkpoint_every=None, checkpoint_dir=None,
                  resume=False, text_column=None, device="auto", dtype="auto", model_kwargs=None,
-                 allow_missing_weights=False, random_state=None, verbose=0):
+                 allow_missing_weights=False, mask_token_id=None, shift_logits=False, timestep_fn=None,
+                 random_state=None, verbose=0):
         self.model = model
         self.tokenizer = tokenizer
         self.mask_rates = mask_rates
@@ -223,6 +239,9 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         self.dtype = dtype
         self.model_kwargs = model_kwargs
         self.allow_missing_weights = allow_missing_weights
+        self.mask_token_id = mask_token_id
+        self.shift_logits = shift_logits
+        self.timestep_fn = timestep_fn
         self.random_state = random_state
         self.verbose = verbose
 
@@ -251,12 +270,14 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         model, tokenizer = load_masked_lm(
             self.model, tokenizer=self.tokenizer, device=device, dtype=dtype, model_kwargs=self.model_kwargs,
             allow_missing_weights=self.allow_missing_weights, random_state=self.random_state,
-            train=self.max_steps > 0, verbose=self.verbose,
+            train=self.max_steps > 0, verbose=self.verbose, mask_token_id=self.mask_token_id,
         )
         self.runner_ = MaskedLMRunner(
             model, tokenizer, device, dtype=dtype, max_length=model_max_length(model, tokenizer, self.max_length),
             score_batch_size=self.score_batch_size, max_batch_tokens=self.max_batch_tokens,
+            mask_token_id=self.mask_token_id, shift_logits=self.shift_logits, timestep_fn=self.timestep_fn,
         )
+        check_predictor(self.runner_)  # one probe pass on a few ids: the output's logits, before any text
         self.history_ = []
         if X is not None:
             encoded = self._encode(X)  # validates the texts even when there is nothing to train
