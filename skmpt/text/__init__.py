@@ -57,6 +57,8 @@ processes, and can checkpoint and resume (``checkpoint_every``, ``checkpoint_dir
 from .._utils import DTYPES
 from .adapters import (CallablePredictor, check_mask_token_id, check_predictor, check_vocab_size, output_logits,
                        timestep_kwargs)
+from .conditional import compare_conditional_estimators, conditional_log_likelihood, encode_pairs, multiple_choice
+from .diffusion import masked_diffusion_bound, noise_schedule, sample_any_order, schedule_weights
 from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
 from .loading import check_local_path, load_masked_lm, load_tokenizer, model_max_length
 from .runner import MaskedLMRunner, language_model_head, target_log_probs
@@ -71,32 +73,44 @@ from .scoring import (
     single_masks,
     size_masks,
 )
+from .standard_errors import ChainWithError, SweepWithError, UniformSizeMasks
 from .training import MaskedPretraining
 
 __all__ = [
-    "DEFAULT_MASK_RATES",
-    "DTYPES",
     "CallablePredictor",
     "ChainMasks",
+    "ChainWithError",
     "CurveMasks",
+    "DEFAULT_MASK_RATES",
+    "DTYPES",
     "EncodedTexts",
     "MLMCurveScorer",
     "MaskedLMRunner",
     "MaskedPretraining",
     "SingleTokenMasks",
     "SweepMasks",
+    "SweepWithError",
+    "UniformSizeMasks",
     "chain_masks",
+    "check_local_path",
     "check_mask_token_id",
+    "check_max_length",
     "check_predictor",
     "check_vocab_size",
-    "check_local_path",
-    "check_max_length",
+    "compare_conditional_estimators",
+    "conditional_log_likelihood",
+    "encode_pairs",
     "encode_texts",
     "language_model_head",
     "load_masked_lm",
     "load_tokenizer",
+    "masked_diffusion_bound",
     "model_max_length",
+    "multiple_choice",
+    "noise_schedule",
     "output_logits",
+    "sample_any_order",
+    "schedule_weights",
     "score_texts",
     "single_masks",
     "size_masks",
