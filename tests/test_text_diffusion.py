@@ -69,7 +69,7 @@ def test_multiple_choice_and_minimal_pairs(joint_scorer):
     choices = [[" a b a", " b b b", " a a b"], [" b a a", " a b b", " b b a"]]
     result = multiple_choice(scorer, ["a b", "b a"], choices)
     exact = np.array([[exact_conditional(joint, (c + " " + k).split(), 2) for k in row]
-                      for c, row in zip(["a b", "b a"], choices)])
+                      for c, row in zip(["a b", "b a"], choices, strict=True)])
     np.testing.assert_allclose(result.log_likelihood, exact, rtol=1e-10)
     assert result.prediction.tolist() == exact.argmax(1).tolist()
 

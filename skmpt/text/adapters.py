@@ -204,7 +204,8 @@ def check_mask_token_id(mask_token_id, tokenizer, vocab_size=None):
     mask_token_id = int(mask_token_id)
     if vocab_size is not None and mask_token_id >= vocab_size:
         raise ValueError(
-            f"mask_token_id={mask_token_id} is outside the model's vocabulary of {vocab_size} ids (0..{vocab_size - 1})."
+            f"mask_token_id={mask_token_id} is outside the model's vocabulary of {vocab_size} ids "
+            f"(0..{vocab_size - 1})."
         )
     if mask_token_id == getattr(tokenizer, "pad_token_id", None):
         raise ValueError(f"mask_token_id={mask_token_id} is the padding token's id; a mask must be its own token.")
