@@ -100,6 +100,8 @@ def test_automodel_remote_code_with_trust_remote_code(tmp_path):
     config["auto_map"] = {"AutoConfig": "tiny_modeling.TinyDiffusionConfig",
                           "AutoModel": "tiny_modeling.TinyDiffusionModel"}
     (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="trust_remote_code=True"):  # remote code runs only when asked for
+        MLMCurveScorer(str(tmp_path), mask_token_id=MASK_ID, device="cpu").fit()
     loaded = MLMCurveScorer(str(tmp_path), mask_token_id=MASK_ID, model_kwargs={"trust_remote_code": True},
                             device="cpu", random_state=0, score_masks=2).fit()
     assert type(loaded.model_).__name__ == "TinyDiffusionModel"

@@ -182,6 +182,8 @@ def _embedding_size(model):
 
 def _check_model_kwargs(model_kwargs):
     kwargs = dict(model_kwargs or {})
+    # remote code runs only when the user asks: an error, never transformers' interactive prompt
+    kwargs.setdefault("trust_remote_code", False)
     for key in ("dtype", "torch_dtype", "output_loading_info"):
         if key in kwargs:
             hint = "use the dtype parameter" if key != "output_loading_info" else "it is set by MLMCurveScorer"
