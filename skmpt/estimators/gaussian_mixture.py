@@ -53,8 +53,11 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
     ----------
     n_components : int, default=1
         Number of mixture components ``K``, at most the number of training samples.
-    covariance_type : {"full", "diag"}, default="full"
-        Each component's covariance: a full matrix or a diagonal.
+    covariance_type : {"full", "tied", "diag", "spherical"}, default="full"
+        Each component's covariance, as in :class:`~sklearn.mixture.GaussianMixture`: its
+        own full matrix, one full matrix shared by every component, its own diagonal, or its
+        own single variance. Tied and spherical covariances are one shared Cholesky factor and
+        one variance per component, expanded to the full and diagonal conditionals.
     mask_rate : "uniform" or float in (0, 1], default="uniform"
         Training masks: ``"uniform"`` draws the mask size uniformly from ``1..D``; a float
         masks exactly ``round(mask_rate * D)`` tokens (at least one), a biased target.
@@ -106,12 +109,14 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
     means_ : ndarray of shape (n_components, n_features)
         Component means ``mu_k``.
     covariances_ : ndarray
-        Component covariances, of shape (n_components, n_features, n_features) for
-        ``"full"`` and (n_components, n_features) for ``"diag"``.
+        Component covariances in :class:`~sklearn.mixture.GaussianMixture`'s layout, of shape
+        (n_components, n_features, n_features) for ``"full"``, (n_features, n_features) for
+        ``"tied"``, (n_components, n_features) for ``"diag"`` and (n_components,) for
+        ``"spherical"``.
     precisions_cholesky_ : ndarray
         Cholesky factors of the precisions in :class:`~sklearn.mixture.GaussianMixture`'s
-        layout: upper triangular ``L_k^{-T}`` of shape (n_components, n_features, n_features)
-        for ``"full"``, ``1 / sqrt(covariances_)`` for ``"diag"``.
+        layout: upper triangular ``L^{-T}`` of the shape of ``covariances_`` for ``"full"``
+        and ``"tied"``, ``1 / sqrt(covariances_)`` for ``"diag"`` and ``"spherical"``.
     module_ : GaussianMixtureModule
         The fitted torch module, with the masked conditionals.
     device_ : torch.device
@@ -162,7 +167,7 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
     _parameter_constraints: dict = {
         **_BaseMaskedEstimator._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "covariance_type": [Options({"full", "diag"})],
+        "covariance_type": [Options({"full", "tied", "diag", "spherical"})],
     }
 
     def __init__(
@@ -198,7 +203,7 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         Parameters
         ----------
         estimator : sklearn.mixture.GaussianMixture
-            Fitted, with ``covariance_type`` "full" or "diag" (taken over).
+            Fitted, with any ``covariance_type`` (taken over).
         **params
             Parameters of this estimator other than ``n_components`` and
             ``covariance_type`` (taken from ``estimator``), e.g. ``random_state``.
@@ -221,11 +226,6 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         from sklearn.mixture import GaussianMixture
 
         covariance_type = getattr(estimator, "covariance_type", None)
-        if isinstance(estimator, GaussianMixture) and covariance_type not in ("full", "diag"):
-            raise ValueError(
-                f"{cls.__name__} supports covariance_type 'full' and 'diag'; the GaussianMixture has "
-                f"covariance_type={covariance_type!r}."
-            )
         if "covariance_type" in params:
             raise ValueError("covariance_type is taken from the GaussianMixture; do not pass it.")
 
@@ -260,9 +260,14 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         if self.covariance_type == "full":
             covariances = torch.einsum("nk,nkd,nke->kde", one_hot, residual, residual) / counts.view(-1, 1, 1)
             covariances = covariances + _INIT_REG_COVAR * torch.eye(X.shape[1], dtype=X.dtype, device=X.device)
+        elif self.covariance_type == "tied":  # GaussianMixture's: the pooled within-cluster covariance
+            covariances = torch.einsum("nk,nkd,nke->de", one_hot, residual, residual) / counts.sum()
+            covariances = covariances + _INIT_REG_COVAR * torch.eye(X.shape[1], dtype=X.dtype, device=X.device)
         else:
             covariances = torch.einsum("nk,nkd->kd", one_hot, residual.square()) / counts.unsqueeze(-1)
             covariances = covariances + _INIT_REG_COVAR
+            if self.covariance_type == "spherical":  # GaussianMixture's: the mean of the diagonal
+                covariances = covariances.mean(-1)
         return GaussianMixtureModule(counts / counts.sum(), means, covariances, self.covariance_type)
 
     def _set_fitted_attributes(self):
@@ -270,14 +275,17 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         with torch.no_grad():
             self.weights_ = module.log_weights.exp().cpu().numpy()
             self.means_ = module.means.detach().cpu().numpy().astype(np.float64) + self.offset_
-            self.covariances_ = module.covariances().cpu().numpy()
-            if self.covariance_type == "full":
+            covariances = module.covariances()
+            if self.covariance_type in ("full", "tied"):
                 factor = module.cholesky()
                 eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
                 precisions_cholesky = torch.linalg.solve_triangular(factor, eye, upper=False).mT
             else:
-                precisions_cholesky = (-0.5 * module.log_variances).exp()
-            self.precisions_cholesky_ = precisions_cholesky.cpu().numpy()
+                precisions_cholesky = (-0.5 * module.log_variances).exp().expand_as(covariances)
+            # scikit-learn's layout: a tied covariance once, a spherical one as one number.
+            shared = {"tied": lambda a: a[0], "spherical": lambda a: a[:, 0]}.get(self.covariance_type, lambda a: a)
+            self.covariances_ = shared(covariances).cpu().numpy()
+            self.precisions_cholesky_ = shared(precisions_cholesky).cpu().numpy()
 
     def predict_proba(self, X):
         """Responsibilities: the posterior probability of each component given each sample.
