@@ -6,11 +6,12 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import _BaseMaskedEstimator
+from ._criteria import _InformationCriteriaMixin, linear_gaussian_parameter_count
 
 __all__ = []
 
 
-class _BaseLinearGaussian(_BaseMaskedEstimator):
+class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
     """Base of the linear-Gaussian estimators ``x = W z + mu + eps``: a subclass names its module
     class (``_module_class``) and whether the noise is one shared variance (``_isotropic``)."""
 
@@ -40,6 +41,14 @@ class _BaseLinearGaussian(_BaseMaskedEstimator):
         self.mean_ = module.mean.detach().cpu().numpy().astype(np.float64) + self.offset_
         noise = module.noise_variance.detach().cpu().numpy()
         self.noise_variance_ = float(noise) if self._isotropic else noise
+
+    def _n_parameters(self):
+        """Free parameters: ``D K - K (K - 1) / 2`` loadings (``W`` up to a rotation of ``z``),
+        ``D`` means and one noise variance (PPCA) or ``D`` (factor analysis)."""
+        check_is_fitted(self)
+        n_features = self.n_features_in_
+        n_noise = 1 if self._isotropic else n_features
+        return linear_gaussian_parameter_count(n_features, self.n_components_, n_noise)
 
     def get_covariance(self):
         """Model covariance ``W W^T`` plus the noise covariance.

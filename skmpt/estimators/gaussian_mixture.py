@@ -22,6 +22,7 @@ from .._utils import check_generator
 from .._validation import Interval, Options, check_positive_int
 from ..models import GaussianMixtureModule
 from ._base import _BaseMaskedEstimator
+from ._criteria import _InformationCriteriaMixin
 
 __all__ = ["MaskedGaussianMixture"]
 
@@ -30,7 +31,7 @@ __all__ = ["MaskedGaussianMixture"]
 _INIT_REG_COVAR = 1e-6
 
 
-class MaskedGaussianMixture(_BaseMaskedEstimator):
+class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
     """Gaussian mixture fitted by masked pre-training (MPT).
 
     The model is scikit-learn's :class:`~sklearn.mixture.GaussianMixture`,
@@ -286,6 +287,15 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
             shared = {"tied": lambda a: a[0], "spherical": lambda a: a[:, 0]}.get(self.covariance_type, lambda a: a)
             self.covariances_ = shared(covariances).cpu().numpy()
             self.precisions_cholesky_ = shared(precisions_cholesky).cpu().numpy()
+
+    def _n_parameters(self):
+        """Free parameters, as :class:`~sklearn.mixture.GaussianMixture` counts them: ``K - 1``
+        weights, ``K D`` means and ``K D (D + 1) / 2`` (full), ``D (D + 1) / 2`` (tied),
+        ``K D`` (diag) or ``K`` (spherical) covariance entries."""
+        check_is_fitted(self)
+        K, D = self.n_components_, self.n_features_in_
+        covariance = {"full": K * D * (D + 1) // 2, "tied": D * (D + 1) // 2, "diag": K * D, "spherical": K}
+        return covariance[self.covariance_type] + K * D + K - 1
 
     def predict_proba(self, X):
         """Responsibilities: the posterior probability of each component given each sample.

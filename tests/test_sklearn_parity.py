@@ -1,0 +1,55 @@
+"""What the scikit-learn counterparts have: information criteria, sample weights, PCA's and
+FactorAnalysis's attributes, and GaussianMixture's initialisation parameters."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.decomposition import PCA, FactorAnalysis
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
+
+from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedLinearVAE, MaskedPPCA
+
+
+def blobs(n_samples=120, n_features=3, seed=0):
+    rng = np.random.RandomState(seed)
+    half = n_samples // 2
+    return np.vstack([rng.randn(half, n_features), rng.randn(n_samples - half, n_features) @ rng.randn(3, 3) + 5])
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
+def test_mixture_bic_aic_match_gaussian_mixture(covariance_type):
+    X = blobs()
+    em = GaussianMixture(2, covariance_type=covariance_type, random_state=0).fit(X)
+    gmm = MaskedGaussianMixture.from_estimator(em, device="cpu")
+    assert gmm._n_parameters() == em._n_parameters()
+    np.testing.assert_allclose(gmm.bic(X), em.bic(X), rtol=1e-10)
+    np.testing.assert_allclose(gmm.aic(X), em.aic(X), rtol=1e-10)
+
+
+def test_linear_gaussian_parameter_counts_and_criteria():
+    X = blobs(n_features=3) @ np.random.RandomState(1).randn(3, 5)
+    X = X + 0.3 * np.random.RandomState(2).randn(*X.shape)
+    n, D, K = X.shape[0], 5, 2
+    pca = PCA(K).fit(X)
+    ppca = MaskedPPCA.from_estimator(pca, device="cpu")
+    n_ppca = D * K - K * (K - 1) // 2 + D + 1  # loadings up to a rotation, mean, one noise variance
+    assert ppca._n_parameters() == n_ppca == 15
+    np.testing.assert_allclose(ppca.bic(X), -2 * pca.score(X) * n + n_ppca * np.log(n), rtol=1e-10)
+    np.testing.assert_allclose(ppca.aic(X), -2 * pca.score(X) * n + 2 * n_ppca, rtol=1e-10)
+    fa = FactorAnalysis(K, random_state=0).fit(X)
+    mfa = MaskedFactorAnalysis.from_estimator(fa, device="cpu")
+    assert mfa._n_parameters() == D * K - K * (K - 1) // 2 + 2 * D == 19
+    np.testing.assert_allclose(mfa.bic(X), -2 * fa.score(X) * n + 19 * np.log(n), rtol=1e-10)
+
+
+def test_linear_vae_criteria_use_its_exact_likelihood():
+    X = (np.random.RandomState(0).rand(40, 4) > 0.5).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        vae = MaskedLinearVAE(1, n_quadrature=6, max_epochs=2, random_state=0).fit(X)
+    assert vae._n_parameters() == 4 * 1 + 4  # loadings and intercepts
+    lml = vae.log_marginal_likelihood(X).sum()
+    np.testing.assert_allclose(vae.bic(X), -2 * lml + 8 * np.log(40), rtol=1e-12)
+    np.testing.assert_allclose(vae.aic(X), -2 * vae.score(X) * 40 + 16, rtol=1e-9)  # chain: exact score
