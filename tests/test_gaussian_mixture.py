@@ -61,16 +61,20 @@ def sklearn_mixture(weights, means, covariances, covariance_type):
     return gmm
 
 
+def component_covariance(covariances, covariance_type, k, n_features):
+    """Component ``k``'s full covariance from scikit-learn's layout of ``covariance_type``."""
+    if covariance_type == "full":
+        return covariances[k]
+    if covariance_type == "tied":
+        return covariances
+    return np.diag(covariances[k]) if covariance_type == "diag" else covariances[k] * np.eye(n_features)
+
+
 def dense_mixture_conditionals(weights, means, covariances, covariance_type, X, masks):
     """Per-token log p(x_j | x_r) of the mixture by dense conditioning of each component."""
     per_component = []
     for k in range(len(weights)):
-        cov = {
-            "full": lambda: covariances[k],
-            "tied": lambda: covariances,
-            "diag": lambda: np.diag(covariances[k]),
-            "spherical": lambda: covariances[k] * np.eye(len(means[k])),
-        }[covariance_type]()
+        cov = component_covariance(covariances, covariance_type, k, len(means[k]))
         per_token, observed = dense_conditionals(means[k], cov, X, masks)
         per_component.append((np.log(weights[k]) + observed, per_token))
     joint = np.stack([j for j, _ in per_component], -1)  # (n, P, K)
@@ -238,8 +242,7 @@ def test_fit_predict_sample_clone_pickle(covariance_type):
     np.testing.assert_array_equal(gmm.sample(5)[0], gmm.sample(5)[0])  # int random_state: same draws
     for k in range(3):
         # sample means within 5 standard errors of the component means
-        spread = np.sqrt({"full": lambda: np.diagonal(gmm.covariances_[k]), "tied": lambda: np.diagonal(gmm.covariances_),
-                          "diag": lambda: gmm.covariances_[k], "spherical": lambda: gmm.covariances_[k]}[covariance_type]())
+        spread = np.sqrt(np.diagonal(component_covariance(gmm.covariances_, covariance_type, k, 4)))
         error = np.abs(samples[drawn == k].mean(0) - gmm.means_[k]) / (spread / np.sqrt((drawn == k).sum()))
         assert error.max() < 5
     restored = pickle.loads(pickle.dumps(gmm))

@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.decomposition import PCA, FactorAnalysis
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
@@ -53,3 +54,50 @@ def test_linear_vae_criteria_use_its_exact_likelihood():
     lml = vae.log_marginal_likelihood(X).sum()
     np.testing.assert_allclose(vae.bic(X), -2 * lml + 8 * np.log(40), rtol=1e-12)
     np.testing.assert_allclose(vae.aic(X), -2 * vae.score(X) * 40 + 16, rtol=1e-9)  # chain: exact score
+
+
+def weighted_data(seed=0, clustered=False):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(150, 2) @ rng.randn(2, 4) + 0.5 * rng.randn(150, 4) + [1.0, -2.0, 0.5, 3.0]
+    if clustered:
+        X[::2] += 6
+    weights = rng.randint(0, 4, 150)
+    return X, weights, np.repeat(X, weights, axis=0)
+
+
+@pytest.mark.parametrize("estimator", [MaskedPPCA(1, random_state=0), MaskedGaussianMixture(2, random_state=0)])
+def test_weighted_training_reaches_the_repeated_rows_optimum(estimator):
+    X, weights, repeated = weighted_data(clustered=isinstance(estimator, MaskedGaussianMixture))
+    weighted = clone(estimator).fit(X, sample_weight=weights)
+    plain = clone(estimator).fit(repeated)
+    # The exact log-likelihood of the repeated data, per row, of each fit.
+    lml_weighted = weighted.log_marginal_likelihood(repeated).mean()
+    lml_repeated = plain.log_marginal_likelihood(repeated).mean()
+    assert abs(lml_weighted - lml_repeated) < 0.02
+    if isinstance(estimator, MaskedPPCA):  # the maximum-likelihood PPCA is PCA's
+        optimum = PCA(1).fit(repeated).score(repeated)
+    else:
+        optimum = GaussianMixture(2, random_state=0).fit(repeated).score(repeated)
+    assert optimum - 0.02 < lml_weighted < optimum + 1e-9
+    # Weighted scoring is the mean over repeated rows.
+    np.testing.assert_allclose(weighted.score(X, sample_weight=weights), weighted.score(repeated), rtol=1e-10)
+
+
+def test_sample_weight_validation_and_zero_weights():
+    X, weights, _ = weighted_data()
+    ppca = MaskedPPCA(1, max_epochs=2, random_state=0)
+    for bad, message in [(-weights, "non-negative"), (weights[:-1], r"shape \(150,\)"), (0 * weights, "sums to zero"),
+                         (np.where(weights == 0, np.nan, weights), "NaN")]:
+        with pytest.raises(ValueError, match=message):
+            ppca.fit(X, sample_weight=bad)
+        with pytest.raises(ValueError, match=message):
+            ppca.partial_fit(X, sample_weight=bad)
+    # A zero weight is a removed row: the same fit, to the bit.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        kept = weights > 0
+        a = clone(ppca).fit(X, sample_weight=kept.astype(float))
+        b = clone(ppca).fit(X[kept], sample_weight=np.ones(kept.sum()))
+        c = clone(ppca).partial_fit(X, sample_weight=kept)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    assert c.n_iter_ == 1

@@ -23,6 +23,7 @@ from ..masks import MAX_EXHAUSTIVE_FEATURES, sample_masks
 from ._data import check_chunk_units, dtype_name, standardization
 from ._scoring import _BaseFittedModel
 from ._trainer import StreamState, Trainer, training_mode
+from ._weights import training_rows
 
 __all__ = []
 
@@ -79,14 +80,17 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             )
 
     # ------------------------------------------------------------------ data
-    def _validate_training_data(self, X, *, reset):
+    def _validate_training_data(self, X, *, reset, sample_weight=None):
+        """Validated training tensor and weights: the rows of positive ``sample_weight``, and
+        their weights scaled to mean one (None without ``sample_weight``)."""
         if reset:
             validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
             self.device_ = resolve_device(self.device)
         X_t = self._to_tensor(X, reset=reset)
+        X_t, weights = training_rows(X_t, sample_weight, min_samples=2 if reset else 1)
         if reset:
             self._check_data(X_t)
-        return X_t
+        return X_t, weights
 
     def _map_back(self, center, scale):
         """Map ``module_`` fitted on ``(x - center) / scale`` to the units of ``x``."""
@@ -120,7 +124,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             verbose=self.verbose,
         )
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Fit the model by maximising its training objective with Adam until it converges.
 
         Parameters
@@ -129,6 +133,11 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             Training data.
         y : None
             Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights: sample ``i`` counts ``sample_weight[i]`` times, so integer
+            weights aim at the optimum of the data with rows repeated (each mini-batch step
+            weights a sample's objective by its weight over the mean weight). Rows of zero
+            weight are left out, initialisation included. None: equal weights.
 
         Returns
         -------
@@ -136,12 +145,13 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             The fitted estimator.
         """
         with training_mode(self.verbose):
-            X_t = self._validate_training_data(X, reset=True)
+            X_t, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
             generator = check_generator(self.random_state)
             seed = int(torch.randint(2**62, (1,), generator=generator))
             center, scale = standardization(X_t, self._likelihood())
             X_train = (X_t - center) / scale
             trainer = self._trainer()
+            trainer.sample_weight = weights
             with seeded(seed, self.device_):
                 self.module_ = self._build_module(X_train, generator)
                 self.n_components_ = self.n_components
@@ -159,7 +169,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             )
         return self
 
-    def partial_fit(self, X, y=None):
+    def partial_fit(self, X, y=None, sample_weight=None):
         """One more pass of the optimiser over a chunk of data, for data that do not fit in memory.
 
         The first call (or the first after ``fit``) starts Adam; each call is one pass over
@@ -179,6 +189,9 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             A chunk of training data.
         y : None
             Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the chunk's samples, as in :meth:`fit` (scaled to mean
+            one within the chunk: they weigh samples against each other, not chunks).
 
         Returns
         -------
@@ -199,7 +212,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
                 f"model cannot change precision between calls. Refit, or set dtype back."
             )
         with training_mode(self.verbose):
-            X_t = self._validate_training_data(X, reset=first)
+            X_t, weights = self._validate_training_data(X, reset=first, sample_weight=sample_weight)
             if state is None:
                 seed = int(torch.randint(2**62, (1,), generator=check_generator(self.random_state)))
                 center, scale = standardization(X_t, self._likelihood())
@@ -209,7 +222,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
                 check_chunk_units(X_t, state.center, state.scale, first=state.calls == 0)
             X_train = (X_t - state.center) / state.scale
             trainer = self._trainer()
-            trainer.history = self.history_
+            trainer.history, trainer.sample_weight = self.history_, weights
             # A generator per call, from the first call's seed: the run is reproducible.
             generator = torch.Generator().manual_seed(state.seed + state.calls)
             with seeded(state.seed + state.calls, self.device_):
