@@ -101,3 +101,41 @@ def test_sample_weight_validation_and_zero_weights():
         c = clone(ppca).partial_fit(X, sample_weight=kept)
     np.testing.assert_array_equal(a.components_, b.components_)
     assert c.n_iter_ == 1
+
+
+def low_rank(n_samples=300, n_features=6, rank=2, seed=0):
+    rng = np.random.RandomState(seed)
+    return 2 * rng.randn(n_samples, rank) @ rng.randn(rank, n_features) + 0.5 * rng.randn(n_samples, n_features)
+
+
+def test_explained_variance_as_pca():
+    X = low_rank()
+    pca = PCA(2).fit(X)
+    ppca = MaskedPPCA.from_estimator(pca, device="cpu")
+    np.testing.assert_allclose(ppca.explained_variance_, pca.explained_variance_, rtol=1e-10)
+    np.testing.assert_allclose(ppca.explained_variance_ratio_, pca.explained_variance_ratio_, rtol=1e-10)
+    fa = MaskedFactorAnalysis.from_estimator(FactorAnalysis(2, random_state=0).fit(X), device="cpu")
+    W, psi = fa.components_.T, fa.noise_variance_
+    shared = np.sort(np.linalg.eigvalsh(W @ W.T))[::-1][:2]  # the factors' variance, in D x D
+    np.testing.assert_allclose(fa.explained_variance_, shared, rtol=1e-10)
+    np.testing.assert_allclose(fa.explained_variance_ratio_, shared / np.trace(W @ W.T + np.diag(psi)), rtol=1e-10)
+
+
+@pytest.mark.parametrize("n_components", ["mle", 0.5, 0.9, 0.995])
+def test_n_components_chosen_as_pca(n_components):
+    X = low_rank(n_features=8, rank=3, seed=1)
+    expected = PCA(n_components).fit(X).n_components_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ppca = MaskedPPCA(n_components, max_epochs=2, random_state=0).fit(X)
+        streamed = MaskedPPCA(n_components, random_state=0).partial_fit(X).partial_fit(X)
+    assert ppca.n_components_ == streamed.n_components_ == expected
+    assert ppca.components_.shape == (expected, 8) and ppca.n_components == n_components
+
+
+@pytest.mark.parametrize("n_components", [1.0, 0.0, "auto", -0.5])
+def test_bad_n_components(n_components):
+    with pytest.raises(ValueError, match="n_components"):
+        MaskedPPCA(n_components).fit(low_rank())
+    with pytest.raises(ValueError, match="'mle' needs at least as many samples as features"):
+        MaskedPPCA("mle").fit(low_rank(n_samples=5))

@@ -70,6 +70,11 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         """Keyword arguments of the training objective (e.g. IWAE's number of particles)."""
         return {}
 
+    def _resolve_n_components(self, X):
+        """The latent dimension to fit on (standardised) training data ``X``: ``n_components``
+        by default; an estimator with a data-driven choice (PPCA's ``"mle"``) overrides it."""
+        return self.n_components
+
     def _check_data(self, X):
         """Data-dependent checks on the validated training array; subclasses extend them."""
         if self.score_method == "exhaustive" and X.shape[1] > MAX_EXHAUSTIVE_FEATURES:
@@ -153,8 +158,8 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             trainer = self._trainer()
             trainer.sample_weight = weights
             with seeded(seed, self.device_):
+                self.n_components_ = self._resolve_n_components(X_train)
                 self.module_ = self._build_module(X_train, generator)
-                self.n_components_ = self.n_components
                 self.n_iter_, self.converged_ = trainer.fit(self.module_, X_train, generator, _log_jacobian(X_t, scale))
             self.history_ = trainer.history
             self._map_back(center, scale)
@@ -200,7 +205,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         """
         first = not hasattr(self, "module_")
         state = getattr(self, "_partial_fit_state", None)
-        if state is not None and self.n_components != self.n_components_:
+        if state is not None and self.n_components not in (self.n_components_, "mle") and self.n_components >= 1:
             raise ValueError(
                 f"n_components={self.n_components} was set after partial_fit started with "
                 f"{self.n_components_}; a model cannot change its latent dimension between calls. "
@@ -227,8 +232,8 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             generator = torch.Generator().manual_seed(state.seed + state.calls)
             with seeded(state.seed + state.calls, self.device_):
                 if first:
+                    self.n_components_ = self._resolve_n_components(X_train)
                     self.module_ = self._build_module(X_train, generator)
-                    self.n_components_ = self.n_components
                 else:
                     self._map_back(-state.center / state.scale, 1 / state.scale)  # to the training units
                 start = time.perf_counter()

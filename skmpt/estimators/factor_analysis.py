@@ -89,6 +89,13 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         ``W^T``: the loadings of each factor on the features.
     noise_variance_ : ndarray of shape (n_features,)
         ``psi``, the noise variance of each feature.
+    explained_variance_ : ndarray of shape (n_components,)
+        The variance the common factors explain along their principal axes, the eigenvalues
+        of ``W W^T``, descending (scikit-learn's ``FactorAnalysis`` has no such attribute;
+        unlike PPCA's, the noise is not added, as it is not the same along every axis).
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``explained_variance_`` over the model's total variance ``trace(W W^T) + sum(psi)``:
+        their sum is the share of the variance the factors explain.
     mean_ : ndarray of shape (n_features,)
         ``mu``.
     module_ : FactorAnalysisModule
