@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from sklearn.base import clone
 from sklearn.decomposition import PCA, FactorAnalysis
 from sklearn.exceptions import ConvergenceWarning
@@ -139,3 +140,53 @@ def test_bad_n_components(n_components):
         MaskedPPCA(n_components).fit(low_rank())
     with pytest.raises(ValueError, match="'mle' needs at least as many samples as features"):
         MaskedPPCA("mle").fit(low_rank(n_samples=5))
+
+
+@pytest.mark.parametrize("init_params", ["kmeans", "k-means++", "random", "random_from_data"])
+def test_mixture_init_params_reach_em(init_params):
+    X, _, _ = weighted_data(clustered=True)
+    best = GaussianMixture(2, random_state=0).fit(X).score(X)
+    # EM from the same kind of start: "random" puts every mean at the data's mean, a saddle
+    # point that EM, too, leaves only slowly (on these data both stop near it).
+    em = GaussianMixture(2, init_params=init_params, random_state=0).fit(X).score(X)
+    # Random samples as centres can both lie in one cluster, a start that gradient steps
+    # leave slowly or not at all (EM's steps sometimes do): three starts, as a user would.
+    n_init = 3 if init_params == "random_from_data" else 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gmm = MaskedGaussianMixture(2, init_params=init_params, n_init=n_init, random_state=0).fit(X)
+    assert em - 0.05 < gmm.log_marginal_likelihood(X).mean() < best + 1e-9
+
+
+def test_mixture_n_init_keeps_the_best_start():
+    X, _, _ = weighted_data(clustered=True)
+    params = {"init_params": "random", "max_epochs": 3, "random_state": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        single = MaskedGaussianMixture(2, **params).fit(X)
+        best = MaskedGaussianMixture(2, n_init=3, **params).fit(X)
+        # the other starts' seeds, drawn from random_state as n_init draws them
+        drawn = torch.randint(2**31 - 1, (2,), generator=torch.Generator().manual_seed(0)).tolist()
+        seeds = [MaskedGaussianMixture(2, **{**params, "random_state": s}).fit(X) for s in drawn]
+    lmls = [m.log_marginal_likelihood(X).mean() for m in [single, *seeds]]
+    assert best.log_marginal_likelihood(X).mean() == max(lmls)
+    assert best.get_params() == MaskedGaussianMixture(2, n_init=3, **params).get_params()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_mixture_warm_start_continues(dtype):
+    X, _, _ = weighted_data(clustered=True)
+    gmm = MaskedGaussianMixture(2, covariance_type="spherical", dtype=dtype, random_state=0).fit(X)
+    before = gmm.log_marginal_likelihood(X + 1.0)
+    # Steps too small to move: a warm start begins exactly at the previous fit, a cold one at k-means.
+    frozen = {"max_epochs": 1, "learning_rate": 1e-12}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gmm.set_params(warm_start=True, **frozen).fit(X + 1.0)  # new data, new units: mapped exactly
+        cold = MaskedGaussianMixture(2, covariance_type="spherical", dtype=dtype, random_state=0, **frozen)
+        cold.fit(X + 1.0)
+    rtol = 1e-10 if dtype == "float64" else 1e-5
+    np.testing.assert_allclose(gmm.log_marginal_likelihood(X + 1.0), before, rtol=rtol)
+    assert np.abs(cold.log_marginal_likelihood(X + 1.0) - before).max() > 1e-3
+    with pytest.raises(ValueError, match="warm_start=True continues the fitted 'spherical' mixture"):
+        gmm.set_params(covariance_type="diag").fit(X)

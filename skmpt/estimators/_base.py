@@ -57,7 +57,10 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
     # ------------------------------------------------------------------ hooks
     @abc.abstractmethod
     def _build_module(self, X, generator):
-        """The untrained :class:`skmpt.models.MaskedModel` for (standardised) training data ``X``."""
+        """The untrained :class:`skmpt.models.MaskedModel` for (standardised) training data ``X``.
+
+        ``X`` is ``(x - center) / scale``; ``self._training_units`` holds ``(center, scale)``
+        (for a start given in the data's units, e.g. a warm start)."""
 
     def _set_fitted_attributes(self):
         """Copy learned parameters out of ``module_`` into NumPy attributes; none by default."""
@@ -155,6 +158,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             seed = int(torch.randint(2**62, (1,), generator=generator))
             center, scale = standardization(X_t, self._likelihood())
             X_train = (X_t - center) / scale
+            self._training_units = (center, scale)
             trainer = self._trainer()
             trainer.sample_weight = weights
             with seeded(seed, self.device_):
@@ -222,6 +226,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
                 seed = int(torch.randint(2**62, (1,), generator=check_generator(self.random_state)))
                 center, scale = standardization(X_t, self._likelihood())
                 state = StreamState(center, scale, seed, X_t.dtype)
+                self._training_units = (center, scale)
                 self.history_, self.n_iter_ = [], 0
             if self._likelihood() == "gaussian":  # binary data are not rescaled: no units to set
                 check_chunk_units(X_t, state.center, state.scale, first=state.calls == 0)
