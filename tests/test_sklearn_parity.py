@@ -190,3 +190,19 @@ def test_mixture_warm_start_continues(dtype):
     assert np.abs(cold.log_marginal_likelihood(X + 1.0) - before).max() > 1e-3
     with pytest.raises(ValueError, match="warm_start=True continues the fitted 'spherical' mixture"):
         gmm.set_params(covariance_type="diag").fit(X)
+
+
+def test_factor_analysis_noise_variance_init():
+    X = low_rank() * [1.0, 2.0, 3.0, 1.0, 0.5, 1.0]
+    init = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    frozen = {"max_epochs": 1, "learning_rate": 1e-12, "random_state": 0}  # steps too small to move
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fa = MaskedFactorAnalysis(2, noise_variance_init=init, **frozen).fit(X)
+        default = MaskedFactorAnalysis(2, **frozen).fit(X)
+    np.testing.assert_allclose(fa.noise_variance_, init, rtol=1e-8)  # in the data's units
+    overall = ((X - X.mean(0)) ** 2).mean()  # the default: the data's overall variance
+    np.testing.assert_allclose(default.noise_variance_, overall, rtol=1e-8)
+    for bad in (init[:-1], -init, np.full(6, np.nan)):
+        with pytest.raises(ValueError, match="noise_variance_init must hold one positive"):
+            MaskedFactorAnalysis(2, noise_variance_init=bad).fit(X)

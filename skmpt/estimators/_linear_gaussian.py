@@ -35,8 +35,12 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         # Small random loadings break the symmetry of W = 0 (a saddle point of every
         # objective); the data are standardised, so unit noise explains all variance at first.
         components = 0.1 * torch.randn(self.n_components_, n_features, generator=generator, dtype=X.dtype)
-        noise = X.new_ones(()) if self._isotropic else X.new_ones(n_features)
+        noise = self._initial_noise(X)
         return self._module_class(components.to(X.device), X.new_zeros(n_features), noise)
+
+    def _initial_noise(self, X):
+        """The first noise variance(s) in the training units: one, all of the data's variance."""
+        return X.new_ones(()) if self._isotropic else X.new_ones(X.shape[1])
 
     def _set_fitted_attributes(self):
         module = self.module_
