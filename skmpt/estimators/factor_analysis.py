@@ -162,8 +162,8 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
 
     def __init__(
         self, n_components=2, *, noise_variance_init=None, mask_rate="uniform", n_masks=1, score_masks=1,
-        score_method="chain", max_epochs=300, batch_size="auto", learning_rate=0.03, tol=1e-3, n_iter_no_change=10, monitor=None,
-        monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0
+        score_method="chain", max_epochs=300, batch_size="auto", learning_rate=0.03, tol=1e-3, n_iter_no_change=10,
+        monitor=None, monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0
     ):
         self.n_components = n_components
         self.noise_variance_init = noise_variance_init
