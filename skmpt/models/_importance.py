@@ -67,6 +67,24 @@ def pareto_khat(log_weights):
     Monte Carlo rate; above :func:`pareto_k_threshold` (0.7 for ``S >= 2200``) too few draws
     land where the integrand's mass is, and the estimate is unreliable. Inf when fewer than
     five weights are in the tail (``S < 20``) or the tail is flat.
+
+    Parameters
+    ----------
+    log_weights : ndarray of shape (n, S)
+
+    Returns
+    -------
+    khat : ndarray of shape (n,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.models import pareto_khat
+    >>> rng = np.random.RandomState(0)
+    >>> light = 0.3 * rng.randn(1, 2000)                        # log-normal weights, light tail
+    >>> heavy = np.log(rng.pareto(1.25, size=(1, 2000)) + 1)    # Pareto tail of shape 0.8
+    >>> bool(pareto_khat(light)[0] < 0.5), bool(pareto_khat(heavy)[0] > 0.7)
+    (True, True)
     """
     n_rows, n_draws = log_weights.shape
     n_tail = int(math.ceil(min(0.2 * n_draws, 3 * math.sqrt(n_draws))))
@@ -94,6 +112,26 @@ def importance_diagnostics(log_weights):
     (:func:`effective_sample_size`), ``standard_error`` (:func:`log_mean_standard_error`),
     ``pareto_k`` (:func:`pareto_khat`), and ``reliable`` (``pareto_k`` at most
     :func:`pareto_k_threshold` of ``S``).
+
+    Parameters
+    ----------
+    log_weights : array-like of shape (n, S)
+        ``log w``, e.g. :meth:`VAEModule.log_importance_weights`.
+
+    Returns
+    -------
+    diagnostics : dict of ndarray of shape (n,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.models import importance_diagnostics
+    >>> log_weights = np.array([[0.0, 0.0, 0.0, 0.0], [np.log(4.0), -np.inf, -np.inf, -np.inf]])
+    >>> d = importance_diagnostics(log_weights)
+    >>> d["ess"], np.exp(d["log_mean"])
+    (array([4., 1.]), array([1., 1.]))
+    >>> d["standard_error"].round(3)
+    array([0., 1.])
     """
     log_weights = np.asarray(log_weights, dtype=np.float64)
     n_draws = log_weights.shape[1]
