@@ -209,7 +209,8 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         """
         first = not hasattr(self, "module_")
         state = getattr(self, "_partial_fit_state", None)
-        if state is not None and self.n_components not in (self.n_components_, "mle") and self.n_components >= 1:
+        # A data-driven n_components ("mle", a variance fraction) was resolved by the first call.
+        if state is not None and isinstance(self.n_components, Integral) and self.n_components != self.n_components_:
             raise ValueError(
                 f"n_components={self.n_components} was set after partial_fit started with "
                 f"{self.n_components_}; a model cannot change its latent dimension between calls. "
