@@ -164,7 +164,8 @@ def test_from_estimator_matches_gaussian_mixture(covariance_type):
     np.testing.assert_allclose(gmm.score_samples(X), em.score_samples(X), rtol=1e-9)  # chain: exact
     np.testing.assert_allclose(gmm.predict_proba(X), em.predict_proba(X), rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(gmm.predict(X), em.predict(X))
-    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
+    assert gmm._n_parameters() == em._n_parameters()
+    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_"):
         np.testing.assert_allclose(getattr(gmm, name), getattr(em, name), rtol=1e-10, atol=1e-13, err_msg=name)
     restored = pickle.loads(pickle.dumps(gmm))
     np.testing.assert_array_equal(restored.score_samples(X[:5]), gmm.score_samples(X[:5]))
@@ -233,6 +234,9 @@ def test_fit_predict_sample_clone_pickle(covariance_type):
         warnings.simplefilter("ignore", ConvergenceWarning)
         gmm.fit(X)
     proba = gmm.predict_proba(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        np.testing.assert_array_equal(clone(gmm).fit_predict(X), proba.argmax(1))  # seeded: the same fit
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-12)
     np.testing.assert_array_equal(gmm.transform(X), proba)
     assert adjusted_rand_score(labels, gmm.predict(X)) > 0.9  # the k-means start already separates them

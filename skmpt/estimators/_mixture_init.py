@@ -91,9 +91,10 @@ def best_of_inits(estimator, fit_once, seeds, X, sample_weight):
 
 
 def sklearn_covariances(module):
-    """``(covariances_, precisions_cholesky_)`` of a fitted module in GaussianMixture's layout:
-    a tied covariance once, a spherical one as one number per component; precision factors
-    upper triangular ``L^{-T}`` (full, tied) or ``1 / sqrt(variance)`` (diag, spherical)."""
+    """``(covariances_, precisions_cholesky_, precisions_)`` of a fitted module in
+    GaussianMixture's layout: a tied covariance once, a spherical one as one number per
+    component; precision factors upper triangular ``L^{-T}`` (full, tied) or
+    ``1 / sqrt(variance)`` (diag, spherical), and the precisions they factor."""
     covariances = module.covariances()
     if module.covariance_type in ("full", "tied"):
         factor = module.cholesky()
@@ -102,4 +103,9 @@ def sklearn_covariances(module):
     else:
         precisions_cholesky = (-0.5 * module.log_variances).exp().expand_as(covariances)
     layout = {"tied": lambda a: a[0], "spherical": lambda a: a[:, 0]}.get(module.covariance_type, lambda a: a)
-    return layout(covariances).cpu().numpy(), layout(precisions_cholesky).cpu().numpy()
+    precisions_cholesky = layout(precisions_cholesky)
+    if module.covariance_type in ("full", "tied"):
+        precisions = precisions_cholesky @ precisions_cholesky.mT
+    else:
+        precisions = precisions_cholesky.square()
+    return layout(covariances).cpu().numpy(), precisions_cholesky.cpu().numpy(), precisions.cpu().numpy()

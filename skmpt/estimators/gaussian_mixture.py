@@ -128,6 +128,8 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         Cholesky factors of the precisions in :class:`~sklearn.mixture.GaussianMixture`'s
         layout: upper triangular ``L^{-T}`` of the shape of ``covariances_`` for ``"full"``
         and ``"tied"``, ``1 / sqrt(covariances_)`` for ``"diag"`` and ``"spherical"``.
+    precisions_ : ndarray
+        Inverses of ``covariances_``, of the same shape.
     module_ : GaussianMixtureModule
         The fitted torch module, with the masked conditionals.
     device_ : torch.device
@@ -320,7 +322,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         with torch.no_grad():
             self.weights_ = module.log_weights.exp().cpu().numpy()
             self.means_ = module.means.detach().cpu().numpy().astype(np.float64) + self.offset_
-            self.covariances_, self.precisions_cholesky_ = sklearn_covariances(module)
+            self.covariances_, self.precisions_cholesky_, self.precisions_ = sklearn_covariances(module)
 
     def _n_parameters(self):
         """Free parameters, as :class:`~sklearn.mixture.GaussianMixture` counts them: ``K - 1``
@@ -343,6 +345,22 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         proba : ndarray of shape (n_samples, n_components)
         """
         return self.transform(X)
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fit, then return the most probable component of each training sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        return self.fit(X, sample_weight=sample_weight).predict(X)
 
     def predict(self, X):
         """The most probable component of each sample.
