@@ -29,7 +29,9 @@ class MaskedVAE(_BaseMaskedEstimator):
     mask: by self-normalised importance sampling with the encoder as proposal
     (``conditional="importance"``, consistent as particles grow) or by the paper's recursive
     encoding-decoding (``"pseudo_gibbs"``). Both are differentiable, so ``objective="mpt"``
-    trains through them. ``log_marginal_likelihood`` is an importance-sampled estimate.
+    trains through them. ``log_marginal_likelihood`` is an importance-sampled estimate;
+    :meth:`importance_diagnostics` gives, per sample, its weights' effective sample size, its
+    standard error and PSIS's Pareto ``k_hat``, and warns when it is unreliable.
 
     Parameters
     ----------
