@@ -19,16 +19,17 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from .._utils import check_generator
-from .._validation import Interval, Options, check_positive_int
+from .._validation import Interval, Options
 from ..models import GaussianMixtureModule
 from ._base import _BaseMaskedEstimator
 from ._criteria import _InformationCriteriaMixin
 from ._mixture_init import INIT_PARAMS, best_of_inits, initial_parameters, sklearn_covariances
+from ._mixture_methods import _MixtureMethodsMixin
 
 __all__ = ["MaskedGaussianMixture"]
 
 
-class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
+class MaskedGaussianMixture(_MixtureMethodsMixin, _InformationCriteriaMixin, _BaseMaskedEstimator):
     """Gaussian mixture fitted by masked pre-training (MPT).
 
     The model is scikit-learn's :class:`~sklearn.mixture.GaussianMixture`,
@@ -332,67 +333,3 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         K, D = self.n_components_, self.n_features_in_
         covariance = {"full": K * D * (D + 1) // 2, "tied": D * (D + 1) // 2, "diag": K * D, "spherical": K}
         return covariance[self.covariance_type] + K * D + K - 1
-
-    def predict_proba(self, X):
-        """Responsibilities: the posterior probability of each component given each sample.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_components)
-        """
-        return self.transform(X)
-
-    def fit_predict(self, X, y=None, sample_weight=None):
-        """Fit, then return the most probable component of each training sample.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : None
-            Ignored.
-        sample_weight : array-like of shape (n_samples,), default=None
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,)
-        """
-        return self.fit(X, sample_weight=sample_weight).predict(X)
-
-    def predict(self, X):
-        """The most probable component of each sample.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,)
-        """
-        return self.predict_proba(X).argmax(1)
-
-    def sample(self, n_samples=1):
-        """Draw samples from the fitted mixture.
-
-        With an int ``random_state`` every call returns the same draws, as
-        :meth:`sklearn.mixture.GaussianMixture.sample` does.
-
-        Parameters
-        ----------
-        n_samples : int, default=1
-
-        Returns
-        -------
-        X : ndarray of shape (n_samples, n_features)
-        labels : ndarray of shape (n_samples,)
-            The component each sample was drawn from.
-        """
-        check_is_fitted(self)
-        n_samples = check_positive_int(n_samples, "n_samples")
-        with torch.no_grad():
-            X, labels = self.module_.sample(int(n_samples), generator=check_generator(self.random_state))
-        return X.cpu().numpy() + self.offset_, labels.cpu().numpy()
