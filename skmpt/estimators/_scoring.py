@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from .. import objectives
 from .._utils import DTYPES, call_with_generator, check_generator
 from ._data import check_mask_array, check_values
+from ._weights import weighted_mean
 
 __all__ = []
 
@@ -109,7 +110,7 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         """
         return self._evaluate(X, lambda module, X_t: objectives.cumulative_score(module, X_t, **self._score_kwargs()))
 
-    def score(self, X, y=None):
+    def score(self, X, y=None, sample_weight=None):
         """Mean cumulative MPT estimate of the log-marginal likelihood (see ``score_samples``).
 
         Parameters
@@ -117,13 +118,15 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         X : array-like of shape (n_samples, n_features)
         y : None
             Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights: the score is the weighted mean. None: the plain mean.
 
         Returns
         -------
         score : float
             Nats per sample.
         """
-        return float(np.mean(self.score_samples(X)))
+        return weighted_mean(self.score_samples(X), sample_weight)
 
     def mpt_curve(self, X):
         """The MPT curve ``S(x; M)`` at every mask rate ``M / D``, per sample.

@@ -215,6 +215,22 @@ class VAEModule(MaskedModel):
             total = torch.logaddexp(total, torch.logsumexp(chunk, dim=1))
         return total - math.log(n_samples)
 
+    def log_importance_weights(self, X, n_samples=100, *, generator=None):
+        """The log-weights ``log p(x, z_s) - log q(z_s | x)`` behind :meth:`log_marginal`.
+
+        The same draws as :meth:`log_marginal` with the same ``generator`` state, so
+        ``logsumexp(w, 1) - log(n_samples)`` is its estimate; held whole, ``(n, n_samples)``,
+        for the diagnostics of :func:`skmpt.models.importance_diagnostics`.
+        """
+        n, n_features = X.shape
+        draws = min(n_samples, 256)
+        rows = max(1, chunk_budget(1 / 4) // (draws * n_features))
+        chunks = []
+        for start in range(0, n_samples, draws):
+            noise = standard_normal((min(draws, n_samples - start), self.n_components), X, generator)
+            chunks.append(torch.cat([importance_log_weights(self, X[i : i + rows], noise) for i in range(0, n, rows)]))
+        return torch.cat(chunks, 1)
+
     def posterior(self, X):
         """Encoder mean ``(n, K)`` and diagonal covariance ``(n, K, K)``."""
         mean, log_var = self.encode(X)
