@@ -57,6 +57,7 @@ processes, and can checkpoint and resume (``checkpoint_every``, ``checkpoint_dir
 from .._utils import DTYPES
 from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
 from .loading import check_local_path, load_masked_lm, load_tokenizer, model_max_length
+from .pretrained import ANTIBERTY_VERSION, load_antiberty
 from .runner import MaskedLMRunner, language_model_head, target_log_probs
 from .scorer import DEFAULT_MASK_RATES, MLMCurveScorer
 from .scoring import (
@@ -72,6 +73,7 @@ from .scoring import (
 from .training import MaskedPretraining
 
 __all__ = [
+    "ANTIBERTY_VERSION",
     "DEFAULT_MASK_RATES",
     "DTYPES",
     "ChainMasks",
@@ -87,6 +89,7 @@ __all__ = [
     "check_max_length",
     "encode_texts",
     "language_model_head",
+    "load_antiberty",
     "load_masked_lm",
     "load_tokenizer",
     "model_max_length",
