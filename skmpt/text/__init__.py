@@ -58,36 +58,52 @@ from .._utils import DTYPES
 from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
 from .loading import check_local_path, load_masked_lm, load_tokenizer, model_max_length
 from .pretrained import ANTIBERTY_VERSION, load_antiberty
+from .outputs import MLMOutputsMixin
 from .runner import MaskedLMRunner, language_model_head, target_log_probs
 from .scorer import DEFAULT_MASK_RATES, MLMCurveScorer
 from .scoring import (
     ChainMasks,
+    ChainSpread,
     CurveMasks,
+    CurveTokenScores,
     SingleTokenMasks,
     SweepMasks,
+    TokenScores,
+    WholeWordMasks,
     chain_masks,
+    copy_target_log_probs,
+    group_standard_errors,
     score_texts,
     single_masks,
     size_masks,
+    spread_with_error,
+    within_word_l2r_masks,
 )
 from .training import MaskedPretraining
 
 __all__ = [
     "ANTIBERTY_VERSION",
+    "ChainMasks",
+    "ChainSpread",
+    "CurveMasks",
+    "CurveTokenScores",
     "DEFAULT_MASK_RATES",
     "DTYPES",
-    "ChainMasks",
-    "CurveMasks",
     "EncodedTexts",
     "MLMCurveScorer",
+    "MLMOutputsMixin",
     "MaskedLMRunner",
     "MaskedPretraining",
     "SingleTokenMasks",
     "SweepMasks",
+    "TokenScores",
+    "WholeWordMasks",
     "chain_masks",
     "check_local_path",
     "check_max_length",
+    "copy_target_log_probs",
     "encode_texts",
+    "group_standard_errors",
     "language_model_head",
     "load_antiberty",
     "load_masked_lm",
@@ -96,6 +112,8 @@ __all__ = [
     "score_texts",
     "single_masks",
     "size_masks",
+    "spread_with_error",
     "target_log_probs",
     "texts_of",
+    "within_word_l2r_masks",
 ]
