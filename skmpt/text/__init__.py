@@ -58,7 +58,7 @@ from .._utils import DTYPES
 from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
 from .loading import check_local_path, load_masked_lm, load_tokenizer, model_max_length
 from .pretrained import ANTIBERTY_VERSION, load_antiberty
-from .outputs import MLMOutputsMixin
+from .outputs import METRICS, UNITS, MLMOutputsMixin, scores_table, word_sums
 from .runner import MaskedLMRunner, language_model_head, target_log_probs
 from .scorer import DEFAULT_MASK_RATES, MLMCurveScorer
 from .scoring import (
@@ -90,6 +90,7 @@ __all__ = [
     "DEFAULT_MASK_RATES",
     "DTYPES",
     "EncodedTexts",
+    "METRICS",
     "MLMCurveScorer",
     "MLMOutputsMixin",
     "MaskedLMRunner",
@@ -97,6 +98,7 @@ __all__ = [
     "SingleTokenMasks",
     "SweepMasks",
     "TokenScores",
+    "UNITS",
     "WholeWordMasks",
     "chain_masks",
     "check_local_path",
@@ -110,10 +112,12 @@ __all__ = [
     "load_tokenizer",
     "model_max_length",
     "score_texts",
+    "scores_table",
     "single_masks",
     "size_masks",
     "spread_with_error",
     "target_log_probs",
     "texts_of",
     "within_word_l2r_masks",
+    "word_sums",
 ]

@@ -342,8 +342,8 @@ class WholeWordMasks:
     >>> from skmpt.text import SweepMasks, WholeWordMasks
     >>> strategy = WholeWordMasks(SweepMasks(score_masks=1))
     >>> masked, targets = strategy.copies(3, torch.Generator().manual_seed(0), torch.tensor([0, 0, 1]))
-    >>> sorted(masked.sum(1).tolist())  # one word (1 or 2 tokens), then both words (3 tokens)
-    [1, 3]
+    >>> masked.int().tolist()  # one word (here the first: 2 tokens), then both words
+    [[1, 1, 0], [1, 1, 1]]
     """
 
     needs_words = True
