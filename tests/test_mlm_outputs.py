@@ -290,3 +290,25 @@ def test_inconsistency_is_zero_on_a_joint_and_positive_on_a_trained_bert(joint_s
     trained = MLMCurveScorer(model, tokenizer=tokenizer, score_masks=4, random_state=0).fit()
     spread, error = trained.inconsistency(["EVQLVESGGG"], return_std=True)
     assert spread[0] > 3 * error[0] > 0
+
+
+def test_command_line_unit_std_and_pll(tiny, tmp_path):
+    import pandas as pd
+
+    from skmpt.cli import main
+
+    model, tokenizer, texts = tiny
+    model.float().save_pretrained(tmp_path / "model")
+    model.double()
+    tokenizer.save_pretrained(tmp_path / "model")
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    common = ["mlm-curve", "--model", str(tmp_path / "model"), "--texts", str(tmp_path / "texts.txt"),
+              "--mask-rates", "0.5", "--score-masks", "2", "--device", "cpu", "--quiet"]
+    assert main([*common, "--out", str(tmp_path / "nats.csv")]) == 0
+    assert main([*common, "--out", str(tmp_path / "bits.csv"), "--unit", "bits", "--std", "--pll",
+                 "within_word_l2r"]) == 0
+    nats, bits = pd.read_csv(tmp_path / "nats.csv"), pd.read_csv(tmp_path / "bits.csv")
+    assert list(bits.columns) == ["line", "n_tokens", "score", "score_std", "pll", "paper_area", "S@0.5"]
+    np.testing.assert_allclose(bits["score"], nats["score"] / np.log(2), rtol=1e-9)
+    assert (bits["score_std"] > 0).all() and (bits["pll"] < 0).all()
+    assert main([*common, "--out", str(tmp_path / "x.csv"), "--std", "--score-masks", "1"]) == 2
