@@ -9,11 +9,13 @@ sentences.
    ``PLL_metric="original"`` and ``"within_word_l2r"`` (summed over tokens) against
    :meth:`~skmpt.MLMCurveScorer.pseudo_log_likelihood` with the same ``metric``, both running
    the model in float64: the largest difference per text, absolute and relative (minicons
-   returns its sums as float32 numbers, so the relative difference is float32's rounding). minicons 0.3.39 needs transformers < 5, so it runs in a virtual
-   environment of its own, given by ``--minicons-python``; one that reuses the installed torch::
+   returns its sums as float32 numbers, so the relative difference is float32's rounding).
+   minicons 0.3.39 needs transformers < 5, so it runs in a virtual environment of its own,
+   given by ``--minicons-python``; one that reuses the installed torch::
 
        python -m venv --system-site-packages /tmp/minicons-venv
-       echo "$VIRTUAL_ENV/lib/python3.11/site-packages" > /tmp/minicons-venv/lib/python3.11/site-packages/base.pth
+       echo "$VIRTUAL_ENV/lib/python3.11/site-packages" \\
+           > /tmp/minicons-venv/lib/python3.11/site-packages/base.pth
        /tmp/minicons-venv/bin/pip install --no-deps minicons==0.3.39 transformers==4.57.6 \\
            huggingface_hub==0.36.0 tokenizers==0.22.1 wonderwords
 

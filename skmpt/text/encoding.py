@@ -49,7 +49,8 @@ class EncodedTexts:
     def subset(self, indices):
         """The texts at ``indices``, in that order."""
         word_ids = None if self.word_ids is None else [self.word_ids[i] for i in indices]
-        return EncodedTexts([self.input_ids[i] for i in indices], [self.content_positions[i] for i in indices], word_ids)
+        positions = [self.content_positions[i] for i in indices]
+        return EncodedTexts([self.input_ids[i] for i in indices], positions, word_ids)
 
 
 def texts_of(X, text_column=None):

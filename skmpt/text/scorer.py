@@ -210,7 +210,8 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
     }
 
     def __init__(self, model="bert-base-uncased", *, tokenizer=None, mask_rates=None, score_masks=10,
-                 score_method="sweep", unit="nats", whole_word_masking=False, score_batch_size=64, batch_size=64, max_batch_tokens=16384, max_length=512,
+                 score_method="sweep", unit="nats", whole_word_masking=False, score_batch_size=64, batch_size=64,
+                 max_batch_tokens=16384, max_length=512,
                  mask_rate=0.15, max_steps=0, learning_rate=5e-5, checkpoint_every=None, checkpoint_dir=None,
                  resume=False, text_column=None, device="auto", dtype="auto", model_kwargs=None,
                  allow_missing_weights=False, random_state=None, verbose=0):
