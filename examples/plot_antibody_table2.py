@@ -23,7 +23,7 @@ For each: the pseudo-log-likelihood per residue, the cumulative MPT estimate of 
 (per residue), the paper's area (``512 * sum_r dr S(x; r)``) and the MPT curves.
 
 Run as it is (the gallery's size: the first 20 residues of the two trastuzumab chains, 9
-rates, one mask or ordering each) it takes about 15 s on one CPU thread, loading included;
+rates, one mask or ordering each) it took 18 s of CPU on one thread, loading included;
 ``--full`` scores complete domains at the paper's 99 rates (``--full --n-sequences 4``: the
 trastuzumab and adalimumab chains, the run of :doc:`/reproducing`).
 """
