@@ -229,7 +229,7 @@ class MaskedLMRunner:
             self.vocab_size = check_vocab_size(logits.shape[-1], self.tokenizer, self.mask_token_id)
         return logits
 
-    def forward(self, encoded, copies, pieces, model=None):
+    def forward(self, encoded, copies, pieces, model=None, per_target=False):
         """Summed log-probability of each copy's target tokens, for one forward pass.
 
         ``model`` (a ``DistributedDataParallel`` wrapper in training) is run whole, logits read
@@ -239,7 +239,8 @@ class MaskedLMRunner:
         Returns
         -------
         sums : torch.Tensor of dtype float64 and shape (n_copies,)
-            In the order of ``pieces``.
+            In the order of ``pieces``. With ``per_target=True``, each target's log-probability
+            instead, of shape (n_targets,): copy by copy, each copy's targets left to right.
         """
         n_rows, input_ids, attention_mask, target_rows, target_cols, target_ids, rates = self._inputs(
             encoded, copies, pieces
@@ -254,8 +255,11 @@ class MaskedLMRunner:
                 logits = head(hidden[target_rows, columns])
             else:
                 logits = self.logits(model, input_ids, attention_mask, rates)[target_rows, columns]
+        log_probs = target_log_probs(logits, target_ids)
+        if per_target:
+            return log_probs
         sums = torch.zeros(n_rows, dtype=torch.float64, device=self.device)
-        return sums.index_add(0, target_rows, target_log_probs(logits, target_ids))
+        return sums.index_add(0, target_rows, log_probs)
 
     def autocast_dtype(self):
         """bfloat16 (float16 without bfloat16 support) on CUDA for a model in its own dtype; else ``None``."""

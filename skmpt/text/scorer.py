@@ -20,12 +20,12 @@ from .._utils import DTYPES, resolve_dtype
 from .._validation import Interval, Options, validate_parameters
 from ..distributed import init_distributed
 from ..masks import check_mask_rates
-from ..objectives import curve_area
 from .adapters import check_predictor
 from .encoding import encode_texts, texts_of
 from .loading import load_masked_lm, model_max_length
+from .outputs import UNITS, MLMOutputsMixin
 from .runner import MaskedLMRunner
-from .scoring import ChainMasks, CurveMasks, SingleTokenMasks, SweepMasks, score_texts
+from .scoring import ChainMasks, CurveMasks, SweepMasks, score_texts
 from .training import MaskedPretraining
 
 __all__ = ["DEFAULT_MASK_RATES", "MLMCurveScorer"]
@@ -42,6 +42,8 @@ _PARAMETER_CONSTRAINTS = {
     "mask_rates": [None, "array-like"],
     "score_masks": [Interval(Integral, 1, None, closed="left")],
     "score_method": [Options({"sweep", "chain"})],
+    "unit": [Options(set(UNITS))],
+    "whole_word_masking": ["boolean"],
     "score_batch_size": [Interval(Integral, 1, None, closed="left")],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
     "max_batch_tokens": [Interval(Integral, 1, None, closed="left")],
@@ -65,15 +67,17 @@ _PARAMETER_CONSTRAINTS = {
 }
 
 
-class MLMCurveScorer(TransformerMixin, BaseEstimator):
+class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
     """MPT curve and cumulative log-marginal estimate of a masked language model.
 
     Scores texts with any masked language model of Hugging Face ``transformers``: the MPT curve
     ``S(x; M)`` at chosen masking rates (:meth:`transform`), its sum over every mask size
     ``M = 1..L`` (:meth:`score_samples`, the paper's estimate of ``log p(x)``), the
-    pseudo-log-likelihood ``L * S(x; 1)`` (:meth:`pseudo_log_likelihood`) and the paper's area
-    (:meth:`paper_area`). With ``max_steps > 0``, :meth:`fit` continues masked pre-training on
-    the texts with a fixed masking rate or with uniformly random mask sizes.
+    pseudo-log-likelihood ``L * S(x; 1)`` (:meth:`pseudo_log_likelihood`, also PLL-word-l2r),
+    per-token and per-word scores (:meth:`token_scores`), :meth:`pseudo_perplexity`, the
+    paper's area (:meth:`paper_area`) and the chain's spread across orderings
+    (:meth:`inconsistency`); Monte Carlo estimates give standard errors with ``return_std``.
+    With ``max_steps > 0``, :meth:`fit` continues masked pre-training on the texts.
 
     Masks follow the theory: exactly ``M`` of a sentence's own ``L`` tokens are replaced by the
     mask token; special and padding tokens are never masked nor counted, and nothing else is
@@ -114,6 +118,13 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         text). ``"chain"`` sums, along ``score_masks`` random orderings, each token's
         log-probability given the tokens revealed before it (``L`` copies per ordering): exact
         for a model whose conditionals come from one joint, whatever the ordering.
+    unit : {"nats", "bits"}, default="nats"
+        Unit of every log-probability returned (curve, estimates, PLL, token scores, areas,
+        spreads and their standard errors); ``history_`` stays in nats.
+    whole_word_masking : bool, default=False
+        Draw the masks of :meth:`transform`, :meth:`score_samples` and :meth:`inconsistency`
+        over words (the tokenizer's word ids; a fast tokenizer): ``M = round(rate * W)`` of a
+        text's ``W`` words, each masking all its tokens; ``S(x; M)`` is then per masked word.
     score_batch_size : int, default=64
         Most masked copies in one forward pass when scoring.
     batch_size : int, default=64
@@ -214,7 +225,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     _parameter_constraints: dict = _PARAMETER_CONSTRAINTS
 
     def __init__(self, model="bert-base-uncased", *, tokenizer=None, mask_rates=None, score_masks=10,
-                 score_method="sweep", score_batch_size=64, batch_size=64, max_batch_tokens=16384, max_length=512,
+                 score_method="sweep", unit="nats", whole_word_masking=False, score_batch_size=64, batch_size=64,
+                 max_batch_tokens=16384, max_length=512,
                  mask_rate=0.15, max_steps=0, learning_rate=5e-5, checkpoint_every=None, checkpoint_dir=None,
                  resume=False, text_column=None, device="auto", dtype="auto", model_kwargs=None,
                  allow_missing_weights=False, mask_token_id=None, shift_logits=False, timestep_fn=None,
@@ -224,6 +236,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         self.mask_rates = mask_rates
         self.score_masks = score_masks
         self.score_method = score_method
+        self.unit = unit
+        self.whole_word_masking = whole_word_masking
         self.score_batch_size = score_batch_size
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
@@ -290,43 +304,55 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     device_ = property(lambda self: self.runner_.device, doc="The device it runs on (``runner_.device``).")
     max_length_ = property(lambda self: self.runner_.max_length, doc="Longest text, in tokens.")
 
-    def _encode(self, X):
+    def _encode(self, X, words=False):
         check_is_fitted(self)
-        return encode_texts(X, self.tokenizer_, self.max_length_, text_column=self.text_column)
+        return encode_texts(X, self.tokenizer_, self.max_length_, text_column=self.text_column, word_ids=words)
 
-    def _score(self, X, strategy):  # transform(X) is _score(X, CurveMasks(...)): encode, then score_texts
-        encoded = self._encode(X)
+    def _score(self, X, strategy, encoded=None):  # transform(X) is _score(X, CurveMasks(...))
+        encoded = self._encode(X, getattr(strategy, "needs_words", False)) if encoded is None else encoded
         return score_texts(self.runner_, encoded, strategy, random_state=self.random_state, verbose=self.verbose)
 
-    def transform(self, X):
+    def transform(self, X, return_std=False):
         """MPT curve ``S(x; M)`` of each text at each rate of ``mask_rates_``.
 
-        ``S(x; M)`` is the mean log-probability (nats per token) of ``M = round(rate * L)``
-        masked tokens given the other ``L - M``, averaged over ``score_masks`` random masks.
+        ``S(x; M)`` is the mean log-probability (per token) of ``M = round(rate * L)`` masked
+        tokens given the other ``L - M``, averaged over ``score_masks`` random masks.
 
         Parameters
         ----------
         X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+        return_std : bool, default=False
+            Also return each value's standard error over the masks (needs ``score_masks >= 2``).
 
         Returns
         -------
         curve : ndarray of shape (n_texts, n_rates)
+        curve_std : ndarray of shape (n_texts, n_rates)
+            Only with ``return_std=True``.
         """
-        return self._score(X, CurveMasks(self.mask_rates_, self.score_masks))
+        self._check_std(return_std)
+        return self._with_std(self._score(X, self._masks(CurveMasks(self.mask_rates_, self.score_masks, return_std))),
+                              return_std)
 
-    def score_samples(self, X):
-        """Cumulative MPT estimate of ``log p(x)``: ``sum_{M=1..L} S(x; M)`` per text (nats).
+    def score_samples(self, X, return_std=False):
+        """Cumulative MPT estimate of ``log p(x)``: ``sum_{M=1..L} S(x; M)`` per text.
 
         Parameters
         ----------
         X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+        return_std : bool, default=False
+            Also return each estimate's Monte Carlo standard error (needs ``score_masks >= 2``):
+            the sizes' errors over masks added in quadrature (sweep), or the orderings' (chain).
 
         Returns
         -------
         scores : ndarray of shape (n_texts,)
+        scores_std : ndarray of shape (n_texts,)
+            Only with ``return_std=True``.
         """
+        self._check_std(return_std)
         strategy = ChainMasks if self.score_method == "chain" else SweepMasks
-        return self._score(X, strategy(self.score_masks))
+        return self._with_std(self._score(X, self._masks(strategy(self.score_masks, return_std))), return_std)
 
     def score(self, X, y=None):
         """Mean of :meth:`score_samples` over the texts (nats per text).
@@ -342,39 +368,6 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         score : float
         """
         return float(np.mean(self.score_samples(X)))
-
-    def pseudo_log_likelihood(self, X):
-        """Pseudo-log-likelihood ``sum_j log p(x_j | x_{-j})``, every token masked once, exactly.
-
-        It is ``L * S(x; 1)``, as computed by the MLM scoring tools (Salazar et al., 2020).
-
-        Parameters
-        ----------
-        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
-
-        Returns
-        -------
-        pll : ndarray of shape (n_texts,)
-        """
-        return self._score(X, SingleTokenMasks())
-
-    def paper_area(self, X, *, scale=512):
-        """The paper's area under the MPT curve: ``scale * sum_r (r - r_prev) * S(x; r)`` per text.
-
-        Table 2 of the paper reports it with ``scale = 512`` (BERT's longest input) over rates
-        0.01..0.99; it is not an estimate of ``log p(x)`` (:meth:`score_samples` is). Widths
-        are ``r_1 - 0`` for the first rate and the gaps between consecutive rates after it.
-
-        Parameters
-        ----------
-        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
-        scale : float, default=512
-
-        Returns
-        -------
-        area : ndarray of shape (n_texts,)
-        """
-        return curve_area(self.transform(X), self.mask_rates_, scale=scale)
 
     def get_feature_names_out(self, input_features=None):
         """Names of the columns of :meth:`transform`: ``"S@<rate>"`` for each rate of ``mask_rates_``.
