@@ -1,7 +1,7 @@
 """
-==========================================================
+============================================================
 Pre-training a tiny masked diffusion LM and sampling from it
-==========================================================
+============================================================
 
 ``MLMCurveScorer.fit(mask_rate="uniform")`` draws a uniformly random number of masked tokens
 per sentence and maximises ``(L / M) * sum log p`` of the masked ones: masked-diffusion training
