@@ -265,7 +265,7 @@ class GaussianMixtureModule(MaskedModel):
             updated = torch.where(keep, joint + gaussian_log_prob(error, variance), joint)
             terms[:, :, t] = torch.logsumexp(updated, -1) - torch.logsumexp(joint, -1)
             joint = updated
-            gain = keep * column / variance.unsqueeze(-1)
+            gain = keep.unsqueeze(-1) * column / variance.unsqueeze(-1)
             mean = mean + error.unsqueeze(-1) * gain
             cov = cov - column.unsqueeze(-1) * gain.unsqueeze(-2)
         return terms

@@ -227,7 +227,9 @@ class VAEModule(MaskedModel):
                 [importance_log_weights(self, X[i : i + rows], noise, **_rows(observed, i, rows)) for i in range(0, n, rows)]
             )
             total = torch.logaddexp(total, torch.logsumexp(chunk, dim=1))
-        return total - math.log(n_samples)
+        total = total - math.log(n_samples)
+        # Nothing observed: log p(x_o) = log 1, exactly, not an estimate of it.
+        return total if observed is None else torch.where(observed.any(-1), total, torch.zeros_like(total))
 
     def posterior(self, X, *, observed=None):
         """Encoder mean ``(n, K)`` and diagonal covariance ``(n, K, K)`` (the fill value at
