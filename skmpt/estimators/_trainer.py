@@ -114,16 +114,20 @@ class Trainer:
     def resolved_batch_size(self, n_samples):
         return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
 
-    def run_epoch(self, X, optimizer, generator):
-        """One pass over ``X`` in shuffled mini-batches with fresh masks; the mean objective."""
+    def run_epoch(self, X, optimizer, generator, observed=None):
+        """One pass over ``X`` in shuffled mini-batches with fresh masks; the mean objective.
+
+        With ``observed`` (entries not missing), masks lie among each sample's observed entries.
+        """
         n_samples, n_features = X.shape
         total = X.new_zeros((), dtype=torch.float64)  # accumulated in float64 whatever the dtype
         order = torch.randperm(n_samples, generator=generator).to(X.device)
         for batch in order.split(self.resolved_batch_size(n_samples)):
-            masks = self._masks((len(batch), self.n_masks), n_features, generator, X.device)
+            seen = _rows(observed, batch)
+            masks = self._masks((len(batch), self.n_masks), n_features, generator, X.device, seen)
             optimizer.zero_grad()
             with self._diverging():
-                objective = self.objective(X[batch], masks)
+                objective = self.objective(X[batch], masks, **_given(seen))
                 (-objective.mean()).backward()
             optimizer.step()
             total += objective.detach().sum(dtype=torch.float64)
@@ -143,10 +147,12 @@ class Trainer:
                 f"learning_rate (now {self.learning_rate})."
             ) from exc
 
-    def _masks(self, shape, n_features, generator, device):
-        return None if self.draw_masks is None else self.draw_masks(shape, n_features, generator, device)
+    def _masks(self, shape, n_features, generator, device, observed=None):
+        if self.draw_masks is None:
+            return None
+        return self.draw_masks(shape, n_features, generator, device, **_given(observed))
 
-    def stopping_sample(self, X, generator):
+    def stopping_sample(self, X, generator, observed=None):
         """Samples, masks and a noise seed drawn once, on which the stopping rule compares epochs.
 
         Common random numbers: the objective on fixed masks and fixed noise changes only with
@@ -156,18 +162,20 @@ class Trainer:
         n_samples, n_features = X.shape
         size = min(n_samples, max(self.monitor_min_samples, math.ceil(self.monitor_fraction * n_samples)))
         rows = torch.randperm(n_samples, generator=generator)[:size].to(X.device)
-        masks = self._masks((size, self.n_masks), n_features, generator, X.device)
-        return X[rows], masks, int(torch.randint(2**62, (1,), generator=generator))
+        seen = _rows(observed, rows)
+        masks = self._masks((size, self.n_masks), n_features, generator, X.device, seen)
+        return X[rows], masks, int(torch.randint(2**62, (1,), generator=generator)), seen
 
-    def stopping_objective(self, X, masks, seed):
+    def stopping_objective(self, X, masks, seed, observed=None):
         """Mean training objective on the stopping rule's fixed samples, masks and noise."""
         batch_size = self.resolved_batch_size(len(X))
         total = 0.0
         with torch.no_grad(), seeded(seed, X.device):
             for i in range(0, len(X), batch_size):
                 part = None if masks is None else masks[i : i + batch_size]
+                seen = _given(None if observed is None else observed[i : i + batch_size])
                 with self._diverging():
-                    total += float(self.objective(X[i : i + batch_size], part).sum(dtype=torch.float64))
+                    total += float(self.objective(X[i : i + batch_size], part, **seen).sum(dtype=torch.float64))
         return total / len(X)
 
     def record(self, record, start):
@@ -177,8 +185,11 @@ class Trainer:
         if self.verbose:
             logger.info(", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
 
-    def fit(self, module, X, generator, log_jacobian):
+    def fit(self, module, X, generator, log_jacobian, observed=None):
         """Train ``module`` on (standardised) ``X``; ``(n_epochs, converged)``.
+
+        ``observed`` (a boolean tensor of ``X``'s shape, or None) marks the entries that
+        were observed; the objective, the masks and the monitor see only those.
 
         Adam with torch's ``ReduceLROnPlateau`` on the stopping objective (as scikit-learn's
         ``MLPRegressor`` with ``learning_rate="adaptive"``): a stall of ``n_iter_no_change``
@@ -188,16 +199,16 @@ class Trainer:
         """
         optimizer = self.optimizer(module)
         scheduler = self.scheduler(optimizer)
-        stopping = self.stopping_sample(X, generator)
+        stopping = self.stopping_sample(X, generator, observed)
         cuts = 0
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
             learning_rate = optimizer.param_groups[0]["lr"]
-            record = {"epoch": epoch, "objective": self.run_epoch(X, optimizer, generator) + log_jacobian}
+            record = {"epoch": epoch, "objective": self.run_epoch(X, optimizer, generator, observed) + log_jacobian}
             record["stopping_objective"] = self.stopping_objective(*stopping) + log_jacobian
             if self.monitor is not None and epoch % self.monitor_every == 0:
                 with torch.no_grad():
-                    record["lml"] = float(self.monitor(X).mean(dtype=torch.float64)) + log_jacobian
+                    record["lml"] = float(self.monitor(X, **_given(observed)).mean(dtype=torch.float64)) + log_jacobian
             record["learning_rate"] = learning_rate
             self.record(record, start)
             progress = record["stopping_objective"]
@@ -215,7 +226,7 @@ class Trainer:
                 f"learning_rate (now {self.learning_rate})."
             )
 
-    def stream_step(self, module, X, state, generator):
+    def stream_step(self, module, X, state, generator, observed=None):
         """One ``partial_fit`` call: a pass over the chunk ``X``, then the stopping rule's step.
 
         The schedule continues across calls as it does across ``fit``'s epochs: the stopping
@@ -233,12 +244,21 @@ class Trainer:
             else:
                 for group in optimizer.param_groups:
                     group["lr"] = self.learning_rate
-        objective = self.run_epoch(X, optimizer, generator)
+        objective = self.run_epoch(X, optimizer, generator, observed)
         if state.stopping is None:
-            state.stopping = self.stopping_sample(X, generator)
+            state.stopping = self.stopping_sample(X, generator, observed)
         progress = self.stopping_objective(*state.stopping)
         self._check_finite(progress, state.calls + 1)
         scheduler.step(progress)
         state.optimizer, state.scheduler = optimizer.state_dict(), scheduler.state_dict()
         state.learning_rate, state.calls = self.learning_rate, state.calls + 1
         return objective, progress
+
+
+def _rows(observed, rows):
+    return None if observed is None else observed[rows]
+
+
+def _given(observed):
+    """``observed=`` for a callable, only when some entry is missing (complete data: nothing)."""
+    return {} if observed is None else {"observed": observed}

@@ -205,7 +205,7 @@ def log_marginal(model, X, *, generator=None, observed=None, **options):
     return call_with_generator(model.log_marginal, X, generator=generator, **options)
 
 
-def elbo(model, X, *, generator=None):
+def elbo(model, X, *, generator=None, observed=None):
     """The evidence lower bound, one reparameterised sample and the analytic KL, per sample.
 
     ``log p(x | z) - KL(q(z | x) || p(z))`` with ``z ~ q(z | x)``, a lower bound on
@@ -219,6 +219,9 @@ def elbo(model, X, *, generator=None):
     X : torch.Tensor of shape (n_samples, n_features)
     generator : torch.Generator, default=None
         The sample's noise; ``None``: torch's global generator.
+    observed : torch.Tensor of dtype bool and shape (n_samples, n_features), default=None
+        Entries not observed: the encoder sees ``model.fill`` (zero if it has none) there and
+        the likelihood sums over the observed entries, a bound on ``log p(x_o)``.
 
     Returns
     -------
@@ -234,13 +237,18 @@ def elbo(model, X, *, generator=None):
     >>> elbo(module, X, generator=torch.Generator().manual_seed(0)).shape
     torch.Size([3])
     """
-    mean, log_var = model.encode(X)
+    if observed is None:
+        mean, log_var = model.encode(X)
+        z = mean + (0.5 * log_var).exp() * standard_normal(mean.shape, X, generator)
+        kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
+        return model.log_likelihood(X, z) - kl
+    mean, log_var = model.encode(torch.where(observed, X, getattr(model, "fill", 0.0)))
     z = mean + (0.5 * log_var).exp() * standard_normal(mean.shape, X, generator)
     kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
-    return model.log_likelihood(X, z) - kl
+    return model.log_likelihood(X, z, observed=observed) - kl
 
 
-def iwae(model, X, *, n_particles=16, generator=None):
+def iwae(model, X, *, n_particles=16, generator=None, observed=None):
     """The importance-weighted bound (Burda et al., 2016) with ``n_particles`` draws, per sample.
 
     ``log (1/S) sum_s p(x, z_s) / q(z_s | x)`` with ``z_s ~ q(z | x)``: a tighter lower bound on
@@ -253,6 +261,8 @@ def iwae(model, X, *, n_particles=16, generator=None):
     X : torch.Tensor of shape (n_samples, n_features)
     n_particles : int, default=16
     generator : torch.Generator, default=None
+    observed : torch.Tensor of dtype bool and shape (n_samples, n_features), default=None
+        As in :func:`elbo`: a bound on ``log p(x_o)`` (the MIWAE bound of Mattei and Frellsen, 2019).
 
     Returns
     -------
@@ -269,9 +279,11 @@ def iwae(model, X, *, n_particles=16, generator=None):
     torch.Size([3])
     """
     n_particles = check_positive_int(n_particles, "n_particles")
-    encoded = model.encode(X)
+    filled = X if observed is None else torch.where(observed, X, getattr(model, "fill", 0.0))
+    encoded = model.encode(filled)
     noise = standard_normal((X.shape[0], n_particles, encoded[0].shape[-1]), X, generator)
-    log_weights = importance_log_weights(model, X, noise, encoded=encoded)
+    options = {} if observed is None else {"observed": observed}
+    log_weights = importance_log_weights(model, X, noise, encoded=encoded, **options)
     return torch.logsumexp(log_weights, dim=1) - math.log(n_particles)
 
 
