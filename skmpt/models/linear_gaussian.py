@@ -84,7 +84,105 @@ def _normaliser(masks, variance):
     return (masked * variance.log()).sum(-1) + masked.sum(-1) * math.log(2 * math.pi)
 
 
-class LinearGaussianModule(MaskedModel):
+class _DensityMixin:
+    """The densities of the linear-Gaussian model: ``log p(x)`` (of the observed entries, too),
+    the posterior of ``z``, the chain over observed entries, and the moments; a base of
+    :class:`LinearGaussianModule`."""
+
+    def _observed_chain(self, X, orderings, observed):
+        """:meth:`chain_log_prob` skipping unobserved tokens: the posterior of ``z`` is then
+        per sample, ``(n, O, K, K)`` (``(O, K, K)`` for a pattern ``(D,)`` shared by the samples)."""
+        n_orderings, n_features = orderings.shape
+        K = self.components.shape[0]
+        W = self.components.T
+        noise = self.noise_variance.expand(n_features)
+        residual = X - self.mean
+        seen = observed.to(X.dtype)
+        cov = torch.eye(K, dtype=X.dtype, device=X.device).expand(n_orderings, K, K)
+        z_mean = X.new_zeros(X.shape[0], n_orderings, K)
+        terms = X.new_empty(X.shape[0], n_orderings, n_features)
+        for t in range(n_features - 1, -1, -1):
+            token = orderings[:, t]
+            keep = seen[..., token]  # (n, O) or (O,): whether the step reveals anything
+            w = W[token]
+            cov_w = (cov @ w.unsqueeze(-1)).squeeze(-1)
+            variance = noise[token] + (w * cov_w).sum(-1)
+            error = residual[:, token] - (z_mean * w).sum(-1)
+            terms[:, :, t] = keep * gaussian_log_prob(error, variance)
+            gain = keep.unsqueeze(-1) * cov_w / variance.unsqueeze(-1)
+            z_mean = z_mean + error.unsqueeze(-1) * gain
+            cov = cov - (variance * keep).unsqueeze(-1).unsqueeze(-1) * gain.unsqueeze(-1) * gain.unsqueeze(-2)
+        return terms
+
+    # ------------------------------------------------------------------ complete data
+    def _observed_posterior(self, X, observed):
+        """Posterior of ``z`` given each sample's observed entries: mean ``(n, K)``,
+        covariance ``(n, K, K)``, and the Cholesky factor of its precision."""
+        K = self.components.shape[0]
+        seen = observed.to(X.dtype)
+        noise = self.noise_variance.expand(X.shape[1])
+        information = ((seen / noise) @ _outer(self.components)).unflatten(-1, (K, K))
+        factor = torch.linalg.cholesky(torch.eye(K, dtype=X.dtype, device=X.device) + information)
+        projected = (seen * (X - self.mean) / noise) @ self.components.T
+        mean = torch.cholesky_solve(projected.unsqueeze(-1), factor).squeeze(-1)
+        return mean, torch.cholesky_inverse(factor), factor
+
+    def log_marginal(self, X, *, observed=None):
+        """Closed-form ``log N(x | mu, W W^T + Psi)`` per sample, shape ``(n_samples,)``.
+
+        With ``observed`` of shape ``(n_samples, n_features)``, the density of each sample's
+        observed sub-vector, ``log N(x_o | mu_o, W_o W_o^T + Psi_o)`` (zero when nothing is observed).
+        """
+        if observed is not None:
+            return self._observed_log_marginal(X, observed)
+        W, L = _whitened(self.components, self.noise_variance)
+        residual = (X - self.mean) / self.noise_variance.sqrt()
+        projected = torch.linalg.solve_triangular(L, (residual @ W).T, upper=False)
+        quad = residual.square().sum(-1) - projected.square().sum(0)
+        log_det = self.log_noise_variance.expand(X.shape[1]).sum() + 2 * L.diagonal().log().sum()
+        return -0.5 * (X.shape[1] * math.log(2 * math.pi) + log_det + quad)
+
+    def _observed_log_marginal(self, X, observed):
+        seen = observed.to(X.dtype)
+        noise = self.noise_variance.expand(X.shape[1])
+        residual = seen * (X - self.mean)
+        mean, _, factor = self._observed_posterior(X, observed)
+        projected = (residual / noise) @ self.components.T
+        quad = (residual.square() / noise).sum(-1) - (projected * mean).sum(-1)
+        log_det = seen @ noise.log() + 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        return -0.5 * (seen.sum(-1) * math.log(2 * math.pi) + log_det + quad)
+
+    def posterior(self, X, *, observed=None):
+        """Posterior of ``z`` given all of ``x``: mean ``(n_samples, K)`` and covariance ``(K, K)``.
+
+        With ``observed``, given each sample's observed entries: the covariance is then
+        ``(n_samples, K, K)``.
+        """
+        if observed is not None:
+            return self._observed_posterior(X, observed)[:2]
+        W, L = _whitened(self.components, self.noise_variance)
+        cov = torch.cholesky_inverse(L)
+        mean = ((X - self.mean) / self.noise_variance.sqrt()) @ W @ cov
+        return mean, cov
+
+    def decode(self, Z):
+        """Mean of ``x`` given ``z``: ``W z + mu``, shape ``(n, D)``."""
+        return Z @ self.components + self.mean
+
+    def covariance(self):
+        """Model covariance ``W W^T + Psi``, shape ``(D, D)``."""
+        W = self.components.T
+        return W @ W.T + torch.diag(self.noise_variance.expand(W.shape[0]))
+
+    def precision(self):
+        """Inverse covariance by the Woodbury identity, shape ``(D, D)``."""
+        W, L = _whitened(self.components, self.noise_variance)
+        noise = self.noise_variance.expand(W.shape[0])
+        factor = torch.linalg.solve_triangular(L, W.T, upper=False) / noise.sqrt()
+        return torch.diag(1 / noise) - factor.T @ factor
+
+
+class LinearGaussianModule(_DensityMixin, MaskedModel):
     """Linear-Gaussian model with learnable ``W``, ``mu`` and noise, and exact masked conditionals.
 
     A deterministic :class:`MaskedModel` with its own fast paths: ``masked_log_prob_sum`` and
@@ -406,98 +504,6 @@ class LinearGaussianModule(MaskedModel):
             z_mean = z_mean + error.unsqueeze(-1) * gain
             cov = cov - variance.view(-1, 1, 1) * gain.unsqueeze(-1) * gain.unsqueeze(-2)
         return terms
-
-    def _observed_chain(self, X, orderings, observed):
-        """:meth:`chain_log_prob` skipping unobserved tokens: the posterior of ``z`` is then
-        per sample, ``(n, O, K, K)`` (``(O, K, K)`` for a pattern ``(D,)`` shared by the samples)."""
-        n_orderings, n_features = orderings.shape
-        K = self.components.shape[0]
-        W = self.components.T
-        noise = self.noise_variance.expand(n_features)
-        residual = X - self.mean
-        seen = observed.to(X.dtype)
-        cov = torch.eye(K, dtype=X.dtype, device=X.device).expand(n_orderings, K, K)
-        z_mean = X.new_zeros(X.shape[0], n_orderings, K)
-        terms = X.new_empty(X.shape[0], n_orderings, n_features)
-        for t in range(n_features - 1, -1, -1):
-            token = orderings[:, t]
-            keep = seen[..., token]  # (n, O) or (O,): whether the step reveals anything
-            w = W[token]
-            cov_w = (cov @ w.unsqueeze(-1)).squeeze(-1)
-            variance = noise[token] + (w * cov_w).sum(-1)
-            error = residual[:, token] - (z_mean * w).sum(-1)
-            terms[:, :, t] = keep * gaussian_log_prob(error, variance)
-            gain = keep.unsqueeze(-1) * cov_w / variance.unsqueeze(-1)
-            z_mean = z_mean + error.unsqueeze(-1) * gain
-            cov = cov - (variance * keep).unsqueeze(-1).unsqueeze(-1) * gain.unsqueeze(-1) * gain.unsqueeze(-2)
-        return terms
-
-    # ------------------------------------------------------------------ complete data
-    def _observed_posterior(self, X, observed):
-        """Posterior of ``z`` given each sample's observed entries: mean ``(n, K)``,
-        covariance ``(n, K, K)``, and the Cholesky factor of its precision."""
-        K = self.components.shape[0]
-        seen = observed.to(X.dtype)
-        noise = self.noise_variance.expand(X.shape[1])
-        information = ((seen / noise) @ _outer(self.components)).unflatten(-1, (K, K))
-        factor = torch.linalg.cholesky(torch.eye(K, dtype=X.dtype, device=X.device) + information)
-        projected = (seen * (X - self.mean) / noise) @ self.components.T
-        mean = torch.cholesky_solve(projected.unsqueeze(-1), factor).squeeze(-1)
-        return mean, torch.cholesky_inverse(factor), factor
-
-    def log_marginal(self, X, *, observed=None):
-        """Closed-form ``log N(x | mu, W W^T + Psi)`` per sample, shape ``(n_samples,)``.
-
-        With ``observed`` of shape ``(n_samples, n_features)``, the density of each sample's
-        observed sub-vector, ``log N(x_o | mu_o, W_o W_o^T + Psi_o)`` (zero when nothing is observed).
-        """
-        if observed is not None:
-            return self._observed_log_marginal(X, observed)
-        W, L = _whitened(self.components, self.noise_variance)
-        residual = (X - self.mean) / self.noise_variance.sqrt()
-        projected = torch.linalg.solve_triangular(L, (residual @ W).T, upper=False)
-        quad = residual.square().sum(-1) - projected.square().sum(0)
-        log_det = self.log_noise_variance.expand(X.shape[1]).sum() + 2 * L.diagonal().log().sum()
-        return -0.5 * (X.shape[1] * math.log(2 * math.pi) + log_det + quad)
-
-    def _observed_log_marginal(self, X, observed):
-        seen = observed.to(X.dtype)
-        noise = self.noise_variance.expand(X.shape[1])
-        residual = seen * (X - self.mean)
-        mean, _, factor = self._observed_posterior(X, observed)
-        projected = (residual / noise) @ self.components.T
-        quad = (residual.square() / noise).sum(-1) - (projected * mean).sum(-1)
-        log_det = seen @ noise.log() + 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-        return -0.5 * (seen.sum(-1) * math.log(2 * math.pi) + log_det + quad)
-
-    def posterior(self, X, *, observed=None):
-        """Posterior of ``z`` given all of ``x``: mean ``(n_samples, K)`` and covariance ``(K, K)``.
-
-        With ``observed``, given each sample's observed entries: the covariance is then
-        ``(n_samples, K, K)``.
-        """
-        if observed is not None:
-            return self._observed_posterior(X, observed)[:2]
-        W, L = _whitened(self.components, self.noise_variance)
-        cov = torch.cholesky_inverse(L)
-        mean = ((X - self.mean) / self.noise_variance.sqrt()) @ W @ cov
-        return mean, cov
-
-    def decode(self, Z):
-        """Mean of ``x`` given ``z``: ``W z + mu``, shape ``(n, D)``."""
-        return Z @ self.components + self.mean
-
-    def covariance(self):
-        """Model covariance ``W W^T + Psi``, shape ``(D, D)``."""
-        W = self.components.T
-        return W @ W.T + torch.diag(self.noise_variance.expand(W.shape[0]))
-
-    def precision(self):
-        """Inverse covariance by the Woodbury identity, shape ``(D, D)``."""
-        W, L = _whitened(self.components, self.noise_variance)
-        noise = self.noise_variance.expand(W.shape[0])
-        factor = torch.linalg.solve_triangular(L, W.T, upper=False) / noise.sqrt()
-        return torch.diag(1 / noise) - factor.T @ factor
 
 
 class PPCAModule(LinearGaussianModule):
