@@ -437,9 +437,10 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         per_sample = observed is not None and observed.ndim == 2
         if per_sample or per_mask_cost <= n_masks * K * n_features**2 + n_samples * n_features**2:
             chunk = self.shared_mask_chunk(n_samples)
+            options = {} if observed is None else {"observed": observed}  # subclasses may not take it
             return sum(
                 (
-                    self.masked_log_prob_sum(X, part, observed=observed) @ part_weights
+                    self.masked_log_prob_sum(X, part, **options) @ part_weights
                     for part, part_weights in zip(masks.split(chunk), weights.split(chunk), strict=True)
                 ),
                 X.new_zeros(n_samples),
