@@ -15,11 +15,12 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from .. import objectives
 from .._utils import DTYPES, call_with_generator, check_generator
 from ._data import check_mask_array, check_missing, check_values
+from ._missing import _MissingDataMixin
 
 __all__ = []
 
 
-class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class _BaseFittedModel(_MissingDataMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Scoring, transforms and persistence of an estimator whose ``module_`` is a fitted
     :class:`skmpt.models.MaskedModel`; subclasses declare the hooks below when they differ."""
 

@@ -38,7 +38,7 @@ import math
 import torch
 
 from .._utils import chunk_budget
-from .contract import MaskedModel, conditioning_set, gaussian_log_prob
+from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
 
 __all__ = ["FactorAnalysisModule", "LinearGaussianModule", "PPCAModule"]
 
@@ -164,6 +164,20 @@ class _DensityMixin:
         cov = torch.cholesky_inverse(L)
         mean = ((X - self.mean) / self.noise_variance.sqrt()) @ W @ cov
         return mean, cov
+
+    def impute(self, X, observed):
+        """``E[x | x_o]``: ``x_o`` at the ``observed`` entries, ``mu + W E[z | x_o]`` elsewhere."""
+        mean = self._observed_posterior(X, observed)[0]
+        return torch.where(observed, X, mean @ self.components + self.mean)
+
+    def sample_missing(self, X, observed, n_draws, *, generator=None):
+        """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``: ``z`` from its posterior, then
+        ``x = W z + mu + noise``; the ``observed`` entries stay ``X``'s."""
+        mean, cov, _ = self._observed_posterior(X, observed)
+        K, D = self.components.shape
+        z = mean + (torch.linalg.cholesky(cov) @ standard_normal((n_draws, *mean.shape, 1), X, generator)).squeeze(-1)
+        noise = self.noise_variance.sqrt() * standard_normal((n_draws, *X.shape), X, generator)
+        return torch.where(observed, X, z @ self.components + self.mean + noise)
 
     def decode(self, Z):
         """Mean of ``x`` given ``z``: ``W z + mu``, shape ``(n, D)``."""

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .contract import MaskedModel, conditioning_set
+from .imputation import pick_components
 from .likelihoods import make_likelihood
 
 __all__ = ["LinearVAEModule", "gauss_hermite_grid"]
@@ -205,6 +206,17 @@ class LinearVAEModule(MaskedModel):
         mean = weights @ self.nodes
         second = torch.einsum("ng,gk,gl->nkl", weights, self.nodes, self.nodes)
         return mean, second - mean.unsqueeze(-1) * mean.unsqueeze(-2)
+
+    def impute(self, X, observed):
+        """``E[x | x_o]`` on the grid: ``sum_g pi_g(x_o) E[x | z_g]`` at the missing entries."""
+        weights = torch.softmax(self.log_weights + self._log_lik(X, observed), dim=-1)
+        return torch.where(observed, X, weights @ self.likelihood.mean(self._activations()))
+
+    def sample_missing(self, X, observed, n_draws, *, generator=None):
+        """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``: a grid node from ``pi(x_o)``, then
+        the missing entries from the likelihood at that node."""
+        picks = pick_components(self.log_weights + self._log_lik(X, observed), n_draws, generator)
+        return torch.where(observed, X, self.likelihood.sample(self._activations()[picks], generator))
 
     def decode(self, Z):
         """Mean of ``x`` given ``z``: probabilities (Bernoulli) or ``W z + b`` (Gaussian)."""

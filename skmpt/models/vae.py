@@ -31,6 +31,7 @@ import torch
 
 from .._utils import chunk_budget
 from .contract import MaskedModel, conditioning_set, importance_log_weights, standard_normal, standard_normal_log_prob
+from .imputation import pick_components
 from .likelihoods import make_likelihood
 
 __all__ = ["VAEModule"]
@@ -230,6 +231,49 @@ class VAEModule(MaskedModel):
         total = total - math.log(n_samples)
         # Nothing observed: log p(x_o) = log 1, exactly, not an estimate of it.
         return total if observed is None else torch.where(observed.any(-1), total, torch.zeros_like(total))
+
+    def _importance_particles(self, X, observed, n_particles, generator):
+        """MIWAE's particles for the rows ``X``: ``z_s ~ q(z | x_o)`` (the encoder on ``x`` with
+        the fill value at missing entries) and their self-normalised log-weights
+        ``log p(x_o | z_s) + log p(z_s) - log q(z_s | x_o)``, ``(n, S, K)`` and ``(n, S)``."""
+        mean, log_var = self.encode(torch.where(observed, X, self.fill))
+        std = (0.5 * log_var).exp().unsqueeze(1)
+        noise = standard_normal((X.shape[0], n_particles, self.n_components), X, generator)
+        z = mean.unsqueeze(1) + std * noise
+        log_q = standard_normal_log_prob(noise) - torch.log(std).sum(-1)
+        log_w = self.log_likelihood(X, z, observed=observed) + standard_normal_log_prob(z) - log_q
+        return z, torch.log_softmax(log_w, -1)
+
+    def _row_chunks(self, X, n_particles):
+        # (rows, particles, features) tensors of a quarter of the working memory.
+        step = max(1, chunk_budget(1 / 4) // (n_particles * X.shape[1]))
+        return range(0, X.shape[0], step), step
+
+    def impute(self, X, observed, *, n_particles=1000, generator=None):
+        """``E[x | x_o]`` by self-normalised importance sampling (MIWAE; Mattei and Frellsen, 2019).
+
+        ``sum_s w_s E[x | z_s]`` with ``n_particles`` draws from the encoder given the observed
+        entries and weights ``w_s ∝ p(x_o | z_s) p(z_s) / q(z_s | x_o)``: consistent as the
+        particles grow. The ``observed`` entries stay ``X``'s.
+        """
+        starts, step = self._row_chunks(X, n_particles)
+        parts = []
+        for i in starts:
+            z, log_w = self._importance_particles(X[i : i + step], observed[i : i + step], n_particles, generator)
+            parts.append(torch.einsum("ns,nsd->nd", log_w.exp(), self.decode(z)))
+        return torch.where(observed, X, torch.cat(parts))
+
+    def sample_missing(self, X, observed, n_draws, *, n_particles=1000, generator=None):
+        """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``, by sampling importance resampling:
+        a particle ``z_s`` picked by its MIWAE weight, then ``x`` from the likelihood at it."""
+        starts, step = self._row_chunks(X, n_particles)
+        parts = []
+        for i in starts:
+            z, log_w = self._importance_particles(X[i : i + step], observed[i : i + step], n_particles, generator)
+            picks = pick_components(log_w, n_draws, generator)  # (n_draws, rows)
+            chosen = z[torch.arange(z.shape[0], device=X.device), picks]  # (n_draws, rows, K)
+            parts.append(self.likelihood.sample(self.decoder(chosen), generator))
+        return torch.where(observed, X, torch.cat(parts, dim=1))
 
     def posterior(self, X, *, observed=None):
         """Encoder mean ``(n, K)`` and diagonal covariance ``(n, K, K)`` (the fill value at
