@@ -36,9 +36,11 @@ class _MissingDataMixin:
         """The conditional mean of each sample's missing (NaN) entries given its observed ones.
 
         ``E[x_mis | x_obs]`` under the fitted model, exactly for the linear-Gaussian models,
-        the mixtures and the linear VAE (its grid); the observed entries are returned
-        untouched, bit for bit. A row with nothing observed gets the model's mean.
-        Appropriate when the data are missing at random.
+        the mixtures and the linear VAE (its grid); :class:`~skmpt.MaskedVAE` estimates it by
+        self-normalised importance sampling over its encoder's posterior, with 1000 particles
+        (MIWAE; Mattei and Frellsen, 2019), reproducibly from ``random_state``. The observed
+        entries are returned untouched, bit for bit; a row with nothing observed gets the
+        model's mean. Appropriate when the data are missing at random.
 
         Parameters
         ----------
@@ -58,6 +60,10 @@ class _MissingDataMixin:
 
     def sample_missing(self, X, n_draws=1, random_state=None):
         """Draws of each sample's missing entries from ``p(x_mis | x_obs)``, for multiple imputation.
+
+        Exact draws for the linear-Gaussian models, the mixtures and the linear VAE;
+        :class:`~skmpt.MaskedVAE` draws by sampling importance resampling of its MIWAE
+        particles.
 
         Parameters
         ----------
