@@ -157,3 +157,21 @@ def gmm_log_likelihood(X, weights, means, covariances):
         for x in X
     ]
     return float(np.mean([logsumexp(row) if not np.isnan(x).all() else 0.0 for row, x in zip(logs, X, strict=True)]))
+
+
+def incomplete_data(kind, n_samples, n_features=10, n_components=2, rate=0.2, seed=0):
+    """Data drawn from the model ``kind`` with ``rate`` of the entries set to NaN (MCAR)."""
+    rng = np.random.RandomState(seed)
+    if kind == "gmm":
+        means = 1.5 * rng.randn(n_components, n_features)
+        shapes = [a @ a.T / n_features + 0.5 * np.eye(n_features) for a in rng.randn(n_components, n_features, n_features)]
+        proportions = np.arange(2, n_components + 2) / np.arange(2, n_components + 2).sum()  # 0.4, 0.6 for K=2
+        labels = rng.choice(n_components, n_samples, p=proportions)
+        draws = np.stack([rng.multivariate_normal(m, s, n_samples) for m, s in zip(means, shapes, strict=True)])
+        X = draws[labels, np.arange(n_samples)]
+    else:
+        noise = 0.5 if kind == "ppca" else rng.uniform(0.2, 1.0, n_features)
+        X = rng.randn(n_samples, n_components) @ rng.randn(n_components, n_features) + rng.randn(n_features)
+        X = X + np.sqrt(noise) * rng.randn(n_samples, n_features)
+    X[np.random.default_rng(seed + 1).random(X.shape) < rate] = np.nan
+    return X
