@@ -105,7 +105,7 @@ def cases(sets, n_samples):
 
 def imputers(n_features, max_epochs):
     K = min(5, n_features - 1)
-    common = {"random_state": 0, "max_epochs": max_epochs, "batch_size": 500, "learning_rate": 0.03}
+    common = {"random_state": 0, "max_epochs": max_epochs, "batch_size": 500, "learning_rate": 0.03, "n_masks": 1}
     return {
         "SimpleImputer": lambda: SimpleImputer(),
         "KNNImputer": lambda: KNNImputer(),
@@ -114,7 +114,9 @@ def imputers(n_features, max_epochs):
         "FA": lambda: MaskedImputer(MaskedFactorAnalysis(K, **common)),
         "mixture": lambda: MaskedImputer(MaskedGaussianMixture(2, **common)),
         "linear VAE": lambda: MaskedImputer(MaskedLinearVAE(2, likelihood="gaussian", **common)),
-        "VAE": lambda: MaskedImputer(MaskedVAE(2, hidden_layer_sizes=(32,), **{**common, "max_epochs": max_epochs // 2})),
+        "VAE": lambda: MaskedImputer(
+            MaskedVAE(2, hidden_layer_sizes=(32,), **{**common, "max_epochs": max_epochs // 2})
+        ),
     }
 
 

@@ -140,7 +140,8 @@ def gmm_em(X, n_components, *, n_iter=2000, tol=1e-10, seed=0, reg_covar=1e-6):
             r = responsibilities[:, k]
             mean = (r @ filled_in[k]) / totals[k]
             deviation = filled_in[k] - mean
-            scatter = torch.einsum("n,nd,ne->de", r, deviation, deviation) + torch.einsum("n,nde->de", r, conditional[k])
+            scatter = torch.einsum("n,nd,ne->de", r, deviation, deviation)
+            scatter = scatter + torch.einsum("n,nde->de", r, conditional[k])
             new_means.append(mean)
             new_covariances.append(scatter / totals[k] + reg_covar * eye)
         means, covariances = torch.stack(new_means), torch.stack(new_covariances)
@@ -153,7 +154,10 @@ def gmm_em(X, n_components, *, n_iter=2000, tol=1e-10, seed=0, reg_covar=1e-6):
 def gmm_log_likelihood(X, weights, means, covariances):
     """Mean observed-data log-likelihood of a Gaussian mixture, by scipy."""
     logs = [
-        [np.log(float(w)) + log_density(x, m.numpy(), c.numpy()) for w, m, c in zip(weights, means, covariances, strict=True)]
+        [
+            np.log(float(w)) + log_density(x, m.numpy(), c.numpy())
+            for w, m, c in zip(weights, means, covariances, strict=True)
+        ]
         for x in X
     ]
     return float(np.mean([logsumexp(row) if not np.isnan(x).all() else 0.0 for row, x in zip(logs, X, strict=True)]))
@@ -164,7 +168,8 @@ def incomplete_data(kind, n_samples, n_features=10, n_components=2, rate=0.2, se
     rng = np.random.RandomState(seed)
     if kind == "gmm":
         means = 1.5 * rng.randn(n_components, n_features)
-        shapes = [a @ a.T / n_features + 0.5 * np.eye(n_features) for a in rng.randn(n_components, n_features, n_features)]
+        factors = rng.randn(n_components, n_features, n_features)
+        shapes = [a @ a.T / n_features + 0.5 * np.eye(n_features) for a in factors]
         proportions = np.arange(2, n_components + 2) / np.arange(2, n_components + 2).sum()  # 0.4, 0.6 for K=2
         labels = rng.choice(n_components, n_samples, p=proportions)
         draws = np.stack([rng.multivariate_normal(m, s, n_samples) for m, s in zip(means, shapes, strict=True)])

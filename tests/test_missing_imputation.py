@@ -151,10 +151,10 @@ def test_masked_imputer_api_pipeline_and_persistence():
 
 def test_grid_search_chooses_n_components_by_held_out_likelihood():
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(300, 2)) @ rng.normal(size=(2, 6)) * 2 + 0.3 * rng.normal(size=(300, 6))
+    X = rng.normal(size=(200, 2)) @ rng.normal(size=(2, 6)) * 2 + 0.3 * rng.normal(size=(200, 6))
     X[rng.random(X.shape) < 0.2] = np.nan
     search = GridSearchCV(
-        MaskedImputer(MaskedPPCA(max_epochs=40, random_state=0)), {"estimator__n_components": [1, 2]}, cv=2
+        MaskedImputer(MaskedPPCA(max_epochs=25, random_state=0)), {"estimator__n_components": [1, 2]}, cv=2
     ).fit(X)
     assert search.best_params_ == {"estimator__n_components": 2}
     scores = search.cv_results_["mean_test_score"]
@@ -195,7 +195,7 @@ def test_masked_imputer_passes_check_estimator():
 
 
 def test_default_imputer_is_ppca():
-    _, X_missing = _data(n=60)
+    _, X_missing = _data(n=30)
     imputer = MaskedImputer().set_params(random_state=0)
     assert imputer.estimator is None
     out = imputer.fit(X_missing).transform(X_missing)

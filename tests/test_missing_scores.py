@@ -21,7 +21,7 @@ from skmpt.models import (
     conditioning_set,
 )
 from skmpt.objectives import cumulative_score, log_marginal, mpt_curve
-from skmpt.testing import check_masked_model, incomplete_pattern
+from skmpt.testing import check_masked_model
 
 F64 = torch.float64
 
@@ -166,7 +166,8 @@ def test_estimators_score_incomplete_rows_exactly(name, make):
     lml = estimator.log_marginal_likelihood(X_missing)
     # The module works on data less offset_ (zero in float64): the direct density of each
     # observed sub-vector under the fitted model.
-    direct = _direct_log_density(estimator.module_, torch.as_tensor(np.nan_to_num(X_missing - estimator.offset_)), observed)
+    shifted = torch.as_tensor(np.nan_to_num(X_missing - estimator.offset_))
+    direct = _direct_log_density(estimator.module_, shifted, observed)
     np.testing.assert_allclose(lml, direct, rtol=1e-9, atol=1e-12)
     assert lml[0] == 0
     for method in ("exhaustive", "chain"):

@@ -219,7 +219,12 @@ BROKEN = [
     (check_identity, ShiftedMarginal, "identity", "max abs difference 0.25 "),
     (check_posterior_output, TransposedPosterior, "posterior", "posterior(X)[0] must be a tensor of shape (5, K)"),
     (check_decode_output, SingleDecode, "decode", "returned torch.float32"),
-    (check_incomplete_rows, IgnoresObserved, "incomplete rows", "masked_log_prob_sum with observed=: max abs difference"),
+    (
+        check_incomplete_rows,
+        IgnoresObserved,
+        "incomplete rows",
+        "masked_log_prob_sum with observed=: max abs difference",
+    ),
 ]
 
 

@@ -167,7 +167,10 @@ class _BaseFittedModel(_MissingDataMixin, ClassNamePrefixFeaturesOutMixin, Trans
             ``curve[:, M - 1]`` is ``S(x; M)`` in nats.
         """
         curve = self._evaluate(
-            X, lambda module, X_t, observed: objectives.mpt_curve(module, X_t, observed=observed, **self._score_kwargs())
+            X,
+            lambda module, X_t, observed: objectives.mpt_curve(
+                module, X_t, observed=observed, **self._score_kwargs()
+            ),
         )
         n_features = self.n_features_in_
         return np.arange(1, n_features + 1) / n_features, curve
@@ -224,7 +227,8 @@ class _BaseFittedModel(_MissingDataMixin, ClassNamePrefixFeaturesOutMixin, Trans
                 raise ValueError(f"masks hold {masks.shape[0]} samples' masks, but X has {X_t.shape[0]} samples.")
             mask_t = torch.as_tensor(masks, device=X_t.device)
             options = {} if observed is None else {"observed": observed}
-            return call_with_generator(module.masked_log_prob, X_t, mask_t, generator=self._noise_generator(), **options)
+            generator = self._noise_generator()
+            return call_with_generator(module.masked_log_prob, X_t, mask_t, generator=generator, **options)
 
         return self._evaluate(X, conditionals)
 
@@ -258,7 +262,10 @@ class _BaseFittedModel(_MissingDataMixin, ClassNamePrefixFeaturesOutMixin, Trans
         Z : ndarray of shape (n_samples, n_components)
         """
         return self._evaluate(
-            X, lambda module, X_t, observed: module.posterior(X_t, **({} if observed is None else {"observed": observed}))[0]
+            X,
+            lambda module, X_t, observed: module.posterior(
+                X_t, **({} if observed is None else {"observed": observed})
+            )[0],
         )
 
     def inverse_transform(self, Z):

@@ -271,7 +271,8 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
     **Optional methods**, where the model has them:
 
     ``log_marginal(X[, generator=][, observed=])`` → ``(n_samples,)``
-        ``log p(x)`` (``log p(x_o)`` with ``observed``), exact or estimated. :func:`skmpt.objectives.log_marginal` and the
+        ``log p(x)`` (``log p(x_o)`` with ``observed``), exact or estimated.
+        :func:`skmpt.objectives.log_marginal` and the
         estimators' ``log_marginal_likelihood`` need it; for a deterministic model the
         exhaustive cumulative MPT score must equal it.
     ``posterior(X)`` → ``(mean (n_samples, K), covariance)``

@@ -45,7 +45,8 @@ def gaussian_conditional(X, observed, mean, covariance):
     >>> from skmpt.models.imputation import gaussian_conditional
     >>> cov = torch.tensor([[1.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
     >>> X = torch.tensor([[2.0, 0.0]], dtype=torch.float64)
-    >>> mean, cov_given, _ = gaussian_conditional(X, torch.tensor([[True, False]]), torch.zeros(2, dtype=torch.float64), cov)
+    >>> observed, zero = torch.tensor([[True, False]]), torch.zeros(2, dtype=torch.float64)
+    >>> mean, cov_given, _ = gaussian_conditional(X, observed, zero, cov)
     >>> mean.tolist(), round(float(cov_given[0, 1, 1]), 6)
     ([[2.0, 1.0]], 0.75)
     """
@@ -60,7 +61,8 @@ def gaussian_conditional(X, observed, mean, covariance):
     alpha = torch.cholesky_solve(residual.unsqueeze(-1), factor).squeeze(-1)  # zero at missing entries
     conditional_mean = mean + (covariance @ alpha.unsqueeze(-1)).squeeze(-1)
     explained = torch.linalg.solve_triangular(factor, seen.unsqueeze(-1) * covariance, upper=False)
-    conditional_covariance = (covariance - explained.mT @ explained) * (1 - seen).unsqueeze(-1) * (1 - seen).unsqueeze(-2)
+    missing = 1 - seen
+    conditional_covariance = (covariance - explained.mT @ explained) * missing.unsqueeze(-1) * missing.unsqueeze(-2)
     log_det = 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)
     quad = (residual * alpha).sum(-1)
     log_density = -0.5 * (seen.sum(-1) * torch.log(X.new_tensor(2 * torch.pi)) + log_det + quad)

@@ -225,7 +225,10 @@ class VAEModule(MaskedModel):
         for start in range(0, n_samples, draws):
             noise = standard_normal((min(draws, n_samples - start), self.n_components), X, generator)
             chunk = torch.cat(
-                [importance_log_weights(self, X[i : i + rows], noise, **_rows(observed, i, rows)) for i in range(0, n, rows)]
+                [
+                    importance_log_weights(self, X[i : i + rows], noise, **_rows(observed, i, rows))
+                    for i in range(0, n, rows)
+                ]
             )
             total = torch.logaddexp(total, torch.logsumexp(chunk, dim=1))
         total = total - math.log(n_samples)

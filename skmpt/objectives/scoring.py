@@ -364,7 +364,9 @@ def cumulative_score(model, X, *, method="sweep", score_masks=100, random_state=
     """
     score_masks = _check_method(method, X, score_masks)
     _check_observed(observed, X)
-    return _by_pattern(lambda X, pattern: _cumulative(model, X, method, score_masks, random_state, pattern), X, observed)
+    return _by_pattern(
+        lambda X, pattern: _cumulative(model, X, method, score_masks, random_state, pattern), X, observed
+    )
 
 
 def _check_observed(observed, X):

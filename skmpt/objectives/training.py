@@ -164,7 +164,9 @@ def mpt_objective(model, X, masks, *, generator=None, observed=None):
         return (sums * (X.shape[1] / sizes.to(X.dtype))).mean(-1)
     n_observed = observed.sum(-1, keepdim=True)
     if bool(((sizes == 0) & (n_observed > 0)).any()):
-        raise ValueError("Every mask of a sample with observed entries must mask at least one of them; got an empty mask.")
+        raise ValueError(
+            "Every mask of a sample with observed entries must mask at least one of them; got an empty mask."
+        )
     sums = masked_log_prob_sum(model, X, masks, generator=generator, observed=observed)
     return (sums * (n_observed / sizes.clamp(min=1)).to(X.dtype)).mean(-1)
 
