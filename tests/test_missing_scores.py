@@ -210,6 +210,19 @@ def test_bad_incomplete_input_is_rejected_clearly():
     assert MaskedPPCA().__sklearn_tags__().input_tags.allow_nan
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_partial_fit_on_incomplete_chunks_and_complete_only_methods():
+    rng = np.random.default_rng(0)
+    X_missing = _holes(rng.normal(size=(100, 4)), 0.2, 4)
+    estimator = MaskedPPCA(1, max_epochs=2, random_state=0)
+    estimator.partial_fit(X_missing[:50]).partial_fit(X_missing[50:])
+    assert np.isfinite(estimator.score_samples(X_missing)).all()
+    with pytest.raises(ValueError, match="complete rows"):
+        estimator.fixed_rate_bias(X_missing, 0.5)
+    with pytest.raises(ValueError, match="not observed"):
+        estimator.conditional_log_prob(X_missing[np.isnan(X_missing[:, 0])][:2], [[True, False, False, False]])
+
+
 def test_nan_aware_standardisation_and_offset():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3)) * [1.0, 5.0, 0.2] + [1e6, -3.0, 2.0]

@@ -196,12 +196,18 @@ class _BaseFittedModel(_MissingDataMixin, ClassNamePrefixFeaturesOutMixin, Trans
             as at low rates (more context, better predictions): a fixed low rate overstates
             the log-marginal likelihood.
         """
-        return self._evaluate(
-            X,
-            lambda module, X_t, observed: objectives.fixed_rate_bias(
+
+        def bias(module, X_t, observed):
+            if observed is not None:
+                raise ValueError(
+                    "fixed_rate_bias compares D * S(x; M) with log p(x) on complete rows; X has missing "
+                    "(NaN) entries. Pass complete rows."
+                )
+            return objectives.fixed_rate_bias(
                 module, X_t, mask_rate, score_masks=score_masks, random_state=self.random_state
-            ),
-        )
+            )
+
+        return self._evaluate(X, bias)
 
     def conditional_log_prob(self, X, masks):
         """The masked conditionals ``log p(x_j | x_r)`` themselves, per token.
