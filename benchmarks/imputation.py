@@ -113,7 +113,7 @@ def imputers(n_features, max_epochs):
         "PPCA": lambda: MaskedImputer(MaskedPPCA(K, **common)),
         "FA": lambda: MaskedImputer(MaskedFactorAnalysis(K, **common)),
         "mixture": lambda: MaskedImputer(MaskedGaussianMixture(2, **common)),
-        "linear VAE": lambda: MaskedImputer(MaskedLinearVAE(2, likelihood="gaussian", **common)),
+        "linear VAE": lambda: MaskedImputer(MaskedLinearVAE(2, likelihood="gaussian", n_quadrature=8, **common)),
         "VAE": lambda: MaskedImputer(
             MaskedVAE(2, hidden_layer_sizes=(32,), **{**common, "max_epochs": max_epochs // 2})
         ),
