@@ -62,11 +62,13 @@ class Trainer:
     Parameters
     ----------
     objective : callable
-        ``objective(X, masks)`` -> log-likelihood per sample of shape ``(n_samples,)``, with
-        gradients to the module's parameters; ``masks`` is None when ``draw_masks`` is None.
+        ``objective(X, masks[, observed=])`` -> log-likelihood per sample of shape
+        ``(n_samples,)``, with gradients to the module's parameters; ``masks`` is None when
+        ``draw_masks`` is None; ``observed`` (the entries not missing) only with incomplete data.
     draw_masks : callable or None
-        ``draw_masks(shape, n_features, generator, device)`` -> boolean masks of
-        ``shape + (n_features,)``; None for an objective without masks.
+        ``draw_masks(shape, n_features, generator, device[, observed=])`` -> boolean masks of
+        ``shape + (n_features,)`` (among the ``observed`` entries when given); None for an
+        objective without masks.
     n_masks, learning_rate, batch_size, max_epochs, tol, n_iter_no_change, verbose
         The estimator's parameters of the same names.
     monitor : callable or None
