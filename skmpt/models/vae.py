@@ -236,15 +236,24 @@ class VAEModule(MaskedModel):
         return total if observed is None else torch.where(observed.any(-1), total, torch.zeros_like(total))
 
     def _importance_particles(self, X, observed, n_particles, generator):
-        """MIWAE's particles for the rows ``X``: ``z_s ~ q(z | x_o)`` (the encoder on ``x`` with
-        the fill value at missing entries) and their self-normalised log-weights
-        ``log p(x_o | z_s) + log p(z_s) - log q(z_s | x_o)``, ``(n, S, K)`` and ``(n, S)``."""
+        """MIWAE's particles for the rows ``X`` and their self-normalised log-weights,
+        ``(n, S, K)`` and ``(n, S)``.
+
+        The proposal is the encoder given ``x_o`` (the fill value at missing entries), mixed
+        half and half with the prior as in the masked conditionals (defensive importance
+        sampling): ``w_s ∝ p(x_o | z_s) p(z_s) / ((q(z_s | x_o) + p(z_s)) / 2)``. An encoder
+        trained on complete rows can be far off given a few observed entries; the prior half
+        keeps the weights bounded.
+        """
         mean, log_var = self.encode(torch.where(observed, X, self.fill))
-        std = (0.5 * log_var).exp().unsqueeze(1)
+        mean, std = mean.unsqueeze(1), (0.5 * log_var).exp().unsqueeze(1)
         noise = standard_normal((X.shape[0], n_particles, self.n_components), X, generator)
-        z = mean.unsqueeze(1) + std * noise
-        log_q = standard_normal_log_prob(noise) - torch.log(std).sum(-1)
-        log_w = self.log_likelihood(X, z, observed=observed) + standard_normal_log_prob(z) - log_q
+        from_encoder = torch.arange(n_particles, device=X.device) < (n_particles + 1) // 2
+        z = torch.where(from_encoder.unsqueeze(-1), mean + std * noise, noise)
+        log_prior = standard_normal_log_prob(z)
+        log_q = standard_normal_log_prob((z - mean) / std) - torch.log(std).sum(-1)
+        log_proposal = torch.logaddexp(log_q, log_prior) - math.log(2)
+        log_w = self.log_likelihood(X, z, observed=observed) + log_prior - log_proposal
         return z, torch.log_softmax(log_w, -1)
 
     def _row_chunks(self, X, n_particles):
