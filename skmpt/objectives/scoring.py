@@ -237,6 +237,27 @@ def _chain_curve(model, X, n_orderings, generator, pattern=None):
     return total / n_orderings
 
 
+def _chain_total(model, X, n_orderings, generator, observed):
+    """The chain estimate of ``log p(x_o)`` with each sample's own ``observed`` entries: the
+    orderings run over all ``D`` features and skip the unobserved ones, so rows with different
+    patterns share the orderings (and one call) instead of being scored pattern by pattern."""
+    n_samples, n_features = X.shape
+    if has_own_chain(model):
+        chain, width = model.chain_log_prob, 1
+    else:
+        chain, width = (lambda X, block, **kw: reference_chain_log_prob(model, X, block, **kw)), n_features
+    total = X.new_zeros(n_samples)
+    chunk = _chunk_size(model, n_samples, n_features, width)
+    for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device):
+        for start in range(0, len(orderings), chunk):
+            block = orderings[start : start + chunk]
+            terms = chain(X, block, observed=observed)
+            total += check_output(terms, (n_samples, len(block), n_features), model, "chain_log_prob", X, block).sum(
+                (1, 2)
+            )
+    return total / n_orderings
+
+
 def mask_plan(model, X, method, score_masks, random_state, pattern=None):
     """The masks of a non-chain estimator: blocks of shared masks, how many masks of each size
     they hold (shape ``(D,)``, or ``(k,)`` for a ``pattern`` of ``k`` observed features, among
@@ -364,6 +385,9 @@ def cumulative_score(model, X, *, method="sweep", score_masks=100, random_state=
     """
     score_masks = _check_method(method, X, score_masks)
     _check_observed(observed, X)
+    if method == "chain" and observed is not None and not getattr(model, "stochastic", False):
+        # Each ordering's terms sum to log p(x_o) whatever the pattern: no grouping by pattern.
+        return _chain_total(model, X, score_masks, check_generator(random_state), observed)
     return _by_pattern(
         lambda X, pattern: _cumulative(model, X, method, score_masks, random_state, pattern), X, observed
     )
