@@ -36,6 +36,11 @@ def gaussian_mixture(covariance_type="full"):
     if covariance_type == "full":
         A = torch.randn(3, 4, 4, generator=g, dtype=torch.float64)
         covariances = A @ A.transpose(-1, -2) / 4 + 0.3 * torch.eye(4, dtype=torch.float64)
+    elif covariance_type == "tied":
+        A = torch.randn(4, 4, generator=g, dtype=torch.float64)
+        covariances = A @ A.T / 4 + 0.3 * torch.eye(4, dtype=torch.float64)
+    elif covariance_type == "spherical":
+        covariances = torch.rand(3, generator=g, dtype=torch.float64) + 0.3
     else:
         covariances = torch.rand(3, 4, generator=g, dtype=torch.float64) + 0.3
     weights = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
@@ -79,6 +84,8 @@ MODELS = {
     "factor_analysis": factor_analysis,
     "gaussian_mixture_full": gaussian_mixture,
     "gaussian_mixture_diag": lambda: gaussian_mixture("diag"),
+    "gaussian_mixture_tied": lambda: gaussian_mixture("tied"),
+    "gaussian_mixture_spherical": lambda: gaussian_mixture("spherical"),
     "linear_vae_bernoulli": linear_vae_bernoulli,
     "linear_vae_gaussian": linear_vae_gaussian,
     "vae_importance": vae,

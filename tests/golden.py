@@ -130,7 +130,8 @@ def mlm_outputs(tmp_dir):
         out[f"mlm_{method}/transform"] = scorer.transform(sample)
         out[f"mlm_{method}/score_samples"] = scorer.score_samples(sample)
         out[f"mlm_{method}/pseudo_log_likelihood"] = scorer.pseudo_log_likelihood(sample)
-    trained = MLMCurveScorer(model, max_steps=2, batch_size=4, score_batch_size=4, score_masks=2, **common).fit(texts[:20])
+    trained = MLMCurveScorer(model, max_steps=2, batch_size=4, score_batch_size=4, score_masks=2,
+                             **common).fit(texts[:20])
     out["mlm_fit/score_samples"] = trained.score_samples(sample)
 
     directory = Path(tmp_dir) / "model"

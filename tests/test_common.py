@@ -8,6 +8,15 @@ from skmpt.estimators import ESTIMATORS
 TINY = [cls(**params, random_state=0) for cls, configurations in ESTIMATORS.values() for params in configurations]
 
 
-@parametrize_with_checks(TINY)
+def expected_failed_checks(estimator):
+    # Weighted training equals training on repeated rows at the optimum, not step by step:
+    # the repeated rows draw masks (and mini-batches) of their own, so two short fits with
+    # the same seed differ. tests/test_sklearn_parity.py checks the optimum instead.
+    return {
+        "check_sample_weight_equivalence_on_dense_data": "stochastic training: equal optima, not equal iterates",
+    }
+
+
+@parametrize_with_checks(TINY, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

@@ -28,7 +28,7 @@ def mixture_parameters(max_features=5, max_components=3):
 
     @st.composite
     def build(draw):
-        covariance_type = draw(st.sampled_from(["full", "diag"]))
+        covariance_type = draw(st.sampled_from(["full", "tied", "diag", "spherical"]))
         n_features = draw(st.integers(1, max_features))
         n_components = draw(st.integers(1, max_components))
         weights = draw(hnp.arrays(np.float64, (n_components,), elements=st.floats(0.05, 1.0)))
@@ -37,8 +37,11 @@ def mixture_parameters(max_features=5, max_components=3):
         if covariance_type == "full":
             factors = draw(hnp.arrays(np.float64, (n_components, n_features, n_features), elements=value))
             covariances = factors @ factors.transpose(0, 2, 1) + np.einsum("kd,de->kde", scales, np.eye(n_features))
+        elif covariance_type == "tied":
+            factor = draw(hnp.arrays(np.float64, (n_features, n_features), elements=value))
+            covariances = factor @ factor.T + np.diag(scales[0])
         else:
-            covariances = scales
+            covariances = scales if covariance_type == "diag" else scales[:, 0]
         return weights / weights.sum(), means, covariances, covariance_type
 
     return build()
@@ -58,11 +61,20 @@ def sklearn_mixture(weights, means, covariances, covariance_type):
     return gmm
 
 
+def component_covariance(covariances, covariance_type, k, n_features):
+    """Component ``k``'s full covariance from scikit-learn's layout of ``covariance_type``."""
+    if covariance_type == "full":
+        return covariances[k]
+    if covariance_type == "tied":
+        return covariances
+    return np.diag(covariances[k]) if covariance_type == "diag" else covariances[k] * np.eye(n_features)
+
+
 def dense_mixture_conditionals(weights, means, covariances, covariance_type, X, masks):
     """Per-token log p(x_j | x_r) of the mixture by dense conditioning of each component."""
     per_component = []
     for k in range(len(weights)):
-        cov = covariances[k] if covariance_type == "full" else np.diag(covariances[k])
+        cov = component_covariance(covariances, covariance_type, k, len(means[k]))
         per_token, observed = dense_conditionals(means[k], cov, X, masks)
         per_component.append((np.log(weights[k]) + observed, per_token))
     joint = np.stack([j for j, _ in per_component], -1)  # (n, P, K)
@@ -111,6 +123,23 @@ def test_per_sample_masks_repeat_and_differ():
                                rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.parametrize("covariance_type", ["spherical", "tied"])
+def test_unstandardize_tied_and_spherical(covariance_type):
+    rng = np.random.RandomState(4)
+    covariances = np.eye(3) + 0.4 * np.ones((3, 3)) if covariance_type == "tied" else rng.uniform(0.5, 2, 2)
+    module = make_module(np.array([0.4, 0.6]), rng.randn(2, 3), covariances, covariance_type)
+    center, scale = torch.as_tensor(rng.randn(3)), torch.as_tensor(rng.uniform(0.5, 3, 3))
+    if covariance_type == "spherical":
+        with pytest.raises(ValueError, match="one number only"):
+            copy.deepcopy(module).unstandardize_(center, scale)
+        scale = torch.tensor(1.7, dtype=torch.float64)
+    X = torch.as_tensor(rng.randn(5, 3))
+    with torch.no_grad():
+        mapped = copy.deepcopy(module).unstandardize_(center, scale)
+        np.testing.assert_allclose(mapped.log_marginal(center + scale * X).numpy(),
+                                   (module.log_marginal(X) - scale.log().expand(3).sum()).numpy(), rtol=1e-12)
+
+
 @pytest.mark.parametrize("covariance_type", ["full", "diag"])
 def test_unstandardize_with_per_feature_scale_is_exact(covariance_type):
     rng = np.random.RandomState(3)
@@ -124,7 +153,7 @@ def test_unstandardize_with_per_feature_scale_is_exact(covariance_type):
                                    (module.log_marginal(X) - scale.log().sum()).numpy(), rtol=1e-12)
 
 
-@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
 def test_from_estimator_matches_gaussian_mixture(covariance_type):
     rng = np.random.RandomState(0)
     X = np.vstack([rng.randn(60, 3), rng.randn(60, 3) @ rng.randn(3, 3) + 5])
@@ -135,7 +164,8 @@ def test_from_estimator_matches_gaussian_mixture(covariance_type):
     np.testing.assert_allclose(gmm.score_samples(X), em.score_samples(X), rtol=1e-9)  # chain: exact
     np.testing.assert_allclose(gmm.predict_proba(X), em.predict_proba(X), rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(gmm.predict(X), em.predict(X))
-    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
+    assert gmm._n_parameters() == em._n_parameters()
+    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_"):
         np.testing.assert_allclose(getattr(gmm, name), getattr(em, name), rtol=1e-10, atol=1e-13, err_msg=name)
     restored = pickle.loads(pickle.dumps(gmm))
     np.testing.assert_array_equal(restored.score_samples(X[:5]), gmm.score_samples(X[:5]))
@@ -145,8 +175,6 @@ def test_from_estimator_refuses_bad_sources():
     X = np.random.RandomState(0).randn(30, 2)
     with pytest.raises(NotFittedError):
         MaskedGaussianMixture.from_estimator(GaussianMixture(2))
-    with pytest.raises(ValueError, match="supports covariance_type 'full' and 'diag'.*'tied'"):
-        MaskedGaussianMixture.from_estimator(GaussianMixture(2, covariance_type="tied").fit(X))
     with pytest.raises(TypeError, match="takes a fitted GaussianMixture; got MaskedFactorAnalysis"):
         MaskedGaussianMixture.from_estimator(MaskedFactorAnalysis())
     with pytest.raises(ValueError, match="covariance_type is taken from the GaussianMixture"):
@@ -172,6 +200,22 @@ def test_mpt_training_reaches_em_and_recovers_clusters():
     np.testing.assert_allclose(gmm.score(X), lml, rtol=1e-9)
 
 
+@pytest.mark.parametrize("covariance_type", ["tied", "spherical"])
+def test_mpt_training_of_tied_and_spherical_reaches_em(covariance_type):
+    rng = np.random.RandomState(0)
+    if covariance_type == "tied":  # two clusters of one correlated shape
+        shape = np.array([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.3, -0.4, 0.5]])
+        X = rng.randn(400, 3) @ shape.T + 4 * np.repeat([[1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]], 200, 0)
+    else:  # round clusters of different spreads
+        X = rng.randn(400, 3) * np.repeat([0.5, 1.5], 200)[:, None] + 4 * np.repeat(np.eye(2, 3), 200, 0)
+    em = GaussianMixture(2, covariance_type=covariance_type, random_state=0).fit(X)
+    gmm = MaskedGaussianMixture(2, covariance_type=covariance_type, random_state=0).fit(X)
+    lml = gmm.log_marginal_likelihood(X).mean()
+    assert em.score(X) - 0.05 < lml < em.score(X) + 1e-9
+    assert gmm.covariances_.shape == em.covariances_.shape
+    np.testing.assert_allclose(gmm.score(X), lml, rtol=1e-9)  # chain: exact
+
+
 @pytest.mark.slow
 def test_gridsearch_picks_three_components():
     X, _ = clusters(n_samples=300, seed=1)
@@ -182,7 +226,7 @@ def test_gridsearch_picks_three_components():
     assert search.best_params_["n_components"] == 3
 
 
-@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
 def test_fit_predict_sample_clone_pickle(covariance_type):
     X, labels = clusters(n_samples=200, seed=2)
     gmm = MaskedGaussianMixture(3, covariance_type=covariance_type, max_epochs=5, random_state=0)
@@ -190,6 +234,9 @@ def test_fit_predict_sample_clone_pickle(covariance_type):
         warnings.simplefilter("ignore", ConvergenceWarning)
         gmm.fit(X)
     proba = gmm.predict_proba(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        np.testing.assert_array_equal(clone(gmm).fit_predict(X), proba.argmax(1))  # seeded: the same fit
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-12)
     np.testing.assert_array_equal(gmm.transform(X), proba)
     assert adjusted_rand_score(labels, gmm.predict(X)) > 0.9  # the k-means start already separates them
@@ -199,7 +246,7 @@ def test_fit_predict_sample_clone_pickle(covariance_type):
     np.testing.assert_array_equal(gmm.sample(5)[0], gmm.sample(5)[0])  # int random_state: same draws
     for k in range(3):
         # sample means within 5 standard errors of the component means
-        spread = np.sqrt(np.diagonal(gmm.covariances_[k]) if covariance_type == "full" else gmm.covariances_[k])
+        spread = np.sqrt(np.diagonal(component_covariance(gmm.covariances_, covariance_type, k, 4)))
         error = np.abs(samples[drawn == k].mean(0) - gmm.means_[k]) / (spread / np.sqrt((drawn == k).sum()))
         assert error.max() < 5
     restored = pickle.loads(pickle.dumps(gmm))
@@ -210,7 +257,7 @@ def test_fit_predict_sample_clone_pickle(covariance_type):
 @pytest.mark.parametrize(
     "params, X, message",
     [
-        ({"covariance_type": "tied"}, np.ones((5, 3)), "covariance_type"),
+        ({"covariance_type": "shared"}, np.ones((5, 3)), "covariance_type"),
         ({"n_components": 0}, np.ones((5, 3)), "n_components"),
         ({"n_components": 6}, np.random.RandomState(0).randn(5, 3), r"n_components=6 .* 5 sample\(s\)"),
         ({}, np.full((10, 3), np.inf), "infinity"),

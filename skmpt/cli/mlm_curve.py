@@ -1,7 +1,9 @@
 """``skmpt mlm-curve --model DIR --texts FILE --out curve.csv``: MPT curves of a masked LM.
 
 Writes one CSV row per line of the texts file: its line number, its number of tokens, the
-cumulative MPT estimate of ``log p(x)``, the paper's area and ``S(x; M)`` at each masking rate;
+cumulative MPT estimate of ``log p(x)`` (with ``--std``, its standard error ``score_std``;
+with ``--pll METRIC``, the pseudo-log-likelihood ``pll``), the paper's area and ``S(x; M)`` at
+each masking rate, in ``--unit`` (nats or bits);
 a blank line gets a row with its line number and empty cells. With ``--plot``, a figure of the
 mean curve.
 
@@ -82,6 +84,11 @@ def add_arguments(parser):
         help="'start:stop:step' (stop included) or 'r1,r2,...'")
     add("--score-masks", type=_positive_int, default=10, help="random masks per mask size, or orderings for the chain")
     add("--score-method", choices=["sweep", "chain"], default="sweep", help="estimator of the cumulative score")
+    add("--unit", choices=["nats", "bits"], default="nats", help="unit of every log-probability written")
+    add("--whole-word-masking", action="store_true", help="draw the curve's masks over words, not tokens")
+    add("--std", action="store_true", help="add the column score_std, the score's Monte Carlo standard error")
+    add("--pll", choices=["original", "within_word_l2r"], default=None,
+        help="add the column pll, the pseudo-log-likelihood with this metric")
     add("--score-batch-size", type=_positive_int, default=64, help="most masked copies per forward pass")
     add("--max-batch-tokens", type=_positive_int, default=16384, help="most tokens per forward pass")
     add("--max-length", type=_at_least_two, default=512, help="longest text in tokens; longer ones are truncated")
@@ -154,6 +161,8 @@ def _validate(args):
     """Every check that needs no model; returns the texts with their line numbers."""
     if args.out != "-":
         _check_output(args.out, "--out", args)
+    if args.std and args.score_masks < 2:
+        raise UsageError(f"--std needs --score-masks 2 or more (a standard deviation); got {args.score_masks}")
     if args.plot is not None:
         if args.plot == "-":
             raise UsageError("--plot must be a file, not '-'")
@@ -205,6 +214,8 @@ def _score_file(args, line_numbers, lines, context):
         mask_rates=args.mask_rates,
         score_masks=args.score_masks,
         score_method=args.score_method,
+        unit=args.unit,
+        whole_word_masking=args.whole_word_masking,
         score_batch_size=args.score_batch_size,
         max_batch_tokens=args.max_batch_tokens,
         max_length=args.max_length,
@@ -221,17 +232,23 @@ def _score_file(args, line_numbers, lines, context):
     with warnings.catch_warnings():  # the truncation warning was given once, just above
         warnings.filterwarnings("ignore", message=".* longer than max_length", category=UserWarning)
         curve = scorer.transform(texts)
-        scores = scorer.score_samples(texts)
+        scores = scorer.score_samples(texts, return_std=args.std)
+        extra = {}  # the optional columns, each one value per text
+        if args.std:
+            scores, extra["score_std"] = scores
+        if args.pll is not None:
+            extra["pll"] = scorer.pseudo_log_likelihood(texts, metric=args.pll)
     areas = curve_area(curve, scorer.mask_rates_, scale=512)
     if not context.is_main:  # every rank holds all results; the main one writes them, once
         return
 
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer)
-    writer.writerow(["line", "n_tokens", "score", "paper_area", *scorer.get_feature_names_out()])
-    rows = {i: [lengths[k], scores[k], areas[k], *curve[k]] for k, i in enumerate(kept)}
+    writer.writerow(["line", "n_tokens", "score", *extra, "paper_area", *scorer.get_feature_names_out()])
+    rows = {i: [lengths[k], scores[k], *(v[k] for v in extra.values()), areas[k], *curve[k]]
+            for k, i in enumerate(kept)}
     for i, number in enumerate(line_numbers):
-        writer.writerow([number, *rows.get(i, [""] * (3 + curve.shape[1]))])
+        writer.writerow([number, *rows.get(i, [""] * (3 + len(extra) + curve.shape[1]))])
     table = buffer.getvalue().encode("utf-8")
 
     temporaries = []
@@ -254,8 +271,8 @@ def _score_file(args, line_numbers, lines, context):
         sys.stdout.write(table.decode("utf-8"))
         sys.stdout.flush()
     logger.info(
-        "%d texts, %d blank line(s), mean score %.3f nats, mean paper area %.2f%s%s",
-        len(texts), len(lines) - len(texts), scores.mean(), areas.mean(),
+        "%d texts, %d blank line(s), mean score %.3f %s, mean paper area %.2f%s%s",
+        len(texts), len(lines) - len(texts), scores.mean(), args.unit, areas.mean(),
         "" if args.out == "-" else f": {args.out}", "" if args.plot is None else f", figure: {args.plot}",
     )
 
@@ -268,7 +285,7 @@ def _plot(file, scorer, curve, args):
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.plot(100 * scorer.mask_rates_, curve.mean(0), marker=".")
-    ax.set(xlabel="% of tokens masked", ylabel="S(x; M), nats per token", title=str(args.model))
+    ax.set(xlabel="% of tokens masked", ylabel=f"S(x; M), {args.unit} per token", title=str(args.model))
     fig.tight_layout()
     fig.savefig(file, dpi=120, format=_plot_format(args.plot))
     plt.close(fig)

@@ -30,7 +30,12 @@ ESTIMATORS = {
     "MaskedFactorAnalysis": (MaskedFactorAnalysis, [{"n_components": 1, "max_epochs": 3}]),
     "MaskedGaussianMixture": (
         MaskedGaussianMixture,
-        [{"n_components": 2, "max_epochs": 3}, {"n_components": 2, "covariance_type": "diag", "max_epochs": 3}],
+        [
+            {"n_components": 2, "max_epochs": 3},
+            {"n_components": 2, "covariance_type": "diag", "max_epochs": 3},
+            {"n_components": 2, "covariance_type": "tied", "max_epochs": 3},
+            {"n_components": 2, "covariance_type": "spherical", "max_epochs": 3},
+        ],
     ),
     "MaskedLinearVAE": (
         MaskedLinearVAE,

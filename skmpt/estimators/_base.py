@@ -23,6 +23,7 @@ from ..masks import MAX_EXHAUSTIVE_FEATURES, observed_masks, sample_masks
 from ._data import check_chunk_units, dtype_name, standardization
 from ._scoring import _BaseFittedModel
 from ._trainer import StreamState, Trainer, training_mode
+from ._weights import training_rows
 
 __all__ = []
 
@@ -63,7 +64,10 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
     # ------------------------------------------------------------------ hooks
     @abc.abstractmethod
     def _build_module(self, X, generator):
-        """The untrained :class:`skmpt.models.MaskedModel` for (standardised) training data ``X``."""
+        """The untrained :class:`skmpt.models.MaskedModel` for (standardised) training data ``X``.
+
+        ``X`` is ``(x - center) / scale``; ``self._training_units`` holds ``(center, scale)``
+        (for a start given in the data's units, e.g. a warm start)."""
 
     def _set_fitted_attributes(self):
         """Copy learned parameters out of ``module_`` into NumPy attributes; none by default."""
@@ -76,6 +80,11 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         """Keyword arguments of the training objective (e.g. IWAE's number of particles)."""
         return {}
 
+    def _resolve_n_components(self, X):
+        """The latent dimension to fit on (standardised) training data ``X``: ``n_components``
+        by default; an estimator with a data-driven choice (PPCA's ``"mle"``) overrides it."""
+        return self.n_components
+
     def _check_data(self, X):
         """Data-dependent checks on the validated training array; subclasses extend them."""
         if self.score_method == "exhaustive" and X.shape[1] > MAX_EXHAUSTIVE_FEATURES:
@@ -86,14 +95,18 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             )
 
     # ------------------------------------------------------------------ data
-    def _validate_training_data(self, X, *, reset):
+    def _validate_training_data(self, X, *, reset, sample_weight=None):
+        """Validated training tensor, its observed entries (None when all are) and weights: the
+        rows of positive ``sample_weight``, and their weights scaled to mean one (None without
+        ``sample_weight``)."""
         if reset:
             validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
             self.device_ = resolve_device(self.device)
         X_t, observed = self._to_tensor(X, reset=reset)
+        X_t, observed, weights = training_rows(X_t, observed, sample_weight, min_samples=2 if reset else 1)
         if reset:
             self._check_data(X_t)
-        return X_t, observed
+        return X_t, observed, weights
 
     def _map_back(self, center, scale):
         """Map ``module_`` fitted on ``(x - center) / scale`` to the units of ``x``."""
@@ -131,7 +144,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             verbose=self.verbose,
         )
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Fit the model by maximising its training objective with Adam until it converges.
 
         NaN marks an entry that was not observed: training then masks among each sample's
@@ -146,6 +159,11 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             Training data; NaN for an entry that was not observed.
         y : None
             Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights: sample ``i`` counts ``sample_weight[i]`` times, so integer
+            weights aim at the optimum of the data with rows repeated (each mini-batch step
+            weights a sample's objective by its weight over the mean weight). Rows of zero
+            weight are left out, initialisation included. None: equal weights.
 
         Returns
         -------
@@ -153,15 +171,17 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             The fitted estimator.
         """
         with training_mode(self.verbose):
-            X_t, observed = self._validate_training_data(X, reset=True)
+            X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
             generator = check_generator(self.random_state)
             seed = int(torch.randint(2**62, (1,), generator=generator))
             center, scale = standardization(X_t, self._likelihood(), observed)
             X_train = _fill_missing((X_t - center) / scale, observed)
+            self._training_units = (center, scale)
             trainer = self._trainer()
+            trainer.sample_weight = weights
             with seeded(seed, self.device_):
+                self.n_components_ = self._resolve_n_components(X_train)
                 self.module_ = self._build_module(X_train, generator)
-                self.n_components_ = self.n_components
                 log_jacobian = _log_jacobian(X_t, scale, observed)
                 self.n_iter_, self.converged_ = trainer.fit(self.module_, X_train, generator, log_jacobian, observed)
             self.history_ = trainer.history
@@ -177,7 +197,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             )
         return self
 
-    def partial_fit(self, X, y=None):
+    def partial_fit(self, X, y=None, sample_weight=None):
         """One more pass of the optimiser over a chunk of data, for data that do not fit in memory.
 
         The first call (or the first after ``fit``) starts Adam; each call is one pass over
@@ -197,6 +217,9 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             A chunk of training data.
         y : None
             Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the chunk's samples, as in :meth:`fit` (scaled to mean
+            one within the chunk: they weigh samples against each other, not chunks).
 
         Returns
         -------
@@ -205,7 +228,8 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         """
         first = not hasattr(self, "module_")
         state = getattr(self, "_partial_fit_state", None)
-        if state is not None and self.n_components != self.n_components_:
+        # A data-driven n_components ("mle", a variance fraction) was resolved by the first call.
+        if state is not None and isinstance(self.n_components, Integral) and self.n_components != self.n_components_:
             raise ValueError(
                 f"n_components={self.n_components} was set after partial_fit started with "
                 f"{self.n_components_}; a model cannot change its latent dimension between calls. "
@@ -217,11 +241,12 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
                 f"model cannot change precision between calls. Refit, or set dtype back."
             )
         with training_mode(self.verbose):
-            X_t, observed = self._validate_training_data(X, reset=first)
+            X_t, observed, weights = self._validate_training_data(X, reset=first, sample_weight=sample_weight)
             if state is None:
                 seed = int(torch.randint(2**62, (1,), generator=check_generator(self.random_state)))
                 center, scale = standardization(X_t, self._likelihood(), observed)
                 state = StreamState(center, scale, seed, X_t.dtype)
+                self._training_units = (center, scale)
                 self.history_, self.n_iter_ = [], 0
             if observed is not None:  # missing entries at the centre of the training units
                 X_t = torch.where(observed, X_t, state.center)
@@ -229,13 +254,13 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
                 check_chunk_units(X_t, state.center, state.scale, first=state.calls == 0)
             X_train = (X_t - state.center) / state.scale
             trainer = self._trainer()
-            trainer.history = self.history_
+            trainer.history, trainer.sample_weight = self.history_, weights
             # A generator per call, from the first call's seed: the run is reproducible.
             generator = torch.Generator().manual_seed(state.seed + state.calls)
             with seeded(state.seed + state.calls, self.device_):
                 if first:
+                    self.n_components_ = self._resolve_n_components(X_train)
                     self.module_ = self._build_module(X_train, generator)
-                    self.n_components_ = self.n_components
                 else:
                     self._map_back(-state.center / state.scale, 1 / state.scale)  # to the training units
                 start = time.perf_counter()

@@ -16,6 +16,7 @@ from .. import objectives
 from .._utils import DTYPES, call_with_generator, check_generator
 from ._data import check_mask_array, check_missing, check_values
 from ._missing import _MissingDataMixin
+from ._weights import weighted_mean
 
 __all__ = []
 
@@ -133,7 +134,7 @@ class _BaseFittedModel(_MissingDataMixin, ClassNamePrefixFeaturesOutMixin, Trans
             )
         )
 
-    def score(self, X, y=None):
+    def score(self, X, y=None, sample_weight=None):
         """Mean cumulative MPT estimate of the log-marginal likelihood (see ``score_samples``).
 
         Parameters
@@ -141,13 +142,15 @@ class _BaseFittedModel(_MissingDataMixin, ClassNamePrefixFeaturesOutMixin, Trans
         X : array-like of shape (n_samples, n_features)
         y : None
             Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights: the score is the weighted mean. None: the plain mean.
 
         Returns
         -------
         score : float
             Nats per sample.
         """
-        return float(np.mean(self.score_samples(X)))
+        return weighted_mean(self.score_samples(X), sample_weight)
 
     def mpt_curve(self, X):
         """The MPT curve ``S(x; M)`` at every mask rate ``M / D``, per sample.

@@ -74,6 +74,8 @@ class Trainer:
     monitor : callable or None
         ``monitor(X)`` -> a tensor whose mean is recorded as ``history_[...]["lml"]`` every
         ``monitor_every`` epochs.
+    sample_weight : torch.Tensor of shape (n_samples,) or None
+        Weights of the training rows, of mean one: every mean over samples is weighted.
     """
 
     objective: object
@@ -88,6 +90,7 @@ class Trainer:
     monitor_every: int = 1
     verbose: int = 0
     history: list = field(default_factory=list)
+    sample_weight: object = None
 
     # Step-size schedule (torch's ReduceLROnPlateau): divide by this factor after
     # n_iter_no_change epochs without progress; the stall after this many cuts ends training.
@@ -130,6 +133,8 @@ class Trainer:
             optimizer.zero_grad()
             with self._diverging():
                 objective = self.objective(X[batch], masks, **_given(seen))
+                if self.sample_weight is not None:
+                    objective = objective * self.sample_weight[batch]
                 (-objective.mean()).backward()
             optimizer.step()
             total += objective.detach().sum(dtype=torch.float64)
@@ -166,10 +171,12 @@ class Trainer:
         rows = torch.randperm(n_samples, generator=generator)[:size].to(X.device)
         seen = _rows(observed, rows)
         masks = self._masks((size, self.n_masks), n_features, generator, X.device, seen)
-        return X[rows], masks, int(torch.randint(2**62, (1,), generator=generator)), seen
+        weights = None if self.sample_weight is None else self.sample_weight[rows]
+        return X[rows], masks, int(torch.randint(2**62, (1,), generator=generator)), seen, weights
 
-    def stopping_objective(self, X, masks, seed, observed=None):
-        """Mean training objective on the stopping rule's fixed samples, masks and noise."""
+    def stopping_objective(self, X, masks, seed, observed=None, weights=None):
+        """Mean training objective on the stopping rule's fixed samples, masks and noise
+        (weighted by the samples' ``weights`` when given)."""
         batch_size = self.resolved_batch_size(len(X))
         total = 0.0
         with torch.no_grad(), seeded(seed, X.device):
@@ -177,8 +184,11 @@ class Trainer:
                 part = None if masks is None else masks[i : i + batch_size]
                 seen = _given(None if observed is None else observed[i : i + batch_size])
                 with self._diverging():
-                    total += float(self.objective(X[i : i + batch_size], part, **seen).sum(dtype=torch.float64))
-        return total / len(X)
+                    objective = self.objective(X[i : i + batch_size], part, **seen)
+                    if weights is not None:
+                        objective = objective * weights[i : i + batch_size]
+                    total += float(objective.sum(dtype=torch.float64))
+        return total / (len(X) if weights is None else float(weights.sum(dtype=torch.float64)))
 
     def record(self, record, start):
         """Append one epoch's (or call's) record to ``history``, and log it when verbose."""
@@ -210,7 +220,9 @@ class Trainer:
             record["stopping_objective"] = self.stopping_objective(*stopping) + log_jacobian
             if self.monitor is not None and epoch % self.monitor_every == 0:
                 with torch.no_grad():
-                    record["lml"] = float(self.monitor(X, **_given(observed)).mean(dtype=torch.float64)) + log_jacobian
+                    lml = self.monitor(X, **_given(observed))
+                    lml = lml if self.sample_weight is None else lml * self.sample_weight
+                    record["lml"] = float(lml.mean(dtype=torch.float64)) + log_jacobian
             record["learning_rate"] = learning_rate
             self.record(record, start)
             progress = record["stopping_objective"]

@@ -13,6 +13,7 @@ of the chain estimator.
 
 from numbers import Integral
 
+import numpy as np
 import torch
 
 from .._validation import Interval
@@ -44,6 +45,10 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
     ----------
     n_components : int, default=2
         Number of factors ``K``, at most the number of features.
+    noise_variance_init : array-like of shape (n_features,), default=None
+        The first noise variances ``psi``, in the data's units, as
+        :class:`~sklearn.decomposition.FactorAnalysis`'s; None: the data's overall variance
+        for every feature.
     mask_rate : "uniform" or float in (0, 1], default="uniform"
         Training masks: ``"uniform"`` draws the mask size uniformly from ``1..D``; a float
         masks exactly ``round(mask_rate * D)`` tokens (at least one), a biased target.
@@ -89,6 +94,13 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         ``W^T``: the loadings of each factor on the features.
     noise_variance_ : ndarray of shape (n_features,)
         ``psi``, the noise variance of each feature.
+    explained_variance_ : ndarray of shape (n_components,)
+        The variance the common factors explain along their principal axes, the eigenvalues
+        of ``W W^T``, descending (scikit-learn's ``FactorAnalysis`` has no such attribute;
+        unlike PPCA's, the noise is not added, as it is not the same along every axis).
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``explained_variance_`` over the model's total variance ``trace(W W^T) + sum(psi)``:
+        their sum is the share of the variance the factors explain.
     mean_ : ndarray of shape (n_features,)
         ``mu``.
     module_ : FactorAnalysisModule
@@ -145,14 +157,16 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
     _parameter_constraints: dict = {
         **_BaseLinearGaussian._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
+        "noise_variance_init": [None, "array-like"],
     }
 
     def __init__(
-        self, n_components=2, *, mask_rate="uniform", n_masks=1, score_masks=1, score_method="chain",
-        max_epochs=300, batch_size="auto", learning_rate=0.03, tol=1e-3, n_iter_no_change=10, monitor=None,
-        monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0
+        self, n_components=2, *, noise_variance_init=None, mask_rate="uniform", n_masks=1, score_masks=1,
+        score_method="chain", max_epochs=300, batch_size="auto", learning_rate=0.03, tol=1e-3, n_iter_no_change=10,
+        monitor=None, monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0
     ):
         self.n_components = n_components
+        self.noise_variance_init = noise_variance_init
         self.mask_rate = mask_rate
         self.n_masks = n_masks
         self.score_masks = score_masks
@@ -168,6 +182,23 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+
+    def _check_data(self, X):
+        super()._check_data(X)
+        if self.noise_variance_init is not None:
+            init = np.asarray(self.noise_variance_init, dtype=np.float64)
+            if init.shape != (X.shape[1],) or not (np.isfinite(init) & (init > 0)).all():
+                raise ValueError(
+                    f"noise_variance_init must hold one positive, finite variance per feature, shape "
+                    f"({X.shape[1]},); got shape {init.shape} with minimum {init.min() if init.size else None}."
+                )
+
+    def _initial_noise(self, X):
+        if self.noise_variance_init is None:
+            return super()._initial_noise(X)
+        # Given in the data's units; training divides the data by one overall scale.
+        scale = self._training_units[1]
+        return X.new_tensor(np.asarray(self.noise_variance_init, dtype=np.float64)) / scale.square()
 
     @classmethod
     def from_estimator(cls, estimator, **params):

@@ -11,26 +11,25 @@ cumulative MPT score is its log-marginal likelihood (Moreno-Muñoz, Recasens and
 and MPT with uniform mask sizes aims at EM's optimum.
 """
 
+import copy
 from numbers import Integral
 
 import numpy as np
 import torch
-from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted
 
 from .._utils import check_generator
-from .._validation import Interval, Options, check_positive_int
+from .._validation import Interval, Options
 from ..models import GaussianMixtureModule
 from ._base import _BaseMaskedEstimator
+from ._criteria import _InformationCriteriaMixin
+from ._mixture_init import INIT_PARAMS, best_of_inits, initial_parameters, sklearn_covariances
+from ._mixture_methods import _MixtureMethodsMixin
 
 __all__ = ["MaskedGaussianMixture"]
 
-# Added to the diagonal of each initial covariance, as GaussianMixture's default reg_covar:
-# a cluster of one point (or of identical points) still gets a positive definite covariance.
-_INIT_REG_COVAR = 1e-6
 
-
-class MaskedGaussianMixture(_BaseMaskedEstimator):
+class MaskedGaussianMixture(_MixtureMethodsMixin, _InformationCriteriaMixin, _BaseMaskedEstimator):
     """Gaussian mixture fitted by masked pre-training (MPT).
 
     The model is scikit-learn's :class:`~sklearn.mixture.GaussianMixture`,
@@ -53,8 +52,24 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
     ----------
     n_components : int, default=1
         Number of mixture components ``K``, at most the number of training samples.
-    covariance_type : {"full", "diag"}, default="full"
-        Each component's covariance: a full matrix or a diagonal.
+    covariance_type : {"full", "tied", "diag", "spherical"}, default="full"
+        Each component's covariance, as in :class:`~sklearn.mixture.GaussianMixture`: its
+        own full matrix, one full matrix shared by every component, its own diagonal, or its
+        own single variance. Tied and spherical covariances are one shared Cholesky factor and
+        one variance per component, expanded to the full and diagonal conditionals.
+    n_init : int, default=1
+        Starts to train from; the fit of highest exact log-likelihood on the training data
+        is kept, as GaussianMixture keeps its best run. The first start uses
+        ``random_state`` as a single start does, the others seeds drawn from it.
+    init_params : {"kmeans", "k-means++", "random", "random_from_data"}, default="kmeans"
+        GaussianMixture's initialisation of the responsibilities, from which the first
+        proportions, means and covariances come: k-means labels, uniform random numbers, or
+        ``n_components`` centres chosen by k-means++ or at random among the samples, to which
+        each sample is then assigned by distance (EM's first step spreads GaussianMixture's
+        one-sample responsibilities; a gradient start from covariances of ``1e-6`` could not).
+    warm_start : bool, default=False
+        ``fit`` on a fitted mixture continues from its parameters (one start: ``n_init`` is
+        not used), as GaussianMixture's ``warm_start``.
     mask_rate : "uniform" or float in (0, 1], default="uniform"
         Training masks: ``"uniform"`` draws the mask size uniformly from ``1..D``; a float
         masks exactly ``round(mask_rate * D)`` tokens (at least one), a biased target.
@@ -106,12 +121,16 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
     means_ : ndarray of shape (n_components, n_features)
         Component means ``mu_k``.
     covariances_ : ndarray
-        Component covariances, of shape (n_components, n_features, n_features) for
-        ``"full"`` and (n_components, n_features) for ``"diag"``.
+        Component covariances in :class:`~sklearn.mixture.GaussianMixture`'s layout, of shape
+        (n_components, n_features, n_features) for ``"full"``, (n_features, n_features) for
+        ``"tied"``, (n_components, n_features) for ``"diag"`` and (n_components,) for
+        ``"spherical"``.
     precisions_cholesky_ : ndarray
         Cholesky factors of the precisions in :class:`~sklearn.mixture.GaussianMixture`'s
-        layout: upper triangular ``L_k^{-T}`` of shape (n_components, n_features, n_features)
-        for ``"full"``, ``1 / sqrt(covariances_)`` for ``"diag"``.
+        layout: upper triangular ``L^{-T}`` of the shape of ``covariances_`` for ``"full"``
+        and ``"tied"``, ``1 / sqrt(covariances_)`` for ``"diag"`` and ``"spherical"``.
+    precisions_ : ndarray
+        Inverses of ``covariances_``, of the same shape.
     module_ : GaussianMixtureModule
         The fitted torch module, with the masked conditionals.
     device_ : torch.device
@@ -162,16 +181,23 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
     _parameter_constraints: dict = {
         **_BaseMaskedEstimator._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "covariance_type": [Options({"full", "diag"})],
+        "covariance_type": [Options({"full", "tied", "diag", "spherical"})],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "init_params": [Options(set(INIT_PARAMS))],
+        "warm_start": ["boolean"],
     }
 
     def __init__(
-        self, n_components=1, *, covariance_type="full", mask_rate="uniform", n_masks=1, score_masks=1,
+        self, n_components=1, *, covariance_type="full", n_init=1, init_params="kmeans", warm_start=False,
+        mask_rate="uniform", n_masks=1, score_masks=1,
         score_method="chain", max_epochs=300, batch_size="auto", learning_rate=0.01, tol=1e-3, n_iter_no_change=10,
         monitor=None, monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0
     ):
         self.n_components = n_components
         self.covariance_type = covariance_type
+        self.n_init = n_init
+        self.init_params = init_params
+        self.warm_start = warm_start
         self.mask_rate = mask_rate
         self.n_masks = n_masks
         self.score_masks = score_masks
@@ -198,7 +224,7 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         Parameters
         ----------
         estimator : sklearn.mixture.GaussianMixture
-            Fitted, with ``covariance_type`` "full" or "diag" (taken over).
+            Fitted, with any ``covariance_type`` (taken over).
         **params
             Parameters of this estimator other than ``n_components`` and
             ``covariance_type`` (taken from ``estimator``), e.g. ``random_state``.
@@ -221,11 +247,6 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
         from sklearn.mixture import GaussianMixture
 
         covariance_type = getattr(estimator, "covariance_type", None)
-        if isinstance(estimator, GaussianMixture) and covariance_type not in ("full", "diag"):
-            raise ValueError(
-                f"{cls.__name__} supports covariance_type 'full' and 'diag'; the GaussianMixture has "
-                f"covariance_type={covariance_type!r}."
-            )
         if "covariance_type" in params:
             raise ValueError("covariance_type is taken from the GaussianMixture; do not pass it.")
 
@@ -248,81 +269,67 @@ class MaskedGaussianMixture(_BaseMaskedEstimator):
             )
 
     def _build_module(self, X, generator):
-        # GaussianMixture's "kmeans" initialisation: hard k-means labels, then each cluster's
+        if getattr(self, "_warm_start_from", None) is not None:
+            # The previous fit, mapped to the training units: (x - center) / scale.
+            module, offset = self._warm_start_from
+            module = copy.deepcopy(module).to(device=X.device, dtype=X.dtype)
+            center, scale = self._training_units
+            shift = center + X.new_tensor(self.offset_ - offset)
+            with torch.no_grad():
+                return module.unstandardize_(-shift / scale, 1 / scale)
+        # GaussianMixture's initialisation: responsibilities, then each component's
         # proportion, mean and covariance.
         seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
-        data = X.cpu().numpy()
-        labels = KMeans(self.n_components, n_init=1, random_state=seed).fit(data).labels_
-        one_hot = X.new_tensor(np.eye(self.n_components)[labels])  # (n, K)
-        counts = one_hot.sum(0) + 10 * torch.finfo(X.dtype).eps  # guard against empty clusters
-        means = (one_hot.T @ X) / counts.unsqueeze(-1)
-        residual = X.unsqueeze(1) - means  # (n, K, D)
-        if self.covariance_type == "full":
-            covariances = torch.einsum("nk,nkd,nke->kde", one_hot, residual, residual) / counts.view(-1, 1, 1)
-            covariances = covariances + _INIT_REG_COVAR * torch.eye(X.shape[1], dtype=X.dtype, device=X.device)
-        else:
-            covariances = torch.einsum("nk,nkd->kd", one_hot, residual.square()) / counts.unsqueeze(-1)
-            covariances = covariances + _INIT_REG_COVAR
-        return GaussianMixtureModule(counts / counts.sum(), means, covariances, self.covariance_type)
+        weights, means, covariances = initial_parameters(
+            X, self.n_components, self.covariance_type, self.init_params, seed
+        )
+        return GaussianMixtureModule(weights, means, covariances, self.covariance_type)
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit by MPT from ``n_init`` starts, keeping the best (or from the previous fit with
+        ``warm_start=True``); otherwise as :meth:`skmpt.estimators.MaskedPPCA.fit`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights, as in :meth:`skmpt.estimators.MaskedPPCA.fit`.
+
+        Returns
+        -------
+        self : MaskedGaussianMixture
+        """
+        warm = self.warm_start and hasattr(self, "module_")
+        if warm and self.module_.covariance_type != self.covariance_type:
+            raise ValueError(
+                f"warm_start=True continues the fitted {self.module_.covariance_type!r} mixture; "
+                f"covariance_type is now {self.covariance_type!r}. Refit with warm_start=False."
+            )
+        self._warm_start_from = (self.module_, self.offset_.copy()) if warm else None
+        try:
+            if warm or self.n_init == 1:
+                return super().fit(X, sample_weight=sample_weight)
+            seeds = torch.randint(2**31 - 1, (self.n_init - 1,), generator=check_generator(self.random_state))
+            weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+            return best_of_inits(self, lambda e: _BaseMaskedEstimator.fit(e, X, sample_weight=sample_weight),
+                                 seeds.tolist(), X, weights)
+        finally:
+            self.__dict__.pop("_warm_start_from", None)
 
     def _set_fitted_attributes(self):
         module = self.module_
         with torch.no_grad():
             self.weights_ = module.log_weights.exp().cpu().numpy()
             self.means_ = module.means.detach().cpu().numpy().astype(np.float64) + self.offset_
-            self.covariances_ = module.covariances().cpu().numpy()
-            if self.covariance_type == "full":
-                factor = module.cholesky()
-                eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
-                precisions_cholesky = torch.linalg.solve_triangular(factor, eye, upper=False).mT
-            else:
-                precisions_cholesky = (-0.5 * module.log_variances).exp()
-            self.precisions_cholesky_ = precisions_cholesky.cpu().numpy()
+            self.covariances_, self.precisions_cholesky_, self.precisions_ = sklearn_covariances(module)
 
-    def predict_proba(self, X):
-        """Responsibilities: the posterior probability of each component given each sample.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_components)
-        """
-        return self.transform(X)
-
-    def predict(self, X):
-        """The most probable component of each sample.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,)
-        """
-        return self.predict_proba(X).argmax(1)
-
-    def sample(self, n_samples=1):
-        """Draw samples from the fitted mixture.
-
-        With an int ``random_state`` every call returns the same draws, as
-        :meth:`sklearn.mixture.GaussianMixture.sample` does.
-
-        Parameters
-        ----------
-        n_samples : int, default=1
-
-        Returns
-        -------
-        X : ndarray of shape (n_samples, n_features)
-        labels : ndarray of shape (n_samples,)
-            The component each sample was drawn from.
-        """
+    def _n_parameters(self):
+        """Free parameters, as :class:`~sklearn.mixture.GaussianMixture` counts them: ``K - 1``
+        weights, ``K D`` means and ``K D (D + 1) / 2`` (full), ``D (D + 1) / 2`` (tied),
+        ``K D`` (diag) or ``K`` (spherical) covariance entries."""
         check_is_fitted(self)
-        n_samples = check_positive_int(n_samples, "n_samples")
-        with torch.no_grad():
-            X, labels = self.module_.sample(int(n_samples), generator=check_generator(self.random_state))
-        return X.cpu().numpy() + self.offset_, labels.cpu().numpy()
+        K, D = self.n_components_, self.n_features_in_
+        covariance = {"full": K * D * (D + 1) // 2, "tied": D * (D + 1) // 2, "diag": K * D, "spherical": K}
+        return covariance[self.covariance_type] + K * D + K - 1

@@ -14,11 +14,13 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
+from sklearn.utils.validation import check_is_fitted
 
 from .._utils import chunk_budget
 from .._validation import Interval, Options
 from ..models import LinearVAEModule
 from ._base import _BaseMaskedEstimator
+from ._criteria import _InformationCriteriaMixin, linear_gaussian_parameter_count
 
 __all__ = ["MaskedLinearVAE"]
 
@@ -32,7 +34,7 @@ MAX_QUADRATURE = 360
 MAX_GRID_POINTS = 2**16
 
 
-class MaskedLinearVAE(_BaseMaskedEstimator):
+class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
     """Linear latent-variable model with exact conditionals on a quadrature grid, fitted by MPT.
 
     ``z ~ N(0, I_K)`` and ``x_d | z ~ Bernoulli(sigmoid(w_d . z + b_d))`` (or
@@ -221,6 +223,14 @@ class MaskedLinearVAE(_BaseMaskedEstimator):
             likelihood=self.likelihood,
             encoder=self.objective == "elbo",
         )
+
+    def _n_parameters(self):
+        """Free parameters: ``D K - K (K - 1) / 2`` loadings (the prior ``N(0, I)`` is rotation
+        invariant), ``D`` intercepts, and the noise variance of the Gaussian likelihood; the
+        amortised encoder of ``objective="elbo"`` is a training device, not part of the model."""
+        check_is_fitted(self)
+        n_noise = 1 if self.likelihood == "gaussian" else 0
+        return linear_gaussian_parameter_count(self.n_features_in_, self.n_components_, n_noise)
 
     def _set_fitted_attributes(self):
         self.components_ = self.module_.components.detach().cpu().numpy()

@@ -10,14 +10,15 @@ r"""Probabilistic PCA trained by masked pre-training.
 be checked against the closed form (Moreno-Muñoz, Recasens and Hauberg, 2023, section 3.1).
 """
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 import torch
 
-from .._validation import Interval
+from .._validation import Interval, Options
 from ..models import PPCAModule
 from ._linear_gaussian import _BaseLinearGaussian
+from ._spectrum import choose_n_components
 
 __all__ = ["MaskedPPCA"]
 
@@ -38,8 +39,12 @@ class MaskedPPCA(_BaseLinearGaussian):
 
     Parameters
     ----------
-    n_components : int, default=2
-        Latent dimension ``K``, at most the number of features.
+    n_components : int, float in (0, 1) or "mle", default=2
+        Latent dimension ``K``, at most the number of features; or chosen from the training
+        data's covariance spectrum as :class:`~sklearn.decomposition.PCA` chooses it:
+        ``"mle"`` by Minka's MLE of the dimension (at least as many samples as features), a
+        float as the fewest components whose share of the variance exceeds it. The chosen
+        ``K`` is ``n_components_`` (by ``partial_fit``: from the first chunk).
     mask_rate : "uniform" or float in (0, 1], default="uniform"
         Training masks: ``"uniform"`` draws the mask size uniformly from ``1..D`` (the rate
         the theory favours); a float masks exactly ``round(mask_rate * D)`` tokens (at least
@@ -94,6 +99,12 @@ class MaskedPPCA(_BaseLinearGaussian):
         ``mu``.
     noise_variance_ : float
         ``sigma^2``.
+    explained_variance_ : ndarray of shape (n_components,)
+        The model's variances along its principal axes, ``eig(W^T W) + sigma^2``, descending:
+        :class:`~sklearn.decomposition.PCA`'s ``explained_variance_`` (equal to it after
+        :meth:`from_estimator`).
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``explained_variance_`` over the model's total variance ``trace(W W^T) + D sigma^2``.
     module_ : PPCAModule
         The fitted torch module, with the masked conditionals (``masked_log_prob_sum``,
         ``masked_log_prob``) for power users.
@@ -155,8 +166,15 @@ class MaskedPPCA(_BaseLinearGaussian):
     _isotropic = True
     _parameter_constraints: dict = {
         **_BaseLinearGaussian._parameter_constraints,
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [
+            Interval(Integral, 1, None, closed="left"),
+            Options({"mle"}),
+            Interval(Real, 0, 1, closed="neither"),
+        ],
     }
+
+    def _resolve_n_components(self, X):
+        return choose_n_components(X.detach().cpu().numpy().astype(np.float64), self.n_components)
 
     def __init__(
         self, n_components=2, *, mask_rate="uniform", n_masks=4, score_masks=1, score_method="chain",

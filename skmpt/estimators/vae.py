@@ -6,10 +6,14 @@ self-normalised importance sampling (consistent) or recursive encoding-decoding 
 LML by importance sampling. The paper published no code for this model.
 """
 
+import warnings
 from numbers import Integral, Real
 
+from sklearn.utils import Bunch
+
 from .._validation import Interval, Options
-from ..models import VAEModule
+from ..models import VAEModule, importance_diagnostics
+from ..models._importance import pareto_k_threshold
 from ..models.vae import ACTIVATIONS
 from ._base import _BaseMaskedEstimator
 
@@ -25,7 +29,9 @@ class MaskedVAE(_BaseMaskedEstimator):
     mask: by self-normalised importance sampling with the encoder as proposal
     (``conditional="importance"``, consistent as particles grow) or by the paper's recursive
     encoding-decoding (``"pseudo_gibbs"``). Both are differentiable, so ``objective="mpt"``
-    trains through them. ``log_marginal_likelihood`` is an importance-sampled estimate.
+    trains through them. ``log_marginal_likelihood`` is an importance-sampled estimate;
+    :meth:`importance_diagnostics` gives, per sample, its weights' effective sample size, its
+    standard error and PSIS's Pareto ``k_hat``, and warns when it is unreliable.
 
     Parameters
     ----------
@@ -184,6 +190,94 @@ class MaskedVAE(_BaseMaskedEstimator):
     def _objective_kwargs(self):
         # The IWAE bound draws n_particles particles per sample, like the conditionals.
         return {"n_particles": self.n_particles} if self.objective == "iwae" else {}
+
+    def log_marginal_likelihood(self, X, *, return_diagnostics=False):
+        """Importance-sampled ``log p(x)`` of each sample, with ``n_lml_samples`` draws.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_diagnostics : bool, default=False
+            Also return :meth:`importance_diagnostics` (computed from the same draws, and
+            warning as it does).
+
+        Returns
+        -------
+        log_marginal : ndarray of shape (n_samples,)
+        diagnostics : Bunch
+            Only with ``return_diagnostics=True``.
+        """
+        if not return_diagnostics:
+            return super().log_marginal_likelihood(X)
+        diagnostics = self.importance_diagnostics(X)
+        return diagnostics.log_marginal, diagnostics
+
+    def importance_diagnostics(self, X):
+        """How far the importance-sampled ``log_marginal_likelihood`` can be trusted, per sample.
+
+        From the ``S = n_lml_samples`` weights ``w_s = p(x, z_s) / q(z_s | x)`` of each
+        sample (the draws of :meth:`log_marginal_likelihood`, the same with an int
+        ``random_state``): the effective sample size ``(sum w)^2 / sum w^2``; the
+        delta-method standard error of ``log mean(w)``, ``sqrt((S / ESS - 1) / (S - 1))``
+        (a Monte Carlo error only, itself unreliable when the weights' tail is heavy); and
+        PSIS's Pareto ``k_hat`` of the largest weights (Vehtari et al., 2024).
+
+        Rule: an estimate is unreliable when ``k_hat > min(1 - 1 / log10(S), 0.7)`` (0.5
+        at ``S = 100``; 0.7 from ``S = 2200``): the weights' variance is then infinite or
+        nearly, and the standard error means little. A ``UserWarning`` names how many samples
+        break it. With ``S < 20`` no tail can be fitted (``k_hat`` is inf) and every sample
+        is flagged: raise ``n_lml_samples``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        diagnostics : Bunch
+            ``log_marginal`` (the estimate), ``ess``, ``standard_error``, ``pareto_k`` and
+            ``reliable`` (bool), each an ndarray of shape (n_samples,), and ``threshold``
+            (the ``k_hat`` limit for ``S``).
+
+        Examples
+        --------
+        >>> from skmpt import MaskedVAE
+        >>> from skmpt.datasets import make_ppca
+        >>> X = make_ppca(100, 4, 1, random_state=0).data
+        >>> vae = MaskedVAE(1, hidden_layer_sizes=(8,), max_epochs=3, random_state=0).fit(X)
+        >>> d = vae.importance_diagnostics(X[:5])
+        >>> sorted(d)
+        ['ess', 'log_marginal', 'pareto_k', 'reliable', 'standard_error', 'threshold']
+        >>> bool((d.ess >= 1).all() and (d.ess <= 100).all())
+        True
+        """
+
+        def log_weights(module, X_t, observed):
+            return module.log_importance_weights(
+                X_t, self.n_lml_samples, observed=observed, generator=self._noise_generator()
+            )
+
+        diagnostics = importance_diagnostics(self._evaluate(X, log_weights))
+        threshold = pareto_k_threshold(self.n_lml_samples)
+        result = Bunch(
+            log_marginal=diagnostics["log_mean"],
+            ess=diagnostics["ess"],
+            standard_error=diagnostics["standard_error"],
+            pareto_k=diagnostics["pareto_k"],
+            reliable=diagnostics["reliable"],
+            threshold=threshold,
+        )
+        n_unreliable = int((~result.reliable).sum())
+        if n_unreliable:
+            warnings.warn(
+                f"The importance-sampled log-likelihood of {n_unreliable} of {len(result.reliable)} sample(s) "
+                f"is unreliable: Pareto k_hat above {threshold:.2f} with n_lml_samples={self.n_lml_samples} "
+                f"(inf: too few draws to fit the tail, at least 20 needed). Raise n_lml_samples; if k_hat "
+                f"stays high, the encoder is a poor proposal for those samples.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return result
 
     def _log_marginal_kwargs(self):
         # log_marginal_likelihood and history_["lml"] are importance-sampled with this many draws.

@@ -24,6 +24,7 @@ from .contract import (
     standard_normal,
     standard_normal_log_prob,
 )
+from ._importance import importance_diagnostics, pareto_khat
 from .gaussian_mixture import GaussianMixtureModule
 from .linear_gaussian import FactorAnalysisModule, LinearGaussianModule, PPCAModule
 from .linear_vae import LinearVAEModule
@@ -41,7 +42,9 @@ __all__ = [
     "gaussian_log_prob",
     "has_own_chain",
     "has_own_weighted_sum",
+    "importance_diagnostics",
     "importance_log_weights",
+    "pareto_khat",
     "reference_chain_log_prob",
     "standard_normal",
     "standard_normal_log_prob",

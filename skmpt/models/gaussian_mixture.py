@@ -6,7 +6,10 @@ The model (scikit-learn's :class:`~sklearn.mixture.GaussianMixture`) is
 
     p(x) = \sum_{k=1}^{K} \pi_k\, \mathcal N(x \mid \mu_k, \Sigma_k),
 
-with full or diagonal covariances. A masked token is predicted from the observed ones by the
+with full, tied (one full covariance shared by every component), diagonal or spherical (one
+variance per component) covariances. A tied covariance is one shared Cholesky factor and a
+spherical one a single variance per component, expanded to the full and diagonal layouts, so
+the four types share the full and the diagonal conditionals. A masked token is predicted from the observed ones by the
 mixture of the components' Gaussian conditionals, weighted by the responsibilities computed
 from the observed tokens only:
 
@@ -32,7 +35,9 @@ from .imputation import gaussian_conditional, pick_components
 
 __all__ = ["GaussianMixtureModule"]
 
-COVARIANCE_TYPES = ("full", "diag")
+COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
+# The types whose covariances are stored as Cholesky factors; the others are diagonal.
+_CHOLESKY_TYPES = ("full", "tied")
 
 
 class GaussianMixtureModule(MaskedModel):
@@ -44,14 +49,15 @@ class GaussianMixtureModule(MaskedModel):
         Mixing proportions, positive, summing to one; stored as logits.
     means : torch.Tensor of shape (n_components, n_features)
     covariances : torch.Tensor
-        Of shape (n_components, n_features, n_features) for ``"full"`` or
-        (n_components, n_features) for ``"diag"`` (stored as logarithms), as in
+        Of shape (n_components, n_features, n_features) for ``"full"``, (n_features,
+        n_features) for ``"tied"``, (n_components, n_features) for ``"diag"`` or
+        (n_components,) for ``"spherical"`` (diagonal ones stored as logarithms), as in
         :class:`sklearn.mixture.GaussianMixture`. A full covariance is stored as its Cholesky
         factor ``L = (I + N) diag(exp(d))``: ``N`` strictly lower triangular and ``d`` the
         logarithm of ``L``'s diagonal, both unconstrained. ``N`` is unitless (a covariance
         ``LDL^T`` factorisation), so a gradient step changes correlations by the same amount
         whatever the data's scale.
-    covariance_type : {"full", "diag"}, default="full"
+    covariance_type : {"full", "tied", "diag", "spherical"}, default="full"
 
     Examples
     --------
@@ -73,13 +79,16 @@ class GaussianMixtureModule(MaskedModel):
         self.covariance_type = covariance_type
         self.weight_logits = torch.nn.Parameter(weights.log())
         self.means = torch.nn.Parameter(means)
-        if covariance_type == "full":
+        if covariance_type in _CHOLESKY_TYPES:  # "tied": one factor of shape (D, D)
             factor = torch.linalg.cholesky(covariances)
             diagonal = factor.diagonal(dim1=-2, dim2=-1)
             self.unit_lower = torch.nn.Parameter((factor / diagonal.unsqueeze(-2)).tril(-1))
             self.log_cholesky_diagonal = torch.nn.Parameter(diagonal.log())
-        else:
-            self.log_variances = torch.nn.Parameter(covariances.log())
+        else:  # "spherical": one variance per component, of shape (K, 1)
+            log_variances = covariances.log()
+            if covariance_type == "spherical":
+                log_variances = log_variances.unsqueeze(-1)
+            self.log_variances = torch.nn.Parameter(log_variances)
 
     @property
     def n_components(self):
@@ -96,28 +105,37 @@ class GaussianMixtureModule(MaskedModel):
 
     def cholesky(self):
         """Lower Cholesky factors of the covariances, shape ``(K, D, D)``."""
-        if self.covariance_type == "full":
+        if self.covariance_type in _CHOLESKY_TYPES:
             eye = torch.eye(self.n_features, dtype=self.means.dtype, device=self.means.device)
-            return (eye + self.unit_lower.tril(-1)) * self.log_cholesky_diagonal.exp().unsqueeze(-2)
-        return torch.diag_embed((0.5 * self.log_variances).exp())
+            factor = (eye + self.unit_lower.tril(-1)) * self.log_cholesky_diagonal.exp().unsqueeze(-2)
+            return factor.expand(self.n_components, self.n_features, self.n_features)
+        return torch.diag_embed((0.5 * self.log_variances).exp().expand(self.n_components, self.n_features))
 
     def covariances(self):
-        """Covariances in scikit-learn's layout: ``(K, D, D)`` (full) or ``(K, D)`` (diag)."""
-        if self.covariance_type == "full":
+        """Covariances: ``(K, D, D)`` (full, and tied repeated per component) or ``(K, D)``
+        (diag, and spherical repeated per feature)."""
+        if self.covariance_type in _CHOLESKY_TYPES:
             factor = self.cholesky()
             return factor @ factor.mT
-        return self.log_variances.exp()
+        return self.log_variances.exp().expand(self.n_components, self.n_features)
 
     def unstandardize_(self, center, scale):
         """Map parameters fitted on ``(x - center) / scale`` back to the units of ``x``.
 
         ``scale`` is one positive number or one per feature (mixtures of Gaussians are closed
         under affine maps): ``mu_k -> center + scale mu_k``, ``L_k -> diag(scale) L_k``.
+        A spherical mixture takes one number only (it stays spherical under no other map).
         In place; returns self.
         """
+        if self.covariance_type == "spherical":
+            if scale.numel() > 1 and not bool((scale == scale.reshape(-1)[0]).all()):
+                raise ValueError("A spherical mixture can be rescaled by one number only; got one per feature.")
+            self.log_variances.add_(2 * scale.reshape(-1)[0].log())
+            self.means.mul_(scale.reshape(-1)[0]).add_(center)
+            return self
         scale = scale.expand(self.n_features)
         self.means.mul_(scale).add_(center)
-        if self.covariance_type == "full":
+        if self.covariance_type in _CHOLESKY_TYPES:
             # diag(s) (I + N) diag(e^d) = (I + diag(s) N diag(1/s)) diag(s e^d)
             self.unit_lower.mul_(scale.unsqueeze(-1) / scale)
             self.log_cholesky_diagonal.add_(scale.log())
@@ -134,7 +152,7 @@ class GaussianMixtureModule(MaskedModel):
         ``(n, P, K, D)`` (meaningful outside ``r`` only).
         """
         residual = X.unsqueeze(1) - self.means  # (n, K, D)
-        if self.covariance_type == "diag":
+        if self.covariance_type not in _CHOLESKY_TYPES:
             token = gaussian_log_prob(residual, self.log_variances.exp())  # (n, K, D)
             observed = given.to(X.dtype)
             observed_log_prob = torch.einsum(f"nkd,{'p' if given.ndim == 2 else 'np'}d->npk", token, observed)
@@ -279,7 +297,7 @@ class GaussianMixtureModule(MaskedModel):
     def component_log_prob(self, X):
         """``log pi_k + log N(x | mu_k, Sigma_k)`` per sample and component, shape ``(n, K)``."""
         residual = X.unsqueeze(1) - self.means  # (n, K, D)
-        if self.covariance_type == "diag":
+        if self.covariance_type not in _CHOLESKY_TYPES:
             log_prob = gaussian_log_prob(residual, self.log_variances.exp()).sum(-1)
         else:
             factor = self.cholesky()

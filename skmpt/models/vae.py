@@ -287,6 +287,23 @@ class VAEModule(MaskedModel):
             parts.append(self.likelihood.sample(self.decoder(chosen), generator))
         return torch.where(observed, X, torch.cat(parts, dim=1))
 
+    def log_importance_weights(self, X, n_samples=100, *, observed=None, generator=None):
+        """The log-weights ``log p(x, z_s) - log q(z_s | x)`` behind :meth:`log_marginal`.
+
+        The same draws as :meth:`log_marginal` with the same ``generator`` state, so
+        ``logsumexp(w, 1) - log(n_samples)`` is its estimate; held whole, ``(n, n_samples)``,
+        for the diagnostics of :func:`skmpt.models.importance_diagnostics`.
+        """
+        n, n_features = X.shape
+        draws = min(n_samples, 256)
+        rows = max(1, chunk_budget(1 / 4) // (draws * n_features))
+        chunks = []
+        for start in range(0, n_samples, draws):
+            noise = standard_normal((min(draws, n_samples - start), self.n_components), X, generator)
+            chunks.append(torch.cat([importance_log_weights(self, X[i : i + rows], noise, **_rows(observed, i, rows))
+                                     for i in range(0, n, rows)]))
+        return torch.cat(chunks, 1)
+
     def posterior(self, X, *, observed=None):
         """Encoder mean ``(n, K)`` and diagonal covariance ``(n, K, K)`` (the fill value at
         entries not ``observed``)."""

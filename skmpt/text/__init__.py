@@ -55,44 +55,91 @@ processes, and can checkpoint and resume (``checkpoint_every``, ``checkpoint_dir
 """
 
 from .._utils import DTYPES
+from .adapters import (CallablePredictor, check_mask_token_id, check_predictor, check_vocab_size, output_logits,
+                       timestep_kwargs)
+from .conditional import compare_conditional_estimators, conditional_log_likelihood, encode_pairs, multiple_choice
+from .diffusion import masked_diffusion_bound, noise_schedule, sample_any_order, schedule_weights
 from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
 from .loading import check_local_path, load_masked_lm, load_tokenizer, model_max_length
+from .pretrained import ANTIBERTY_VERSION, load_antiberty
+from .outputs import METRICS, UNITS, MLMOutputsMixin, scores_table, word_sums
 from .runner import MaskedLMRunner, language_model_head, target_log_probs
 from .scorer import DEFAULT_MASK_RATES, MLMCurveScorer
 from .scoring import (
     ChainMasks,
+    ChainSpread,
     CurveMasks,
+    CurveTokenScores,
     SingleTokenMasks,
     SweepMasks,
+    TokenScores,
+    WholeWordMasks,
     chain_masks,
+    copy_target_log_probs,
+    group_standard_errors,
     score_texts,
     single_masks,
     size_masks,
+    spread_with_error,
+    within_word_l2r_masks,
 )
+from .standard_errors import ChainWithError, SweepWithError, UniformSizeMasks
 from .training import MaskedPretraining
 
 __all__ = [
+    "ANTIBERTY_VERSION",
+    "CallablePredictor",
+    "ChainMasks",
+    "ChainSpread",
+    "ChainWithError",
+    "CurveMasks",
+    "CurveTokenScores",
     "DEFAULT_MASK_RATES",
     "DTYPES",
-    "ChainMasks",
-    "CurveMasks",
     "EncodedTexts",
+    "METRICS",
     "MLMCurveScorer",
+    "MLMOutputsMixin",
     "MaskedLMRunner",
     "MaskedPretraining",
     "SingleTokenMasks",
     "SweepMasks",
+    "SweepWithError",
+    "TokenScores",
+    "UNITS",
+    "UniformSizeMasks",
+    "WholeWordMasks",
     "chain_masks",
     "check_local_path",
+    "check_mask_token_id",
     "check_max_length",
+    "check_predictor",
+    "check_vocab_size",
+    "compare_conditional_estimators",
+    "conditional_log_likelihood",
+    "copy_target_log_probs",
+    "encode_pairs",
     "encode_texts",
+    "group_standard_errors",
     "language_model_head",
+    "load_antiberty",
     "load_masked_lm",
     "load_tokenizer",
+    "masked_diffusion_bound",
     "model_max_length",
+    "multiple_choice",
+    "noise_schedule",
+    "output_logits",
+    "sample_any_order",
+    "schedule_weights",
     "score_texts",
+    "scores_table",
     "single_masks",
     "size_masks",
+    "spread_with_error",
     "target_log_probs",
     "texts_of",
+    "timestep_kwargs",
+    "within_word_l2r_masks",
+    "word_sums",
 ]

@@ -20,6 +20,9 @@ class EncodedTexts:
     content_positions : list of torch.Tensor
         One 1-D long tensor per text: the positions in ``input_ids`` of the text's own tokens
         (neither special nor padding), the only ones ever masked and scored.
+    word_ids : list of torch.Tensor or None, default=None
+        One 1-D long tensor per text, aligned with ``content_positions``: the word (0, 1, ...)
+        each of the text's own tokens belongs to, from the tokenizer's word ids.
 
     Examples
     --------
@@ -30,9 +33,10 @@ class EncodedTexts:
     (1, [2])
     """
 
-    def __init__(self, input_ids, content_positions):
+    def __init__(self, input_ids, content_positions, word_ids=None):
         self.input_ids = input_ids
         self.content_positions = content_positions
+        self.word_ids = word_ids
 
     def __len__(self):
         return len(self.input_ids)
@@ -44,7 +48,9 @@ class EncodedTexts:
 
     def subset(self, indices):
         """The texts at ``indices``, in that order."""
-        return EncodedTexts([self.input_ids[i] for i in indices], [self.content_positions[i] for i in indices])
+        word_ids = None if self.word_ids is None else [self.word_ids[i] for i in indices]
+        positions = [self.content_positions[i] for i in indices]
+        return EncodedTexts([self.input_ids[i] for i in indices], positions, word_ids)
 
 
 def texts_of(X, text_column=None):
@@ -288,7 +294,23 @@ def check_max_length(tokenizer, max_length, name="max_length"):
     return max_length - n_special
 
 
-def encode_texts(X, tokenizer, max_length, *, text_column=None, names=None):
+def _own_word_ids(encoded, index, own, tokenizer, name):
+    """The word of each of a text's own tokens, numbered 0, 1, ... in order."""
+    try:
+        words = encoded.word_ids(index)
+    except (ValueError, AttributeError):
+        raise ValueError(
+            f"Word-level scores need a tokenizer that gives word ids: a fast tokenizer (is_fast=True, backed by "
+            f"the tokenizers library, e.g. PreTrainedTokenizerFast or AutoTokenizer's default); "
+            f"{type(tokenizer).__name__} gives none."
+        ) from None
+    words = [words[int(position)] for position in own]
+    if any(word is None for word in words):
+        raise ValueError(f"{name} has tokens of its own that belong to no word of the tokenizer's word ids.")
+    return torch.as_tensor(np.unique(words, return_inverse=True)[1].reshape(-1), dtype=torch.long)
+
+
+def encode_texts(X, tokenizer, max_length, *, text_column=None, names=None, word_ids=False):
     """Validate and tokenise texts: ids with special tokens, and the positions of the text's own.
 
     Texts longer than ``max_length`` tokens (special tokens included) are truncated with one
@@ -310,6 +332,9 @@ def encode_texts(X, tokenizer, max_length, *, text_column=None, names=None):
     names : list of str or None, default=None
         ``names[i]`` names text ``i`` in errors (default ``"Text i"``; the command line gives
         line numbers).
+    word_ids : bool, default=False
+        Also read the word of each token (``EncodedTexts.word_ids``): only a fast tokenizer
+        gives word ids; another is a ``ValueError``.
 
     Returns
     -------
@@ -349,14 +374,16 @@ def encode_texts(X, tokenizer, max_length, *, text_column=None, names=None):
             stacklevel=3,
         )
     encoded = tokenizer(texts, truncation=True, max_length=max_length, return_special_tokens_mask=True)
-    input_ids, positions = [], []
-    for name, text, ids, special in zip(
+    input_ids, positions, words = [], [], []
+    for index, (name, text, ids, special) in enumerate(zip(
         names, texts, encoded["input_ids"], encoded["special_tokens_mask"], strict=True
-    ):
+    )):
         ids = torch.as_tensor(ids, dtype=torch.long)
         own = (torch.as_tensor(special) == 0) & (ids != tokenizer.pad_token_id)
         if not own.any():
             raise ValueError(f"{name} has no tokens of its own after tokenisation: {text!r}.")
         input_ids.append(ids)
         positions.append(own.nonzero().squeeze(1))
-    return EncodedTexts(input_ids, positions)
+        if word_ids:
+            words.append(_own_word_ids(encoded, index, positions[-1], tokenizer, name))
+    return EncodedTexts(input_ids, positions, words if word_ids else None)

@@ -8,6 +8,7 @@ import os
 import torch
 from sklearn.utils import check_random_state
 
+from .adapters import CallablePredictor, check_mask_token_id
 from .encoding import check_max_length
 
 __all__ = ["check_local_path", "load_masked_lm", "load_tokenizer", "model_max_length"]
@@ -119,12 +120,31 @@ def _check_tokenizer_directory(source, name):
         )
 
 
-def _check_masked_lm_class(config, what):
-    """``config`` must have a masked-LM class in transformers (or declare one as remote code)."""
+def _auto_class(config):
+    """The Auto class that loads ``config``'s model: ``AutoModelForMaskedLM`` for a masked LM (built in or
+    remote), ``AutoModel`` for a model that is not built into transformers (remote code such as LLaDA's or
+    Dream's, or a registered class), whose output must hold the logits; ``None`` otherwise."""
     import transformers
 
-    remote = "AutoModelForMaskedLM" in (getattr(config, "auto_map", None) or {})
-    if type(config) not in transformers.MODEL_FOR_MASKED_LM_MAPPING and not remote:
+    auto_map = getattr(config, "auto_map", None) or {}
+    if type(config) in transformers.MODEL_FOR_MASKED_LM_MAPPING or "AutoModelForMaskedLM" in auto_map:
+        return transformers.AutoModelForMaskedLM
+    if not _built_in(config) and ("AutoModel" in auto_map or type(config) in transformers.MODEL_MAPPING):
+        return transformers.AutoModel
+    return None
+
+
+def _built_in(config):
+    """Whether ``config``'s model type is one of transformers' own (not remote code nor registered by a user)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return getattr(config, "model_type", None) in CONFIG_MAPPING_NAMES and type(config).__module__.startswith(
+        "transformers.")
+
+
+def _check_masked_lm_class(config, what):
+    """``config`` must have a masked-LM class in transformers, or be a model of its own loaded by ``AutoModel``."""
+    if _auto_class(config) is None:
         raise ValueError(
             f"{what} is a {getattr(config, 'model_type', type(config).__name__)!r} model, which has no masked "
             "language-model class in transformers (AutoModelForMaskedLM); causal LMs such as GPT-2 cannot be "
@@ -136,8 +156,8 @@ def _check_masked_lm_object(model):
     """A transformers model object must be a masked LM with its head, not a base model or a causal LM."""
     import transformers
 
-    if not isinstance(model, transformers.PreTrainedModel):
-        return  # a user's module: documented to return ``.logits`` over the vocabulary
+    if not isinstance(model, transformers.PreTrainedModel) or not _built_in(model.config):
+        return  # a user's module or remote code: its output is checked by a probe (check_predictor)
     mapping = transformers.MODEL_FOR_MASKED_LM_MAPPING
     if type(model.config) in mapping:
         classes = mapping[type(model.config)]
@@ -162,6 +182,8 @@ def _embedding_size(model):
 
 def _check_model_kwargs(model_kwargs):
     kwargs = dict(model_kwargs or {})
+    # remote code runs only when the user asks: an error, never transformers' interactive prompt
+    kwargs.setdefault("trust_remote_code", False)
     for key in ("dtype", "torch_dtype", "output_loading_info"):
         if key in kwargs:
             hint = "use the dtype parameter" if key != "output_loading_info" else "it is set by MLMCurveScorer"
@@ -186,18 +208,20 @@ def _model_source(model, kwargs):
         return getattr(getattr(model, "config", None), "name_or_path", None) or None
     raise ValueError(
         "model must be a name or directory for AutoModelForMaskedLM.from_pretrained, a masked "
-        f"language model object or a transformers configuration; got {type(model).__name__}."
+        f"language model object, a torch.nn.Module or callable returning logits, or a transformers configuration; "
+        f"got {type(model).__name__}."
     )
 
 
 def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=None, allow_missing_weights=False,
-                   random_state=None, train=False, verbose=0):
+                   random_state=None, train=False, verbose=0, mask_token_id=None):
     """The masked LM on ``device`` (in ``dtype``) and its tokenizer; cheap checks come first.
 
     Parameters
     ----------
-    model : str, path, transformers.PreTrainedModel, transformers.PretrainedConfig or torch.nn.Module
-        As :class:`~skmpt.text.MLMCurveScorer`'s ``model``.
+    model : str, path, transformers.PreTrainedModel, transformers.PretrainedConfig, torch.nn.Module or callable
+        As :class:`~skmpt.text.MLMCurveScorer`'s ``model``; a callable that is not a module is
+        wrapped in :class:`~skmpt.text.CallablePredictor`.
     tokenizer : str, path, tokenizer object or None, default=None
         As :func:`load_tokenizer`'s ``tokenizer``.
     device : torch.device
@@ -214,6 +238,8 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
         must be moved or cast, so that the caller's object is never modified.
     verbose : int, default=0
         When 0, transformers' "Loading weights" progress bar is not shown.
+    mask_token_id : int or None, default=None
+        The mask id for a tokenizer without a mask token (:func:`~skmpt.text.check_mask_token_id`).
 
     Returns
     -------
@@ -237,8 +263,10 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
     import transformers
 
     kwargs = _check_model_kwargs(model_kwargs)
+    if callable(model) and not isinstance(model, (torch.nn.Module, transformers.PretrainedConfig)):
+        model = CallablePredictor(model)
     source = _model_source(model, kwargs)
-    tokenizer = load_tokenizer(tokenizer, source, kwargs)  # before the weights: it fails faster
+    tokenizer = load_tokenizer(tokenizer, source, kwargs, mask_token_id=mask_token_id)  # before the weights
     if isinstance(model, (str, os.PathLike)):
         with hidden_transformers_bars(hidden=not verbose):
             loaded = _from_pretrained(model, dtype, kwargs, allow_missing_weights)
@@ -247,7 +275,7 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             # from_config writes its dtype into the configuration: give it a copy of the user's
-            loaded = transformers.AutoModelForMaskedLM.from_config(copy.deepcopy(model))
+            loaded = _auto_class(model).from_config(copy.deepcopy(model))
     else:
         parameters = list(model.parameters())
         needs_copy = (
@@ -258,6 +286,7 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
         # one copy when training, moving or casting: the user's object is never modified
         loaded = copy.deepcopy(model) if needs_copy else model
     size = _embedding_size(loaded)
+    check_mask_token_id(mask_token_id, tokenizer, size)
     largest = max(max(tokenizer.get_vocab().values()), len(tokenizer) - 1)
     if size is not None and largest >= size:
         raise ValueError(
@@ -270,10 +299,12 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
 
 
 def _from_pretrained(model, dtype, kwargs, allow_missing_weights):
-    """``AutoModelForMaskedLM.from_pretrained``, refusing weights it would initialise at random."""
+    """``AutoModelForMaskedLM`` (or ``AutoModel``) ``.from_pretrained``, refusing weights it would initialise
+    at random."""
     import transformers
 
-    loaded, info = transformers.AutoModelForMaskedLM.from_pretrained(
+    auto = _auto_class(transformers.AutoConfig.from_pretrained(model, **kwargs))
+    loaded, info = auto.from_pretrained(
         model, dtype="auto" if dtype is None else dtype, output_loading_info=True, **kwargs
     )
     # transformers initialises missing weights at random (and logs its load report): refuse that
@@ -288,7 +319,7 @@ def _from_pretrained(model, dtype, kwargs, allow_missing_weights):
     return loaded
 
 
-def load_tokenizer(tokenizer, source, model_kwargs=None):
+def load_tokenizer(tokenizer, source, model_kwargs=None, *, mask_token_id=None):
     """The tokenizer given, or loaded from ``tokenizer`` or else the model's ``source``.
 
     Parameters
@@ -301,11 +332,13 @@ def load_tokenizer(tokenizer, source, model_kwargs=None):
         Options of ``from_pretrained``; those that say where to fetch reach
         ``AutoTokenizer.from_pretrained`` (``revision`` only when the tokenizer comes from
         ``source``).
+    mask_token_id : int or None, default=None
+        The mask id when the tokenizer has no mask token (:func:`~skmpt.text.check_mask_token_id`).
 
     Returns
     -------
     tokenizer : transformers tokenizer
-        With a mask token and a padding token.
+        With a mask token or a valid ``mask_token_id``.
 
     Examples
     --------
@@ -337,10 +370,7 @@ def load_tokenizer(tokenizer, source, model_kwargs=None):
                 f"No tokenizer was found in {name}={os.fspath(source_name)!r}: what loaded holds only its "
                 f"{len(tokenizer)} special tokens. Pass one with tokenizer= (--tokenizer on the command line)."
             )
-    if getattr(tokenizer, "mask_token_id", None) is None:
-        raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no mask token; a masked LM needs one.")
-    if getattr(tokenizer, "pad_token_id", None) is None:
-        raise ValueError(f"The tokenizer ({type(tokenizer).__name__}) has no padding token.")
+    check_mask_token_id(mask_token_id, tokenizer)  # a mask token, or a mask id that is no special token's
     return tokenizer
 
 

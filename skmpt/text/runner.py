@@ -11,6 +11,8 @@ Log-probabilities are computed in float64 from the logits (:func:`target_log_pro
 import numpy as np
 import torch
 
+from .adapters import check_vocab_size, output_logits, timestep_kwargs
+
 __all__ = ["MaskedLMRunner", "language_model_head", "target_log_probs"]
 
 
@@ -91,10 +93,11 @@ class MaskedLMRunner:
     Parameters
     ----------
     model : torch.nn.Module
-        A masked LM on ``device``, called with ``input_ids`` and ``attention_mask`` and
-        returning ``.logits`` over the tokenizer's vocabulary.
+        A masked predictor on ``device``, called with ``input_ids`` and ``attention_mask`` (and
+        the timestep hook's arguments), returning logits over the vocabulary
+        (:func:`~skmpt.text.output_logits`).
     tokenizer : transformers tokenizer
-        With a mask token and a padding token.
+        With a mask token, unless ``mask_token_id`` is given.
     device : torch.device
     dtype : torch.dtype or None, default=None
         The dtype the model was cast to, or ``None`` for the model's own; with ``None`` on CUDA
@@ -105,6 +108,14 @@ class MaskedLMRunner:
         Most masked copies in one scoring forward pass.
     max_batch_tokens : int, default=16384
         Most tokens (copies times padded length) in one forward pass.
+    mask_token_id : int or None, default=None
+        The id that masks a token; ``None`` is the tokenizer's mask token. It also pads when the
+        tokenizer has no padding token (padding is hidden by the attention mask).
+    shift_logits : bool, default=False
+        Whether the logits at position ``i`` predict the token at ``i + 1`` (Dream).
+    timestep_fn : callable or None, default=None
+        Hook from each copy's masking rate to the model's timestep arguments
+        (:func:`~skmpt.text.timestep_kwargs`).
 
     Examples
     --------
@@ -124,7 +135,7 @@ class MaskedLMRunner:
     """
 
     def __init__(self, model, tokenizer, device, *, dtype=None, max_length=512, score_batch_size=64,
-                 max_batch_tokens=16384):
+                 max_batch_tokens=16384, mask_token_id=None, shift_logits=False, timestep_fn=None):
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
@@ -132,6 +143,12 @@ class MaskedLMRunner:
         self.max_length = max_length
         self.score_batch_size = score_batch_size
         self.max_batch_tokens = max_batch_tokens
+        self.mask_token_id = tokenizer.mask_token_id if mask_token_id is None else int(mask_token_id)
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self.pad_token_id = self.mask_token_id if pad is None else pad
+        self.shift_logits = shift_logits
+        self.timestep_fn = timestep_fn
+        self.vocab_size = None  # of the logits, known after the first pass (check_predictor's probe)
 
     def batches(self, encoded, copies, max_copies=None):
         """Cut masked copies into forward passes, shortest texts first.
@@ -160,21 +177,29 @@ class MaskedLMRunner:
             yield batch
 
     def _inputs(self, encoded, copies, pieces):
-        """The padded, masked ids of one pass, its attention mask, and where the targets are."""
-        tokenizer = self.tokenizer
+        """The padded, masked ids of one pass, its attention mask, where the targets are, and each copy's
+        masking rate ``M / L``."""
         width = max(len(encoded.input_ids[i]) for i, _, _ in pieces)
-        rows, lengths, target_rows, target_cols, target_ids = [], [], [], [], []
+        rows, lengths, target_rows, target_cols, target_ids, rates = [], [], [], [], [], []
         offset = 0
         for i, start, stop in pieces:
             ids, own = encoded.input_ids[i], encoded.content_positions[i]
+            if bool((ids[own] == self.mask_token_id).any()):
+                raise ValueError(f"A text holds the mask token's id {self.mask_token_id} as one of its own tokens.")
+            if self.shift_logits and int(own[0]) == 0:
+                raise ValueError(
+                    "shift_logits=True reads a token's logits at the position before it, but the text's first token "
+                    "is at position 0: the tokenizer adds no token (such as BOS) in front of a text."
+                )
             masked, targets = copies[i][0][start:stop], copies[i][1][start:stop]
-            block = torch.full((stop - start, width), tokenizer.pad_token_id, dtype=torch.long)
+            block = torch.full((stop - start, width), self.pad_token_id, dtype=torch.long)
             block[:, : len(ids)] = ids
             columns = block[:, own]
-            columns[masked] = tokenizer.mask_token_id
+            columns[masked] = self.mask_token_id
             block[:, own] = columns
             rows.append(block)
             lengths.append(torch.full((stop - start,), len(ids)))
+            rates.append(masked.sum(1, dtype=torch.float64) / len(own))
             r, c = targets.nonzero(as_tuple=True)
             target_rows.append(r + offset)
             target_cols.append(own[c])
@@ -183,9 +208,28 @@ class MaskedLMRunner:
         attention_mask = (torch.arange(width) < torch.cat(lengths).unsqueeze(1)).long()
         tensors = (torch.cat(rows), attention_mask, torch.cat(target_rows), torch.cat(target_cols),
                    torch.cat(target_ids))
-        return offset, *(tensor.to(self.device) for tensor in tensors)
+        return offset, *(tensor.to(self.device) for tensor in tensors), torch.cat(rates)
 
-    def forward(self, encoded, copies, pieces, model=None):
+    def logits(self, model, input_ids, attention_mask, rates):
+        """The logits ``model`` gives at every position, of shape (batch, length, vocab_size), checked
+        (:meth:`checked_logits`); ``rates`` (each copy's ``M / L``) feed the timestep hook."""
+        extra = {key: value.to(self.device) for key, value in timestep_kwargs(self.timestep_fn, rates).items()}
+        return self.checked_logits(model(input_ids=input_ids, attention_mask=attention_mask, **extra), input_ids)
+
+    def checked_logits(self, output, input_ids):
+        """The logits of a model's ``output`` (:func:`~skmpt.text.output_logits`), one row per input position;
+        on the first pass, their vocabulary must cover the tokenizer's ids and the mask id."""
+        logits = output_logits(output)
+        if logits.shape[:2] != input_ids.shape:
+            raise ValueError(
+                f"The model's logits have shape {tuple(logits.shape)} for input_ids of shape "
+                f"{tuple(input_ids.shape)}: they must be (batch, length, vocab_size)."
+            )
+        if self.vocab_size is None:
+            self.vocab_size = check_vocab_size(logits.shape[-1], self.tokenizer, self.mask_token_id)
+        return logits
+
+    def forward(self, encoded, copies, pieces, model=None, per_target=False):
         """Summed log-probability of each copy's target tokens, for one forward pass.
 
         ``model`` (a ``DistributedDataParallel`` wrapper in training) is run whole, logits read
@@ -195,23 +239,27 @@ class MaskedLMRunner:
         Returns
         -------
         sums : torch.Tensor of dtype float64 and shape (n_copies,)
-            In the order of ``pieces``.
+            In the order of ``pieces``. With ``per_target=True``, each target's log-probability
+            instead, of shape (n_targets,): copy by copy, each copy's targets left to right.
         """
-        n_rows, input_ids, attention_mask, target_rows, target_cols, target_ids = self._inputs(
+        n_rows, input_ids, attention_mask, target_rows, target_cols, target_ids, rates = self._inputs(
             encoded, copies, pieces
         )
-        split = language_model_head(self.model) if model is None else None
+        split = language_model_head(self.model) if model is None and self.timestep_fn is None else None
         model = self.model if model is None else model
+        columns = target_cols - 1 if self.shift_logits else target_cols  # Dream: position i predicts i + 1
         with self.autocast():
             if split is not None:
                 encoder, head = split
                 hidden = encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-                logits = head(hidden[target_rows, target_cols])
+                logits = head(hidden[target_rows, columns])
             else:
-                logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
-                logits = logits[target_rows, target_cols]
+                logits = self.logits(model, input_ids, attention_mask, rates)[target_rows, columns]
+        log_probs = target_log_probs(logits, target_ids)
+        if per_target:
+            return log_probs
         sums = torch.zeros(n_rows, dtype=torch.float64, device=self.device)
-        return sums.index_add(0, target_rows, target_log_probs(logits, target_ids))
+        return sums.index_add(0, target_rows, log_probs)
 
     def autocast_dtype(self):
         """bfloat16 (float16 without bfloat16 support) on CUDA for a model in its own dtype; else ``None``."""

@@ -20,11 +20,12 @@ from .._utils import DTYPES, resolve_dtype
 from .._validation import Interval, Options, validate_parameters
 from ..distributed import init_distributed
 from ..masks import check_mask_rates
-from ..objectives import curve_area
+from .adapters import check_predictor
 from .encoding import encode_texts, texts_of
 from .loading import load_masked_lm, model_max_length
+from .outputs import UNITS, MLMOutputsMixin
 from .runner import MaskedLMRunner
-from .scoring import ChainMasks, CurveMasks, SingleTokenMasks, SweepMasks, score_texts
+from .scoring import ChainMasks, CurveMasks, SweepMasks, score_texts
 from .training import MaskedPretraining
 
 __all__ = ["DEFAULT_MASK_RATES", "MLMCurveScorer"]
@@ -36,15 +37,47 @@ DEFAULT_MASK_RATES = np.arange(1, 100) / 100
 _TRAINING_PARAMETERS = ("max_steps", "batch_size", "mask_rate", "learning_rate", "random_state", "checkpoint_every",
                         "checkpoint_dir", "resume", "verbose")
 
-class MLMCurveScorer(TransformerMixin, BaseEstimator):
+_PARAMETER_CONSTRAINTS = {
+    # model and tokenizer take objects of transformers: checked when fit loads them
+    "mask_rates": [None, "array-like"],
+    "score_masks": [Interval(Integral, 1, None, closed="left")],
+    "score_method": [Options({"sweep", "chain"})],
+    "unit": [Options(set(UNITS))],
+    "whole_word_masking": ["boolean"],
+    "score_batch_size": [Interval(Integral, 1, None, closed="left")],
+    "batch_size": [Interval(Integral, 1, None, closed="left")],
+    "max_batch_tokens": [Interval(Integral, 1, None, closed="left")],
+    "max_length": [Interval(Integral, 2, None, closed="left")],
+    "mask_rate": [Options({"uniform"}), Interval(Real, 0, 1, closed="right")],
+    "max_steps": [Interval(Integral, 0, None, closed="left")],
+    "learning_rate": [Interval(Real, 0, None, closed="neither")],
+    "checkpoint_every": [None, Interval(Integral, 1, None, closed="left")],
+    "checkpoint_dir": [None, str, os.PathLike],
+    "resume": ["boolean"],
+    "text_column": [None, str],
+    "device": [str, torch.device],
+    "dtype": [None, Options({"auto", *DTYPES}), torch.dtype],
+    "model_kwargs": [None, dict],
+    "allow_missing_weights": ["boolean"],
+    "mask_token_id": [None, Interval(Integral, 0, None, closed="left")],
+    "shift_logits": ["boolean"],
+    "timestep_fn": [None, "callable"],
+    "random_state": ["random_state"],
+    "verbose": ["verbose"],
+}
+
+
+class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
     """MPT curve and cumulative log-marginal estimate of a masked language model.
 
     Scores texts with any masked language model of Hugging Face ``transformers``: the MPT curve
     ``S(x; M)`` at chosen masking rates (:meth:`transform`), its sum over every mask size
     ``M = 1..L`` (:meth:`score_samples`, the paper's estimate of ``log p(x)``), the
-    pseudo-log-likelihood ``L * S(x; 1)`` (:meth:`pseudo_log_likelihood`) and the paper's area
-    (:meth:`paper_area`). With ``max_steps > 0``, :meth:`fit` continues masked pre-training on
-    the texts with a fixed masking rate or with uniformly random mask sizes.
+    pseudo-log-likelihood ``L * S(x; 1)`` (:meth:`pseudo_log_likelihood`, also PLL-word-l2r),
+    per-token and per-word scores (:meth:`token_scores`), :meth:`pseudo_perplexity`, the
+    paper's area (:meth:`paper_area`) and the chain's spread across orderings
+    (:meth:`inconsistency`); Monte Carlo estimates give standard errors with ``return_std``.
+    With ``max_steps > 0``, :meth:`fit` continues masked pre-training on the texts.
 
     Masks follow the theory: exactly ``M`` of a sentence's own ``L`` tokens are replaced by the
     mask token; special and padding tokens are never masked nor counted, and nothing else is
@@ -63,15 +96,16 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    model : str, path, transformers.PreTrainedModel or transformers.PretrainedConfig, \
-            default="bert-base-uncased"
-        A name or local directory for ``AutoModelForMaskedLM.from_pretrained`` (a name not on
-        disk is fetched from the Hugging Face hub, the only use of the network), a masked-LM
-        object (any ``torch.nn.Module`` called with ``input_ids`` and ``attention_mask`` that
-        returns ``.logits``), or a configuration: a random model seeded by ``random_state``.
+    model : str, path, transformers.PreTrainedModel, transformers.PretrainedConfig, torch.nn.Module \
+            or callable, default="bert-base-uncased"
+        A name or local directory for ``AutoModelForMaskedLM.from_pretrained`` (``AutoModel`` for
+        remote code, e.g. LLaDA or Dream with ``model_kwargs={"trust_remote_code": True}``; a name
+        not on disk is fetched from the Hugging Face hub, the only use of the network), a model
+        object or callable mapping ``input_ids`` and ``attention_mask`` to logits (or an output
+        holding ``.logits``), or a configuration: a random model seeded by ``random_state``.
     tokenizer : str, path, tokenizer object or None, default=None
         The tokenizer, or where ``AutoTokenizer.from_pretrained`` finds it; ``None`` loads it
-        from ``model``'s name or directory. It must have a mask token and a padding token.
+        from ``model``'s name or directory. It must have a mask token or ``mask_token_id``.
     mask_rates : array-like of float in (0, 1), str or None, default=None
         Masking rates of :meth:`transform` and :meth:`paper_area` (a string is read by
         :func:`skmpt.masks.parse_mask_rates`); a rate ``r`` masks ``M = round(r * L)`` tokens,
@@ -84,6 +118,13 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         text). ``"chain"`` sums, along ``score_masks`` random orderings, each token's
         log-probability given the tokens revealed before it (``L`` copies per ordering): exact
         for a model whose conditionals come from one joint, whatever the ordering.
+    unit : {"nats", "bits"}, default="nats"
+        Unit of every log-probability returned (curve, estimates, PLL, token scores, areas,
+        spreads and their standard errors); ``history_`` stays in nats.
+    whole_word_masking : bool, default=False
+        Draw the masks of :meth:`transform`, :meth:`score_samples` and :meth:`inconsistency`
+        over words (the tokenizer's word ids; a fast tokenizer): ``M = round(rate * W)`` of a
+        text's ``W`` words, each masking all its tokens; ``S(x; M)`` is then per masked word.
     score_batch_size : int, default=64
         Most masked copies in one forward pass when scoring.
     batch_size : int, default=64
@@ -132,6 +173,13 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     allow_missing_weights : bool, default=False
         Accept a checkpoint that lacks weights of the masked LM (which transformers would
         initialise at random) instead of an error naming them.
+    mask_token_id : int or None, default=None
+        Id that masks a token, for a tokenizer without a mask token (MDLM: 50257 with GPT-2's).
+    shift_logits : bool, default=False
+        The logits at position ``i`` predict the token at ``i + 1`` (Dream).
+    timestep_fn : callable or None, default=None
+        Hook giving a model its timestep: ``rate`` (each copy's ``M / L``) to a dict of forward
+        keyword arguments (:mod:`skmpt.text.adapters`), e.g. ``lambda rate: {"timesteps": rate}``.
     random_state : int, RandomState instance or None, default=None
         Seeds the masks (a text's masks depend only on this seed and its tokens), the training
         masks and the random initialisation from a configuration.
@@ -174,40 +222,22 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     True
     """
 
-    _parameter_constraints: dict = {
-        # model and tokenizer take objects of transformers: checked when fit loads them
-        "mask_rates": [None, "array-like"],
-        "score_masks": [Interval(Integral, 1, None, closed="left")],
-        "score_method": [Options({"sweep", "chain"})],
-        "score_batch_size": [Interval(Integral, 1, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_batch_tokens": [Interval(Integral, 1, None, closed="left")],
-        "max_length": [Interval(Integral, 2, None, closed="left")],
-        "mask_rate": [Options({"uniform"}), Interval(Real, 0, 1, closed="right")],
-        "max_steps": [Interval(Integral, 0, None, closed="left")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "checkpoint_every": [None, Interval(Integral, 1, None, closed="left")],
-        "checkpoint_dir": [None, str, os.PathLike],
-        "resume": ["boolean"],
-        "text_column": [None, str],
-        "device": [str, torch.device],
-        "dtype": [None, Options({"auto", *DTYPES}), torch.dtype],
-        "model_kwargs": [None, dict],
-        "allow_missing_weights": ["boolean"],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-    }
+    _parameter_constraints: dict = _PARAMETER_CONSTRAINTS
 
     def __init__(self, model="bert-base-uncased", *, tokenizer=None, mask_rates=None, score_masks=10,
-                 score_method="sweep", score_batch_size=64, batch_size=64, max_batch_tokens=16384, max_length=512,
+                 score_method="sweep", unit="nats", whole_word_masking=False, score_batch_size=64, batch_size=64,
+                 max_batch_tokens=16384, max_length=512,
                  mask_rate=0.15, max_steps=0, learning_rate=5e-5, checkpoint_every=None, checkpoint_dir=None,
                  resume=False, text_column=None, device="auto", dtype="auto", model_kwargs=None,
-                 allow_missing_weights=False, random_state=None, verbose=0):
+                 allow_missing_weights=False, mask_token_id=None, shift_logits=False, timestep_fn=None,
+                 random_state=None, verbose=0):
         self.model = model
         self.tokenizer = tokenizer
         self.mask_rates = mask_rates
         self.score_masks = score_masks
         self.score_method = score_method
+        self.unit = unit
+        self.whole_word_masking = whole_word_masking
         self.score_batch_size = score_batch_size
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
@@ -223,6 +253,9 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         self.dtype = dtype
         self.model_kwargs = model_kwargs
         self.allow_missing_weights = allow_missing_weights
+        self.mask_token_id = mask_token_id
+        self.shift_logits = shift_logits
+        self.timestep_fn = timestep_fn
         self.random_state = random_state
         self.verbose = verbose
 
@@ -251,12 +284,14 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         model, tokenizer = load_masked_lm(
             self.model, tokenizer=self.tokenizer, device=device, dtype=dtype, model_kwargs=self.model_kwargs,
             allow_missing_weights=self.allow_missing_weights, random_state=self.random_state,
-            train=self.max_steps > 0, verbose=self.verbose,
+            train=self.max_steps > 0, verbose=self.verbose, mask_token_id=self.mask_token_id,
         )
         self.runner_ = MaskedLMRunner(
             model, tokenizer, device, dtype=dtype, max_length=model_max_length(model, tokenizer, self.max_length),
             score_batch_size=self.score_batch_size, max_batch_tokens=self.max_batch_tokens,
+            mask_token_id=self.mask_token_id, shift_logits=self.shift_logits, timestep_fn=self.timestep_fn,
         )
+        check_predictor(self.runner_)  # one probe pass on a few ids: the output's logits, before any text
         self.history_ = []
         if X is not None:
             encoded = self._encode(X)  # validates the texts even when there is nothing to train
@@ -269,43 +304,55 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     device_ = property(lambda self: self.runner_.device, doc="The device it runs on (``runner_.device``).")
     max_length_ = property(lambda self: self.runner_.max_length, doc="Longest text, in tokens.")
 
-    def _encode(self, X):
+    def _encode(self, X, words=False):
         check_is_fitted(self)
-        return encode_texts(X, self.tokenizer_, self.max_length_, text_column=self.text_column)
+        return encode_texts(X, self.tokenizer_, self.max_length_, text_column=self.text_column, word_ids=words)
 
-    def _score(self, X, strategy):  # transform(X) is _score(X, CurveMasks(...)): encode, then score_texts
-        encoded = self._encode(X)
+    def _score(self, X, strategy, encoded=None):  # transform(X) is _score(X, CurveMasks(...))
+        encoded = self._encode(X, getattr(strategy, "needs_words", False)) if encoded is None else encoded
         return score_texts(self.runner_, encoded, strategy, random_state=self.random_state, verbose=self.verbose)
 
-    def transform(self, X):
+    def transform(self, X, return_std=False):
         """MPT curve ``S(x; M)`` of each text at each rate of ``mask_rates_``.
 
-        ``S(x; M)`` is the mean log-probability (nats per token) of ``M = round(rate * L)``
-        masked tokens given the other ``L - M``, averaged over ``score_masks`` random masks.
+        ``S(x; M)`` is the mean log-probability (per token) of ``M = round(rate * L)`` masked
+        tokens given the other ``L - M``, averaged over ``score_masks`` random masks.
 
         Parameters
         ----------
         X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+        return_std : bool, default=False
+            Also return each value's standard error over the masks (needs ``score_masks >= 2``).
 
         Returns
         -------
         curve : ndarray of shape (n_texts, n_rates)
+        curve_std : ndarray of shape (n_texts, n_rates)
+            Only with ``return_std=True``.
         """
-        return self._score(X, CurveMasks(self.mask_rates_, self.score_masks))
+        self._check_std(return_std)
+        return self._with_std(self._score(X, self._masks(CurveMasks(self.mask_rates_, self.score_masks, return_std))),
+                              return_std)
 
-    def score_samples(self, X):
-        """Cumulative MPT estimate of ``log p(x)``: ``sum_{M=1..L} S(x; M)`` per text (nats).
+    def score_samples(self, X, return_std=False):
+        """Cumulative MPT estimate of ``log p(x)``: ``sum_{M=1..L} S(x; M)`` per text.
 
         Parameters
         ----------
         X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+        return_std : bool, default=False
+            Also return each estimate's Monte Carlo standard error (needs ``score_masks >= 2``):
+            the sizes' errors over masks added in quadrature (sweep), or the orderings' (chain).
 
         Returns
         -------
         scores : ndarray of shape (n_texts,)
+        scores_std : ndarray of shape (n_texts,)
+            Only with ``return_std=True``.
         """
+        self._check_std(return_std)
         strategy = ChainMasks if self.score_method == "chain" else SweepMasks
-        return self._score(X, strategy(self.score_masks))
+        return self._with_std(self._score(X, self._masks(strategy(self.score_masks, return_std))), return_std)
 
     def score(self, X, y=None):
         """Mean of :meth:`score_samples` over the texts (nats per text).
@@ -321,39 +368,6 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         score : float
         """
         return float(np.mean(self.score_samples(X)))
-
-    def pseudo_log_likelihood(self, X):
-        """Pseudo-log-likelihood ``sum_j log p(x_j | x_{-j})``, every token masked once, exactly.
-
-        It is ``L * S(x; 1)``, as computed by the MLM scoring tools (Salazar et al., 2020).
-
-        Parameters
-        ----------
-        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
-
-        Returns
-        -------
-        pll : ndarray of shape (n_texts,)
-        """
-        return self._score(X, SingleTokenMasks())
-
-    def paper_area(self, X, *, scale=512):
-        """The paper's area under the MPT curve: ``scale * sum_r (r - r_prev) * S(x; r)`` per text.
-
-        Table 2 of the paper reports it with ``scale = 512`` (BERT's longest input) over rates
-        0.01..0.99; it is not an estimate of ``log p(x)`` (:meth:`score_samples` is). Widths
-        are ``r_1 - 0`` for the first rate and the gaps between consecutive rates after it.
-
-        Parameters
-        ----------
-        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
-        scale : float, default=512
-
-        Returns
-        -------
-        area : ndarray of shape (n_texts,)
-        """
-        return curve_area(self.transform(X), self.mask_rates_, scale=scale)
 
     def get_feature_names_out(self, input_features=None):
         """Names of the columns of :meth:`transform`: ``"S@<rate>"`` for each rate of ``mask_rates_``.

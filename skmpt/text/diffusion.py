@@ -1,0 +1,264 @@
+"""Masked diffusion language models: their likelihood bound from the MPT curve, and any-order sampling.
+
+A masked diffusion LM (MDLM, RADD, MD4, LLaDA, Dream) corrupts a text of ``L`` tokens by masking
+each token with probability ``1 - alpha_t`` at time ``t`` and learns to predict the masked
+tokens. With a denoiser that does not depend on ``t``, its negative ELBO in continuous time is,
+whatever the schedule ``alpha_t``,
+
+    ``NELBO(x) = -sum_{M=1..L} S(x; M)``,
+
+the negative of skmpt's cumulative MPT estimate (:func:`masked_diffusion_bound`), and
+``exp(NELBO / L)`` bounds the text's perplexity from above. A discrete-time ELBO with ``T``
+steps weighs the sizes, ``-sum_M c_M S(x; M)`` (:func:`schedule_weights`; ``c_M -> 1`` as
+``T`` grows). :func:`sample_any_order` draws texts by revealing tokens in a random order, each
+from the model's conditional given those revealed before: the chain of
+:class:`~skmpt.text.ChainMasks` run forwards.
+
+Read more in the :ref:`User Guide <diffusion>`.
+"""
+
+import numpy as np
+import torch
+from scipy.stats import binom
+from sklearn.utils import Bunch
+from sklearn.utils.validation import check_is_fitted
+
+from ..masks import check_generator, nested_masks, random_orderings
+from .encoding import encode_texts
+from .scoring import score_texts
+from .standard_errors import ChainWithError, SweepWithError, UniformSizeMasks
+
+__all__ = ["masked_diffusion_bound", "noise_schedule", "sample_any_order", "schedule_weights"]
+
+
+def noise_schedule(schedule):
+    """``alpha(t)`` for ``t`` in [0, 1], the probability that a token is still unmasked at time ``t``.
+
+    Parameters
+    ----------
+    schedule : {"linear", "cosine"} or callable
+        ``"linear"``: ``alpha_t = 1 - t`` (MDLM, RADD, LLaDA, skmpt's ``mask_rate="uniform"``);
+        ``"cosine"``: ``alpha_t = 1 - cos(pi / 2 * (1 - t))`` (MD4); a callable is taken as
+        ``alpha`` itself (decreasing from 1 at ``t = 0`` to 0 at ``t = 1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.text import noise_schedule
+    >>> noise_schedule("linear")(np.array([0.0, 0.25, 1.0])).tolist()
+    [1.0, 0.75, 0.0]
+    """
+    if callable(schedule):
+        return schedule
+    if schedule == "linear":
+        return lambda t: 1.0 - np.asarray(t, dtype=np.float64)
+    if schedule == "cosine":
+        return lambda t: 1.0 - np.cos(np.pi / 2 * (1.0 - np.asarray(t, dtype=np.float64)))
+    raise ValueError(f"schedule must be 'linear', 'cosine' or a callable alpha(t); got {schedule!r}.")
+
+
+def schedule_weights(schedule="linear", n_steps=None):
+    """``weights(L)``: the weight ``c_M`` of ``S(x; M)``, ``M = 1..L``, in a schedule's ELBO.
+
+    In continuous time (``n_steps=None``) every weight is 1, whatever the schedule. With ``T =
+    n_steps`` steps ``t_i = i / T``, the discrete-time ELBO (MD4's) is ``sum_i (alpha_{t_{i-1}} -
+    alpha_{t_i}) / (1 - alpha_{t_i}) E[sum of masked log p]`` at masking probability ``1 -
+    alpha_{t_i}``; given ``M`` masked tokens that expectation is ``M S(x; M)``, so
+
+        ``c_M = M sum_i (alpha_{t_{i-1}} - alpha_{t_i}) / (1 - alpha_{t_i}) Binomial(M; L, 1 - alpha_{t_i})``.
+
+    Parameters
+    ----------
+    schedule : {"linear", "cosine"} or callable, default="linear"
+        As :func:`noise_schedule`.
+    n_steps : int or None, default=None
+
+    Returns
+    -------
+    weights : callable
+        ``weights(L)`` is an ndarray of shape (L,).
+
+    Examples
+    --------
+    >>> from skmpt.text import schedule_weights
+    >>> schedule_weights()(3).tolist()
+    [1.0, 1.0, 1.0]
+    >>> [round(c, 3) for c in schedule_weights("linear", n_steps=10_000)(3).tolist()]
+    [1.0, 1.0, 1.0]
+    """
+    alpha = noise_schedule(schedule)
+    if n_steps is None:
+        return lambda length: np.ones(int(length))
+    if int(n_steps) < 1:
+        raise ValueError(f"n_steps must be a positive integer or None; got {n_steps!r}.")
+    times = np.arange(int(n_steps) + 1) / int(n_steps)
+    alphas = alpha(times)
+    if not (np.all(np.diff(alphas) <= 0) and np.isclose(alphas[0], 1) and np.isclose(alphas[-1], 0)):
+        raise ValueError("The schedule's alpha(t) must decrease from 1 at t = 0 to 0 at t = 1.")
+    step = (alphas[:-1] - alphas[1:]) / (1 - alphas[1:])
+
+    def weights(length):
+        sizes = np.arange(1, int(length) + 1)
+        return sizes * (binom.pmf(sizes[:, None], int(length), 1 - alphas[None, 1:]) @ step)
+
+    return weights
+
+
+def _strategy(method, n_samples, weights):
+    if method == "sweep":
+        return SweepWithError(n_samples, weights)
+    if weights is not None:
+        raise ValueError("The schedule's weights (n_steps) need method='sweep', the estimator of every S(x; M).")
+    if method == "chain":
+        return ChainWithError(n_samples)
+    if method == "uniform":
+        return UniformSizeMasks(n_samples)
+    raise ValueError(f"method must be 'sweep', 'chain' or 'uniform'; got {method!r}.")
+
+
+def masked_diffusion_bound(scorer, X, *, method="sweep", n_samples=None, schedule="linear", n_steps=None,
+                           random_state=None):
+    """Negative ELBO and perplexity bound of a masked diffusion LM for each text, with standard errors.
+
+    ``nelbo = -sum_M c_M S(x; M)`` (``c_M = 1`` in continuous time) and the perplexity bound
+    ``exp(nelbo / L)``, whose standard error is the delta method's ``perplexity * nelbo_std / L``.
+
+    Parameters
+    ----------
+    scorer : MLMCurveScorer
+        Fitted: its model, tokenizer, mask id, shift and timestep hook are used.
+    X : list or array of str, pandas Series or DataFrame, datasets.Dataset
+    method : {"sweep", "chain", "uniform"}, default="sweep"
+        ``"sweep"``: ``n_samples`` masks at each size (stratified; needed for ``n_steps``);
+        ``"chain"``: ``n_samples`` random orderings; ``"uniform"``: ``n_samples`` masks of
+        uniformly random sizes (MDLM's and RADD's Monte Carlo estimator, one copy each).
+    n_samples : int >= 2 or None, default=None
+        ``None`` is the scorer's ``score_masks`` (at least 2).
+    schedule : {"linear", "cosine"} or callable, default="linear"
+        The noise schedule (:func:`noise_schedule`); it matters only with ``n_steps``.
+    n_steps : int or None, default=None
+        Steps of a discrete-time ELBO (:func:`schedule_weights`); ``None`` is continuous time.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the masks; ``None`` is the scorer's ``random_state``.
+
+    Returns
+    -------
+    result : Bunch
+        ``nelbo``, ``nelbo_std``, ``n_tokens``, ``perplexity``, ``perplexity_std`` and
+        ``forward_passes`` (masked copies run), each of shape (n_texts,); ``corpus_perplexity``
+        ``exp(sum nelbo / sum L)`` and ``corpus_perplexity_std``.
+
+    Examples
+    --------
+    >>> from transformers import BertConfig
+    >>> from skmpt import MLMCurveScorer
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import masked_diffusion_bound
+    >>> texts = load_wordnet_sentences()[:100]
+    >>> tokenizer = make_wordpiece_tokenizer(texts, vocab_size=200)
+    >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=32)
+    >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, score_masks=4, random_state=0).fit()
+    >>> bound = masked_diffusion_bound(scorer, texts[:2])
+    >>> bound.nelbo.shape, bool((bound.perplexity > 1).all())
+    ((2,), True)
+    """
+    check_is_fitted(scorer)
+    n_samples = max(2, scorer.score_masks) if n_samples is None else n_samples
+    weights = None if n_steps is None else schedule_weights(schedule, n_steps)
+    noise_schedule(schedule)  # an unknown schedule is an error even in continuous time
+    strategy = _strategy(method, n_samples, weights)
+    encoded = encode_texts(X, scorer.tokenizer_, scorer.max_length_, text_column=scorer.text_column)
+    seed = scorer.random_state if random_state is None else random_state
+    results = score_texts(scorer.runner_, encoded, strategy, random_state=seed, verbose=scorer.verbose)
+    return bound_from_scores(results[:, 0], results[:, 1], encoded.n_tokens,
+                             np.array([strategy.n_copies(int(n)) for n in encoded.n_tokens]))
+
+
+def bound_from_scores(scores, std, n_tokens, forward_passes=None):
+    """The :func:`masked_diffusion_bound` Bunch from estimates of ``sum_M S(x; M)`` and their standard errors.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.text.diffusion import bound_from_scores
+    >>> bound = bound_from_scores(np.array([-4.0]), np.array([0.1]), np.array([2]))
+    >>> round(float(bound.perplexity[0]), 4), round(float(bound.perplexity_std[0]), 4)
+    (7.3891, 0.3695)
+    """
+    nelbo, nelbo_std, n_tokens = -np.asarray(scores, float), np.asarray(std, float), np.asarray(n_tokens)
+    perplexity = np.exp(nelbo / n_tokens)
+    corpus = float(np.exp(nelbo.sum() / n_tokens.sum()))
+    return Bunch(nelbo=nelbo, nelbo_std=nelbo_std, n_tokens=n_tokens, perplexity=perplexity,
+                 perplexity_std=perplexity * nelbo_std / n_tokens, corpus_perplexity=corpus,
+                 corpus_perplexity_std=corpus * float(np.sqrt((nelbo_std**2).sum())) / float(n_tokens.sum()),
+                 forward_passes=forward_passes)
+
+
+def _template(scorer):
+    """The ids the tokenizer puts before and after a text's own tokens."""
+    encoded = encode_texts(["x"], scorer.tokenizer_, scorer.max_length_)
+    ids, own = encoded.input_ids[0], encoded.content_positions[0]
+    return ids[: int(own[0])], ids[int(own[-1]) + 1 :]
+
+
+def sample_any_order(scorer, n_samples, length, *, temperature=1.0, random_state=None):
+    """Texts drawn by any-order generation: tokens revealed in a random order, each from the model.
+
+    Every sample starts as ``length`` mask tokens between the tokenizer's special tokens; along a
+    random ordering ``s`` (:func:`~skmpt.masks.random_orderings`) the chain's nested masks
+    (:func:`~skmpt.masks.nested_masks`) reveal ``s_L``, then ``s_{L-1}``, ..., each drawn from
+    the model's conditional (softmax of the logits over ``temperature``, special and mask ids
+    excluded) given the tokens revealed before it: the chain rule that
+    :class:`~skmpt.text.ChainMasks` scores, run forwards. ``L`` forward passes of ``n_samples``.
+
+    Parameters
+    ----------
+    scorer : MLMCurveScorer
+        Fitted.
+    n_samples : int
+    length : int
+        Tokens per sample (special tokens not counted).
+    temperature : float, default=1.0
+    random_state : int, RandomState instance, torch.Generator or None, default=None
+
+    Returns
+    -------
+    texts : list of str
+
+    Examples
+    --------
+    >>> from transformers import BertConfig
+    >>> from skmpt import MLMCurveScorer
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import sample_any_order
+    >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
+    >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=32)
+    >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, random_state=0).fit()
+    >>> len(sample_any_order(scorer, 3, 5, random_state=0))
+    3
+    """
+    check_is_fitted(scorer)
+    runner, tokenizer = scorer.runner_, scorer.tokenizer_
+    if int(length) < 1 or int(n_samples) < 1 or not temperature > 0:
+        raise ValueError("n_samples and length must be positive integers and temperature positive.")
+    generator = check_generator(random_state)
+    before, after = _template(scorer)
+    own = torch.arange(len(before), len(before) + length)
+    ids = torch.cat([before, torch.full((length,), runner.mask_token_id), after]).repeat(n_samples, 1)
+    masks = nested_masks(random_orderings(n_samples, length, random_state=generator))  # (n, L, L)
+    excluded = torch.tensor(sorted({*tokenizer.all_special_ids, runner.mask_token_id}))
+    rows, attention_mask = torch.arange(n_samples), torch.ones_like(ids)
+    with torch.inference_mode(), runner.autocast():
+        for t in range(length - 1, -1, -1):  # mask t masks s_1..s_{t+1}; it reveals s_{t+1}
+            masked = masks[:, t]
+            target = masked & ~(masks[:, t - 1] if t > 0 else torch.zeros_like(masked))
+            column = own[target.float().argmax(1)]
+            rates = masked.sum(1, dtype=torch.float64) / length
+            logits = runner.logits(runner.model, ids.to(runner.device), attention_mask.to(runner.device), rates)
+            read = column - 1 if runner.shift_logits else column
+            logits = logits[rows, read.to(runner.device)].double().cpu()[:, : len(tokenizer)] / temperature
+            logits[:, excluded[excluded < logits.shape[1]]] = -torch.inf
+            ids[rows, column] = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
+    return tokenizer.batch_decode(ids[:, own], skip_special_tokens=True)

@@ -1,0 +1,169 @@
+"""Conditional scoring and masked-diffusion quantities: exact on an explicit joint, and MDLM's own loss."""
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+from test_mlm import JointMaskedLM, binary_tokenizer  # noqa: E402
+from tiny_predictors import MASK_ID, TinyBidirectionalLM, gpt2_style_tokenizer  # noqa: E402
+
+from skmpt import MLMCurveScorer  # noqa: E402
+from skmpt.testing import TabularJoint  # noqa: E402
+from skmpt.text import (  # noqa: E402
+    compare_conditional_estimators,
+    conditional_log_likelihood,
+    masked_diffusion_bound,
+    multiple_choice,
+    noise_schedule,
+    sample_any_order,
+    schedule_weights,
+)
+
+
+@pytest.fixture(scope="module")
+def joint_scorer():
+    joint = TabularJoint.random(5, random_state=3)
+    tokenizer = binary_tokenizer()
+    scorer = MLMCurveScorer(JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, score_masks=4, random_state=0,
+                            device="cpu").fit()
+    return joint, scorer
+
+
+def exact_conditional(joint, words, n_context):
+    """``log p(x_{k+1..D} | x_{1..k})`` from the table."""
+    table = joint.probabilities.reshape((2,) * joint.n_features)
+    x = tuple("ab".index(w) for w in words)
+    return float(torch.log(table[x] / table[x[:n_context]].sum()))
+
+
+def test_the_chain_is_the_exact_conditional_of_a_joint_and_the_others_agree_within_their_errors(joint_scorer):
+    joint, scorer = joint_scorer
+    sentences = [s.split() for s in ["a b b a b", "b b a a a", "a a a b b", "b a b b a"]]
+    contexts = [" ".join(words[:2]) for words in sentences]
+    continuations = [" " + " ".join(words[2:]) for words in sentences]
+    exact = np.array([exact_conditional(joint, words, 2) for words in sentences])
+    chain = conditional_log_likelihood(scorer, contexts, continuations, method="chain", n_samples=3)
+    np.testing.assert_allclose(chain.log_likelihood, exact, rtol=1e-10)
+    np.testing.assert_allclose(chain.std, 0, atol=1e-10)  # every ordering gives the same sum
+    assert chain.n_tokens.tolist() == [3] * 4 and chain.forward_passes.tolist() == [9] * 4
+    results = compare_conditional_estimators(scorer, contexts, continuations, n_samples=200, target_std=0.05)
+    for method in ("uniform", "sweep"):
+        result = results[method]
+        assert (result.std > 0).all()
+        assert (np.abs(result.log_likelihood - exact) < 4 * result.std).all(), method
+    # the chain needs one ordering (3 passes) for any standard error; LLaDA's masks need more
+    assert results["chain"].passes_for_target_std.tolist() == [3] * 4
+    assert (results["uniform"].passes_for_target_std > 3).all()
+    # the unconditional identity is the conditional one with a context of nothing: the whole text
+    full = scorer.set_params(score_method="chain").score_samples([" ".join(w) for w in sentences])
+    np.testing.assert_allclose(full, [joint.log_marginal(torch.tensor([["ab".index(c) for c in w]],
+                                                                      dtype=torch.float64)).item()
+                                      for w in sentences], rtol=1e-10)
+
+
+def test_multiple_choice_and_minimal_pairs(joint_scorer):
+    joint, scorer = joint_scorer
+    choices = [[" a b a", " b b b", " a a b"], [" b a a", " a b b", " b b a"]]
+    result = multiple_choice(scorer, ["a b", "b a"], choices)
+    exact = np.array([[exact_conditional(joint, (c + " " + k).split(), 2) for k in row]
+                      for c, row in zip(["a b", "b a"], choices, strict=True)])
+    np.testing.assert_allclose(result.log_likelihood, exact, rtol=1e-10)
+    assert result.prediction.tolist() == exact.argmax(1).tolist()
+
+
+@pytest.mark.parametrize("context, continuation, message", [
+    ("", " a b", "Pair 0: the context '' tokenizes to nothing"),
+    ("   ", "a b", "the context '   ' tokenizes to nothing"),
+    ("a b", "  ", "the continuation '  ' tokenizes to nothing"),
+    ("a b", "b a", "a token straddles the end of the context"),
+    ("a b a", " b a b a b", "Pair 0 has 8 tokens, more than max_length=7"),
+])
+def test_bad_pairs_are_named(joint_scorer, context, continuation, message):
+    _, scorer = joint_scorer
+    scorer = MLMCurveScorer(scorer.model, tokenizer=scorer.tokenizer, max_length=7, device="cpu").fit()
+    with pytest.raises(ValueError, match=message):
+        conditional_log_likelihood(scorer, [context], [continuation])
+
+
+def test_any_order_samples_follow_the_joint(joint_scorer):
+    joint, scorer = joint_scorer
+    texts = sample_any_order(scorer, 3000, 5, random_state=0)
+    counts = np.zeros(32)
+    for text in texts:
+        counts[int("".join("01"["ab".index(w)] for w in text.split()), 2)] += 1
+    # any-order generation from exact conditionals draws from the joint: total variation at sampling noise
+    assert 0.5 * np.abs(counts / len(texts) - joint.probabilities.numpy()).sum() < 0.06
+
+
+def mdlm_loss(model, ids, n_samples, generator, schedule="linear", n_steps=None, eps=1e-3):
+    """Monte Carlo negative ELBO of MDLM (Sahoo et al. 2024), written directly: ``t`` by antithetic sampling
+    clamped to ``[eps, 1]`` as in their code (or ``t = i / T`` in discrete time), each token masked with
+    probability ``1 - alpha_t``, loss ``w(t) * sum_masked -log p`` with ``w = -alpha'(t) / (1 - alpha_t)``."""
+    alpha = noise_schedule(schedule)
+    if n_steps is None:
+        u = (torch.rand(n_samples, generator=generator, dtype=torch.float64) / n_samples
+             + torch.arange(n_samples, dtype=torch.float64) / n_samples) % 1
+        t = ((1 - eps) * u + eps).numpy()
+        h = 1e-6
+        weight = (alpha(t - h) - alpha(t + h)) / (2 * h) / (1 - alpha(t))
+    else:
+        i = torch.randint(1, n_steps + 1, (n_samples,), generator=generator).numpy()
+        t, s = i / n_steps, (i - 1) / n_steps
+        weight = n_steps * (alpha(s) - alpha(t)) / (1 - alpha(t))
+    probability = torch.as_tensor(1 - alpha(t))
+    masked = torch.rand(n_samples, len(ids), generator=generator, dtype=torch.float64) < probability[:, None]
+    inputs = torch.where(masked, MASK_ID, ids.expand(n_samples, -1))
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model(inputs, torch.ones_like(inputs)).double(), -1)
+    token = log_probs.gather(2, ids.expand(n_samples, -1).unsqueeze(2)).squeeze(2)
+    losses = torch.as_tensor(weight) * -(token * masked).sum(1)
+    return float(losses.mean()), float(losses.std() / np.sqrt(n_samples))
+
+
+def test_the_bound_agrees_with_mdlm_continuous_time_loss():
+    tokenizer, model = gpt2_style_tokenizer(), TinyBidirectionalLM(seed=1).eval()
+    with torch.no_grad():
+        model.head.weight.mul_(4)  # peaked, context-dependent conditionals
+    text = "the big cat sat on the red mat"
+    ids = torch.tensor(tokenizer(text)["input_ids"])
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_token_id=MASK_ID, device="cpu", random_state=0).fit()
+    generator = torch.Generator().manual_seed(0)
+    direct, direct_std = mdlm_loss(model, ids, 20000, generator)
+    for method, n_samples in [("sweep", 100), ("chain", 100), ("uniform", 2000)]:
+        bound = masked_diffusion_bound(scorer, [text], method=method, n_samples=n_samples)
+        std = np.hypot(bound.nelbo_std[0], direct_std)
+        assert abs(bound.nelbo[0] - direct) < 3 * std, (method, bound.nelbo[0], direct, std)
+        assert bound.nelbo_std[0] > 0
+        np.testing.assert_allclose(bound.perplexity, np.exp(bound.nelbo / 8))
+    # a discrete-time ELBO with the cosine schedule weighs the sizes: checked against its direct form
+    discrete, discrete_std = mdlm_loss(model, ids, 20000, generator, schedule="cosine", n_steps=4)
+    bound = masked_diffusion_bound(scorer, [text], n_samples=100, schedule="cosine", n_steps=4)
+    assert abs(bound.nelbo[0] - discrete) < 3 * np.hypot(bound.nelbo_std[0], discrete_std)
+    assert abs(bound.nelbo[0] - masked_diffusion_bound(scorer, [text], n_samples=100).nelbo[0]) > 1
+
+
+def test_schedule_weights():
+    np.testing.assert_allclose(schedule_weights("cosine", n_steps=20000)(6), 1, atol=1e-3)
+    np.testing.assert_allclose(schedule_weights("linear")(4), 1)
+    with pytest.raises(ValueError, match="must decrease from 1"):
+        schedule_weights(lambda t: t, n_steps=3)
+    with pytest.raises(ValueError, match="schedule must be 'linear', 'cosine'"):
+        noise_schedule("exp")
+
+
+def test_the_masked_diffusion_example_runs_small(tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "plot_masked_diffusion.py"
+    spec = importlib.util.spec_from_file_location("plot_masked_diffusion", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--max-steps", "2", "--n-train", "100", "--n-test", "4", "--orderings", "2", "--vocab-size", "120",
+                 "--output", str(tmp_path / "figure.png")])
+    out = capsys.readouterr().out
+    assert out.count("perplexity bound on 4 held-out sentences") == 2 and "any-order generation" in out
+    assert (tmp_path / "figure.png").exists()
