@@ -68,6 +68,7 @@ SMALL_ARGS = {
         "--n-digits", "400", "--cv", "3", "--max-epochs", "60",
     ],
     "plot_grid_search_dask.py": ["--n-samples", "200"],
+    "plot_imputation.py": ["--n-samples", "300", "--max-epochs", "15"],
     "plot_masked_diffusion.py": ["--max-steps", "100", "--n-train", "2000"],
 }
 

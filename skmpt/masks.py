@@ -31,6 +31,7 @@ __all__ = [
     "masks_of_sizes",
     "mask_size_for_rate",
     "nested_masks",
+    "observed_masks",
     "parse_mask_rates",
     "random_orderings",
     "sample_masks",
@@ -214,6 +215,59 @@ def sample_masks(mask_rate, shape, n_features, *, random_state=None, device=None
             raise ValueError(f"mask_rate must be 'uniform' or a number in (0, 1]; got {mask_rate!r}.")
         return uniform_size_masks(shape, n_features, random_state=random_state, device=device)
     return fixed_rate_masks(shape, n_features, mask_rate, random_state=random_state, device=device)
+
+
+def observed_masks(mask_rate, shape, observed, *, random_state=None, device=None):
+    """Masks for a training step on incomplete data: among each sample's observed entries.
+
+    A sample with ``k`` observed entries gets masks of a size uniform on ``1..k``
+    (``mask_rate="uniform"``: the MPT objective weighted by ``k / |m|`` is then an unbiased
+    estimate of ``log p(x_o)``) or of ``round(mask_rate * k)`` entries (at least one), a
+    uniformly random subset of its observed entries; a sample with nothing observed gets
+    empty masks.
+
+    Parameters
+    ----------
+    mask_rate : "uniform" or float in (0, 1]
+    shape : tuple of int
+        ``(n_samples, n_masks)``.
+    observed : torch.Tensor of dtype bool and shape (n_samples, D)
+        ``True`` for an observed entry.
+    random_state : see :func:`check_generator`, default=None
+    device : torch.device or str, default=None
+
+    Returns
+    -------
+    masks : torch.Tensor of dtype bool and shape ``(n_samples, n_masks, D)``
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.masks import observed_masks
+    >>> observed = torch.tensor([[True, False, True, True], [False, False, False, False]])
+    >>> masks = observed_masks("uniform", (2, 3), observed, random_state=0)
+    >>> bool((masks & ~observed.unsqueeze(1)).any()), masks[1].any().item()
+    (False, False)
+    """
+    n_samples, n_masks = _shape(shape)
+    observed = observed.cpu()
+    counts = observed.sum(-1, keepdim=True)  # (n, 1)
+    generator = check_generator(random_state)
+    if isinstance(mask_rate, str):
+        if mask_rate != "uniform":
+            raise ValueError(f"mask_rate must be 'uniform' or a number in (0, 1]; got {mask_rate!r}.")
+        uniform = torch.rand(n_samples, n_masks, generator=generator, dtype=torch.float64)
+        sizes = (uniform * counts).floor().long() + 1
+    else:
+        mask_size_for_rate(mask_rate, 1)  # validates the rate
+        sizes = torch.round(mask_rate * counts.double()).long().clamp(min=1).expand(n_samples, n_masks)
+    sizes = torch.minimum(sizes, counts)
+    noise = torch.rand(n_samples, n_masks, observed.shape[-1], generator=generator)
+    # Unobserved entries rank after every observed one (noise in [0, 1) against 2).
+    noise = torch.where(observed.unsqueeze(1), noise, torch.full_like(noise, 2.0))
+    order = _rank_order(noise)
+    first = torch.arange(observed.shape[-1]) < sizes.unsqueeze(-1)
+    return torch.empty_like(first).scatter_(-1, order, first).to(device)
 
 
 def all_masks(n_features, size=None, *, device=None):

@@ -153,8 +153,10 @@ def test_binary_input_is_required(binary_digits):
         vae.fit(binary_digits)
     with pytest.raises(ValueError, match="only 0 and 1"):
         vae.score_samples(X)
-    with pytest.raises(ValueError, match="NaN"):
-        vae.transform(np.full((2, 64), np.nan))
+    with pytest.raises(ValueError, match="infinity"):
+        vae.transform(np.full((2, 64), np.inf))
+    # NaN is "not observed" (issue 21): a row with nothing observed gets the prior's posterior.
+    assert np.isfinite(vae.transform(np.full((2, 64), np.nan))).all()
 
 
 def test_pipeline_with_binarizer_pickle_clone_invariance():

@@ -25,6 +25,7 @@ from skmpt.testing import (
     check_chain_matches_reference,
     check_decode_output,
     check_identity,
+    check_incomplete_rows,
     check_log_marginal_output,
     check_masked_log_prob_output,
     check_masked_model,
@@ -187,6 +188,11 @@ class TransposedPosterior(PPCAModule):
         return (mean.T, *rest)
 
 
+class IgnoresObserved(PPCAModule):
+    def masked_log_prob_sum(self, X, masks, *, observed=None):
+        return super().masked_log_prob_sum(X, masks)
+
+
 class SingleDecode(PPCAModule):
     def decode(self, Z):
         return super().decode(Z).float()
@@ -213,6 +219,12 @@ BROKEN = [
     (check_identity, ShiftedMarginal, "identity", "max abs difference 0.25 "),
     (check_posterior_output, TransposedPosterior, "posterior", "posterior(X)[0] must be a tensor of shape (5, K)"),
     (check_decode_output, SingleDecode, "decode", "returned torch.float32"),
+    (
+        check_incomplete_rows,
+        IgnoresObserved,
+        "incomplete rows",
+        "masked_log_prob_sum with observed=: max abs difference",
+    ),
 ]
 
 

@@ -8,6 +8,7 @@ below.
 
 from .factor_analysis import MaskedFactorAnalysis
 from .gaussian_mixture import MaskedGaussianMixture
+from .imputer import MaskedImputer
 from .linear_vae import MaskedLinearVAE
 from .ppca import MaskedPPCA
 from .vae import MaskedVAE
@@ -16,6 +17,7 @@ __all__ = [
     "ESTIMATORS",
     "MaskedFactorAnalysis",
     "MaskedGaussianMixture",
+    "MaskedImputer",
     "MaskedLinearVAE",
     "MaskedPPCA",
     "MaskedVAE",

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import objectives
 from .._utils import DTYPES, check_generator, resolve_device, seeded
 from .._validation import Interval, Options, validate_parameters
-from ..masks import MAX_EXHAUSTIVE_FEATURES, sample_masks
+from ..masks import MAX_EXHAUSTIVE_FEATURES, observed_masks, sample_masks
 from ._data import check_chunk_units, dtype_name, standardization
 from ._scoring import _BaseFittedModel
 from ._trainer import StreamState, Trainer, training_mode
@@ -28,9 +28,16 @@ from ._weights import training_rows
 __all__ = []
 
 
-def _log_jacobian(X, scale):
-    # Every log-density in D dimensions shifts by -D log(scale) when mapped back.
-    return -X.shape[1] * float(scale.log())
+def _log_jacobian(X, scale, observed=None):
+    # Every log-density in D dimensions shifts by -D log(scale) when mapped back (of the
+    # observed entries: by -|o| log(scale), on average over the samples).
+    dimension = X.shape[1] if observed is None else float(observed.sum(-1).double().mean())
+    return -dimension * float(scale.log())
+
+
+def _fill_missing(X, observed):
+    """``X`` with its unobserved entries at zero (the centre of standardised data)."""
+    return X if observed is None else torch.where(observed, X, torch.zeros_like(X))
 
 
 class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
@@ -89,16 +96,17 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
 
     # ------------------------------------------------------------------ data
     def _validate_training_data(self, X, *, reset, sample_weight=None):
-        """Validated training tensor and weights: the rows of positive ``sample_weight``, and
-        their weights scaled to mean one (None without ``sample_weight``)."""
+        """Validated training tensor, its observed entries (None when all are) and weights: the
+        rows of positive ``sample_weight``, and their weights scaled to mean one (None without
+        ``sample_weight``)."""
         if reset:
             validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
             self.device_ = resolve_device(self.device)
-        X_t = self._to_tensor(X, reset=reset)
-        X_t, weights = training_rows(X_t, sample_weight, min_samples=2 if reset else 1)
+        X_t, observed = self._to_tensor(X, reset=reset)
+        X_t, observed, weights = training_rows(X_t, observed, sample_weight, min_samples=2 if reset else 1)
         if reset:
             self._check_data(X_t)
-        return X_t, weights
+        return X_t, observed, weights
 
     def _map_back(self, center, scale):
         """Map ``module_`` fitted on ``(x - center) / scale`` to the units of ``x``."""
@@ -108,15 +116,19 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
 
     # ------------------------------------------------------------------ training
     def _trainer(self):
-        def objective(X, masks):
+        def objective(X, masks, observed=None):
             masks = () if masks is None else (masks,)
-            return objectives.OBJECTIVES[self._objective_name()](self.module_, X, *masks, **self._objective_kwargs())
+            options = {**self._objective_kwargs(), **({} if observed is None else {"observed": observed})}
+            return objectives.OBJECTIVES[self._objective_name()](self.module_, X, *masks, **options)
 
-        def draw_masks(shape, n_features, generator, device):
+        def draw_masks(shape, n_features, generator, device, observed=None):
+            if observed is not None:  # among each sample's observed entries
+                return observed_masks(self.mask_rate, shape, observed, random_state=generator, device=device)
             return sample_masks(self.mask_rate, shape, n_features, random_state=generator, device=device)
 
-        def monitor(X):
-            return self.module_.log_marginal(X, **self._log_marginal_kwargs())
+        def monitor(X, observed=None):
+            options = {} if observed is None else {"observed": observed}
+            return self.module_.log_marginal(X, **self._log_marginal_kwargs(), **options)
 
         return Trainer(
             objective,
@@ -135,10 +147,16 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
     def fit(self, X, y=None, sample_weight=None):
         """Fit the model by maximising its training objective with Adam until it converges.
 
+        NaN marks an entry that was not observed: training then masks among each sample's
+        observed entries (mask sizes uniform on ``1..|o|``, or ``mask_rate`` of ``|o|``) and
+        weighs a mask by ``|o| / |m|``, an unbiased estimate of ``log p(x_o)``, the likelihood
+        to maximise when the data are missing at random. The model is initialised from the
+        data with their missing entries at the feature means.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Training data.
+            Training data; NaN for an entry that was not observed.
         y : None
             Ignored.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -153,18 +171,19 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             The fitted estimator.
         """
         with training_mode(self.verbose):
-            X_t, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
+            X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
             generator = check_generator(self.random_state)
             seed = int(torch.randint(2**62, (1,), generator=generator))
-            center, scale = standardization(X_t, self._likelihood())
-            X_train = (X_t - center) / scale
+            center, scale = standardization(X_t, self._likelihood(), observed)
+            X_train = _fill_missing((X_t - center) / scale, observed)
             self._training_units = (center, scale)
             trainer = self._trainer()
             trainer.sample_weight = weights
             with seeded(seed, self.device_):
                 self.n_components_ = self._resolve_n_components(X_train)
                 self.module_ = self._build_module(X_train, generator)
-                self.n_iter_, self.converged_ = trainer.fit(self.module_, X_train, generator, _log_jacobian(X_t, scale))
+                log_jacobian = _log_jacobian(X_t, scale, observed)
+                self.n_iter_, self.converged_ = trainer.fit(self.module_, X_train, generator, log_jacobian, observed)
             self.history_ = trainer.history
             self._map_back(center, scale)
             self._set_fitted_attributes()
@@ -222,13 +241,15 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
                 f"model cannot change precision between calls. Refit, or set dtype back."
             )
         with training_mode(self.verbose):
-            X_t, weights = self._validate_training_data(X, reset=first, sample_weight=sample_weight)
+            X_t, observed, weights = self._validate_training_data(X, reset=first, sample_weight=sample_weight)
             if state is None:
                 seed = int(torch.randint(2**62, (1,), generator=check_generator(self.random_state)))
-                center, scale = standardization(X_t, self._likelihood())
+                center, scale = standardization(X_t, self._likelihood(), observed)
                 state = StreamState(center, scale, seed, X_t.dtype)
                 self._training_units = (center, scale)
                 self.history_, self.n_iter_ = [], 0
+            if observed is not None:  # missing entries at the centre of the training units
+                X_t = torch.where(observed, X_t, state.center)
             if self._likelihood() == "gaussian":  # binary data are not rescaled: no units to set
                 check_chunk_units(X_t, state.center, state.scale, first=state.calls == 0)
             X_train = (X_t - state.center) / state.scale
@@ -243,12 +264,12 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
                 else:
                     self._map_back(-state.center / state.scale, 1 / state.scale)  # to the training units
                 start = time.perf_counter()
-                objective, progress = trainer.stream_step(self.module_, X_train, state, generator)
+                objective, progress = trainer.stream_step(self.module_, X_train, state, generator, observed)
             self._map_back(state.center, state.scale)
             self._partial_fit_state = state
             self.n_iter_ += 1
             self.__dict__.pop("converged_", None)
-            log_jacobian = _log_jacobian(X_train, state.scale)
+            log_jacobian = _log_jacobian(X_train, state.scale, observed)
             record = {"epoch": self.n_iter_, "objective": objective + log_jacobian}
             record["stopping_objective"] = progress + log_jacobian
             record["learning_rate"] = state.optimizer["param_groups"][0]["lr"]

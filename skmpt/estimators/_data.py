@@ -9,7 +9,15 @@ import torch
 
 from ..models.likelihoods import LIKELIHOODS
 
-__all__ = ["check_chunk_units", "check_mask_array", "check_values", "dtype_name", "scale_limits", "standardization"]
+__all__ = [
+    "check_chunk_units",
+    "check_mask_array",
+    "check_missing",
+    "check_values",
+    "dtype_name",
+    "scale_limits",
+    "standardization",
+]
 
 
 def dtype_name(dtype):
@@ -50,15 +58,37 @@ def check_values(X, likelihood):
         )
 
 
-def standardization(X, likelihood):
+def check_missing(X, *, reset):
+    """The missing (NaN) entries of a validated float64 array, or None when there are none.
+
+    At fit time (``reset``) every feature must be observed in some sample: a model cannot
+    learn anything about a feature it never sees.
+    """
+    missing = np.isnan(X)
+    if not missing.any():
+        return None
+    if reset:
+        never = np.flatnonzero(missing.all(0))
+        if never.size:
+            raise ValueError(
+                f"Feature(s) {never[:10].tolist()} are missing (NaN) in every training sample: a model "
+                f"cannot be fitted to a feature it never observes. Drop the column(s)."
+            )
+    return missing
+
+
+def standardization(X, likelihood, observed=None):
     """Centre and overall scale that training divides out (zero and one when it does not).
 
     Gaussian models are closed under such maps, so training on ``(X - centre) / scale`` and
-    mapping the module back is exact; binary data must stay binary and are left alone.
+    mapping the module back is exact; binary data must stay binary and are left alone. With
+    ``observed`` (a boolean tensor of ``X``'s shape), the statistics of the observed entries.
     """
     n_features = X.shape[1]
     if likelihood != "gaussian":
         return X.new_zeros(n_features), X.new_ones(())
+    if observed is not None:
+        return _observed_standardization(X, observed)
     center = X.mean(0)
     deviation = X - center
     # Divided by the largest deviation before squaring, so that no square under- or overflows.
@@ -66,15 +96,31 @@ def standardization(X, likelihood):
     if largest == 0:
         return center, X.new_ones(())  # constant data: nothing to rescale
     scale = largest * (deviation / largest).square().mean().sqrt()
-    low, high = scale_limits(X.dtype)
+    return center, _check_scale(scale, X.dtype)
+
+
+def _observed_standardization(X, observed):
+    """:func:`standardization` from the observed entries only (each feature's own mean)."""
+    seen = observed.to(X.dtype)
+    center = (X * seen).sum(0) / seen.sum(0)
+    deviation = (X - center) * seen
+    largest = deviation.abs().max()
+    if largest == 0:
+        return center, X.new_ones(())
+    scale = largest * ((deviation / largest).square().sum() / seen.sum()).sqrt()
+    return center, _check_scale(scale, X.dtype)
+
+
+def _check_scale(scale, dtype):
+    low, high = scale_limits(dtype)
     if not low <= float(scale) <= high:
         raise ValueError(
             f"X's spread (root-mean-square deviation {float(scale):.3g}) is outside the range whose "
-            f"variances {dtype_name(X.dtype)} can hold, [{low:.3g}, {high:.3g}]. Rescale X (e.g. with "
+            f"variances {dtype_name(dtype)} can hold, [{low:.3g}, {high:.3g}]. Rescale X (e.g. with "
             f"sklearn.preprocessing.StandardScaler); the log-likelihood of c * X is that of X minus "
             f"n_features * log(c)."
         )
-    return center, scale
+    return scale
 
 
 def check_mask_array(masks, n_features):

@@ -14,13 +14,14 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import objectives
 from .._utils import DTYPES, call_with_generator, check_generator
-from ._data import check_mask_array, check_values
+from ._data import check_mask_array, check_missing, check_values
+from ._missing import _MissingDataMixin
 from ._weights import weighted_mean
 
 __all__ = []
 
 
-class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class _BaseFittedModel(_MissingDataMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Scoring, transforms and persistence of an estimator whose ``module_`` is a fitted
     :class:`skmpt.models.MaskedModel`; subclasses declare the hooks below when they differ."""
 
@@ -55,32 +56,51 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             return np.zeros_like(center)
         return np.asarray(center, dtype=np.float64)
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # NaN marks an entry that was not observed
+        return tags
+
     def _to_tensor(self, X, *, reset):
+        """Validated ``X`` as a tensor, and its ``observed`` entries (None when all are).
+
+        NaN marks an entry that was not observed; it becomes 0 in the tensor (models ignore
+        it there) and ``False`` in ``observed``. ``inf`` is an error.
+        """
         # Fitting needs two samples to have any spread; scoring works sample by sample.
-        X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=2 if reset else 1)
+        X = validate_data(
+            self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=2 if reset else 1,
+            ensure_all_finite="allow-nan",
+        )
         dtype = DTYPES[self.dtype] if reset else self._dtype
         X = np.asarray(X, dtype=np.float64)
+        missing = check_missing(X, reset=reset)
         if reset:
-            self.offset_ = self._offset(X.mean(0), dtype)
+            self.offset_ = self._offset(X.mean(0) if missing is None else np.nanmean(X, 0), dtype)
         # A copy (the subtraction makes one): torch cannot wrap read-only arrays without warning.
-        X_t = torch.tensor(X - self.offset_, dtype=dtype, device=self.device_)
+        X = X - self.offset_
+        if missing is not None:
+            X[missing] = 0.0
+        X_t = torch.tensor(X, dtype=dtype, device=self.device_)
         threshold = self._binarize_threshold()
         if threshold is not None:
             X_t = (X_t > threshold).to(dtype)  # BernoulliNB's rule: above the threshold is 1
         check_values(X_t, self._likelihood())
-        return X_t
+        observed = None if missing is None else torch.as_tensor(~missing, device=self.device_)
+        return X_t, observed
 
     # ------------------------------------------------------------------ scoring
     def _evaluate(self, X, function):
-        """``function(module_, X)`` on validated ``X``, without gradients, as a NumPy array.
+        """``function(module_, X, observed)`` on validated ``X``, without gradients, as a NumPy array.
 
-        Scoring never changes the estimator or its module (randomness comes in through
-        generators made per call), so it is safe from several threads at once.
+        ``observed`` is None when nothing is missing. Scoring never changes the estimator or
+        its module (randomness comes in through generators made per call), so it is safe from
+        several threads at once.
         """
         check_is_fitted(self)
-        X_t = self._to_tensor(X, reset=False)
+        X_t, observed = self._to_tensor(X, reset=False)
         with torch.no_grad():
-            return function(self.module_, X_t).cpu().numpy()
+            return function(self.module_, X_t, observed).cpu().numpy()
 
     def _score_kwargs(self):
         # A fresh generator per call: with an int random_state every call scores with the
@@ -108,7 +128,11 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         scores : ndarray of shape (n_samples,)
             In nats.
         """
-        return self._evaluate(X, lambda module, X_t: objectives.cumulative_score(module, X_t, **self._score_kwargs()))
+        return self._evaluate(
+            X, lambda module, X_t, observed: objectives.cumulative_score(
+                module, X_t, observed=observed, **self._score_kwargs()
+            )
+        )
 
     def score(self, X, y=None, sample_weight=None):
         """Mean cumulative MPT estimate of the log-marginal likelihood (see ``score_samples``).
@@ -145,7 +169,12 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         curve : ndarray of shape (n_samples, n_features)
             ``curve[:, M - 1]`` is ``S(x; M)`` in nats.
         """
-        curve = self._evaluate(X, lambda module, X_t: objectives.mpt_curve(module, X_t, **self._score_kwargs()))
+        curve = self._evaluate(
+            X,
+            lambda module, X_t, observed: objectives.mpt_curve(
+                module, X_t, observed=observed, **self._score_kwargs()
+            ),
+        )
         n_features = self.n_features_in_
         return np.arange(1, n_features + 1) / n_features, curve
 
@@ -170,12 +199,18 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             as at low rates (more context, better predictions): a fixed low rate overstates
             the log-marginal likelihood.
         """
-        return self._evaluate(
-            X,
-            lambda module, X_t: objectives.fixed_rate_bias(
+
+        def bias(module, X_t, observed):
+            if observed is not None:
+                raise ValueError(
+                    "fixed_rate_bias compares D * S(x; M) with log p(x) on complete rows; X has missing "
+                    "(NaN) entries. Pass complete rows."
+                )
+            return objectives.fixed_rate_bias(
                 module, X_t, mask_rate, score_masks=score_masks, random_state=self.random_state
-            ),
-        )
+            )
+
+        return self._evaluate(X, bias)
 
     def conditional_log_prob(self, X, masks):
         """The masked conditionals ``log p(x_j | x_r)`` themselves, per token.
@@ -196,11 +231,13 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         check_is_fitted(self)
         masks = check_mask_array(masks, self.n_features_in_)
 
-        def conditionals(module, X_t):
+        def conditionals(module, X_t, observed):
             if masks.ndim == 3 and masks.shape[0] != X_t.shape[0]:
                 raise ValueError(f"masks hold {masks.shape[0]} samples' masks, but X has {X_t.shape[0]} samples.")
             mask_t = torch.as_tensor(masks, device=X_t.device)
-            return call_with_generator(module.masked_log_prob, X_t, mask_t, generator=self._noise_generator())
+            options = {} if observed is None else {"observed": observed}
+            generator = self._noise_generator()
+            return call_with_generator(module.masked_log_prob, X_t, mask_t, generator=generator, **options)
 
         return self._evaluate(X, conditionals)
 
@@ -217,8 +254,8 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         """
         return self._evaluate(
             X,
-            lambda module, X_t: objectives.log_marginal(
-                module, X_t, generator=self._noise_generator(), **self._log_marginal_kwargs()
+            lambda module, X_t, observed: objectives.log_marginal(
+                module, X_t, generator=self._noise_generator(), observed=observed, **self._log_marginal_kwargs()
             ),
         )
 
@@ -233,7 +270,12 @@ class _BaseFittedModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         -------
         Z : ndarray of shape (n_samples, n_components)
         """
-        return self._evaluate(X, lambda module, X_t: module.posterior(X_t)[0])
+        return self._evaluate(
+            X,
+            lambda module, X_t, observed: module.posterior(
+                X_t, **({} if observed is None else {"observed": observed})
+            )[0],
+        )
 
     def inverse_transform(self, Z):
         """Mean of ``x`` given latent values (probabilities for a Bernoulli likelihood).

@@ -62,11 +62,13 @@ class Trainer:
     Parameters
     ----------
     objective : callable
-        ``objective(X, masks)`` -> log-likelihood per sample of shape ``(n_samples,)``, with
-        gradients to the module's parameters; ``masks`` is None when ``draw_masks`` is None.
+        ``objective(X, masks[, observed=])`` -> log-likelihood per sample of shape
+        ``(n_samples,)``, with gradients to the module's parameters; ``masks`` is None when
+        ``draw_masks`` is None; ``observed`` (the entries not missing) only with incomplete data.
     draw_masks : callable or None
-        ``draw_masks(shape, n_features, generator, device)`` -> boolean masks of
-        ``shape + (n_features,)``; None for an objective without masks.
+        ``draw_masks(shape, n_features, generator, device[, observed=])`` -> boolean masks of
+        ``shape + (n_features,)`` (among the ``observed`` entries when given); None for an
+        objective without masks.
     n_masks, learning_rate, batch_size, max_epochs, tol, n_iter_no_change, verbose
         The estimator's parameters of the same names.
     monitor : callable or None
@@ -117,16 +119,20 @@ class Trainer:
     def resolved_batch_size(self, n_samples):
         return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
 
-    def run_epoch(self, X, optimizer, generator):
-        """One pass over ``X`` in shuffled mini-batches with fresh masks; the mean objective."""
+    def run_epoch(self, X, optimizer, generator, observed=None):
+        """One pass over ``X`` in shuffled mini-batches with fresh masks; the mean objective.
+
+        With ``observed`` (entries not missing), masks lie among each sample's observed entries.
+        """
         n_samples, n_features = X.shape
         total = X.new_zeros((), dtype=torch.float64)  # accumulated in float64 whatever the dtype
         order = torch.randperm(n_samples, generator=generator).to(X.device)
         for batch in order.split(self.resolved_batch_size(n_samples)):
-            masks = self._masks((len(batch), self.n_masks), n_features, generator, X.device)
+            seen = _rows(observed, batch)
+            masks = self._masks((len(batch), self.n_masks), n_features, generator, X.device, seen)
             optimizer.zero_grad()
             with self._diverging():
-                objective = self.objective(X[batch], masks)
+                objective = self.objective(X[batch], masks, **_given(seen))
                 if self.sample_weight is not None:
                     objective = objective * self.sample_weight[batch]
                 (-objective.mean()).backward()
@@ -148,10 +154,12 @@ class Trainer:
                 f"learning_rate (now {self.learning_rate})."
             ) from exc
 
-    def _masks(self, shape, n_features, generator, device):
-        return None if self.draw_masks is None else self.draw_masks(shape, n_features, generator, device)
+    def _masks(self, shape, n_features, generator, device, observed=None):
+        if self.draw_masks is None:
+            return None
+        return self.draw_masks(shape, n_features, generator, device, **_given(observed))
 
-    def stopping_sample(self, X, generator):
+    def stopping_sample(self, X, generator, observed=None):
         """Samples, masks and a noise seed drawn once, on which the stopping rule compares epochs.
 
         Common random numbers: the objective on fixed masks and fixed noise changes only with
@@ -161,11 +169,12 @@ class Trainer:
         n_samples, n_features = X.shape
         size = min(n_samples, max(self.monitor_min_samples, math.ceil(self.monitor_fraction * n_samples)))
         rows = torch.randperm(n_samples, generator=generator)[:size].to(X.device)
-        masks = self._masks((size, self.n_masks), n_features, generator, X.device)
+        seen = _rows(observed, rows)
+        masks = self._masks((size, self.n_masks), n_features, generator, X.device, seen)
         weights = None if self.sample_weight is None else self.sample_weight[rows]
-        return X[rows], masks, int(torch.randint(2**62, (1,), generator=generator)), weights
+        return X[rows], masks, int(torch.randint(2**62, (1,), generator=generator)), seen, weights
 
-    def stopping_objective(self, X, masks, seed, weights=None):
+    def stopping_objective(self, X, masks, seed, observed=None, weights=None):
         """Mean training objective on the stopping rule's fixed samples, masks and noise
         (weighted by the samples' ``weights`` when given)."""
         batch_size = self.resolved_batch_size(len(X))
@@ -173,8 +182,9 @@ class Trainer:
         with torch.no_grad(), seeded(seed, X.device):
             for i in range(0, len(X), batch_size):
                 part = None if masks is None else masks[i : i + batch_size]
+                seen = _given(None if observed is None else observed[i : i + batch_size])
                 with self._diverging():
-                    objective = self.objective(X[i : i + batch_size], part)
+                    objective = self.objective(X[i : i + batch_size], part, **seen)
                     if weights is not None:
                         objective = objective * weights[i : i + batch_size]
                     total += float(objective.sum(dtype=torch.float64))
@@ -187,8 +197,11 @@ class Trainer:
         if self.verbose:
             logger.info(", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
 
-    def fit(self, module, X, generator, log_jacobian):
+    def fit(self, module, X, generator, log_jacobian, observed=None):
         """Train ``module`` on (standardised) ``X``; ``(n_epochs, converged)``.
+
+        ``observed`` (a boolean tensor of ``X``'s shape, or None) marks the entries that
+        were observed; the objective, the masks and the monitor see only those.
 
         Adam with torch's ``ReduceLROnPlateau`` on the stopping objective (as scikit-learn's
         ``MLPRegressor`` with ``learning_rate="adaptive"``): a stall of ``n_iter_no_change``
@@ -198,16 +211,17 @@ class Trainer:
         """
         optimizer = self.optimizer(module)
         scheduler = self.scheduler(optimizer)
-        stopping = self.stopping_sample(X, generator)
+        stopping = self.stopping_sample(X, generator, observed)
         cuts = 0
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
             learning_rate = optimizer.param_groups[0]["lr"]
-            record = {"epoch": epoch, "objective": self.run_epoch(X, optimizer, generator) + log_jacobian}
+            record = {"epoch": epoch, "objective": self.run_epoch(X, optimizer, generator, observed) + log_jacobian}
             record["stopping_objective"] = self.stopping_objective(*stopping) + log_jacobian
             if self.monitor is not None and epoch % self.monitor_every == 0:
                 with torch.no_grad():
-                    lml = self.monitor(X) if self.sample_weight is None else self.monitor(X) * self.sample_weight
+                    lml = self.monitor(X, **_given(observed))
+                    lml = lml if self.sample_weight is None else lml * self.sample_weight
                     record["lml"] = float(lml.mean(dtype=torch.float64)) + log_jacobian
             record["learning_rate"] = learning_rate
             self.record(record, start)
@@ -226,7 +240,7 @@ class Trainer:
                 f"learning_rate (now {self.learning_rate})."
             )
 
-    def stream_step(self, module, X, state, generator):
+    def stream_step(self, module, X, state, generator, observed=None):
         """One ``partial_fit`` call: a pass over the chunk ``X``, then the stopping rule's step.
 
         The schedule continues across calls as it does across ``fit``'s epochs: the stopping
@@ -244,12 +258,21 @@ class Trainer:
             else:
                 for group in optimizer.param_groups:
                     group["lr"] = self.learning_rate
-        objective = self.run_epoch(X, optimizer, generator)
+        objective = self.run_epoch(X, optimizer, generator, observed)
         if state.stopping is None:
-            state.stopping = self.stopping_sample(X, generator)
+            state.stopping = self.stopping_sample(X, generator, observed)
         progress = self.stopping_objective(*state.stopping)
         self._check_finite(progress, state.calls + 1)
         scheduler.step(progress)
         state.optimizer, state.scheduler = optimizer.state_dict(), scheduler.state_dict()
         state.learning_rate, state.calls = self.learning_rate, state.calls + 1
         return objective, progress
+
+
+def _rows(observed, rows):
+    return None if observed is None else observed[rows]
+
+
+def _given(observed):
+    """``observed=`` for a callable, only when some entry is missing (complete data: nothing)."""
+    return {} if observed is None else {"observed": observed}

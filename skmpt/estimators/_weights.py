@@ -38,16 +38,17 @@ def check_sample_weight(sample_weight, n_samples):
     return weights
 
 
-def training_rows(X, sample_weight, *, min_samples=1):
-    """The rows of the training tensor ``X`` that count, and their weights scaled to mean one.
+def training_rows(X, observed, sample_weight, *, min_samples=1):
+    """The rows of the training tensor ``X`` (and of its ``observed`` entries, None when all
+    are) that count, and their weights scaled to mean one.
 
-    Returns ``(X, None)`` without weights (the unweighted path, unchanged); otherwise the rows
-    of positive weight and a tensor of their weights divided by their mean, in ``X``'s dtype
-    and on its device.
+    Returns ``(X, observed, None)`` without weights (the unweighted path, unchanged); otherwise
+    the rows of positive weight and a tensor of their weights divided by their mean, in ``X``'s
+    dtype and on its device.
     """
     weights = check_sample_weight(sample_weight, X.shape[0])
     if weights is None:
-        return X, None
+        return X, observed, None
     keep = weights > 0
     if keep.sum() < min_samples:
         raise ValueError(
@@ -55,7 +56,8 @@ def training_rows(X, sample_weight, *, min_samples=1):
         )
     weights = weights[keep] / weights[keep].mean()
     rows = torch.as_tensor(np.flatnonzero(keep), device=X.device)
-    return X[rows], torch.as_tensor(weights, dtype=X.dtype, device=X.device)
+    observed = None if observed is None else observed[rows]
+    return X[rows], observed, torch.as_tensor(weights, dtype=X.dtype, device=X.device)
 
 
 def weighted_mean(values, sample_weight):

@@ -252,8 +252,10 @@ class MaskedVAE(_BaseMaskedEstimator):
         True
         """
 
-        def log_weights(module, X_t):
-            return module.log_importance_weights(X_t, self.n_lml_samples, generator=self._noise_generator())
+        def log_weights(module, X_t, observed):
+            return module.log_importance_weights(
+                X_t, self.n_lml_samples, observed=observed, generator=self._noise_generator()
+            )
 
         diagnostics = importance_diagnostics(self._evaluate(X, log_weights))
         threshold = pareto_k_threshold(self.n_lml_samples)

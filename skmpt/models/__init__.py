@@ -15,6 +15,7 @@ whose observation models are the likelihood objects of :mod:`skmpt.models.likeli
 
 from .contract import (
     MaskedModel,
+    conditioning_set,
     gaussian_log_prob,
     has_own_chain,
     has_own_weighted_sum,
@@ -37,6 +38,7 @@ __all__ = [
     "MaskedModel",
     "PPCAModule",
     "VAEModule",
+    "conditioning_set",
     "gaussian_log_prob",
     "has_own_chain",
     "has_own_weighted_sum",

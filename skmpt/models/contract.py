@@ -9,7 +9,10 @@ chain estimator, the MPT curve — is built from one *reference* method,
     \quad (j \in m_p), \qquad 0 \quad (j \notin m_p),
 
 the per-token conditional of every masked token given the observed ones (masked tokens do
-not condition on each other). Faster methods are optimisations of the reference, never a
+not condition on each other). An entry may also be *not observed* (missing): every method
+takes an optional boolean ``observed`` (``True``: observed), and an unobserved entry is
+marginalised out — neither predicted nor conditioned on — so the identity over the observed
+entries gives ``log p(x_o)``. Faster methods are optimisations of the reference, never a
 second definition; :func:`skmpt.testing.check_masked_model` checks that they agree.
 """
 
@@ -23,6 +26,7 @@ from ..masks import nested_masks
 
 __all__ = [
     "MaskedModel",
+    "conditioning_set",
     "gaussian_log_prob",
     "has_own_chain",
     "has_own_weighted_sum",
@@ -100,7 +104,52 @@ def standard_normal_log_prob(Z):
     return -0.5 * (Z.square() + math.log(2 * math.pi)).sum(-1)
 
 
-def importance_log_weights(model, X, noise, *, encoded=None):
+def conditioning_set(masks, observed):
+    """The masks and the tokens they condition on, ``~masks & observed``, for ``observed``.
+
+    Parameters
+    ----------
+    masks : torch.Tensor of dtype bool and shape (P, D) or (n, P, D)
+    observed : torch.Tensor of dtype bool and shape (n, D) or (D,), or None
+        ``True`` for an observed entry; ``(D,)`` is one pattern shared by the samples;
+        ``None``: everything is observed.
+
+    Returns
+    -------
+    masks : torch.Tensor
+        ``masks``, expanded to ``(n, P, D)`` when ``observed`` varies by sample.
+    given : torch.Tensor of dtype bool, of the shape of the returned ``masks``
+        The conditioning set of each mask: unmasked and observed.
+
+    Raises
+    ------
+    ValueError
+        If a mask holds an entry that is not observed: a missing entry cannot be predicted.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import conditioning_set
+    >>> masks = torch.tensor([[True, False, False]])
+    >>> _, given = conditioning_set(masks, torch.tensor([True, True, False]))
+    >>> given.tolist()
+    [[False, True, False]]
+    """
+    if observed is None:
+        return masks, ~masks
+    if observed.ndim == 2:
+        if masks.ndim == 2:
+            masks = masks.expand(observed.shape[0], *masks.shape)
+        observed = observed.unsqueeze(1)
+    if bool((masks & ~observed).any()):
+        raise ValueError(
+            "A mask holds an entry that is not observed: masks must lie among the observed "
+            "entries (a missing entry is marginalised out, never predicted)."
+        )
+    return masks, ~masks & observed
+
+
+def importance_log_weights(model, X, noise, *, encoded=None, observed=None):
     """``log p(x, z_s) - log q(z_s | x)`` for ``z_s`` reparameterised from standard normal ``noise``.
 
     The proposal is the model's amortised Gaussian ``q(z | x)`` (``model.encode``), the prior
@@ -115,6 +164,11 @@ def importance_log_weights(model, X, noise, *, encoded=None):
     noise : torch.Tensor of shape (S, K) (shared by the samples) or (n_samples, S, K)
     encoded : tuple of torch.Tensor, default=None
         ``model.encode(X)``, if already computed.
+    observed : torch.Tensor of dtype bool and shape (n_samples, n_features), default=None
+        Entries not observed are left out of the likelihood (``model.log_likelihood`` takes
+        ``observed=``) and replaced by ``model.fill`` (zero if it has none) where the encoder
+        sees them: the
+        weights of ``log p(x_o)``.
 
     Returns
     -------
@@ -130,14 +184,16 @@ def importance_log_weights(model, X, noise, *, encoded=None):
     >>> importance_log_weights(module, X, noise).shape
     torch.Size([3, 5])
     """
-    mean, log_var = model.encode(X) if encoded is None else encoded
+    if encoded is None:
+        encoded = model.encode(X if observed is None else torch.where(observed, X, getattr(model, "fill", 0.0)))
+    mean, log_var = encoded
     std = (0.5 * log_var).exp().unsqueeze(1)
     z = mean.unsqueeze(1) + std * noise
     log_q = standard_normal_log_prob(noise) - torch.log(std).sum(-1)
-    return model.log_likelihood(X, z) + standard_normal_log_prob(z) - log_q
+    return model.log_likelihood(X, z, **_observed(observed)) + standard_normal_log_prob(z) - log_q
 
 
-def reference_chain_log_prob(model, X, orderings, *, generator=None):
+def reference_chain_log_prob(model, X, orderings, *, generator=None, observed=None):
     """Chain-rule terms from the reference conditionals on each ordering's nested masks.
 
     Step ``t`` of ordering ``s`` is ``log p(x_{s_t} | x_{s_{t+1:D}})``: the token that the
@@ -154,6 +210,8 @@ def reference_chain_log_prob(model, X, orderings, *, generator=None):
     generator : torch.Generator, default=None
         Passed to a stochastic model's ``masked_log_prob``, which sees the ``n_orderings * D``
         nested masks in one call.
+    observed : torch.Tensor of dtype bool and shape (n_samples, n_features) or (n_features,), default=None
+        Entries not observed are skipped (their terms are zero): each row sums to ``log p(x_o)``.
 
     Returns
     -------
@@ -173,7 +231,11 @@ def reference_chain_log_prob(model, X, orderings, *, generator=None):
     n_samples = X.shape[0]
     n_orderings, n_features = orderings.shape
     masks = nested_masks(orderings).reshape(-1, n_features)
-    per_token = call_with_generator(model.masked_log_prob, X, masks, generator=generator)
+    if observed is None:
+        per_token = call_with_generator(model.masked_log_prob, X, masks, generator=generator)
+    else:
+        masks = masks & (observed.unsqueeze(-2) if observed.ndim == 2 else observed)
+        per_token = call_with_generator(model.masked_log_prob, X, masks, generator=generator, **_observed(observed))
     per_token = per_token.reshape(n_samples, n_orderings, n_features, n_features)
     # Step t predicts the token the t-th mask adds: the ordering's t-th feature.
     index = orderings.unsqueeze(0).unsqueeze(-1).expand(n_samples, -1, -1, 1)
@@ -208,8 +270,9 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
 
     **Optional methods**, where the model has them:
 
-    ``log_marginal(X[, generator=])`` → ``(n_samples,)``
-        ``log p(x)``, exact or estimated. :func:`skmpt.objectives.log_marginal` and the
+    ``log_marginal(X[, generator=][, observed=])`` → ``(n_samples,)``
+        ``log p(x)`` (``log p(x_o)`` with ``observed``), exact or estimated.
+        :func:`skmpt.objectives.log_marginal` and the
         estimators' ``log_marginal_likelihood`` need it; for a deterministic model the
         exhaustive cumulative MPT score must equal it.
     ``posterior(X)`` → ``(mean (n_samples, K), covariance)``
@@ -264,10 +327,11 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
     mask_chunk = None
 
     @abc.abstractmethod
-    def masked_log_prob(self, X, masks, *, generator=None):
+    def masked_log_prob(self, X, masks, *, generator=None, observed=None):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero at observed ones.
 
-        The reference every other method must agree with.
+        The reference every other method must agree with. With ``observed``, ``r`` holds the
+        unmasked *observed* tokens only: entries not observed are marginalised out.
 
         Parameters
         ----------
@@ -278,13 +342,18 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
         generator : torch.Generator, default=None
             The only source of randomness of a stochastic model; deterministic models may
             leave the argument out.
+        observed : torch.Tensor of dtype bool and shape (n_samples, n_features) or \
+                (n_features,), default=None
+            ``True`` for an observed entry (``None``: all are). Masks must lie among the
+            observed entries (:func:`conditioning_set` checks it). A model that leaves the
+            argument out handles complete data only.
 
         Returns
         -------
         log_prob : torch.Tensor of shape (n_samples, n_masks, n_features)
         """
 
-    def masked_log_prob_sum(self, X, masks, *, generator=None):
+    def masked_log_prob_sum(self, X, masks, *, generator=None, observed=None):
         """``sum_{j in m} log p(x_j | x_r)`` for every sample and mask.
 
         Defaults to :meth:`masked_log_prob` summed over the features; a model may compute it
@@ -292,16 +361,16 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
 
         Parameters
         ----------
-        X, masks, generator
+        X, masks, generator, observed
             As in :meth:`masked_log_prob`.
 
         Returns
         -------
         sums : torch.Tensor of shape (n_samples, n_masks)
         """
-        return call_with_generator(self.masked_log_prob, X, masks, generator=generator).sum(-1)
+        return call_with_generator(self.masked_log_prob, X, masks, generator=generator, **_observed(observed)).sum(-1)
 
-    def chain_log_prob(self, X, orderings, *, generator=None):
+    def chain_log_prob(self, X, orderings, *, generator=None, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})`` of each ordering ``s``.
 
         Defaults to :func:`reference_chain_log_prob` (``D`` nested masks per ordering); a
@@ -314,16 +383,18 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
             Permutations of the features; ``orderings[o, t - 1]`` is revealed last among the
             first ``t`` and predicted at step ``t``.
         generator : torch.Generator, default=None
+        observed : torch.Tensor of dtype bool, default=None
+            As in :meth:`masked_log_prob`; an unobserved token's term is zero.
 
         Returns
         -------
         terms : torch.Tensor of shape (n_samples, n_orderings, n_features)
             ``terms[:, o, t - 1]`` is step ``t`` of ordering ``o``; for consistent
-            conditionals each row sums to ``log p(x)``.
+            conditionals each row sums to ``log p(x)`` (``log p(x_o)`` with ``observed``).
         """
-        return reference_chain_log_prob(self, X, orderings, generator=generator)
+        return reference_chain_log_prob(self, X, orderings, generator=generator, observed=observed)
 
-    def weighted_log_prob_sum(self, X, masks, weights, *, generator=None):
+    def weighted_log_prob_sum(self, X, masks, weights, *, generator=None, observed=None):
         """``sum_p weights_p sum_{j in m_p} log p(x_j | x_{r_p})`` per sample, for shared masks.
 
         The form of every cumulative score (:func:`skmpt.objectives.cumulative_score` weights
@@ -340,12 +411,21 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
         weights : torch.Tensor of shape (n_masks,)
             In ``X``'s dtype and on its device.
         generator : torch.Generator, default=None
+        observed : torch.Tensor of dtype bool, default=None
+            As in :meth:`masked_log_prob`.
 
         Returns
         -------
         total : torch.Tensor of shape (n_samples,)
         """
-        return call_with_generator(self.masked_log_prob_sum, X, masks, generator=generator) @ weights
+        sums = call_with_generator(self.masked_log_prob_sum, X, masks, generator=generator, **_observed(observed))
+        return sums @ weights
+
+
+def _observed(observed):
+    """Keyword arguments passing ``observed`` only when there is one (complete-data models
+    need not take the argument)."""
+    return {} if observed is None else {"observed": observed}
 
 
 def _overrides(model, name):

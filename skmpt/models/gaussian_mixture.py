@@ -30,7 +30,8 @@ import math
 
 import torch
 
-from .contract import MaskedModel, gaussian_log_prob
+from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
+from .imputation import gaussian_conditional, pick_components
 
 __all__ = ["GaussianMixtureModule"]
 
@@ -143,30 +144,31 @@ class GaussianMixtureModule(MaskedModel):
         return self
 
     # ------------------------------------------------------------------ conditionals
-    def _conditionals(self, X, masks):
+    def _conditionals(self, X, given):
         """Each component's ``log p_k(x_r)`` and per-token ``log p_k(x_j | x_r)``.
 
-        Returns ``observed_log_prob`` of shape ``(n, P, K)`` and ``token_log_prob`` of shape
-        ``(n, P, K, D)`` (meaningful at masked positions only).
+        ``given`` holds the conditioning sets ``r``, ``(P, D)`` or ``(n, P, D)``. Returns
+        ``observed_log_prob`` of shape ``(n, P, K)`` and ``token_log_prob`` of shape
+        ``(n, P, K, D)`` (meaningful outside ``r`` only).
         """
         residual = X.unsqueeze(1) - self.means  # (n, K, D)
         if self.covariance_type not in _CHOLESKY_TYPES:
             token = gaussian_log_prob(residual, self.log_variances.exp())  # (n, K, D)
-            observed = (~masks).to(X.dtype)
-            observed_log_prob = torch.einsum(f"nkd,{'p' if masks.ndim == 2 else 'np'}d->npk", token, observed)
+            observed = given.to(X.dtype)
+            observed_log_prob = torch.einsum(f"nkd,{'p' if given.ndim == 2 else 'np'}d->npk", token, observed)
             return observed_log_prob, token.unsqueeze(1)
-        return self._full_conditionals(residual, masks)
+        return self._full_conditionals(residual, given)
 
-    def _full_conditionals(self, residual, masks):
+    def _full_conditionals(self, residual, given):
         n_samples, n_features = residual.shape[0], residual.shape[-1]
         sigma = self.covariances()  # (K, D, D)
-        shared = masks.ndim == 2
-        # Per-mask statistics depend on the mask only: compute them once per distinct mask.
+        shared = given.ndim == 2
+        # Per-mask statistics depend on the conditioning set only: computed once per distinct one.
         if shared:
-            unique, index = masks, None
+            unique, index = given, None
         else:
-            unique, index = torch.unique(masks.reshape(-1, n_features), dim=0, return_inverse=True)
-        observed = (~unique).to(residual.dtype)  # (U, D)
+            unique, index = torch.unique(given.reshape(-1, n_features), dim=0, return_inverse=True)
+        observed = unique.to(residual.dtype)  # (U, D)
         # Sigma with its masked rows and columns replaced by the identity: block diagonal,
         # Sigma_rr beside I_mm, so its Cholesky factor holds Sigma_rr's.
         pairs = (observed.unsqueeze(-1) * observed.unsqueeze(-2)).unsqueeze(1)  # 1 where both are observed
@@ -182,7 +184,7 @@ class GaussianMixtureModule(MaskedModel):
             rhs = observed[:, None, :, None] * residual.permute(1, 2, 0)
             alpha = torch.cholesky_solve(rhs, factor).permute(3, 0, 1, 2)
         else:
-            n_masks = masks.shape[1]
+            n_masks = given.shape[1]
             pair_factor = factor[index].view(n_samples, n_masks, *factor.shape[1:])
             rhs = observed[index].view(n_samples, n_masks, 1, n_features) * residual.unsqueeze(1)
             alpha = torch.cholesky_solve(rhs.unsqueeze(-1), pair_factor).squeeze(-1)
@@ -198,18 +200,20 @@ class GaussianMixtureModule(MaskedModel):
         variance = torch.where(observed.unsqueeze(-2).bool(), torch.ones_like(variance), variance)
         return observed_log_prob, gaussian_log_prob(error, variance)
 
-    def masked_log_prob(self, X, masks, *, generator=None):
+    def masked_log_prob(self, X, masks, *, generator=None, observed=None):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero at observed ones.
 
         As :meth:`MaskedModel.masked_log_prob`; ``generator`` is ignored (the conditionals
-        are exact). Returns a tensor of shape ``(n_samples, n_masks, n_features)``.
+        are exact); entries not ``observed`` are marginalised out of ``r`` and of the
+        responsibilities. Returns a tensor of shape ``(n_samples, n_masks, n_features)``.
         """
-        observed_log_prob, token_log_prob = self._conditionals(X, masks)
+        masks, given = conditioning_set(masks, observed)
+        observed_log_prob, token_log_prob = self._conditionals(X, given)
         joint = self.log_weights + observed_log_prob  # log pi_k + log p_k(x_r)
         log_prob = torch.logsumexp(joint.unsqueeze(-1) + token_log_prob, -2) - torch.logsumexp(joint, -1, keepdim=True)
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
 
-    def chain_log_prob(self, X, orderings, *, generator=None):
+    def chain_log_prob(self, X, orderings, *, generator=None, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})`` of each ordering ``s``.
 
         Reveals the tokens in reverse order; each revealed token updates every component's
@@ -222,13 +226,19 @@ class GaussianMixtureModule(MaskedModel):
         orderings : torch.Tensor of dtype long and shape (n_orderings, n_features)
         generator : None
             Ignored: the conditionals are exact.
+        observed : torch.Tensor of dtype bool and shape (n_samples, n_features) or \
+                (n_features,), default=None
+            An unobserved token is skipped: its term is zero and it updates nothing (the
+            components' covariances then become per sample).
 
         Returns
         -------
         terms : torch.Tensor of shape (n_samples, n_orderings, n_features)
             ``terms[:, o, t]`` is the term of the ``t``-th token of ordering ``o``; each row
-            sums to ``log p(x)``.
+            sums to ``log p(x)`` (``log p(x_o)`` with ``observed``).
         """
+        if observed is not None:
+            return self._observed_chain(X, orderings, observed)
         n_samples = X.shape[0]
         n_orderings, n_features = orderings.shape
         K = self.n_components
@@ -252,7 +262,38 @@ class GaussianMixtureModule(MaskedModel):
             cov = cov - column.unsqueeze(-1) * gain.unsqueeze(-2)
         return terms
 
+    def _observed_chain(self, X, orderings, observed):
+        """:meth:`chain_log_prob` skipping unobserved tokens, with per-sample covariances."""
+        n_samples = X.shape[0]
+        n_orderings, n_features = orderings.shape
+        K = self.n_components
+        factor = self.cholesky()
+        cov = (factor @ factor.mT).expand(n_samples, n_orderings, K, n_features, n_features)
+        mean = self.means.expand(n_samples, n_orderings, K, n_features)
+        joint = self.log_weights.expand(n_samples, n_orderings, K)
+        seen = observed.expand(n_samples, n_features)
+        terms = X.new_empty(n_samples, n_orderings, n_features)
+        for t in range(n_features - 1, -1, -1):
+            token = orderings[:, t]
+            keep = seen[:, token].unsqueeze(-1)  # (n, O, 1)
+            index = token.view(1, -1, 1, 1, 1).expand(n_samples, -1, K, n_features, 1)
+            column = cov.gather(-1, index).squeeze(-1)  # (n, O, K, D)
+            variance = column.gather(-1, token.view(1, -1, 1, 1).expand(n_samples, -1, K, 1)).squeeze(-1)
+            predicted = mean.gather(-1, token.view(1, -1, 1, 1).expand(n_samples, -1, K, 1)).squeeze(-1)
+            error = X[:, token].unsqueeze(-1) - predicted  # (n, O, K)
+            updated = torch.where(keep, joint + gaussian_log_prob(error, variance), joint)
+            terms[:, :, t] = torch.logsumexp(updated, -1) - torch.logsumexp(joint, -1)
+            joint = updated
+            gain = keep.unsqueeze(-1) * column / variance.unsqueeze(-1)
+            mean = mean + error.unsqueeze(-1) * gain
+            cov = cov - column.unsqueeze(-1) * gain.unsqueeze(-2)
+        return terms
+
     # ------------------------------------------------------------------ full data
+    def _observed_component_log_prob(self, X, observed):
+        """``log pi_k + log N(x_o | mu_k,o, Sigma_k,oo)``, shape ``(n, K)``."""
+        return self.log_weights + self._conditionals(X, observed.expand_as(X).unsqueeze(1))[0].squeeze(1)
+
     def component_log_prob(self, X):
         """``log pi_k + log N(x | mu_k, Sigma_k)`` per sample and component, shape ``(n, K)``."""
         residual = X.unsqueeze(1) - self.means  # (n, K, D)
@@ -265,16 +306,49 @@ class GaussianMixtureModule(MaskedModel):
             log_prob = -0.5 * (X.shape[1] * math.log(2 * math.pi) + log_det + whitened.square().sum(1).T)
         return self.log_weights + log_prob
 
-    def log_marginal(self, X):
-        """Closed-form ``log sum_k pi_k N(x | mu_k, Sigma_k)`` per sample, shape ``(n_samples,)``."""
+    def log_marginal(self, X, *, observed=None):
+        """Closed-form ``log sum_k pi_k N(x | mu_k, Sigma_k)`` per sample, shape ``(n_samples,)``.
+
+        With ``observed``, the density of each sample's observed sub-vector (zero when
+        nothing is observed).
+        """
+        if observed is not None:
+            return torch.logsumexp(self._observed_component_log_prob(X, observed), -1)
         return torch.logsumexp(self.component_log_prob(X), -1)
 
-    def posterior(self, X):
-        """Responsibilities ``p(k | x)``: the posterior mean of the one-hot latent.
+    def posterior(self, X, *, observed=None):
+        """Responsibilities ``p(k | x)`` (``p(k | x_o)`` with ``observed``): the posterior mean
+        of the one-hot latent.
 
         Returns a tuple holding one tensor of shape ``(n_samples, K)``.
         """
+        if observed is not None:
+            return (torch.softmax(self._observed_component_log_prob(X, observed), -1),)
         return (torch.softmax(self.component_log_prob(X), -1),)
+
+    def _missing_given_observed(self, X, observed):
+        """Each component's conditional mean and covariance of ``x`` given ``x_o``,
+        ``(K, n, D)`` and ``(K, n, D, D)``, and the log-responsibilities ``(n, K)``."""
+        factor = self.cholesky()
+        mean, cov, log_density = gaussian_conditional(X, observed, self.means.unsqueeze(1), factor @ factor.mT)
+        return mean, cov, (self.log_weights.unsqueeze(-1) + log_density).T
+
+    def impute(self, X, observed):
+        """``E[x | x_o]``: the components' conditional means weighted by ``p(k | x_o)``."""
+        mean, _, log_resp = self._missing_given_observed(X, observed)
+        return torch.where(observed, X, torch.einsum("nk,knd->nd", torch.softmax(log_resp, -1), mean))
+
+    def sample_missing(self, X, observed, n_draws, *, generator=None):
+        """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``: a component from ``p(k | x_o)``,
+        then the missing entries from its conditional Gaussian."""
+        mean, cov, log_resp = self._missing_given_observed(X, observed)
+        picks = pick_components(log_resp, n_draws, generator)  # (n_draws, n)
+        # Unit variance at observed entries keeps the factor defined; they are put back below.
+        factor = torch.linalg.cholesky(cov + torch.diag_embed(observed.to(X.dtype)))  # (K, n, D, D)
+        noise = standard_normal((n_draws, 1, *X.shape, 1), X, generator)
+        draws = (mean + (factor @ noise).squeeze(-1))  # (n_draws, K, n, D)
+        index = picks.view(n_draws, 1, -1, 1).expand(-1, 1, -1, X.shape[1])
+        return torch.where(observed, X, draws.gather(1, index).squeeze(1))
 
     def decode(self, Z):
         """Mean of ``x`` given component probabilities ``Z``: ``Z @ means``, shape ``(n, D)``."""

@@ -41,6 +41,11 @@ class Likelihood(torch.nn.Module):
         """``E[x | a]`` elementwise."""
         raise NotImplementedError
 
+    def sample(self, out, generator=None):
+        """A draw of ``x`` given the decoder output ``out``, elementwise (``generator``: a CPU
+        :class:`torch.Generator`, or None for torch's global one)."""
+        raise NotImplementedError
+
     def natural_terms(self, out):
         """``(linear, square, constant)`` with ``log p(x | a) = x linear + x^2 square + constant``.
 
@@ -102,6 +107,10 @@ class Bernoulli(Likelihood):
 
     def mean(self, out):
         return torch.sigmoid(out)
+
+    def sample(self, out, generator=None):
+        uniform = torch.rand(out.shape, generator=generator, dtype=out.dtype).to(out.device)
+        return (uniform < torch.sigmoid(out)).to(out.dtype)
 
     def natural_terms(self, out):
         return out, None, -F.softplus(out)
@@ -170,6 +179,10 @@ class Gaussian(Likelihood):
 
     def mean(self, out):
         return out
+
+    def sample(self, out, generator=None):
+        noise = torch.randn(out.shape, generator=generator, dtype=out.dtype).to(out.device)
+        return out + self.variance().sqrt() * noise
 
     def natural_terms(self, out):
         variance = self.variance()

@@ -38,7 +38,7 @@ import math
 import torch
 
 from .._utils import chunk_budget
-from .contract import MaskedModel, gaussian_log_prob
+from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
 
 __all__ = ["FactorAnalysisModule", "LinearGaussianModule", "PPCAModule"]
 
@@ -84,7 +84,119 @@ def _normaliser(masks, variance):
     return (masked * variance.log()).sum(-1) + masked.sum(-1) * math.log(2 * math.pi)
 
 
-class LinearGaussianModule(MaskedModel):
+class _DensityMixin:
+    """The densities of the linear-Gaussian model: ``log p(x)`` (of the observed entries, too),
+    the posterior of ``z``, the chain over observed entries, and the moments; a base of
+    :class:`LinearGaussianModule`."""
+
+    def _observed_chain(self, X, orderings, observed):
+        """:meth:`chain_log_prob` skipping unobserved tokens: the posterior of ``z`` is then
+        per sample, ``(n, O, K, K)`` (``(O, K, K)`` for a pattern ``(D,)`` shared by the samples)."""
+        n_orderings, n_features = orderings.shape
+        K = self.components.shape[0]
+        W = self.components.T
+        noise = self.noise_variance.expand(n_features)
+        residual = X - self.mean
+        seen = observed.to(X.dtype)
+        cov = torch.eye(K, dtype=X.dtype, device=X.device).expand(n_orderings, K, K)
+        z_mean = X.new_zeros(X.shape[0], n_orderings, K)
+        terms = X.new_empty(X.shape[0], n_orderings, n_features)
+        for t in range(n_features - 1, -1, -1):
+            token = orderings[:, t]
+            keep = seen[..., token]  # (n, O) or (O,): whether the step reveals anything
+            w = W[token]
+            cov_w = (cov @ w.unsqueeze(-1)).squeeze(-1)
+            variance = noise[token] + (w * cov_w).sum(-1)
+            error = residual[:, token] - (z_mean * w).sum(-1)
+            terms[:, :, t] = keep * gaussian_log_prob(error, variance)
+            gain = keep.unsqueeze(-1) * cov_w / variance.unsqueeze(-1)
+            z_mean = z_mean + error.unsqueeze(-1) * gain
+            cov = cov - (variance * keep).unsqueeze(-1).unsqueeze(-1) * gain.unsqueeze(-1) * gain.unsqueeze(-2)
+        return terms
+
+    # ------------------------------------------------------------------ complete data
+    def _observed_posterior(self, X, observed):
+        """Posterior of ``z`` given each sample's observed entries: mean ``(n, K)``,
+        covariance ``(n, K, K)``, and the Cholesky factor of its precision."""
+        K = self.components.shape[0]
+        seen = observed.to(X.dtype)
+        noise = self.noise_variance.expand(X.shape[1])
+        information = ((seen / noise) @ _outer(self.components)).unflatten(-1, (K, K))
+        factor = torch.linalg.cholesky(torch.eye(K, dtype=X.dtype, device=X.device) + information)
+        projected = (seen * (X - self.mean) / noise) @ self.components.T
+        mean = torch.cholesky_solve(projected.unsqueeze(-1), factor).squeeze(-1)
+        return mean, torch.cholesky_inverse(factor), factor
+
+    def log_marginal(self, X, *, observed=None):
+        """Closed-form ``log N(x | mu, W W^T + Psi)`` per sample, shape ``(n_samples,)``.
+
+        With ``observed`` of shape ``(n_samples, n_features)``, the density of each sample's
+        observed sub-vector, ``log N(x_o | mu_o, W_o W_o^T + Psi_o)`` (zero when nothing is observed).
+        """
+        if observed is not None:
+            return self._observed_log_marginal(X, observed)
+        W, L = _whitened(self.components, self.noise_variance)
+        residual = (X - self.mean) / self.noise_variance.sqrt()
+        projected = torch.linalg.solve_triangular(L, (residual @ W).T, upper=False)
+        quad = residual.square().sum(-1) - projected.square().sum(0)
+        log_det = self.log_noise_variance.expand(X.shape[1]).sum() + 2 * L.diagonal().log().sum()
+        return -0.5 * (X.shape[1] * math.log(2 * math.pi) + log_det + quad)
+
+    def _observed_log_marginal(self, X, observed):
+        seen = observed.to(X.dtype)
+        noise = self.noise_variance.expand(X.shape[1])
+        residual = seen * (X - self.mean)
+        mean, _, factor = self._observed_posterior(X, observed)
+        projected = (residual / noise) @ self.components.T
+        quad = (residual.square() / noise).sum(-1) - (projected * mean).sum(-1)
+        log_det = seen @ noise.log() + 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        return -0.5 * (seen.sum(-1) * math.log(2 * math.pi) + log_det + quad)
+
+    def posterior(self, X, *, observed=None):
+        """Posterior of ``z`` given all of ``x``: mean ``(n_samples, K)`` and covariance ``(K, K)``.
+
+        With ``observed``, given each sample's observed entries: the covariance is then
+        ``(n_samples, K, K)``.
+        """
+        if observed is not None:
+            return self._observed_posterior(X, observed)[:2]
+        W, L = _whitened(self.components, self.noise_variance)
+        cov = torch.cholesky_inverse(L)
+        mean = ((X - self.mean) / self.noise_variance.sqrt()) @ W @ cov
+        return mean, cov
+
+    def impute(self, X, observed):
+        """``E[x | x_o]``: ``x_o`` at the ``observed`` entries, ``mu + W E[z | x_o]`` elsewhere."""
+        mean = self._observed_posterior(X, observed)[0]
+        return torch.where(observed, X, mean @ self.components + self.mean)
+
+    def sample_missing(self, X, observed, n_draws, *, generator=None):
+        """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``: ``z`` from its posterior, then
+        ``x = W z + mu + noise``; the ``observed`` entries stay ``X``'s."""
+        mean, cov, _ = self._observed_posterior(X, observed)
+        K, D = self.components.shape
+        z = mean + (torch.linalg.cholesky(cov) @ standard_normal((n_draws, *mean.shape, 1), X, generator)).squeeze(-1)
+        noise = self.noise_variance.sqrt() * standard_normal((n_draws, *X.shape), X, generator)
+        return torch.where(observed, X, z @ self.components + self.mean + noise)
+
+    def decode(self, Z):
+        """Mean of ``x`` given ``z``: ``W z + mu``, shape ``(n, D)``."""
+        return Z @ self.components + self.mean
+
+    def covariance(self):
+        """Model covariance ``W W^T + Psi``, shape ``(D, D)``."""
+        W = self.components.T
+        return W @ W.T + torch.diag(self.noise_variance.expand(W.shape[0]))
+
+    def precision(self):
+        """Inverse covariance by the Woodbury identity, shape ``(D, D)``."""
+        W, L = _whitened(self.components, self.noise_variance)
+        noise = self.noise_variance.expand(W.shape[0])
+        factor = torch.linalg.solve_triangular(L, W.T, upper=False) / noise.sqrt()
+        return torch.diag(1 / noise) - factor.T @ factor
+
+
+class LinearGaussianModule(_DensityMixin, MaskedModel):
     """Linear-Gaussian model with learnable ``W``, ``mu`` and noise, and exact masked conditionals.
 
     A deterministic :class:`MaskedModel` with its own fast paths: ``masked_log_prob_sum`` and
@@ -159,34 +271,34 @@ class LinearGaussianModule(MaskedModel):
         return self
 
     # ------------------------------------------------------------------ per-mask statistics
-    def _mask_covariance(self, masks, dtype):
-        """Per-mask covariance ``A_r^{-1}`` of ``z | x_r``, ``(*batch, K, K)`` for masks ``(*batch, D)``."""
+    def _mask_covariance(self, given, dtype):
+        """Per-mask covariance ``A_r^{-1}`` of ``z | x_r``, ``(*batch, K, K)`` for conditioning sets ``(*batch, D)``."""
         K = self.components.shape[0]
-        observed = (~masks).to(dtype)
+        observed = given.to(dtype)
         if self.isotropic:  # one variance: divide once, after the sum over the tokens
             information = (observed @ _outer(self.components)) / self.noise_variance
         else:
             information = observed @ (_outer(self.components) / self.noise_variance.unsqueeze(-1))
-        precision = torch.eye(K, dtype=dtype, device=masks.device) + information.unflatten(-1, (K, K))
+        precision = torch.eye(K, dtype=dtype, device=given.device) + information.unflatten(-1, (K, K))
         # precision >= I, so its Cholesky factor is well conditioned and the K x K inverse
         # (needed for every token's predictive variance) is safe.
         return torch.cholesky_inverse(torch.linalg.cholesky(precision))
 
-    def _mask_posterior(self, masks, dtype):
+    def _mask_posterior(self, given, dtype):
         """Per-mask ``cov`` of ``z | x_r``, ``(*batch, K, K)``, and every token's predictive
-        ``variance``, ``(*batch, D)``, for masks of shape ``(*batch, D)``."""
-        cov = self._mask_covariance(masks, dtype)
+        ``variance``, ``(*batch, D)``, for conditioning sets ``r`` of shape ``(*batch, D)``."""
+        cov = self._mask_covariance(given, dtype)
         variance = self.noise_variance + cov.flatten(-2) @ _outer(self.components).T
         return cov, variance
 
-    def _mask_posterior_mean(self, residual, masks, cov):
-        """Posterior mean of ``z`` given the observed tokens, shape ``(n, P, K)``."""
-        observed = (~masks).to(residual.dtype)
+    def _mask_posterior_mean(self, residual, given, cov):
+        """Posterior mean of ``z`` given the conditioning sets ``given``, shape ``(n, P, K)``."""
+        observed = given.to(residual.dtype)
         if self.isotropic:
             projected = _project(residual, observed, self.components.T) / self.noise_variance
         else:
             projected = _project(residual / self.noise_variance, observed, self.components.T)
-        return torch.einsum(f"{_batch(masks)}kl,npl->npk", cov, projected)
+        return torch.einsum(f"{_batch(given)}kl,npl->npk", cov, projected)
 
     def shared_mask_chunk(self, n_samples):
         """Masks per call of :meth:`masked_log_prob_sum` when they are shared by the samples.
@@ -199,20 +311,23 @@ class LinearGaussianModule(MaskedModel):
         return max(1, chunk_budget(1 / 8) // ((2 * K + 1) * n_samples + (2 * K + 4) * D))
 
     # ------------------------------------------------------------------ masked conditionals
-    def masked_log_prob(self, X, masks):
+    def masked_log_prob(self, X, masks, *, observed=None):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero at observed ones.
+
+        Entries not ``observed`` are marginalised out: left out of ``r``.
 
         Returns
         -------
         log_prob : torch.Tensor of shape (n_samples, n_masks, n_features)
         """
+        masks, given = conditioning_set(masks, observed)
         residual = X - self.mean
-        cov, variance = self._mask_posterior(masks, X.dtype)
-        z_mean = self._mask_posterior_mean(residual, masks, cov)
+        cov, variance = self._mask_posterior(given, X.dtype)
+        z_mean = self._mask_posterior_mean(residual, given, cov)
         log_prob = gaussian_log_prob(residual.unsqueeze(1) - z_mean @ self.components, variance)
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
 
-    def masked_log_prob_sum(self, X, masks):
+    def masked_log_prob_sum(self, X, masks, *, observed=None):
         """``sum_{j in m} log p(x_j | x_r)`` for every sample and mask.
 
         With ``e = x - mu`` and ``u_j = 1 / v_j`` at masked tokens (zero elsewhere), the sum
@@ -227,19 +342,23 @@ class LinearGaussianModule(MaskedModel):
         X : torch.Tensor of shape (n_samples, n_features)
         masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
                 (n_samples, n_masks, n_features)
+        observed : torch.Tensor of dtype bool and shape (n_samples, n_features) or \
+                (n_features,), default=None
+            Entries not observed are marginalised out.
 
         Returns
         -------
         sums : torch.Tensor of shape (n_samples, n_masks)
         """
+        masks, given = conditioning_set(masks, observed)
         residual = X - self.mean
         if masks.ndim == 2:
-            quad, variance = self._shared_quadratic(residual, masks)
+            quad, variance = self._shared_quadratic(residual, masks, given)
         else:
-            quad, variance = self._per_sample_quadratic(residual, masks)
+            quad, variance = self._per_sample_quadratic(residual, masks, given)
         return -0.5 * (_normaliser(masks, variance) + quad)
 
-    def _shared_rows(self, masks, dtype, weights=None):
+    def _shared_rows(self, masks, given, dtype, weights=None):
         """The linear maps of the residual whose products give each shared mask's quadratic.
 
         For masks ``(P, D)`` returns ``rows`` of shape ``(2, K, P, D)`` with
@@ -250,7 +369,7 @@ class LinearGaussianModule(MaskedModel):
         """
         n_masks, n_features = masks.shape
         K = self.components.shape[0]
-        cov, variance = self._mask_posterior(masks, dtype)
+        cov, variance = self._mask_posterior(given, dtype)
         inv_var = masks / variance
         curvature = (inv_var @ _outer(self.components)).view(n_masks, K, K)
         # z_bar = C W^T Psi^{-1} e_r and Gamma z_bar - 2 g = Gamma C W^T Psi^{-1} e_r - 2 W^T (u * e).
@@ -259,28 +378,28 @@ class LinearGaussianModule(MaskedModel):
             second, weighted_inv_var = second * weights.view(-1, 1, 1), inv_var * weights.unsqueeze(-1)
         coefficients = torch.cat([cov, second], dim=1).permute(1, 0, 2)  # (2K, P, K)
         rows = (coefficients.reshape(-1, K) @ self.components).view(2, K, n_masks, n_features)
-        rows.mul_((~masks) / self.noise_variance)
+        rows.mul_(given / self.noise_variance)
         rows[1].addcmul_(self.components.unsqueeze(1), weighted_inv_var, value=-2)
         return rows, inv_var, variance
 
-    def _shared_quadratic(self, residual, masks):
+    def _shared_quadratic(self, residual, masks, given):
         """``sum_j u_j (e_j - w_j^T z_bar)^2`` of shape ``(n, P)`` for shared masks ``(P, D)``.
 
         Also returns the predictive variances, shape ``(P, D)``.
         """
         n_masks, n_features = masks.shape
         K = self.components.shape[0]
-        rows, inv_var, variance = self._shared_rows(masks, residual.dtype)
+        rows, inv_var, variance = self._shared_rows(masks, given, residual.dtype)
         projected = (residual @ rows.view(-1, n_features).T).view(-1, 2, K, n_masks)
         quad = residual.square() @ inv_var.T
         quad += (projected[:, 0] * projected[:, 1]).sum(1)
         return quad, variance
 
-    def _per_sample_quadratic(self, residual, masks):
+    def _per_sample_quadratic(self, residual, masks, given):
         """The same for masks of shape ``(n, P, D)``; variances of shape ``(n, P, D)``."""
         K = self.components.shape[0]
-        cov, variance = self._mask_posterior(masks, residual.dtype)
-        z_mean = self._mask_posterior_mean(residual, masks, cov)
+        cov, variance = self._mask_posterior(given, residual.dtype)
+        z_mean = self._mask_posterior_mean(residual, given, cov)
         inv_var = masks / variance
         ones = residual.new_ones(residual.shape[1], 1)
         quad = _project(residual.square(), inv_var, ones).squeeze(-1)
@@ -288,7 +407,7 @@ class LinearGaussianModule(MaskedModel):
         curvature = (inv_var @ _outer(self.components)).unflatten(-1, (K, K))
         return quad + torch.einsum("npk,npkl,npl->np", z_mean, curvature, z_mean), variance
 
-    def weighted_log_prob_sum(self, X, masks, weights):
+    def weighted_log_prob_sum(self, X, masks, weights, *, observed=None):
         """``sum_p weights_p sum_{j in m_p} log p(x_j | x_{r_p})`` per sample, for shared masks.
 
         Each mask's quadratic is ``e^T (diag(u_p) + R_{0p}^T R_{1p}) e`` with the ``K x D``
@@ -302,6 +421,10 @@ class LinearGaussianModule(MaskedModel):
         X : torch.Tensor of shape (n_samples, n_features)
         masks : torch.Tensor of dtype bool and shape (n_masks, n_features)
         weights : torch.Tensor of shape (n_masks,)
+        observed : torch.Tensor of dtype bool and shape (n_samples, n_features) or \
+                (n_features,), default=None
+            Entries not observed are marginalised out; a pattern shared by the samples keeps
+            the quadratic form, one per sample sums the masks one by one.
 
         Returns
         -------
@@ -325,11 +448,13 @@ class LinearGaussianModule(MaskedModel):
         (n_samples, n_features), n_masks = X.shape, masks.shape[0]
         K = self.components.shape[0]
         per_mask_cost = n_samples * n_masks * n_features * (2 * K + 1)
-        if per_mask_cost <= n_masks * K * n_features**2 + n_samples * n_features**2:
+        per_sample = observed is not None and observed.ndim == 2
+        if per_sample or per_mask_cost <= n_masks * K * n_features**2 + n_samples * n_features**2:
             chunk = self.shared_mask_chunk(n_samples)
+            options = {} if observed is None else {"observed": observed}  # subclasses may not take it
             return sum(
                 (
-                    self.masked_log_prob_sum(X, part) @ part_weights
+                    self.masked_log_prob_sum(X, part, **options) @ part_weights
                     for part, part_weights in zip(masks.split(chunk), weights.split(chunk), strict=True)
                 ),
                 X.new_zeros(n_samples),
@@ -341,7 +466,8 @@ class LinearGaussianModule(MaskedModel):
         # numbers, 8 MiB in float64, by default): the chunk stays in cache.
         chunk = max(1, chunk_budget(1 / 16) // ((2 * K + 4) * n_features))
         for part, part_weights in zip(masks.split(chunk), weights.split(chunk), strict=True):
-            rows, inv_var, variance = self._shared_rows(part, X.dtype, part_weights)
+            part, given = conditioning_set(part, observed)
+            rows, inv_var, variance = self._shared_rows(part, given, X.dtype, part_weights)
             form.addmm_(rows[0].reshape(-1, n_features).T, rows[1].reshape(-1, n_features))
             diagonal += part_weights @ inv_var
             constant += part_weights @ _normaliser(part, variance)
@@ -349,7 +475,7 @@ class LinearGaussianModule(MaskedModel):
         quad = residual.square() @ diagonal + ((residual @ form) * residual).sum(-1)
         return -0.5 * (constant + quad)
 
-    def chain_log_prob(self, X, orderings):
+    def chain_log_prob(self, X, orderings, *, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})`` of each ordering ``s``.
 
         Reveals the tokens in reverse order, each a Kalman update of the posterior of ``z``
@@ -361,12 +487,18 @@ class LinearGaussianModule(MaskedModel):
         ----------
         X : torch.Tensor of shape (n_samples, n_features)
         orderings : torch.Tensor of dtype long and shape (n_orderings, n_features)
+        observed : torch.Tensor of dtype bool and shape (n_samples, n_features) or \
+                (n_features,), default=None
+            An unobserved token is skipped: its term is zero and it updates nothing.
 
         Returns
         -------
         terms : torch.Tensor of shape (n_samples, n_orderings, n_features)
-            ``terms[:, o, t - 1]`` is step ``t`` of ordering ``o``; each row sums to ``log p(x)``.
+            ``terms[:, o, t - 1]`` is step ``t`` of ordering ``o``; each row sums to ``log p(x)``
+            (``log p(x_o)`` with ``observed``).
         """
+        if observed is not None:
+            return self._observed_chain(X, orderings, observed)
         n_samples = X.shape[0]
         n_orderings, n_features = orderings.shape
         K = self.components.shape[0]
@@ -387,39 +519,6 @@ class LinearGaussianModule(MaskedModel):
             z_mean = z_mean + error.unsqueeze(-1) * gain
             cov = cov - variance.view(-1, 1, 1) * gain.unsqueeze(-1) * gain.unsqueeze(-2)
         return terms
-
-    # ------------------------------------------------------------------ complete data
-    def log_marginal(self, X):
-        """Closed-form ``log N(x | mu, W W^T + Psi)`` per sample, shape ``(n_samples,)``."""
-        W, L = _whitened(self.components, self.noise_variance)
-        residual = (X - self.mean) / self.noise_variance.sqrt()
-        projected = torch.linalg.solve_triangular(L, (residual @ W).T, upper=False)
-        quad = residual.square().sum(-1) - projected.square().sum(0)
-        log_det = self.log_noise_variance.expand(X.shape[1]).sum() + 2 * L.diagonal().log().sum()
-        return -0.5 * (X.shape[1] * math.log(2 * math.pi) + log_det + quad)
-
-    def posterior(self, X):
-        """Posterior of ``z`` given all of ``x``: mean ``(n_samples, K)`` and covariance ``(K, K)``."""
-        W, L = _whitened(self.components, self.noise_variance)
-        cov = torch.cholesky_inverse(L)
-        mean = ((X - self.mean) / self.noise_variance.sqrt()) @ W @ cov
-        return mean, cov
-
-    def decode(self, Z):
-        """Mean of ``x`` given ``z``: ``W z + mu``, shape ``(n, D)``."""
-        return Z @ self.components + self.mean
-
-    def covariance(self):
-        """Model covariance ``W W^T + Psi``, shape ``(D, D)``."""
-        W = self.components.T
-        return W @ W.T + torch.diag(self.noise_variance.expand(W.shape[0]))
-
-    def precision(self):
-        """Inverse covariance by the Woodbury identity, shape ``(D, D)``."""
-        W, L = _whitened(self.components, self.noise_variance)
-        noise = self.noise_variance.expand(W.shape[0])
-        factor = torch.linalg.solve_triangular(L, W.T, upper=False) / noise.sqrt()
-        return torch.diag(1 / noise) - factor.T @ factor
 
 
 class PPCAModule(LinearGaussianModule):

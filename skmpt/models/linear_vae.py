@@ -24,7 +24,8 @@ import itertools
 import numpy as np
 import torch
 
-from .contract import MaskedModel
+from .contract import MaskedModel, conditioning_set
+from .imputation import pick_components
 from .likelihoods import make_likelihood
 
 __all__ = ["LinearVAEModule", "gauss_hermite_grid"]
@@ -145,9 +146,10 @@ class LinearVAEModule(MaskedModel):
             out = out + square * (data * X.unsqueeze(1)).sum(-1, keepdim=True)
         return out
 
-    def _grid_posterior(self, X, masks):
-        """Log grid posterior given the observed tokens, ``(n, P, G)``, normalised over the grid."""
-        observed = (~masks).to(X.dtype)
+    def _grid_posterior(self, X, given):
+        """Log grid posterior given the tokens ``given`` (``(P, D)`` or ``(n, P, D)``), ``(n, P, G)``,
+        normalised over the grid."""
+        observed = given.to(X.dtype)
         return torch.log_softmax(self.log_weights + self._observed_log_lik(X, observed), dim=-1)
 
     def _predictive_log_prob(self, X, log_posterior):
@@ -155,15 +157,20 @@ class LinearVAEModule(MaskedModel):
         return self.likelihood.mixture_log_prob(X, log_posterior, self._activations())
 
     # ------------------------------------------------------------------ the interface
-    def masked_log_prob(self, X, masks):
-        """Per-token ``log p(x_j | x_r)`` at masked positions, zero elsewhere: ``(n, P, D)``."""
-        log_prob = self._predictive_log_prob(X, self._grid_posterior(X, masks))
+    def masked_log_prob(self, X, masks, *, observed=None):
+        """Per-token ``log p(x_j | x_r)`` at masked positions, zero elsewhere: ``(n, P, D)``.
+
+        Entries not ``observed`` are left out of ``r`` (marginalised out).
+        """
+        masks, given = conditioning_set(masks, observed)
+        log_prob = self._predictive_log_prob(X, self._grid_posterior(X, given))
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
 
-    def chain_log_prob(self, X, orderings):
+    def chain_log_prob(self, X, orderings, *, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})``, shape ``(n, O, D)``.
 
-        Reveals one token at a time and updates the grid posterior: ``O(n G)`` per token.
+        Reveals one token at a time and updates the grid posterior: ``O(n G)`` per token. An
+        unobserved token (``observed``, ``(n, D)`` or ``(D,)``) is skipped: its term is zero.
         """
         n_samples = X.shape[0]
         n_orderings, n_features = orderings.shape
@@ -174,29 +181,57 @@ class LinearVAEModule(MaskedModel):
             token = orderings[:, t]
             x = X[:, token].unsqueeze(-1)  # (n, O, 1)
             joint = log_post + self.likelihood.log_prob(x, a[:, token].T)  # a: (O, G)
+            if observed is not None:
+                joint = torch.where(observed.expand(n_samples, n_features)[:, token].unsqueeze(-1), joint, log_post)
             terms[:, :, t] = torch.logsumexp(joint, -1) - torch.logsumexp(log_post, -1)
             log_post = joint
         return terms
 
-    def log_marginal(self, X):
-        """Grid log-marginal likelihood ``log sum_g v_g p(x | z_g)``, shape ``(n_samples,)``."""
-        return torch.logsumexp(self.log_weights + self._observed_log_lik(X, None), dim=-1)
+    def _log_lik(self, X, observed):
+        if observed is None:
+            return self._observed_log_lik(X, None)
+        return self._observed_log_lik(X, observed.expand_as(X).unsqueeze(1).to(X.dtype)).squeeze(1)
 
-    def posterior(self, X):
-        """Grid posterior of ``z`` given ``x``: mean ``(n, K)`` and covariance ``(n, K, K)``."""
-        weights = torch.softmax(self.log_weights + self._observed_log_lik(X, None), dim=-1)
+    def log_marginal(self, X, *, observed=None):
+        """Grid log-marginal likelihood ``log sum_g v_g p(x | z_g)``, shape ``(n_samples,)``.
+
+        With ``observed``, that of each sample's observed entries.
+        """
+        return torch.logsumexp(self.log_weights + self._log_lik(X, observed), dim=-1)
+
+    def posterior(self, X, *, observed=None):
+        """Grid posterior of ``z`` given ``x`` (or its ``observed`` entries): mean ``(n, K)`` and
+        covariance ``(n, K, K)``."""
+        weights = torch.softmax(self.log_weights + self._log_lik(X, observed), dim=-1)
         mean = weights @ self.nodes
         second = torch.einsum("ng,gk,gl->nkl", weights, self.nodes, self.nodes)
         return mean, second - mean.unsqueeze(-1) * mean.unsqueeze(-2)
+
+    def impute(self, X, observed):
+        """``E[x | x_o]`` on the grid: ``sum_g pi_g(x_o) E[x | z_g]`` at the missing entries."""
+        weights = torch.softmax(self.log_weights + self._log_lik(X, observed), dim=-1)
+        return torch.where(observed, X, weights @ self.likelihood.mean(self._activations()))
+
+    def sample_missing(self, X, observed, n_draws, *, generator=None):
+        """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``: a grid node from ``pi(x_o)``, then
+        the missing entries from the likelihood at that node."""
+        picks = pick_components(self.log_weights + self._log_lik(X, observed), n_draws, generator)
+        return torch.where(observed, X, self.likelihood.sample(self._activations()[picks], generator))
 
     def decode(self, Z):
         """Mean of ``x`` given ``z``: probabilities (Bernoulli) or ``W z + b`` (Gaussian)."""
         return self.likelihood.mean(Z @ self.components + self.intercept)
 
-    def log_likelihood(self, X, Z):
-        """``sum_d log p(x_d | z)`` for ``Z`` of shape ``(n, K)`` or ``(n, S, K)``: ``(n,)`` or ``(n, S)``."""
+    def log_likelihood(self, X, Z, *, observed=None):
+        """``sum_d log p(x_d | z)`` for ``Z`` of shape ``(n, K)`` or ``(n, S, K)``: ``(n,)`` or ``(n, S)``.
+
+        With ``observed`` (``(n, D)``), the sum over each sample's observed entries.
+        """
         X = X.reshape(X.shape[0], *([1] * (Z.ndim - 2)), X.shape[1])
-        return self.likelihood.log_prob(X, Z @ self.components + self.intercept).sum(-1)
+        token = self.likelihood.log_prob(X, Z @ self.components + self.intercept)
+        if observed is not None:
+            token = token * observed.reshape(X.shape).to(X.dtype)
+        return token.sum(-1)
 
     def encode(self, X):
         """Mean and log-variance of the linear Gaussian encoder ``q(z | x)`` (``encoder=True``)."""

@@ -30,7 +30,8 @@ import math
 import torch
 
 from .._utils import chunk_budget
-from .contract import MaskedModel, importance_log_weights, standard_normal, standard_normal_log_prob
+from .contract import MaskedModel, conditioning_set, importance_log_weights, standard_normal, standard_normal_log_prob
+from .imputation import pick_components
 from .likelihoods import make_likelihood
 
 __all__ = ["VAEModule"]
@@ -122,10 +123,16 @@ class VAEModule(MaskedModel):
         """Mean of ``x`` given ``z``: ``f(z)`` (Gaussian) or ``sigmoid(f(z))`` (Bernoulli)."""
         return self.likelihood.mean(self.decoder(Z))
 
-    def log_likelihood(self, X, Z):
-        """``sum_d log p(x_d | z)`` for ``Z`` of shape ``(n, K)`` or ``(n, S, K)``: ``(n,)`` or ``(n, S)``."""
+    def log_likelihood(self, X, Z, *, observed=None):
+        """``sum_d log p(x_d | z)`` for ``Z`` of shape ``(n, K)`` or ``(n, S, K)``: ``(n,)`` or ``(n, S)``.
+
+        With ``observed`` (``(n, D)``), the sum over each sample's observed entries.
+        """
         X = X.reshape(X.shape[0], *([1] * (Z.ndim - 2)), X.shape[1])
-        return self.likelihood.log_prob(X, self.decoder(Z)).sum(-1)
+        token = self.likelihood.log_prob(X, self.decoder(Z))
+        if observed is not None:
+            token = token * observed.reshape(X.shape).to(X.dtype)
+        return token.sum(-1)
 
     def unstandardize_(self, center, scale):
         """Map a Gaussian model fitted on ``(x - center) / scale`` back to the units of ``x``."""
@@ -139,7 +146,7 @@ class VAEModule(MaskedModel):
         return self
 
     # ------------------------------------------------------------------ conditionals
-    def _importance(self, X, masks, noise):
+    def _importance(self, X, given, noise):
         """``log p(x_j | x_r)`` for all tokens, ``(n, P, D)``; noise ``(.., P, S, K)``.
 
         Defensive importance sampling (Hesterberg, 1995): the first half of the particles come
@@ -147,25 +154,25 @@ class VAEModule(MaskedModel):
         is weighted by the mixture ``(q + p) / 2``. An encoder fitted to complete data is
         over-confident when most tokens are masked; the prior half bounds the weights.
         """
-        filled = torch.where(masks, self.fill, X.unsqueeze(1))
+        filled = torch.where(given, X.unsqueeze(1), self.fill)
         mean, log_var = self.encode(filled)
         mean, std = mean.unsqueeze(-2), (0.5 * log_var).exp().unsqueeze(-2)
         from_encoder = torch.arange(noise.shape[-2], device=X.device) < (noise.shape[-2] + 1) // 2
         z = torch.where(from_encoder.unsqueeze(-1), mean + std * noise, noise)
         token = self.likelihood.log_prob(X[:, None, None, :], self.decoder(z))  # (n, P, S, D)
-        observed = (~masks).to(X.dtype).unsqueeze(-2)
+        observed = given.to(X.dtype).unsqueeze(-2)
         log_prior = standard_normal_log_prob(z)
         log_q = standard_normal_log_prob((z - mean) / std) - torch.log(std).sum(-1)
         log_mixture = torch.logaddexp(log_q, log_prior) - math.log(2)
         log_w = torch.log_softmax((token * observed).sum(-1) + log_prior - log_mixture, dim=-1)
         return torch.logsumexp(log_w.unsqueeze(-1) + token, dim=-2)
 
-    def _pseudo_gibbs(self, X, masks, noise):
+    def _pseudo_gibbs(self, X, given, noise):
         """Recursive encode-decode; noise ``(.., n_gibbs + 1, P, S, K)``, one draw per round."""
         n_samples, n_features = X.shape
         data = X[:, None, None, :]
-        mask = masks.unsqueeze(-2)
-        filled = torch.where(mask, self.fill, data).expand(n_samples, masks.shape[-2], self.n_particles, n_features)
+        mask = ~given.unsqueeze(-2)  # what the rounds fill in: masked or not observed
+        filled = torch.where(mask, self.fill, data).expand(n_samples, given.shape[-2], self.n_particles, n_features)
         for round_noise in noise.unbind(-4)[:-1]:
             mean, log_var = self.encode(filled)
             z = mean + (0.5 * log_var).exp() * round_noise
@@ -175,13 +182,17 @@ class VAEModule(MaskedModel):
         token = self.likelihood.log_prob(data, self.decoder(z))
         return torch.logsumexp(token, dim=-2) - math.log(self.n_particles)
 
-    def masked_log_prob(self, X, masks, *, generator=None):
+    def masked_log_prob(self, X, masks, *, generator=None, observed=None):
         """Monte Carlo ``log p(x_j | x_r)`` at masked positions, zero elsewhere: ``(n, P, D)``.
 
         Shared masks ``(P, D)`` share the particles' noise across the samples, which are then
         processed a few at a time; per-sample masks ``(n, P, D)`` (training) draw noise per sample.
         The noise comes from ``generator`` (a CPU generator; ``None``: torch's global one).
+        Entries not ``observed`` are left out of ``r``: the encoder sees the fill value there
+        and the weights use the observed unmasked tokens only (masks shared by the samples
+        become per-sample masks when the patterns differ).
         """
+        masks, given = conditioning_set(masks, observed)
         n_samples, n_features = X.shape
         n_masks = masks.shape[-2]
         rounds = (self.n_gibbs + 1,) if self.conditional == "pseudo_gibbs" else ()
@@ -189,19 +200,21 @@ class VAEModule(MaskedModel):
         noise = standard_normal((*lead, *rounds, n_masks, self.n_particles, self.n_components), X, generator)
         method = self._importance if self.conditional == "importance" else self._pseudo_gibbs
         if masks.ndim == 3:
-            log_prob = method(X, masks, noise)
+            log_prob = method(X, given, noise)
         else:
             # (samples, masks, particles, features) tensors of a quarter of the working memory
             # (2**22 numbers by default).
             step = max(1, chunk_budget(1 / 4) // (n_masks * self.n_particles * n_features))
-            log_prob = torch.cat([method(X[i : i + step], masks, noise) for i in range(0, n_samples, step)])
+            log_prob = torch.cat([method(X[i : i + step], given, noise) for i in range(0, n_samples, step)])
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
 
     # ------------------------------------------------------------------ marginal likelihood
-    def log_marginal(self, X, n_samples=100, *, generator=None):
+    def log_marginal(self, X, n_samples=100, *, generator=None, observed=None):
         """Importance-sampled ``log p(x)`` with ``n_samples`` draws from the encoder, per sample.
 
-        Computed in chunks of draws and samples, so memory stays bounded.
+        Computed in chunks of draws and samples, so memory stays bounded. With ``observed``
+        (``(n, D)``), ``log p(x_o)``: the encoder sees the fill value at the unobserved entries
+        and the likelihood sums over the observed ones.
         """
         n, n_features = X.shape
         # Draws come in fixed chunks, shared by the samples: a sample's estimate does not
@@ -211,11 +224,70 @@ class VAEModule(MaskedModel):
         total = X.new_full((n,), -math.inf)
         for start in range(0, n_samples, draws):
             noise = standard_normal((min(draws, n_samples - start), self.n_components), X, generator)
-            chunk = torch.cat([importance_log_weights(self, X[i : i + rows], noise) for i in range(0, n, rows)])
+            chunk = torch.cat(
+                [
+                    importance_log_weights(self, X[i : i + rows], noise, **_rows(observed, i, rows))
+                    for i in range(0, n, rows)
+                ]
+            )
             total = torch.logaddexp(total, torch.logsumexp(chunk, dim=1))
-        return total - math.log(n_samples)
+        total = total - math.log(n_samples)
+        # Nothing observed: log p(x_o) = log 1, exactly, not an estimate of it.
+        return total if observed is None else torch.where(observed.any(-1), total, torch.zeros_like(total))
 
-    def log_importance_weights(self, X, n_samples=100, *, generator=None):
+    def _importance_particles(self, X, observed, n_particles, generator):
+        """MIWAE's particles for the rows ``X`` and their self-normalised log-weights,
+        ``(n, S, K)`` and ``(n, S)``.
+
+        The proposal is the encoder given ``x_o`` (the fill value at missing entries), mixed
+        half and half with the prior as in the masked conditionals (defensive importance
+        sampling): ``w_s ∝ p(x_o | z_s) p(z_s) / ((q(z_s | x_o) + p(z_s)) / 2)``. An encoder
+        trained on complete rows can be far off given a few observed entries; the prior half
+        keeps the weights bounded.
+        """
+        mean, log_var = self.encode(torch.where(observed, X, self.fill))
+        mean, std = mean.unsqueeze(1), (0.5 * log_var).exp().unsqueeze(1)
+        noise = standard_normal((X.shape[0], n_particles, self.n_components), X, generator)
+        from_encoder = torch.arange(n_particles, device=X.device) < (n_particles + 1) // 2
+        z = torch.where(from_encoder.unsqueeze(-1), mean + std * noise, noise)
+        log_prior = standard_normal_log_prob(z)
+        log_q = standard_normal_log_prob((z - mean) / std) - torch.log(std).sum(-1)
+        log_proposal = torch.logaddexp(log_q, log_prior) - math.log(2)
+        log_w = self.log_likelihood(X, z, observed=observed) + log_prior - log_proposal
+        return z, torch.log_softmax(log_w, -1)
+
+    def _row_chunks(self, X, n_particles):
+        # (rows, particles, features) tensors of a quarter of the working memory.
+        step = max(1, chunk_budget(1 / 4) // (n_particles * X.shape[1]))
+        return range(0, X.shape[0], step), step
+
+    def impute(self, X, observed, *, n_particles=1000, generator=None):
+        """``E[x | x_o]`` by self-normalised importance sampling (MIWAE; Mattei and Frellsen, 2019).
+
+        ``sum_s w_s E[x | z_s]`` with ``n_particles`` draws from the encoder given the observed
+        entries and weights ``w_s ∝ p(x_o | z_s) p(z_s) / q(z_s | x_o)``: consistent as the
+        particles grow. The ``observed`` entries stay ``X``'s.
+        """
+        starts, step = self._row_chunks(X, n_particles)
+        parts = []
+        for i in starts:
+            z, log_w = self._importance_particles(X[i : i + step], observed[i : i + step], n_particles, generator)
+            parts.append(torch.einsum("ns,nsd->nd", log_w.exp(), self.decode(z)))
+        return torch.where(observed, X, torch.cat(parts))
+
+    def sample_missing(self, X, observed, n_draws, *, n_particles=1000, generator=None):
+        """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``, by sampling importance resampling:
+        a particle ``z_s`` picked by its MIWAE weight, then ``x`` from the likelihood at it."""
+        starts, step = self._row_chunks(X, n_particles)
+        parts = []
+        for i in starts:
+            z, log_w = self._importance_particles(X[i : i + step], observed[i : i + step], n_particles, generator)
+            picks = pick_components(log_w, n_draws, generator)  # (n_draws, rows)
+            chosen = z[torch.arange(z.shape[0], device=X.device), picks]  # (n_draws, rows, K)
+            parts.append(self.likelihood.sample(self.decoder(chosen), generator))
+        return torch.where(observed, X, torch.cat(parts, dim=1))
+
+    def log_importance_weights(self, X, n_samples=100, *, observed=None, generator=None):
         """The log-weights ``log p(x, z_s) - log q(z_s | x)`` behind :meth:`log_marginal`.
 
         The same draws as :meth:`log_marginal` with the same ``generator`` state, so
@@ -228,10 +300,17 @@ class VAEModule(MaskedModel):
         chunks = []
         for start in range(0, n_samples, draws):
             noise = standard_normal((min(draws, n_samples - start), self.n_components), X, generator)
-            chunks.append(torch.cat([importance_log_weights(self, X[i : i + rows], noise) for i in range(0, n, rows)]))
+            chunks.append(torch.cat([importance_log_weights(self, X[i : i + rows], noise, **_rows(observed, i, rows))
+                                     for i in range(0, n, rows)]))
         return torch.cat(chunks, 1)
 
-    def posterior(self, X):
-        """Encoder mean ``(n, K)`` and diagonal covariance ``(n, K, K)``."""
-        mean, log_var = self.encode(X)
+    def posterior(self, X, *, observed=None):
+        """Encoder mean ``(n, K)`` and diagonal covariance ``(n, K, K)`` (the fill value at
+        entries not ``observed``)."""
+        mean, log_var = self.encode(X if observed is None else torch.where(observed, X, self.fill))
         return mean, torch.diag_embed(log_var.exp())
+
+
+def _rows(observed, start, rows):
+    """``observed=`` of the rows ``start:start + rows``, or nothing when all are observed."""
+    return {} if observed is None else {"observed": observed[start : start + rows]}

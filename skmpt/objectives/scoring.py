@@ -47,7 +47,7 @@ def _chunk_size(model, n_samples, n_features, per_mask_width=1):
     return max(1, chunk_budget() // (max(n_samples, 1) * n_features * per_mask_width))
 
 
-def _shared_mask_sums(model, X, masks, generator):
+def _shared_mask_sums(model, X, masks, generator, observed=None):
     """Sums for masks shared by all samples, evaluated a chunk of masks at a time.
 
     A deterministic model that never holds a samples x masks x features tensor for shared
@@ -61,7 +61,8 @@ def _shared_mask_sums(model, X, masks, generator):
     else:
         chunk = max(1, int(preferred(X.shape[0])))
     parts = [
-        masked_log_prob_sum(model, X, masks[i : i + chunk], generator=generator) for i in range(0, len(masks), chunk)
+        masked_log_prob_sum(model, X, masks[i : i + chunk], generator=generator, observed=observed)
+        for i in range(0, len(masks), chunk)
     ]
     return torch.cat(parts, dim=1) if parts else X.new_zeros(X.shape[0], 0)
 
@@ -147,12 +148,12 @@ def fixed_rate_bias(model, X, mask_rate, *, score_masks="all", random_state=None
     return n_features * score - log_marginal(model, X, generator=noise_generator(model, generator))
 
 
-def _totals_by_size(model, X, mask_blocks, generator):
+def _totals_by_size(model, X, mask_blocks, generator, observed=None):
     """Sum over the masks of each size of ``sum_{j in m} log p(x_j | x_r)``: shape ``(n, D)``."""
     n_samples, n_features = X.shape
     totals = X.new_zeros(n_samples, n_features)
     for masks in mask_blocks:
-        totals.index_add_(1, masks.sum(-1) - 1, _shared_mask_sums(model, X, masks, generator))
+        totals.index_add_(1, masks.sum(-1) - 1, _shared_mask_sums(model, X, masks, generator, observed))
     return totals
 
 
@@ -161,18 +162,56 @@ def _random_mask_blocks(sizes, n_features, generator, device):
         yield masks_of_sizes(block, n_features, random_state=generator, device=device)
 
 
-def _sizes(X):
-    return torch.arange(1, X.shape[1] + 1, dtype=X.dtype, device=X.device)
+def _sizes(X, n_features=None):
+    n_features = X.shape[1] if n_features is None else n_features
+    return torch.arange(1, n_features + 1, dtype=X.dtype, device=X.device)
 
 
-def _ordering_blocks(n_orderings, n_features, generator, device):
+def _embed(blocks, features, n_features):
+    """Masks over the features ``features`` (``(P, k)``) as masks over all ``n_features``."""
+    for block in blocks:
+        full = block.new_zeros(block.shape[0], n_features)
+        full[:, features] = block
+        yield full
+
+
+def _by_pattern(function, X, observed):
+    """``function(rows, pattern)`` on each group of rows that share a pattern of observed
+    entries (``pattern=None`` for complete rows, which are then scored exactly as complete
+    data is), put back in the rows' order.
+
+    The masks a group is scored with depend on its pattern and ``random_state`` only, so a
+    sample's score does not depend on the other samples.
+    """
+    if observed is None or bool(observed.all()):
+        return function(X, None)
+    patterns, index = torch.unique(observed, dim=0, return_inverse=True)
+    out = None
+    for number, pattern in enumerate(patterns):
+        rows = index == number
+        value = function(X[rows], None if bool(pattern.all()) else pattern)
+        if out is None:
+            out = X.new_zeros(X.shape[0], *value.shape[1:])
+        out[rows] = value
+    return out
+
+
+def _ordering_blocks(n_orderings, n_features, generator, device, pattern=None):
+    """Random orderings; with a ``pattern``, of its observed features, followed by the others
+    (whose terms are zero), so that step ``M`` predicts the ``M``-th observed token."""
+    if pattern is not None:
+        features = torch.nonzero(pattern).flatten()
+        rest = torch.nonzero(~pattern).flatten()
+        for block in _ordering_blocks(n_orderings, len(features), generator, device):
+            yield torch.cat([features[block], rest.expand(len(block), -1)], dim=1)
+        return
     per_block = max(1, MASK_BLOCK // n_features)
     for start in range(0, n_orderings, per_block):
         count = min(per_block, n_orderings - start)
         yield random_orderings(count, n_features, random_state=generator, device=device)
 
 
-def _chain_curve(model, X, n_orderings, generator):
+def _chain_curve(model, X, n_orderings, generator, pattern=None):
     if not hasattr(model, "chain_log_prob") and not hasattr(model, "masked_log_prob"):
         raise TypeError(
             f"The 'chain' estimator predicts one token of each nested mask and needs per-token "
@@ -189,17 +228,44 @@ def _chain_curve(model, X, n_orderings, generator):
         chain, width = (lambda X, block, **kw: reference_chain_log_prob(model, X, block, **kw)), n_features
     total = X.new_zeros(n_samples, n_features)
     chunk = _chunk_size(model, n_samples, n_features, width)
-    for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device):
+    observed = {} if pattern is None else {"observed": pattern}
+    for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device, pattern):
         for start in range(0, len(orderings), chunk):
             block = orderings[start : start + chunk]
-            terms = call_with_generator(chain, X, block, generator=model_generator)
+            terms = call_with_generator(chain, X, block, generator=model_generator, **observed)
             total += check_output(terms, (n_samples, len(block), n_features), model, "chain_log_prob", X, block).sum(1)
     return total / n_orderings
 
 
-def mask_plan(model, X, method, score_masks, random_state):
+def _chain_total(model, X, n_orderings, generator, observed):
+    """The chain estimate of ``log p(x_o)`` with each sample's own ``observed`` entries: the
+    orderings run over all ``D`` features and skip the unobserved ones, so rows with different
+    patterns share the orderings (and one call) instead of being scored pattern by pattern."""
+    n_samples, n_features = X.shape
+    if has_own_chain(model):
+        chain, width = model.chain_log_prob, 1
+    else:
+        chain, width = (lambda X, block, **kw: reference_chain_log_prob(model, X, block, **kw)), n_features
+    total = X.new_zeros(n_samples)
+    chunk = _chunk_size(model, n_samples, n_features, width)
+    for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device):
+        for start in range(0, len(orderings), chunk):
+            block = orderings[start : start + chunk]
+            terms = chain(X, block, observed=observed)
+            total += check_output(terms, (n_samples, len(block), n_features), model, "chain_log_prob", X, block).sum(
+                (1, 2)
+            )
+    return total / n_orderings
+
+
+def mask_plan(model, X, method, score_masks, random_state, pattern=None):
     """The masks of a non-chain estimator: blocks of shared masks, how many masks of each size
-    they hold (shape ``(D,)``), and the generator of a stochastic model's noise (or None)."""
+    they hold (shape ``(D,)``, or ``(k,)`` for a ``pattern`` of ``k`` observed features, among
+    which the masks then lie), and the generator of a stochastic model's noise (or None)."""
+    if pattern is not None:
+        features = torch.nonzero(pattern).flatten()
+        blocks, counts, model_generator = mask_plan(model, X[:, features], method, score_masks, random_state)
+        return _embed(blocks, features, X.shape[1]), counts, model_generator
     n_features = X.shape[1]
     if method == "exhaustive":
         counts = [math.comb(n_features, m) for m in range(1, n_features + 1)]
@@ -229,7 +295,7 @@ def _check_method(method, X, score_masks):
     return 1 if method == "exhaustive" else check_positive_int(score_masks, "score_masks")
 
 
-def mpt_curve(model, X, *, method="sweep", score_masks=100, random_state=None):
+def mpt_curve(model, X, *, method="sweep", score_masks=100, random_state=None, observed=None):
     """The MPT curve: ``S(x; M)`` for every mask size ``M = 1..D``, per sample.
 
     Plotted against the masking rate ``M / D`` this is the paper's MPT curve; its sum
@@ -257,6 +323,12 @@ def mpt_curve(model, X, *, method="sweep", score_masks=100, random_state=None):
     random_state : see :func:`skmpt.masks.check_generator`, default=None
         The masks are shared by all samples, so a sample's score does not depend on which
         other samples are scored with it.
+    observed : torch.Tensor of dtype bool and shape (n_samples, n_features), default=None
+        ``True`` for an observed entry (``None``: all are). A sample with ``k`` observed
+        entries is scored by the identity over them, ``log p(x_o) = sum_{M=1}^{k} S_o(x; M)``,
+        with masks among its observed entries (rows sharing a pattern share the masks); its
+        curve is ``S_o(x; M)`` for ``M = 1..k`` and zero after. A sample with nothing
+        observed has a curve of zeros.
 
     Returns
     -------
@@ -275,16 +347,26 @@ def mpt_curve(model, X, *, method="sweep", score_masks=100, random_state=None):
     True
     """
     score_masks = _check_method(method, X, score_masks)
-    if method == "chain":
-        return _chain_curve(model, X, score_masks, check_generator(random_state))
-    blocks, counts, model_generator = mask_plan(model, X, method, score_masks, random_state)
-    return _totals_by_size(model, X, blocks, model_generator) / (counts * _sizes(X))
+    _check_observed(observed, X)
+
+    def curve(X, pattern):
+        if pattern is not None and not bool(pattern.any()):
+            return X.new_zeros(X.shape)
+        if method == "chain":
+            return _chain_curve(model, X, score_masks, check_generator(random_state), pattern)
+        blocks, counts, model_generator = mask_plan(model, X, method, score_masks, random_state, pattern)
+        totals = _totals_by_size(model, X, blocks, model_generator, pattern)
+        size = len(counts)
+        return torch.cat([totals[:, :size] / (counts * _sizes(X, size)), totals[:, size:]], dim=1)
+
+    return _by_pattern(curve, X, observed)
 
 
-def cumulative_score(model, X, *, method="sweep", score_masks=100, random_state=None):
+def cumulative_score(model, X, *, method="sweep", score_masks=100, random_state=None, observed=None):
     """The cumulative MPT estimate of the log-marginal likelihood, ``sum_M S(x; M)``.
 
-    Parameters are those of :func:`mpt_curve`.
+    Parameters are those of :func:`mpt_curve`; with ``observed``, the estimate of
+    ``log p(x_o)`` (zero for a sample with nothing observed).
 
     Returns
     -------
@@ -302,19 +384,43 @@ def cumulative_score(model, X, *, method="sweep", score_masks=100, random_state=
     True
     """
     score_masks = _check_method(method, X, score_masks)
+    _check_observed(observed, X)
+    if method == "chain" and observed is not None and not getattr(model, "stochastic", False):
+        # Each ordering's terms sum to log p(x_o) whatever the pattern: no grouping by pattern.
+        return _chain_total(model, X, score_masks, check_generator(random_state), observed)
+    return _by_pattern(
+        lambda X, pattern: _cumulative(model, X, method, score_masks, random_state, pattern), X, observed
+    )
+
+
+def _check_observed(observed, X):
+    if observed is not None and (observed.dtype != torch.bool or tuple(observed.shape) != tuple(X.shape)):
+        raise ValueError(
+            f"observed must be a boolean tensor of X's shape {tuple(X.shape)}; got "
+            f"{observed.dtype} of shape {tuple(observed.shape)}."
+        )
+
+
+def _cumulative(model, X, method, score_masks, random_state, pattern):
+    """:func:`cumulative_score` of rows that share the pattern of observed entries ``pattern``."""
+    if pattern is not None and not bool(pattern.any()):
+        return X.new_zeros(X.shape[0])
     if method == "chain":
-        return _chain_curve(model, X, score_masks, check_generator(random_state)).sum(-1)
-    blocks, counts, model_generator = mask_plan(model, X, method, score_masks, random_state)
+        return _chain_curve(model, X, score_masks, check_generator(random_state), pattern).sum(-1)
+    blocks, counts, model_generator = mask_plan(model, X, method, score_masks, random_state, pattern)
     # S(x; M) weighs a mask of size M by 1 / (M * masks of that size): the score is one
     # weighted sum over all the masks, which a model may form without the per-mask sums.
-    size_weights = 1 / (counts * _sizes(X))
+    size_weights = 1 / (counts * _sizes(X, len(counts)))
     own = has_own_weighted_sum(model)
+    observed = {} if pattern is None else {"observed": pattern}
     total = X.new_zeros(X.shape[0])
     for masks in blocks:
         weights = size_weights[masks.sum(-1) - 1]
         if own:
-            weighted = call_with_generator(model.weighted_log_prob_sum, X, masks, weights, generator=model_generator)
+            weighted = call_with_generator(
+                model.weighted_log_prob_sum, X, masks, weights, generator=model_generator, **observed
+            )
             total += check_output(weighted, (X.shape[0],), model, "weighted_log_prob_sum", X, masks)
         else:
-            total += _shared_mask_sums(model, X, masks, model_generator) @ weights
+            total += _shared_mask_sums(model, X, masks, model_generator, pattern) @ weights
     return total

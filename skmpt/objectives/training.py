@@ -67,7 +67,7 @@ def check_output(values, shape, model, method, X, masks):
     return values
 
 
-def masked_log_prob_sum(model, X, masks, *, generator=None):
+def masked_log_prob_sum(model, X, masks, *, generator=None, observed=None):
     """``sum_{j in m} log p(x_j | x_r)`` from whichever of the two methods the model has.
 
     Parameters
@@ -79,6 +79,8 @@ def masked_log_prob_sum(model, X, masks, *, generator=None):
             (n_samples, n_masks, n_features)
     generator : torch.Generator, default=None
         Passed to the model's method when given (stochastic models).
+    observed : torch.Tensor of dtype bool and shape (n_samples, n_features) or (n_features,), default=None
+        Entries not observed (``False``), marginalised out; passed to the model only when given.
 
     Returns
     -------
@@ -98,11 +100,12 @@ def masked_log_prob_sum(model, X, masks, *, generator=None):
     """
     check_masks(masks, X)
     expected = (X.shape[0], masks.shape[-2])
+    options = {} if observed is None else {"observed": observed}
     if hasattr(model, "masked_log_prob_sum"):
-        sums = call_with_generator(model.masked_log_prob_sum, X, masks, generator=generator)
+        sums = call_with_generator(model.masked_log_prob_sum, X, masks, generator=generator, **options)
         return check_output(sums, expected, model, "masked_log_prob_sum", X, masks)
     if hasattr(model, "masked_log_prob"):
-        per_token = call_with_generator(model.masked_log_prob, X, masks, generator=generator)
+        per_token = call_with_generator(model.masked_log_prob, X, masks, generator=generator, **options)
         return check_output(per_token, (*expected, X.shape[1]), model, "masked_log_prob", X, masks).sum(-1)
     raise TypeError(
         f"{type(model).__name__} has neither masked_log_prob_sum(X, masks) nor "
@@ -110,7 +113,7 @@ def masked_log_prob_sum(model, X, masks, *, generator=None):
     )
 
 
-def mpt_objective(model, X, masks, *, generator=None):
+def mpt_objective(model, X, masks, *, generator=None, observed=None):
     """The masked pre-training objective, rescaled to the scale of ``log p(x)``.
 
     For each sample and each of its masks, ``(D / |m|) * sum_{j in m} log p(x_j | x_r)``,
@@ -129,6 +132,12 @@ def mpt_objective(model, X, masks, *, generator=None):
         No mask may be empty.
     generator : torch.Generator, default=None
         Passed to a stochastic model (``None``: its draws come from torch's global generator).
+    observed : torch.Tensor of dtype bool and shape (n_samples, n_features), default=None
+        Entries not observed (``False``). The masks must lie among each sample's observed
+        entries (:func:`skmpt.masks.observed_masks` draws them so) and each mask is weighted
+        by ``|o| / |m|`` instead of ``D / |m|``: with sizes uniform on ``1..|o|`` the objective
+        is an unbiased estimate of ``log p(x_o)``. A sample with nothing observed has empty
+        masks and an objective of zero.
 
     Returns
     -------
@@ -148,13 +157,21 @@ def mpt_objective(model, X, masks, *, generator=None):
     """
     check_masks(masks, X)
     sizes = masks.sum(-1)
-    if bool((sizes == 0).any()):
-        raise ValueError("Every mask must mask at least one token; got an empty mask.")
-    sums = masked_log_prob_sum(model, X, masks, generator=generator)
-    return (sums * (X.shape[1] / sizes.to(X.dtype))).mean(-1)
+    if observed is None:
+        if bool((sizes == 0).any()):
+            raise ValueError("Every mask must mask at least one token; got an empty mask.")
+        sums = masked_log_prob_sum(model, X, masks, generator=generator)
+        return (sums * (X.shape[1] / sizes.to(X.dtype))).mean(-1)
+    n_observed = observed.sum(-1, keepdim=True)
+    if bool(((sizes == 0) & (n_observed > 0)).any()):
+        raise ValueError(
+            "Every mask of a sample with observed entries must mask at least one of them; got an empty mask."
+        )
+    sums = masked_log_prob_sum(model, X, masks, generator=generator, observed=observed)
+    return (sums * (n_observed / sizes.clamp(min=1)).to(X.dtype)).mean(-1)
 
 
-def log_marginal(model, X, *, generator=None, **options):
+def log_marginal(model, X, *, generator=None, observed=None, **options):
     """The model's own log-marginal likelihood ``log p(x)`` (exact or estimated), per sample.
 
     Parameters
@@ -164,6 +181,8 @@ def log_marginal(model, X, *, generator=None, **options):
     X : torch.Tensor of shape (n_samples, n_features)
     generator : torch.Generator, default=None
         Passed to a stochastic model's estimate when given.
+    observed : torch.Tensor of dtype bool and shape (n_samples, n_features), default=None
+        Entries not observed: the model's ``log p(x_o)`` of the observed sub-vector.
     **options
         Passed to ``model.log_marginal`` (e.g. ``n_samples`` of an importance-sampled one).
 
@@ -183,10 +202,12 @@ def log_marginal(model, X, *, generator=None, **options):
     """
     if not hasattr(model, "log_marginal"):
         raise TypeError(f"{type(model).__name__} has no log_marginal(X) method.")
+    if observed is not None:
+        options["observed"] = observed
     return call_with_generator(model.log_marginal, X, generator=generator, **options)
 
 
-def elbo(model, X, *, generator=None):
+def elbo(model, X, *, generator=None, observed=None):
     """The evidence lower bound, one reparameterised sample and the analytic KL, per sample.
 
     ``log p(x | z) - KL(q(z | x) || p(z))`` with ``z ~ q(z | x)``, a lower bound on
@@ -200,6 +221,9 @@ def elbo(model, X, *, generator=None):
     X : torch.Tensor of shape (n_samples, n_features)
     generator : torch.Generator, default=None
         The sample's noise; ``None``: torch's global generator.
+    observed : torch.Tensor of dtype bool and shape (n_samples, n_features), default=None
+        Entries not observed: the encoder sees ``model.fill`` (zero if it has none) there and
+        the likelihood sums over the observed entries, a bound on ``log p(x_o)``.
 
     Returns
     -------
@@ -215,13 +239,18 @@ def elbo(model, X, *, generator=None):
     >>> elbo(module, X, generator=torch.Generator().manual_seed(0)).shape
     torch.Size([3])
     """
-    mean, log_var = model.encode(X)
+    if observed is None:
+        mean, log_var = model.encode(X)
+        z = mean + (0.5 * log_var).exp() * standard_normal(mean.shape, X, generator)
+        kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
+        return model.log_likelihood(X, z) - kl
+    mean, log_var = model.encode(torch.where(observed, X, getattr(model, "fill", 0.0)))
     z = mean + (0.5 * log_var).exp() * standard_normal(mean.shape, X, generator)
     kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
-    return model.log_likelihood(X, z) - kl
+    return model.log_likelihood(X, z, observed=observed) - kl
 
 
-def iwae(model, X, *, n_particles=16, generator=None):
+def iwae(model, X, *, n_particles=16, generator=None, observed=None):
     """The importance-weighted bound (Burda et al., 2016) with ``n_particles`` draws, per sample.
 
     ``log (1/S) sum_s p(x, z_s) / q(z_s | x)`` with ``z_s ~ q(z | x)``: a tighter lower bound on
@@ -234,6 +263,8 @@ def iwae(model, X, *, n_particles=16, generator=None):
     X : torch.Tensor of shape (n_samples, n_features)
     n_particles : int, default=16
     generator : torch.Generator, default=None
+    observed : torch.Tensor of dtype bool and shape (n_samples, n_features), default=None
+        As in :func:`elbo`: a bound on ``log p(x_o)`` (the MIWAE bound of Mattei and Frellsen, 2019).
 
     Returns
     -------
@@ -250,9 +281,11 @@ def iwae(model, X, *, n_particles=16, generator=None):
     torch.Size([3])
     """
     n_particles = check_positive_int(n_particles, "n_particles")
-    encoded = model.encode(X)
+    filled = X if observed is None else torch.where(observed, X, getattr(model, "fill", 0.0))
+    encoded = model.encode(filled)
     noise = standard_normal((X.shape[0], n_particles, encoded[0].shape[-1]), X, generator)
-    log_weights = importance_log_weights(model, X, noise, encoded=encoded)
+    options = {} if observed is None else {"observed": observed}
+    log_weights = importance_log_weights(model, X, noise, encoded=encoded, **options)
     return torch.logsumexp(log_weights, dim=1) - math.log(n_particles)
 
 

@@ -6,6 +6,8 @@
 - :func:`check_mpt_identity` measures how far the cumulative MPT score ``sum_M S(x; M)`` of a
   model lies from its log-marginal likelihood: zero (to rounding) when the model's masked
   conditionals come from one joint density, and the size of their inconsistency otherwise.
+- :func:`check_incomplete_rows` (one of those checks) holds a model that takes ``observed=`` to
+  the contract on rows with entries not observed.
 - :class:`TabularJoint` is a model whose conditionals are exact by construction (a probability
   table over ``{0, 1}**D``, conditioned by brute force), useful as a reference.
 - The strategies (:func:`tabular_joints`, :func:`ppca_parameters`) need ``hypothesis``, which
@@ -17,7 +19,7 @@ Examples
 >>> joint = TabularJoint.random(3, random_state=0)
 >>> report = check_masked_model(joint, joint.sample(5, random_state=0))
 >>> len(MASKED_MODEL_CHECKS), report["identity"] < 1e-12
-(13, True)
+(14, True)
 """
 
 from .case import MaskedModelCase
@@ -39,6 +41,7 @@ from .checks import (
     check_zero_at_observed,
 )
 from .identity import IdentityCheck, assert_mpt_identity, check_mpt_identity
+from .missing import accepts_observed, check_incomplete_rows, incomplete_pattern
 from .joints import TabularJoint
 from .strategies import ppca_parameters, tabular_joints
 
@@ -47,12 +50,14 @@ __all__ = [
     "IdentityCheck",
     "MaskedModelCase",
     "TabularJoint",
+    "accepts_observed",
     "assert_mpt_identity",
     "check_batch_independence",
     "check_call_shapes",
     "check_chain_matches_reference",
     "check_decode_output",
     "check_identity",
+    "check_incomplete_rows",
     "check_log_marginal_output",
     "check_masked_log_prob_output",
     "check_masked_model",
@@ -63,6 +68,7 @@ __all__ = [
     "check_shared_and_per_sample_masks",
     "check_weighted_sum_matches_reference",
     "check_zero_at_observed",
+    "incomplete_pattern",
     "ppca_parameters",
     "tabular_joints",
 ]

@@ -31,7 +31,7 @@ def as_model_and_tensor(model, X):
     """
     if isinstance(model, BaseEstimator):
         check_is_fitted(model)
-        return model.module_, model._to_tensor(X, reset=False)
+        return model.module_, model._to_tensor(X, reset=False)[0]
     if isinstance(X, torch.Tensor):
         return model, X.detach()
     given = getattr(X, "dtype", None)

@@ -13,6 +13,7 @@ import torch
 from ..models import reference_chain_log_prob
 from .case import MaskedModelCase
 from .identity import check_mpt_identity
+from .missing import check_incomplete_rows
 
 __all__ = [
     "MASKED_MODEL_CHECKS",
@@ -21,6 +22,7 @@ __all__ = [
     "check_chain_matches_reference",
     "check_decode_output",
     "check_identity",
+    "check_incomplete_rows",
     "check_log_marginal_output",
     "check_masked_log_prob_output",
     "check_masked_model",
@@ -428,6 +430,7 @@ MASKED_MODEL_CHECKS = (
     check_identity,
     check_posterior_output,
     check_decode_output,
+    check_incomplete_rows,
 )
 
 
@@ -451,6 +454,9 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_check_masks=8, n_or
         :func:`check_identity` (``"identity"``)
     11. :func:`check_posterior_output` (``"posterior"``) and :func:`check_decode_output`
         (``"decode"``)
+    12. :func:`check_incomplete_rows` (``"incomplete rows"``): the fast paths against the
+        reference with entries not observed, and the identity over the observed entries
+        against ``log_marginal(X, observed=)`` (skipped for a model without ``observed=``)
 
     For a stochastic model each comparison calls both sides with generators seeded alike
     and with the same masks per call, so they agree exactly when the model draws its noise

@@ -1,0 +1,239 @@
+"""MaskedImputer: scikit-learn's imputer API around any skmpt array estimator."""
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.impute import MissingIndicator
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._validation import validate_parameters
+from .ppca import MaskedPPCA
+
+__all__ = ["MaskedImputer"]
+
+
+def _is_nan(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value != value
+
+
+def _missing_mask(X, missing_values):
+    """Where ``X`` holds the marker ``missing_values`` (NaN compares by ``isnan``)."""
+    return np.isnan(X) if _is_nan(missing_values) else X == missing_values
+
+
+class MaskedImputer(TransformerMixin, BaseEstimator):
+    """Impute missing values with a latent-variable model fitted to the observed entries.
+
+    The ``estimator`` (an skmpt array estimator) is fitted to the incomplete data: masked
+    pre-training among each sample's observed entries maximises the likelihood of what was
+    observed, ``log p(x_o)``, which is the right target when the data are missing at random.
+    ``transform`` then fills each missing entry with its conditional mean given the observed
+    ones, ``E[x_mis | x_obs]`` (or, with ``sample_posterior=True``, a draw from
+    ``p(x_mis | x_obs)``, for multiple imputation); observed entries are returned untouched.
+    Exact for PPCA, factor analysis, the Gaussian mixtures and the linear VAE; the deep VAE
+    imputes by self-normalised importance sampling (MIWAE).
+
+    Parameters
+    ----------
+    estimator : skmpt array estimator, default=None
+        The model, cloned at fit; ``None`` is ``MaskedPPCA()``.
+    missing_values : float or int, default=np.nan
+        The marker of a missing entry. A numeric marker is taken as missing wherever it occurs
+        (as scikit-learn's imputers do), so it must not also be a value the data can take: a
+        binary-likelihood estimator with a marker of 0 or 1 is refused, since every real 0
+        (or 1) would become missing; with a numeric marker, NaN in ``X`` is an error.
+    sample_posterior : bool, default=False
+        Draw each missing entry from ``p(x_mis | x_obs)`` instead of taking its mean.
+    add_indicator : bool, default=False
+        Append a :class:`~sklearn.impute.MissingIndicator`'s columns (features with missing
+        values at fit time) to the output.
+    keep_empty_features : bool, default=False
+        Keep features missing in every training sample, imputed with 0 (as scikit-learn's
+        imputers do); if False such a feature is an error, since no model can learn it.
+    random_state : int, RandomState instance or None, default=None
+        The draws of ``sample_posterior=True``.
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        The fitted model, on the features observed at fit time.
+    indicator_ : MissingIndicator or None
+        With ``add_indicator=True``.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Where ``X`` has string column names.
+
+    See Also
+    --------
+    sklearn.impute.IterativeImputer : Imputes by regressing each feature on the others in turn.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt import MaskedImputer, MaskedPPCA
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 1)) @ rng.normal(size=(1, 4)) + 0.1 * rng.normal(size=(200, 4))
+    >>> X_missing = X.copy()
+    >>> X_missing[rng.random(X.shape) < 0.2] = np.nan
+    >>> imputer = MaskedImputer(MaskedPPCA(1, random_state=0)).fit(X_missing)
+    >>> X_imputed = imputer.transform(X_missing)
+    >>> bool(np.isnan(X_imputed).any()), bool((X_imputed[~np.isnan(X_missing)] == X[~np.isnan(X_missing)]).all())
+    (False, True)
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [None, object],
+        "missing_values": [numbers.Real],
+        "sample_posterior": ["boolean"],
+        "add_indicator": ["boolean"],
+        "keep_empty_features": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self, estimator=None, *, missing_values=np.nan, sample_posterior=False, add_indicator=False,
+        keep_empty_features=False, random_state=None,
+    ):
+        self.estimator = estimator
+        self.missing_values = missing_values
+        self.sample_posterior = sample_posterior
+        self.add_indicator = add_indicator
+        self.keep_empty_features = keep_empty_features
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    # ------------------------------------------------------------------ data
+    def _validate(self, X, *, reset):
+        """``X`` as float64 with NaN at the missing entries, and the missing mask."""
+        nan_marker = _is_nan(self.missing_values)
+        X = validate_data(
+            self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan" if nan_marker else True, copy=True
+        )
+        missing = _missing_mask(X, self.missing_values)
+        X[missing] = np.nan
+        return X, missing
+
+    def _check_marker(self, estimator):
+        likelihood = getattr(estimator, "likelihood", "gaussian")
+        if not _is_nan(self.missing_values) and likelihood == "bernoulli" and self.missing_values in (0, 1):
+            raise ValueError(
+                f"missing_values={self.missing_values!r} is also a value of binary data: with "
+                f"likelihood='bernoulli' every real {self.missing_values!r} would be taken as missing. "
+                f"Mark missing entries with np.nan (or another value outside {{0, 1}})."
+            )
+
+    # ------------------------------------------------------------------ fit / transform
+    def fit(self, X, y=None):
+        """Fit the estimator to the observed entries of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            ``missing_values`` marks the missing entries.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : MaskedImputer
+        """
+        validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
+        estimator = MaskedPPCA() if self.estimator is None else self.estimator
+        self._check_marker(estimator)
+        X, missing = self._validate(X, reset=True)
+        empty = missing.all(0)
+        if empty.any() and not self.keep_empty_features:
+            raise ValueError(
+                f"Feature(s) {np.flatnonzero(empty)[:10].tolist()} are missing in every training sample: "
+                f"no model can impute them. Drop them, or pass keep_empty_features=True to keep them "
+                f"(imputed with 0)."
+            )
+        self._valid = ~empty
+        self.estimator_ = clone(estimator).fit(X[:, self._valid])
+        self.indicator_ = (
+            MissingIndicator(missing_values=np.nan, error_on_new=False).fit(X) if self.add_indicator else None
+        )
+        self.random_state_ = check_random_state(self.random_state)
+        return self
+
+    def transform(self, X):
+        """Fill the missing entries of ``X``; the observed ones are returned untouched.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_imputed : ndarray of shape (n_samples, n_features) or (n_samples, n_features + n_indicators)
+        """
+        check_is_fitted(self)
+        X, missing = self._validate(X, reset=False)
+        out = np.zeros_like(X)
+        part = X[:, self._valid]
+        if self.sample_posterior:
+            seed = int(self.random_state_.randint(np.iinfo(np.int32).max))
+            out[:, self._valid] = self.estimator_.sample_missing(part, 1, random_state=seed)[0]
+        else:
+            out[:, self._valid] = self.estimator_.impute(part)
+        if self.indicator_ is not None:
+            out = np.hstack([out, self.indicator_.transform(X)])
+        return out
+
+    def score(self, X, y=None):
+        """Mean log-likelihood of the observed entries of ``X`` under the fitted model.
+
+        The held-out observed-data log-likelihood, ``log p(x_o)`` per sample (the estimator's
+        own ``score`` on ``X`` with its missing entries marginalised out): what
+        :class:`~sklearn.model_selection.GridSearchCV` maximises to choose, e.g.,
+        ``estimator__n_components``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        score : float
+            Nats per sample.
+        """
+        check_is_fitted(self)
+        X, _ = self._validate(X, reset=False)
+        return self.estimator_.score(X[:, self._valid])
+
+    def get_feature_names_out(self, input_features=None):
+        """Output feature names: the input features, then the indicator's.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+
+        Returns
+        -------
+        feature_names_out : ndarray of str
+        """
+        check_is_fitted(self)
+        names = getattr(self, "feature_names_in_", None)
+        if input_features is not None:
+            input_features = np.asarray(input_features, dtype=object)
+            if len(input_features) != self.n_features_in_ or (
+                names is not None and not np.array_equal(input_features, names)
+            ):
+                raise ValueError(
+                    f"input_features must be the {self.n_features_in_} feature names seen at fit; "
+                    f"got {list(input_features)}."
+                )
+            names = input_features
+        if names is None:
+            names = np.asarray([f"x{i}" for i in range(self.n_features_in_)], dtype=object)
+        if self.indicator_ is None:
+            return np.asarray(names, dtype=object)
+        return np.concatenate([names, self.indicator_.get_feature_names_out(names)]).astype(object)

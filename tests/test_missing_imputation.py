@@ -1,0 +1,202 @@
+"""Incomplete data (issue 21): impute, sample_missing and MaskedImputer."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import logsumexp
+from scipy.stats import multivariate_normal
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import check_estimator
+
+from skmpt import (
+    MaskedFactorAnalysis,
+    MaskedGaussianMixture,
+    MaskedImputer,
+    MaskedLinearVAE,
+    MaskedPPCA,
+    MaskedVAE,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _data(n=120, d=5, k=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, k)) @ rng.normal(size=(k, d)) + 0.3 * rng.normal(size=(n, d)) + 2.0
+    X_missing = X.copy()
+    X_missing[rng.random(X.shape) < 0.25] = np.nan
+    X_missing[0] = np.nan  # a row with nothing observed
+    X_missing[1] = X[1]  # a complete row
+    return X, X_missing
+
+
+def _conditional_mean(mean, covariance, x):
+    """``E[x_m | x_o]`` of one Gaussian, by the textbook formula."""
+    o, m = ~np.isnan(x), np.isnan(x)
+    out = x.copy()
+    out[m] = mean[m] + covariance[np.ix_(m, o)] @ np.linalg.solve(covariance[np.ix_(o, o)], x[o] - mean[o])
+    return out
+
+
+@pytest.mark.parametrize("make", [
+    lambda: MaskedPPCA(2, max_epochs=3, random_state=0),
+    lambda: MaskedFactorAnalysis(2, max_epochs=3, random_state=0),
+])
+def test_linear_gaussian_impute_is_the_conditional_mean(make):
+    X, X_missing = _data()
+    estimator = make().fit(X_missing)
+    imputed = estimator.impute(X_missing)
+    covariance = estimator.get_covariance()
+    expected = np.array([_conditional_mean(estimator.mean_, covariance, x) for x in X_missing])
+    np.testing.assert_allclose(imputed, expected, rtol=1e-9, atol=1e-9)
+    observed = ~np.isnan(X_missing)
+    assert np.array_equal(imputed[observed], X_missing[observed])  # bit for bit
+    np.testing.assert_allclose(imputed[0], estimator.mean_, rtol=1e-12)  # nothing observed: the mean
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_mixture_impute_is_the_responsibility_weighted_conditional_mean(covariance_type):
+    _, X_missing = _data()
+    gmm = MaskedGaussianMixture(2, covariance_type=covariance_type, max_epochs=3, random_state=0).fit(X_missing)
+    covariances = gmm.covariances_ if covariance_type == "full" else np.stack([np.diag(c) for c in gmm.covariances_])
+    expected = []
+    for x in X_missing:
+        o = ~np.isnan(x)
+        if not o.any():
+            expected.append(gmm.weights_ @ gmm.means_)
+            continue
+        logs = [np.log(w) + multivariate_normal(m[o], c[np.ix_(o, o)]).logpdf(x[o])
+                for w, m, c in zip(gmm.weights_, gmm.means_, covariances, strict=True)]
+        weights = np.exp(np.array(logs) - logsumexp(logs))
+        expected.append(sum(w * _conditional_mean(m, c, x) for w, m, c in zip(weights, gmm.means_, covariances,
+                                                                                strict=True)))
+    np.testing.assert_allclose(gmm.impute(X_missing), np.array(expected), rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: MaskedPPCA(2, max_epochs=3, random_state=0),
+    lambda: MaskedGaussianMixture(2, max_epochs=3, random_state=0),
+    lambda: MaskedLinearVAE(1, likelihood="gaussian", n_quadrature=6, max_epochs=2, random_state=0),
+    lambda: MaskedVAE(2, hidden_layer_sizes=(6,), max_epochs=2, score_masks=2, random_state=0),
+], ids=["ppca", "gmm", "linear_vae", "vae"])
+def test_draws_average_to_the_imputation_and_keep_observed_entries(make):
+    _, X_missing = _data()
+    estimator = make().fit(X_missing)
+    draws = estimator.sample_missing(X_missing, 400, random_state=0)
+    assert draws.shape == (400, *X_missing.shape)
+    observed = ~np.isnan(X_missing)
+    assert (draws[:, observed] == X_missing[observed]).all()
+    assert np.isfinite(draws).all()
+    imputed = estimator.impute(X_missing)
+    spread = draws.std(0)[~observed]
+    # The draws' mean is the conditional mean within Monte Carlo error (VAE: both are estimates).
+    tolerance = 5 * spread / np.sqrt(400) + (0.1 if isinstance(estimator, MaskedVAE) else 1e-9)
+    assert (np.abs(draws.mean(0)[~observed] - imputed[~observed]) <= tolerance).mean() > 0.97
+    again = estimator.sample_missing(X_missing, 400, random_state=0)
+    assert np.array_equal(draws, again)
+    with pytest.raises(ValueError, match="n_draws must be a positive integer"):
+        estimator.sample_missing(X_missing, 0)
+
+
+def test_linear_vae_impute_matches_the_grid():
+    _, X_missing = _data(d=4)
+    vae = MaskedLinearVAE(1, likelihood="gaussian", n_quadrature=8, max_epochs=2, random_state=0).fit(X_missing)
+    module = vae.module_
+    with torch.no_grad():
+        nodes, log_weights = module.nodes.numpy(), module.log_weights.numpy()
+        activations = (module.nodes @ module.components + module.intercept).numpy()
+        sd = float(module.noise_variance) ** 0.5
+    expected = []
+    for x in X_missing:
+        o = ~np.isnan(x)
+        log_post = log_weights + (-0.5 * ((x[o] - activations[:, o]) / sd) ** 2).sum(1)
+        post = np.exp(log_post - logsumexp(log_post))
+        expected.append(np.where(o, x, post @ activations + vae.offset_))
+    assert nodes.shape[0] == 8
+    np.testing.assert_allclose(vae.impute(X_missing), np.array(expected), rtol=1e-9, atol=1e-9)
+
+
+def test_vae_imputes_by_importance_sampling_and_says_so():
+    assert "MIWAE" in MaskedVAE.impute.__doc__ or "importance" in MaskedVAE.impute.__doc__
+    from skmpt.models import VAEModule
+
+    assert "Mattei and Frellsen" in VAEModule.impute.__doc__
+
+
+def test_masked_imputer_api_pipeline_and_persistence():
+    X, X_missing = _data()
+    imputer = MaskedImputer(MaskedPPCA(1, max_epochs=5, random_state=0), add_indicator=True)
+    out = imputer.fit_transform(X_missing)
+    n_indicators = int(np.isnan(X_missing).any(0).sum())
+    assert out.shape == (len(X), 5 + n_indicators)
+    observed = ~np.isnan(X_missing)
+    assert np.array_equal(out[:, :5][observed], X_missing[observed])
+    assert np.array_equal(out[:, 5:], np.isnan(X_missing)[:, np.isnan(X_missing).any(0)])
+    names = imputer.get_feature_names_out()
+    assert list(names[:5]) == [f"x{i}" for i in range(5)] and names[5].startswith("missingindicator_")
+    pandas = pytest.importorskip("pandas")
+    frame = imputer.set_output(transform="pandas").fit_transform(pandas.DataFrame(X_missing, columns=list("abcde")))
+    assert list(frame.columns[:5]) == list("abcde")
+    restored = pickle.loads(pickle.dumps(imputer))
+    assert clone(imputer).get_params()["estimator"].n_components == 1
+    np.testing.assert_array_equal(restored.transform(pandas.DataFrame(X_missing, columns=list("abcde"))), frame)
+    pipeline = make_pipeline(MaskedImputer(MaskedPPCA(1, max_epochs=5, random_state=0)), StandardScaler())
+    assert np.isfinite(pipeline.fit_transform(X_missing)).all()
+
+
+def test_grid_search_chooses_n_components_by_held_out_likelihood():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2)) @ rng.normal(size=(2, 6)) * 2 + 0.3 * rng.normal(size=(200, 6))
+    X[rng.random(X.shape) < 0.2] = np.nan
+    search = GridSearchCV(
+        MaskedImputer(MaskedPPCA(max_epochs=25, random_state=0)), {"estimator__n_components": [1, 2]}, cv=2
+    ).fit(X)
+    assert search.best_params_ == {"estimator__n_components": 2}
+    scores = search.cv_results_["mean_test_score"]
+    assert scores[1] > scores[0]
+
+
+def test_masked_imputer_errors_and_accepted_cases():
+    X, X_missing = _data()
+    with pytest.raises(ValueError, match=r"Feature\(s\) \[2\] are missing in every training sample"):
+        empty = X_missing.copy()
+        empty[:, 2] = np.nan
+        MaskedImputer(MaskedPPCA(1, max_epochs=2)).fit(empty)
+    kept = MaskedImputer(MaskedPPCA(1, max_epochs=2), keep_empty_features=True).fit(empty)
+    out = kept.transform(empty)
+    assert out.shape == empty.shape and (out[:, 2] == 0).all()
+    with pytest.raises(ValueError, match="infinity"):
+        bad = X_missing.copy()
+        bad[3, 3] = np.inf
+        MaskedImputer(MaskedPPCA(1, max_epochs=2)).fit(bad)
+    with pytest.raises(ValueError, match="also a value of binary data"):
+        MaskedImputer(MaskedLinearVAE(1, n_quadrature=4, max_epochs=1), missing_values=0).fit((X > 2).astype(float))
+    with pytest.raises(ValueError, match="NaN"):
+        MaskedImputer(MaskedPPCA(1, max_epochs=2), missing_values=-1).fit(X_missing)
+    marked = np.where(np.isnan(X_missing), -1.0, X_missing)
+    out = MaskedImputer(MaskedPPCA(1, max_epochs=2, random_state=0), missing_values=-1).fit(marked).transform(marked)
+    reference = MaskedImputer(MaskedPPCA(1, max_epochs=2, random_state=0)).fit(X_missing).transform(X_missing)
+    np.testing.assert_array_equal(out, reference)
+    draws = MaskedImputer(MaskedPPCA(1, max_epochs=2), sample_posterior=True, random_state=0).fit(X_missing)
+    first, second = draws.transform(X_missing), draws.transform(X_missing)
+    assert not np.array_equal(first, second)  # a fresh draw per call, reproducible from random_state
+    np.testing.assert_array_equal(first[~np.isnan(X_missing)], X_missing[~np.isnan(X_missing)])
+
+
+def test_masked_imputer_passes_check_estimator():
+    results = check_estimator(MaskedImputer(MaskedPPCA(1, max_epochs=2)), on_fail=None)
+    failed = [(r["check_name"], repr(r["exception"])) for r in results if r["status"] == "failed"]
+    assert not failed, failed
+
+
+def test_default_imputer_is_ppca():
+    _, X_missing = _data(n=30)
+    imputer = MaskedImputer().set_params(random_state=0)
+    assert imputer.estimator is None
+    out = imputer.fit(X_missing).transform(X_missing)
+    assert isinstance(imputer.estimator_, MaskedPPCA) and not np.isnan(out).any()
