@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 import torch
 
 pytest.importorskip("transformers")
@@ -62,6 +63,27 @@ def test_the_chain_is_the_exact_conditional_of_a_joint_and_the_others_agree_with
     np.testing.assert_allclose(full, [joint.log_marginal(torch.tensor([["ab".index(c) for c in w]],
                                                                       dtype=torch.float64)).item()
                                       for w in sentences], rtol=1e-10)
+
+
+def test_the_scorer_methods_give_the_conditional_and_its_curve(joint_scorer):
+    joint, scorer = joint_scorer
+    sentences = [s.split() for s in ["a b b a b", "b b a a a"]]
+    contexts = [" ".join(words[:2]) for words in sentences]
+    continuations = [" " + " ".join(words[2:]) for words in sentences]
+    exact = np.array([exact_conditional(joint, words, 2) for words in sentences])
+    scorer = clone(scorer).set_params(mask_rates=[1 / 3, 2 / 3, 0.99], score_masks=3).fit()
+    scores, std = scorer.conditional_score_samples(contexts, continuations, method="chain", return_std=True)
+    np.testing.assert_allclose(scores, exact, rtol=1e-10)
+    np.testing.assert_allclose(std, 0, atol=1e-10)
+    np.testing.assert_allclose(scorer.set_params(unit="bits").conditional_score_samples(
+        contexts, continuations, method="chain"), exact / np.log(2), rtol=1e-10)
+    # the curve over the continuation's 3 tokens (sizes 1, 2, 3) sums to the sweep's estimate
+    curve, curve_std = scorer.set_params(unit="nats").conditional_transform(contexts, continuations, return_std=True)
+    assert curve.shape == curve_std.shape == (2, 3) and (curve_std >= 0).all()
+    sweep = scorer.conditional_score_samples(contexts, continuations, method="sweep")
+    np.testing.assert_allclose(curve.sum(1), sweep, rtol=1e-12)
+    with pytest.raises(ValueError, match="tokenizes to nothing"):
+        scorer.conditional_transform(["a b"], [""])
 
 
 def test_multiple_choice_and_minimal_pairs(joint_scorer):

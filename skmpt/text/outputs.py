@@ -1,16 +1,20 @@
 """The outputs of :class:`~skmpt.MLMCurveScorer` beyond the curve: the pseudo-log-likelihood and
 its variants, per-token and per-word scores, pseudo-perplexity, the paper's area, the chain's
-spread across orderings, units and standard errors.
+spread across orderings, conditional scores of a continuation given a context, units and
+standard errors.
 
 They live in :class:`MLMOutputsMixin`, which ``MLMCurveScorer`` inherits; the work is done by
 the scoring strategies of :mod:`skmpt.text.scoring` and the plain functions here.
 """
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
 from ..objectives import curve_area
+from .conditional import conditional_log_likelihood, encode_pairs
 from .scoring import (
     ChainSpread,
+    CurveMasks,
     CurveTokenScores,
     SingleTokenMasks,
     TokenScores,
@@ -253,3 +257,59 @@ class MLMOutputsMixin:
         area : ndarray of shape (n_texts,)
         """
         return curve_area(self.transform(X), self.mask_rates_, scale=scale)
+
+    def conditional_transform(self, contexts, continuations, *, return_std=False):
+        """Conditional MPT curve of each continuation given its context, at each rate of ``mask_rates_``.
+
+        The text is ``context + continuation``; masks of ``M = round(rate * L_c)`` tokens are drawn
+        among the continuation's ``L_c`` tokens only, the context always visible, so the curve's
+        sum over ``M = 1..L_c`` is ``log p(continuation | context)``
+        (:meth:`conditional_score_samples`). Start the continuation with its space (``" sat"``).
+
+        Parameters
+        ----------
+        contexts, continuations : sequences of str of the same length
+        return_std : bool, default=False
+            Also return each value's standard error over the masks (needs ``score_masks >= 2``).
+
+        Returns
+        -------
+        curve : ndarray of shape (n_pairs, n_rates)
+        curve_std : ndarray of shape (n_pairs, n_rates)
+            Only with ``return_std=True``.
+        """
+        check_is_fitted(self)
+        self._check_std(return_std)
+        encoded = encode_pairs(contexts, continuations, self.tokenizer_, self.max_length_)
+        strategy = CurveMasks(self.mask_rates_, self.score_masks, return_std)
+        return self._with_std(self._score(None, strategy, encoded), return_std)
+
+    def conditional_score_samples(self, contexts, continuations, *, method=None, return_std=False):
+        """``log p(continuation | context)`` of each pair, with masks among the continuation's tokens.
+
+        :func:`~skmpt.text.conditional_log_likelihood` with ``max(2, score_masks)`` samples: the
+        chain (one ordering is exact for a model whose conditionals come from one joint), the
+        sweep over every mask size, or LLaDA's Monte Carlo estimator with uniform mask sizes;
+        :func:`~skmpt.text.compare_conditional_estimators` sets them side by side. For minimal
+        pairs and multiple choice see :func:`~skmpt.text.multiple_choice`.
+
+        Parameters
+        ----------
+        contexts, continuations : sequences of str of the same length
+            Joined as ``context + continuation``: start the continuation with its space.
+        method : {"chain", "sweep", "uniform"} or None, default=None
+            None is the scorer's ``score_method``.
+        return_std : bool, default=False
+            Also return each estimate's Monte Carlo standard error.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_pairs,)
+        scores_std : ndarray of shape (n_pairs,)
+            Only with ``return_std=True``.
+        """
+        check_is_fitted(self)
+        method = self.score_method if method is None else method
+        result = conditional_log_likelihood(self, contexts, continuations, method=method)
+        scores = self._unit(result.log_likelihood)
+        return (scores, self._unit(result.std)) if return_std else scores
