@@ -159,3 +159,19 @@ def test_one_memory_budget():
             ):
                 literals.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: 2**{node.right.value}")
     assert not literals, "\n".join(literals)
+
+
+def test_no_merge_conflict_markers():
+    """No file of the source tree keeps a line that git writes around a merge conflict."""
+    root = PACKAGE.parent
+    suffixes = {".py", ".rst", ".md", ".toml", ".cfg", ".txt", ".csv"}
+    folders = [root / name for name in ("skmpt", "tests", "docs", "examples", "benchmarks")]
+    paths = [root / name for name in ("README.md", "CHANGELOG.md", "pyproject.toml")]
+    paths += [path for folder in folders for path in folder.rglob("*")
+              if path.suffix in suffixes and "_build" not in path.parts and "auto_examples" not in path.parts]
+    markers = []
+    for path in paths:
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "=======":
+                markers.append(f"{path.relative_to(root)}:{number}: {line}")
+    assert not markers, "\n".join(markers)
