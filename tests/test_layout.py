@@ -172,6 +172,6 @@ def test_no_merge_conflict_markers():
     markers = []
     for path in paths:
         for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-            if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "=======":
+            if line.startswith(("<<<<<<< ", ">>>>>>> ")):  # a bare ======= may be an rst underline
                 markers.append(f"{path.relative_to(root)}:{number}: {line}")
     assert not markers, "\n".join(markers)
