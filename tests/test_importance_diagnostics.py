@@ -82,3 +82,29 @@ def test_unreliable_estimates_warn():
         log_weights = module.log_importance_weights(torch.randn(4, 3, dtype=torch.float64), 400,
                                                     generator=torch.Generator().manual_seed(0))
     assert (importance_diagnostics(log_weights.numpy())["pareto_k"] > 0.7).all()
+
+
+def test_conditional_diagnostics_of_the_importance_sampled_conditionals(fitted):
+    vae, X = fitted
+    masks = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 1]], dtype=bool)
+    with pytest.warns(UserWarning, match=r"conditionals of 18 of 18.*n_particles=16"):
+        log_prob, d = vae.conditional_log_prob(X, masks, return_diagnostics=True)
+    np.testing.assert_array_equal(log_prob, vae.conditional_log_prob(X, masks))  # the same draws
+    assert d.ess.shape == d.pareto_k.shape == (6, 3) and d.standard_error.shape == (6, 3, 4)
+    assert ((d.ess >= 1) & (d.ess <= 16)).all() and not d.reliable.any()  # S = 16 < 20: no tail fit
+    assert (d.standard_error[:, ~masks] == 0).all() and (d.standard_error[:, masks] > 0).all()
+    # The delta-method SE against the spread of 40 independent sets of 400 particles.
+    module = VAEModule(4, 1, (8,), "relu", "gaussian", n_particles=400)
+    module.load_state_dict(vae.module_.state_dict())
+    X_t, mask_t = torch.as_tensor(X - vae.offset_), torch.as_tensor(masks)
+    with torch.no_grad():
+        repeats = np.stack([module.masked_log_prob(X_t, mask_t, generator=torch.Generator().manual_seed(s)).numpy()
+                            for s in range(40)])
+        generator = torch.Generator().manual_seed(99)
+        log_w, token = module.masked_log_prob_weights(X_t, mask_t, generator=generator)
+        estimate = module.masked_log_prob(X_t, mask_t, generator=torch.Generator().manual_seed(99))
+    np.testing.assert_allclose(torch.logsumexp(log_w.unsqueeze(-1) + token, -2)[:, mask_t], estimate[:, mask_t])
+    w, p = log_w.exp().numpy()[..., None], np.exp(token.numpy() - estimate.numpy()[:, :, None])
+    se = np.sqrt((w**2 * (p - 1) ** 2).sum(2))[:, masks]
+    ratio = repeats.std(0, ddof=1)[:, masks] / se
+    assert 0.8 < np.median(ratio) < 1.25, ratio

@@ -24,7 +24,7 @@ from .contract import (
     standard_normal,
     standard_normal_log_prob,
 )
-from ._importance import importance_diagnostics, pareto_khat
+from ._importance import importance_diagnostics, pareto_k_threshold, pareto_khat
 from .gaussian_mixture import GaussianMixtureModule
 from .linear_gaussian import FactorAnalysisModule, LinearGaussianModule, PPCAModule
 from .linear_vae import LinearVAEModule
@@ -44,6 +44,7 @@ __all__ = [
     "has_own_weighted_sum",
     "importance_diagnostics",
     "importance_log_weights",
+    "pareto_k_threshold",
     "pareto_khat",
     "reference_chain_log_prob",
     "standard_normal",

@@ -147,7 +147,12 @@ class VAEModule(MaskedModel):
 
     # ------------------------------------------------------------------ conditionals
     def _importance(self, X, given, noise):
-        """``log p(x_j | x_r)`` for all tokens, ``(n, P, D)``; noise ``(.., P, S, K)``.
+        """``log p(x_j | x_r)`` for all tokens, ``(n, P, D)``; noise ``(.., P, S, K)``."""
+        log_w, token = self._importance_weights(X, given, noise)
+        return torch.logsumexp(log_w.unsqueeze(-1) + token, dim=-2)
+
+    def _importance_weights(self, X, given, noise):
+        """Self-normalised log-weights ``(n, P, S)`` and ``log p(x_j | z_s)`` ``(n, P, S, D)``.
 
         Defensive importance sampling (Hesterberg, 1995): the first half of the particles come
         from the encoder given the filled-in data, the rest from the prior, and every particle
@@ -165,7 +170,7 @@ class VAEModule(MaskedModel):
         log_q = standard_normal_log_prob((z - mean) / std) - torch.log(std).sum(-1)
         log_mixture = torch.logaddexp(log_q, log_prior) - math.log(2)
         log_w = torch.log_softmax((token * observed).sum(-1) + log_prior - log_mixture, dim=-1)
-        return torch.logsumexp(log_w.unsqueeze(-1) + token, dim=-2)
+        return log_w, token
 
     def _pseudo_gibbs(self, X, given, noise):
         """Recursive encode-decode; noise ``(.., n_gibbs + 1, P, S, K)``, one draw per round."""
@@ -192,21 +197,46 @@ class VAEModule(MaskedModel):
         and the weights use the observed unmasked tokens only (masks shared by the samples
         become per-sample masks when the patterns differ).
         """
+        method = self._importance if self.conditional == "importance" else self._pseudo_gibbs
+        masks, log_prob = self._per_chunk(method, X, masks, generator, observed)
+        return torch.where(masks, log_prob, torch.zeros_like(log_prob))
+
+    def _per_chunk(self, method, X, masks, generator, observed):
+        """``method(X, given, noise)`` over chunks of samples, with :meth:`masked_log_prob`'s noise:
+        the masks (after :func:`conditioning_set`) and the outputs, concatenated over samples."""
         masks, given = conditioning_set(masks, observed)
         n_samples, n_features = X.shape
         n_masks = masks.shape[-2]
         rounds = (self.n_gibbs + 1,) if self.conditional == "pseudo_gibbs" else ()
         lead = (n_samples,) if masks.ndim == 3 else ()
         noise = standard_normal((*lead, *rounds, n_masks, self.n_particles, self.n_components), X, generator)
-        method = self._importance if self.conditional == "importance" else self._pseudo_gibbs
         if masks.ndim == 3:
-            log_prob = method(X, given, noise)
-        else:
-            # (samples, masks, particles, features) tensors of a quarter of the working memory
-            # (2**22 numbers by default).
-            step = max(1, chunk_budget(1 / 4) // (n_masks * self.n_particles * n_features))
-            log_prob = torch.cat([method(X[i : i + step], given, noise) for i in range(0, n_samples, step)])
-        return torch.where(masks, log_prob, torch.zeros_like(log_prob))
+            return masks, method(X, given, noise)
+        # (samples, masks, particles, features) tensors of a quarter of the working memory
+        # (2**22 numbers by default).
+        step = max(1, chunk_budget(1 / 4) // (n_masks * self.n_particles * n_features))
+        parts = [method(X[i : i + step], given, noise) for i in range(0, n_samples, step)]
+        if isinstance(parts[0], tuple):
+            return masks, tuple(torch.cat(part) for part in zip(*parts, strict=True))
+        return masks, torch.cat(parts)
+
+    def masked_log_prob_weights(self, X, masks, *, generator=None, observed=None):
+        """The importance weights behind :meth:`masked_log_prob`, for its diagnostics.
+
+        The same draws as :meth:`masked_log_prob` with the same ``generator`` state;
+        ``conditional="importance"`` only. ``masked_log_prob`` at a masked token is
+        ``logsumexp(log_weights + token_log_prob, -2)``.
+
+        Returns
+        -------
+        log_weights : torch.Tensor of shape (n, P, S)
+            Self-normalised log-weights of the ``S = n_particles`` particles per sample and mask.
+        token_log_prob : torch.Tensor of shape (n, P, S, D)
+            ``log p(x_j | z_s)`` per particle.
+        """
+        if self.conditional != "importance":
+            raise ValueError(f"importance weights exist for conditional='importance' only; got {self.conditional!r}.")
+        return self._per_chunk(self._importance_weights, X, masks, generator, observed)[1]
 
     # ------------------------------------------------------------------ marginal likelihood
     def log_marginal(self, X, n_samples=100, *, generator=None, observed=None):
