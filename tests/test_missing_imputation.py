@@ -211,3 +211,11 @@ def test_default_imputer_is_ppca():
     assert imputer.estimator is None
     out = imputer.fit(X_missing).transform(X_missing)
     assert isinstance(imputer.estimator_, MaskedPPCA) and not np.isnan(out).any()
+
+
+def test_default_imputer_takes_nested_parameters():
+    # The GridSearchCV over estimator__n_components, without naming the estimator.
+    imputer = MaskedImputer().set_params(estimator__n_components=2, estimator__max_epochs=3)
+    assert isinstance(imputer.estimator, MaskedPPCA)
+    assert imputer.estimator.n_components == 2 and imputer.estimator.max_epochs == 3
+    assert MaskedImputer().get_params()["estimator"] is None
