@@ -48,7 +48,8 @@ def _random_model(kind, n_features, n_components, generator):
         return GaussianMixtureModule(weights, means, positive(n_components), "spherical")
     if kind == "gmm_tied":
         A = randn(n_features, n_features)
-        return GaussianMixtureModule(weights, means, A @ A.mT / n_features + 0.3 * torch.eye(n_features, dtype=F64), "tied")
+        tied = A @ A.mT / n_features + 0.3 * torch.eye(n_features, dtype=F64)
+        return GaussianMixtureModule(weights, means, tied, "tied")
     A = randn(n_components, n_features, n_features)
     return GaussianMixtureModule(weights, means, A @ A.mT / n_features + 0.3 * torch.eye(n_features, dtype=F64))
 
