@@ -2,6 +2,7 @@
 incomplete rows, and the estimators' handling of NaN."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -229,6 +230,14 @@ def test_partial_fit_on_incomplete_chunks_and_complete_only_methods():
         estimator.fixed_rate_bias(X_missing, 0.5)
     with pytest.raises(ValueError, match="not observed"):
         estimator.conditional_log_prob(X_missing[np.isnan(X_missing[:, 0])][:2], [[True, False, False, False]])
+    # After fit, a chunk may miss a feature entirely: the model already knows it.
+    chunk = X_missing[:30].copy()
+    chunk[:, 2] = np.nan
+    fitted = MaskedPPCA(1, max_epochs=2, random_state=0).fit(X_missing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the chunk sets units with feature 2 "constant"
+        fitted.partial_fit(chunk)
+    assert np.isfinite(fitted.score_samples(X_missing)).all()
 
 
 def test_nan_aware_standardisation_and_offset():
