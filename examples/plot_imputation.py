@@ -28,7 +28,14 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.experimental import enable_iterative_imputer  # noqa: E402, F401
 from sklearn.impute import IterativeImputer  # noqa: E402
 
-from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedImputer, MaskedPPCA, MaskedVAE  # noqa: E402
+from skmpt import (  # noqa: E402
+    MaskedFactorAnalysis,
+    MaskedGaussianMixture,
+    MaskedImputer,
+    MaskedLinearVAE,
+    MaskedPPCA,
+    MaskedVAE,
+)
 
 
 def punch_blocks(X, rng):
@@ -55,6 +62,7 @@ def main(argv=None):
         "PPCA (K=10)": MaskedImputer(MaskedPPCA(10, **common)),
         "factor analysis (K=10)": MaskedImputer(MaskedFactorAnalysis(10, **common)),
         "mixture (10, diag)": MaskedImputer(MaskedGaussianMixture(10, covariance_type="diag", **common)),
+        "linear VAE (K=2)": MaskedImputer(MaskedLinearVAE(2, likelihood="gaussian", n_quadrature=8, **common)),
         "VAE (K=4)": MaskedImputer(MaskedVAE(4, hidden_layer_sizes=(64,), **common)),
         "IterativeImputer": IterativeImputer(max_iter=5, random_state=0),
     }

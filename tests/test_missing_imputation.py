@@ -59,11 +59,22 @@ def test_linear_gaussian_impute_is_the_conditional_mean(make):
     np.testing.assert_allclose(imputed[0], estimator.mean_, rtol=1e-12)  # nothing observed: the mean
 
 
-@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def _full_covariances(gmm):
+    """scikit-learn's ``covariances_`` of any type as one (D, D) matrix per component."""
+    eye = np.eye(gmm.means_.shape[1])
+    return {
+        "full": lambda c: c,
+        "tied": lambda c: np.repeat(c[None], len(gmm.weights_), 0),
+        "diag": lambda c: np.stack([np.diag(v) for v in c]),
+        "spherical": lambda c: np.stack([v * eye for v in c]),
+    }[gmm.covariance_type](gmm.covariances_)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "tied", "spherical"])
 def test_mixture_impute_is_the_responsibility_weighted_conditional_mean(covariance_type):
     _, X_missing = _data()
     gmm = MaskedGaussianMixture(2, covariance_type=covariance_type, max_epochs=3, random_state=0).fit(X_missing)
-    covariances = gmm.covariances_ if covariance_type == "full" else np.stack([np.diag(c) for c in gmm.covariances_])
+    covariances = _full_covariances(gmm)
     expected = []
     for x in X_missing:
         o = ~np.isnan(x)
@@ -200,3 +211,11 @@ def test_default_imputer_is_ppca():
     assert imputer.estimator is None
     out = imputer.fit(X_missing).transform(X_missing)
     assert isinstance(imputer.estimator_, MaskedPPCA) and not np.isnan(out).any()
+
+
+def test_default_imputer_takes_nested_parameters():
+    # The issue's GridSearchCV over estimator__n_components, without naming the estimator.
+    imputer = MaskedImputer().set_params(estimator__n_components=2, estimator__max_epochs=3)
+    assert isinstance(imputer.estimator, MaskedPPCA)
+    assert imputer.estimator.n_components == 2 and imputer.estimator.max_epochs == 3
+    assert MaskedImputer().get_params()["estimator"] is None

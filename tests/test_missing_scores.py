@@ -2,6 +2,7 @@
 incomplete rows, and the estimators' handling of NaN."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -44,6 +45,12 @@ def _random_model(kind, n_features, n_components, generator):
     means = 2 * randn(n_components, n_features)
     if kind == "gmm_diag":
         return GaussianMixtureModule(weights, means, positive(n_components, n_features), "diag")
+    if kind == "gmm_spherical":
+        return GaussianMixtureModule(weights, means, positive(n_components), "spherical")
+    if kind == "gmm_tied":
+        A = randn(n_features, n_features)
+        tied = A @ A.mT / n_features + 0.3 * torch.eye(n_features, dtype=F64)
+        return GaussianMixtureModule(weights, means, tied, "tied")
     A = randn(n_components, n_features, n_features)
     return GaussianMixtureModule(weights, means, A @ A.mT / n_features + 0.3 * torch.eye(n_features, dtype=F64))
 
@@ -58,7 +65,7 @@ def _direct_log_density(model, X, observed):
                 continue
             if isinstance(model, GaussianMixtureModule):
                 covariances = model.covariances().numpy()
-                if model.covariance_type == "diag":
+                if model.covariance_type in ("diag", "spherical"):
                     covariances = np.stack([np.diag(c) for c in covariances])
                 terms = [
                     math.log(w) + multivariate_normal(m[o], c[np.ix_(o, o)]).logpdf(x[o])
@@ -77,7 +84,7 @@ def _direct_log_density(model, X, observed):
     return out
 
 
-KINDS = ["ppca", "fa", "gmm_full", "gmm_diag", "linear_vae"]
+KINDS = ["ppca", "fa", "gmm_full", "gmm_diag", "gmm_tied", "gmm_spherical", "linear_vae"]
 
 
 @settings(max_examples=25)
@@ -150,6 +157,8 @@ ESTIMATORS = [
     ("fa", lambda: MaskedFactorAnalysis(2, max_epochs=3, random_state=0)),
     ("gmm_full", lambda: MaskedGaussianMixture(2, max_epochs=3, random_state=0)),
     ("gmm_diag", lambda: MaskedGaussianMixture(2, covariance_type="diag", max_epochs=3, random_state=0)),
+    ("gmm_tied", lambda: MaskedGaussianMixture(2, covariance_type="tied", max_epochs=3, random_state=0)),
+    ("gmm_spherical", lambda: MaskedGaussianMixture(2, covariance_type="spherical", max_epochs=3, random_state=0)),
     ("linear_vae", lambda: MaskedLinearVAE(1, likelihood="gaussian", n_quadrature=6, max_epochs=2, random_state=0)),
 ]
 
@@ -221,6 +230,14 @@ def test_partial_fit_on_incomplete_chunks_and_complete_only_methods():
         estimator.fixed_rate_bias(X_missing, 0.5)
     with pytest.raises(ValueError, match="not observed"):
         estimator.conditional_log_prob(X_missing[np.isnan(X_missing[:, 0])][:2], [[True, False, False, False]])
+    # After fit, a chunk may miss a feature entirely: the model already knows it.
+    chunk = X_missing[:30].copy()
+    chunk[:, 2] = np.nan
+    fitted = MaskedPPCA(1, max_epochs=2, random_state=0).fit(X_missing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the chunk sets units with feature 2 "constant"
+        fitted.partial_fit(chunk)
+    assert np.isfinite(fitted.score_samples(X_missing)).all()
 
 
 def test_nan_aware_standardisation_and_offset():

@@ -100,9 +100,13 @@ def standardization(X, likelihood, observed=None):
 
 
 def _observed_standardization(X, observed):
-    """:func:`standardization` from the observed entries only (each feature's own mean)."""
+    """:func:`standardization` from the observed entries only (each feature's own mean).
+
+    A feature with no observed entry (possible in a ``partial_fit`` chunk of an already fitted
+    model, never at ``fit``) is centred at zero: the units are a choice, mapped back exactly.
+    """
     seen = observed.to(X.dtype)
-    center = (X * seen).sum(0) / seen.sum(0)
+    center = (X * seen).sum(0) / seen.sum(0).clamp_min(1)
     deviation = (X - center) * seen
     largest = deviation.abs().max()
     if largest == 0:

@@ -38,7 +38,12 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
     Parameters
     ----------
     estimator : skmpt array estimator, default=None
-        The model, cloned at fit; ``None`` is ``MaskedPPCA()``.
+        The model, cloned at fit; ``None`` is ``MaskedPPCA()`` (``None`` rather than an
+        instance as the default, since scikit-learn's ``check_estimator`` refuses mutable
+        defaults). Nested parameters work with the default too:
+        ``MaskedImputer().set_params(estimator__n_components=2)`` sets ``estimator`` to
+        ``MaskedPPCA(n_components=2)``, so ``GridSearchCV`` can search
+        ``estimator__n_components`` without naming the estimator.
     missing_values : float or int, default=np.nan
         The marker of a missing entry. A numeric marker is taken as missing wherever it occurs
         (as scikit-learn's imputers do), so it must not also be a value the data can take: a
@@ -102,6 +107,22 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         self.add_indicator = add_indicator
         self.keep_empty_features = keep_empty_features
         self.random_state = random_state
+
+    def set_params(self, **params):
+        """Set parameters; ``estimator__<name>`` with ``estimator=None`` sets it on ``MaskedPPCA()``.
+
+        Parameters
+        ----------
+        **params : dict
+
+        Returns
+        -------
+        self : MaskedImputer
+        """
+        nested = any(key.startswith("estimator__") for key in params)
+        if nested and params.get("estimator", self.estimator) is None:
+            params = {**params, "estimator": MaskedPPCA()}
+        return super().set_params(**params)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
