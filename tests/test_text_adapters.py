@@ -88,6 +88,17 @@ def test_fit_uniform_trains_any_of_these_models():
                                 random_state=0).fit(TEXTS)
         assert [h["step"] for h in fitted.history_] == [1, 2, 3, 4]
         assert fitted.model_ is not model and not torch.equal(fitted.model_.head.weight, model.head.weight)
+    # shifted logits and an AutoModel train through the same logits adapter
+    for model, bos, shift in [(ShiftedLM(TinyBidirectionalLM()), True, True),
+                              (TinyDiffusionModel(TinyDiffusionConfig()), False, False)]:
+        fitted = MLMCurveScorer(model, tokenizer=gpt2_style_tokenizer(bos=bos), mask_token_id=MASK_ID,
+                                shift_logits=shift, device="cpu", max_steps=2, batch_size=3, mask_rate="uniform",
+                                learning_rate=1e-2, random_state=0).fit(TEXTS)
+        assert len(fitted.history_) == 2 and np.isfinite([h["loss"] for h in fitted.history_]).all()
+    base = TinyBidirectionalLM()
+    with pytest.raises(ValueError, match="a plain callable has no trainable parameters"):
+        MLMCurveScorer(lambda input_ids, attention_mask: base(input_ids, attention_mask), tokenizer=tokenizer,
+                       mask_token_id=MASK_ID, device="cpu", max_steps=2, mask_rate="uniform").fit(TEXTS)
 
 
 def save_remote_code_model(tmp_path):
