@@ -306,7 +306,7 @@ class MLMOutputsMixin:
         method : {"chain", "sweep", "uniform"} or None, default=None
             None is the scorer's ``score_method``.
         return_std : bool, default=False
-            Also return each estimate's Monte Carlo standard error.
+            Also return each estimate's Monte Carlo standard error (needs ``score_masks >= 2``).
 
         Returns
         -------
@@ -315,6 +315,7 @@ class MLMOutputsMixin:
             Only with ``return_std=True``.
         """
         check_is_fitted(self)
+        self._check_std(return_std)  # as every estimate's: one mask gives no standard error
         method = self.score_method if method is None else method
         result = conditional_log_likelihood(self, contexts, continuations, method=method)
         scores = self._unit(result.log_likelihood)
