@@ -183,6 +183,7 @@ def test_long_table_with_set_output(tiny):
     assert table["token"].iloc[0].replace(" ##", "") == texts[0].split()[0].lower()
     curve = scorer.token_scores(texts, curve=True)
     assert list(curve.columns[-2:]) == ["S@0.3", "S@0.9"] and len(curve) == sum(len(t) for t in tokens)
+    assert curve["word"].notna().all()  # a fast tokenizer's word ids fill the token-level table's word column
 
 
 def test_curve_token_scores_average_to_the_curve_when_every_token_is_masked(joint_setup):
@@ -234,6 +235,9 @@ def test_bad_requests_fail_before_any_forward_pass(tiny):
         scorer.score_samples(texts, return_std=True)
     with pytest.raises(ValueError, match="return_std=True needs score_masks >= 2"):
         scorer.transform(texts, return_std=True)
+    for conditional in (scorer.conditional_score_samples, scorer.conditional_transform):
+        with pytest.raises(ValueError, match="return_std=True needs score_masks >= 2"):
+            conditional(["a"], [" b"], return_std=True)
     with pytest.raises(ValueError, match="needs score_masks >= 2"):
         scorer.inconsistency(texts)
     with pytest.raises(ValueError, match="metric must be one of"):
@@ -272,6 +276,10 @@ def test_whole_word_masks_cover_whole_words(tiny):
         masked_words = set(words[masked])
         assert len(masked_words) == round(0.4 * n_words)
         assert all(masked[words == w].all() for w in masked_words)  # every token of a masked word
+    # the curve's token scores use the same word masks: a word's tokens are scored together or not at all
+    scores = scorer.token_scores(texts[:1], curve=True)[0][:, 0]
+    own = words[words >= 0]
+    assert all(len(set(np.isnan(scores[own == w]))) == 1 for w in set(own)) and np.isfinite(scores).any()
 
 
 def test_whole_word_masking_with_one_token_words_is_token_masking(joint_setup):

@@ -88,9 +88,21 @@ def test_fit_uniform_trains_any_of_these_models():
                                 random_state=0).fit(TEXTS)
         assert [h["step"] for h in fitted.history_] == [1, 2, 3, 4]
         assert fitted.model_ is not model and not torch.equal(fitted.model_.head.weight, model.head.weight)
+    # shifted logits and an AutoModel train through the same logits adapter
+    for model, bos, shift in [(ShiftedLM(TinyBidirectionalLM()), True, True),
+                              (TinyDiffusionModel(TinyDiffusionConfig()), False, False)]:
+        fitted = MLMCurveScorer(model, tokenizer=gpt2_style_tokenizer(bos=bos), mask_token_id=MASK_ID,
+                                shift_logits=shift, device="cpu", max_steps=2, batch_size=3, mask_rate="uniform",
+                                learning_rate=1e-2, random_state=0).fit(TEXTS)
+        assert len(fitted.history_) == 2 and np.isfinite([h["loss"] for h in fitted.history_]).all()
+    base = TinyBidirectionalLM()
+    with pytest.raises(ValueError, match="a plain callable has no trainable parameters"):
+        MLMCurveScorer(lambda input_ids, attention_mask: base(input_ids, attention_mask), tokenizer=tokenizer,
+                       mask_token_id=MASK_ID, device="cpu", max_steps=2, mask_rate="uniform").fit(TEXTS)
 
 
-def test_automodel_remote_code_with_trust_remote_code(tmp_path):
+def save_remote_code_model(tmp_path):
+    """A TinyDiffusionModel and its tokenizer saved with the model's code, as a hub repository with remote code."""
     tokenizer = gpt2_style_tokenizer()
     model = TinyDiffusionModel(TinyDiffusionConfig()).eval()
     model.save_pretrained(tmp_path)
@@ -100,6 +112,11 @@ def test_automodel_remote_code_with_trust_remote_code(tmp_path):
     config["auto_map"] = {"AutoConfig": "tiny_modeling.TinyDiffusionConfig",
                           "AutoModel": "tiny_modeling.TinyDiffusionModel"}
     (tmp_path / "config.json").write_text(json.dumps(config))
+    return model, tokenizer
+
+
+def test_automodel_remote_code_with_trust_remote_code(tmp_path):
+    model, tokenizer = save_remote_code_model(tmp_path)
     with pytest.raises(ValueError, match="trust_remote_code=True"):  # remote code runs only when asked for
         MLMCurveScorer(str(tmp_path), mask_token_id=MASK_ID, device="cpu").fit()
     loaded = MLMCurveScorer(str(tmp_path), mask_token_id=MASK_ID, model_kwargs={"trust_remote_code": True},
@@ -107,6 +124,27 @@ def test_automodel_remote_code_with_trust_remote_code(tmp_path):
     assert type(loaded.model_).__name__ == "TinyDiffusionModel"
     direct = scorer(model, tokenizer)
     np.testing.assert_allclose(loaded.score_samples(TEXTS), direct.score_samples(TEXTS), rtol=1e-6)
+
+
+def test_command_line_mask_token_id_shift_logits_and_remote_code(tmp_path, capsys):
+    import pandas as pd
+
+    from skmpt.cli import main
+
+    model, tokenizer = save_remote_code_model(tmp_path / "model")
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    common = ["mlm-curve", "--model", str(tmp_path / "model"), "--texts", str(tmp_path / "texts.txt"),
+              "--mask-rates", "0.5", "--score-masks", "2", "--device", "cpu", "--quiet", "--trust-remote-code"]
+    assert main([*common, "--out", str(tmp_path / "out.csv"), "--mask-token-id", str(MASK_ID)]) == 0
+    want = MLMCurveScorer(model, tokenizer=tokenizer, mask_token_id=MASK_ID, mask_rates=[0.5], score_masks=2,
+                          device="cpu", random_state=0).fit()
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "out.csv")["score"], want.score_samples(TEXTS), rtol=1e-6)
+    assert main([*common, "--out", str(tmp_path / "none.csv")]) != 0  # a tokenizer without a mask token
+    assert "pass mask_token_id=" in capsys.readouterr().err
+    # --shift-logits reaches the scorer: without a BOS token the first word has no position before it
+    assert main([*common, "--out", str(tmp_path / "shift.csv"), "--mask-token-id", str(MASK_ID),
+                 "--shift-logits", "--timestep-arg", "timesteps"]) != 0
+    assert "shift_logits=True reads a token's logits at the position before it" in capsys.readouterr().err
 
 
 class NoLogits(torch.nn.Module):

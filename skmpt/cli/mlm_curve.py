@@ -64,6 +64,16 @@ def _positive_int(text):
     return value
 
 
+def _non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {value}")
+    return value
+
+
 def _at_least_two(text):
     value = _positive_int(text)
     if value < 2:
@@ -74,7 +84,8 @@ def _at_least_two(text):
 def add_arguments(parser):
     """The options of ``skmpt mlm-curve``."""
     add = parser.add_argument
-    add("--model", required=True, help="name or directory for AutoModelForMaskedLM.from_pretrained")
+    add("--model", required=True,
+        help="name or directory for AutoModelForMaskedLM.from_pretrained (AutoModel with --trust-remote-code)")
     add("--tokenizer", default=None, help="name or directory of the tokenizer (None: the model's)")
     add("--texts", required=True, help="UTF-8 file with one text per line ('-' for standard input)")
     add("--out", required=True, help="CSV file to write ('-' for standard output)")
@@ -97,6 +108,11 @@ def add_arguments(parser):
     add("--revision", default=None, help="hub revision of the model (branch, tag or commit)")
     add("--local-files-only", action="store_true", help="never use the network, only the local cache")
     add("--trust-remote-code", action="store_true", help="allow a hub model's own code to run")
+    add("--mask-token-id", type=_non_negative_int, default=None,
+        help="id that masks a token, for a tokenizer without a mask token (MDLM: 50257 with GPT-2's)")
+    add("--shift-logits", action="store_true", help="the logits at position i predict token i + 1 (Dream)")
+    add("--timestep-arg", default=None, metavar="NAME",
+        help="pass each masked copy's masking rate M/L to the model's forward as NAME (a time-conditioned model)")
     add("--random-state", type=int, default=0, help="seed of the masks")
     add("--quiet", action="store_true", help="no progress bar and no messages")
     add("--debug", action="store_true", help="show the traceback of an error")
@@ -179,6 +195,16 @@ def _validate(args):
     return _read_texts(args.texts)
 
 
+class _TimestepArgument:
+    """``--timestep-arg NAME``: the timestep hook giving each copy's masking rate as ``NAME``."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, rate):
+        return {self.name: rate}
+
+
 def _atomic_write(path, write, suffix=""):
     """Write through ``write(file)`` to a temporary file beside ``path``; returns ``(temporary, target)``.
 
@@ -222,6 +248,9 @@ def _score_file(args, line_numbers, lines, context):
         device=args.device,
         dtype=args.dtype,
         model_kwargs={key: value for key, value in options.items() if value},
+        mask_token_id=args.mask_token_id,
+        shift_logits=args.shift_logits,
+        timestep_fn=None if args.timestep_arg is None else _TimestepArgument(args.timestep_arg),
         random_state=args.random_state,
         verbose=int(not args.quiet and context.is_main),
     ).fit()

@@ -17,6 +17,8 @@ from the model's conditional given those revealed before: the chain of
 Read more in the :ref:`User Guide <diffusion>`.
 """
 
+import numbers
+
 import numpy as np
 import torch
 from scipy.stats import binom
@@ -164,6 +166,8 @@ def masked_diffusion_bound(scorer, X, *, method="sweep", n_samples=None, schedul
     ((2,), True)
     """
     check_is_fitted(scorer)
+    if n_samples is not None and (not isinstance(n_samples, numbers.Integral) or n_samples < 2):
+        raise ValueError(f"n_samples must be an integer >= 2 (a standard error needs two draws); got {n_samples!r}.")
     n_samples = max(2, scorer.score_masks) if n_samples is None else n_samples
     weights = None if n_steps is None else schedule_weights(schedule, n_steps)
     noise_schedule(schedule)  # an unknown schedule is an error even in continuous time

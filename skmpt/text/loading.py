@@ -278,6 +278,11 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
             loaded = _auto_class(model).from_config(copy.deepcopy(model))
     else:
         parameters = list(model.parameters())
+        if train and isinstance(model, CallablePredictor):
+            raise ValueError(
+                "max_steps > 0 trains the model, but a plain callable has no trainable parameters: pass the "
+                "torch.nn.Module itself (a callable's own modules are not reached), or max_steps=0 to score it."
+            )
         needs_copy = (
             train
             or any(p.device != device for p in parameters)

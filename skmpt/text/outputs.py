@@ -174,7 +174,9 @@ class MLMOutputsMixin:
         (its masks set by ``metric``); they sum to :meth:`pseudo_log_likelihood`. With
         ``curve=True``, at each rate of ``mask_rates_``, the mean of token ``j``'s
         log-probability over the ``score_masks`` masks of that rate that mask it (NaN when none
-        does). ``level="word"`` sums a word's tokens (the tokenizer's word ids). With
+        does); with ``whole_word_masking`` these masks are drawn over words, as :meth:`transform`'s
+        (a masked word masks, and scores, all its tokens). ``level="word"`` sums a word's tokens
+        (the tokenizer's word ids). With
         ``set_output(transform="pandas")`` the result is one long table
         (:func:`scores_table`: ``text, position, token, word, score``, or one ``S@<rate>``
         column per rate with ``curve=True``).
@@ -196,16 +198,20 @@ class MLMOutputsMixin:
         _check_option(metric, "metric", METRICS)
         if curve and metric != "original":
             raise ValueError(f"metric={metric!r} is a variant of the PLL; the curve's token scores take no metric.")
-        encoded = self._encode(X, words=level == "word" or metric == "within_word_l2r")
-        strategy = CurveTokenScores(self.mask_rates_, self.score_masks) if curve else TokenScores(metric)
-        scores = [self._unit(values) for values in self._score(X, strategy, encoded=encoded)]
-        if level == "word":
-            scores = [word_sums(values, words.numpy()) for values, words in zip(scores, encoded.word_ids, strict=True)]
         output = getattr(self, "_sklearn_output_config", {}).get("transform")  # what set_output chose
         if output is None:
             from sklearn import get_config
 
             output = get_config()["transform_output"]
+        check_is_fitted(self)
+        # the table's word column is filled whenever the tokenizer gives word ids
+        need_words = (level == "word" or metric == "within_word_l2r" or (curve and self.whole_word_masking)
+                 or (output != "default" and getattr(self.tokenizer_, "is_fast", False)))
+        encoded = self._encode(X, words=need_words)
+        strategy = self._masks(CurveTokenScores(self.mask_rates_, self.score_masks)) if curve else TokenScores(metric)
+        scores = [self._unit(values) for values in self._score(X, strategy, encoded=encoded)]
+        if level == "word":
+            scores = [word_sums(values, words.numpy()) for values, words in zip(scores, encoded.word_ids, strict=True)]
         if output == "default":
             return scores
         columns = tuple(self.get_feature_names_out()) if curve else ("score",)
@@ -300,7 +306,7 @@ class MLMOutputsMixin:
         method : {"chain", "sweep", "uniform"} or None, default=None
             None is the scorer's ``score_method``.
         return_std : bool, default=False
-            Also return each estimate's Monte Carlo standard error.
+            Also return each estimate's Monte Carlo standard error (needs ``score_masks >= 2``).
 
         Returns
         -------
@@ -309,6 +315,7 @@ class MLMOutputsMixin:
             Only with ``return_std=True``.
         """
         check_is_fitted(self)
+        self._check_std(return_std)  # as every estimate's: one mask gives no standard error
         method = self.score_method if method is None else method
         result = conditional_log_likelihood(self, contexts, continuations, method=method)
         scores = self._unit(result.log_likelihood)

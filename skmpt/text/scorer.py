@@ -139,7 +139,8 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
     mask_rate : float in (0, 1] or "uniform", default=0.15
         Masking used by :meth:`fit` when ``max_steps > 0``: a fixed rate (``round(rate * L)``
         tokens), or ``"uniform"`` for a uniformly random size in ``1..L`` per text, whose
-        objective ``(L / M) * sum log p`` is unbiased for ``log p(x)``.
+        objective ``(L / M) * sum log p`` is unbiased for ``log p(x)``: masked-diffusion
+        training with the linear schedule (:mod:`skmpt.text.diffusion`).
     max_steps : int, default=0
         Optimisation steps of masked pre-training in :meth:`fit`; 0 only loads the model.
     learning_rate : float, default=5e-5

@@ -350,6 +350,8 @@ class WholeWordMasks:
 
     def __init__(self, strategy):
         self.strategy = strategy
+        # per-token strategies (CurveTokenScores) keep one value per token: every token of a masked word
+        self.per_target = getattr(strategy, "per_target", False)
 
     def n_copies(self, length, word_ids=None):
         return self.strategy.n_copies(length if word_ids is None else int(word_ids.max()) + 1)
@@ -361,6 +363,8 @@ class WholeWordMasks:
         return expand(masked), expand(targets)
 
     def reduce(self, masked, sums, word_ids=None):
+        if self.per_target:
+            return self.strategy.reduce(masked, sums)
         first = torch.ones(len(word_ids), dtype=torch.bool)
         first[1:] = word_ids[1:] != word_ids[:-1]  # a word's first token stands for the word
         return self.strategy.reduce(masked[:, first], sums)
