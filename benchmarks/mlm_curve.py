@@ -21,10 +21,31 @@ BERT-base-sized model (768 hidden, 12 layers) instead of the default small one, 
 ``--long-tokens`` shortens the long sentence. With ``--threads 1`` (the default) every time is
 the CPU time of one torch thread; with more threads, wall-clock time.
 
+Then float32 against bfloat16, in this process, on the CPU (and on CUDA when available): each
+dtype's matmul rate (one (2048 x 768) @ (768 x 3072) product, in the layout of
+``torch.nn.Linear`` and as a plain product; the faster is the rate), and for AntiBERTy
+(``skmpt.text.load_antiberty``) and a random BERT of its shape (8 layers, 512 hidden units,
+2048 intermediate) on ``--dtype-tokens`` residues of an antibody: the PLL's and the MPT
+curve's time (sweep, one mask per size), the bare encoder's over the same masked copies in the
+same dtype and batches, their ratios, their fractions of that dtype's matmul rate, and the
+largest difference per token of the PLL and the curve from float32's. Three variants: float32,
+``dtype="bfloat16"`` (the model cast) and bfloat16 autocast over float32 weights (what
+``dtype="auto"`` runs on a device with native bfloat16 units). The rate counts the encoder's
+multiply-adds (x 2 flops) from the configuration, per token of a copy of padded length ``L``
+and per layer: the attention projections ``4 h^2``, the feed-forward block ``2 h I``, the
+attention scores and weighted values ``2 L h``; plus the LM head ``h^2 + h V`` at each scored
+position (``L`` per text for the PLL, ``L (L + 1) / 2`` for the curve), none for the bare
+encoder. Embeddings, layer norms, softmax and activations are not counted. The issue's targets
+(bfloat16 scoring at >= 60 % of the bfloat16 matmul rate, within 1.15x of the bare bfloat16
+encoder) are printed with the values measured.
+
     python benchmarks/mlm_curve.py --minicons-python /tmp/minicons/bin/python
+    python benchmarks/mlm_curve.py --quick                  # about 2 minutes
+    python benchmarks/mlm_curve.py --dtype-only --dtype-texts 2 --dtype-repeats 2
 """
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -34,6 +55,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import interleaved_minimum
 
 SKMPT_CHILD = textwrap.dedent(
     """
@@ -196,8 +218,28 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads; with 1, times are CPU seconds, otherwise wall-clock seconds")
     parser.add_argument("--long-tokens", type=int, default=512, help="tokens of the long sentence, at most 512")
+    parser.add_argument("--dtype-tokens", type=int, default=120, help="residues of each antibody scored in each dtype")
+    parser.add_argument("--dtype-texts", type=int, choices=[1, 2], default=1, help="antibodies scored in each dtype")
+    parser.add_argument("--dtype-repeats", type=int, default=1, help="interleaved repeats of the dtype comparison")
+    parser.add_argument("--matmul-repeats", type=int, default=3, help="interleaved repeats of the matmul rates")
+    parser.add_argument("--dtype-only", action="store_true", help="only the float32 against bfloat16 comparison")
+    parser.add_argument("--no-dtypes", action="store_true", help="skip the float32 against bfloat16 comparison")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes, one repeat: 4 texts, a 64-token long sentence, 16-residue antibodies")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.n_texts, args.long_tokens, args.dtype_tokens, args.repeats, args.matmul_repeats = 4, 64, 16, 1, 1
+    import torch
 
+    torch.set_num_threads(args.threads)
+    if not args.dtype_only:
+        compare_scorers(args)
+    if not args.no_dtypes:
+        dtype_section(args)
+
+
+def compare_scorers(args):
+    """skmpt against the bare encoder and minicons: speed, agreement, memory (each in a child process)."""
     with tempfile.TemporaryDirectory() as tmp:
         model_dir, texts_file, long_file = f"{tmp}/model", f"{tmp}/texts.json", f"{tmp}/long.json"
         texts, long_text, n_tokens, description = build_model(model_dir, args)
@@ -257,6 +299,188 @@ def report(name, result):
     if result.get("gpu_bytes"):
         line += f", peak GPU memory {result['gpu_bytes'] / 2**30:.2f} GiB"
     print(line)
+
+
+# ----- float32 against bfloat16: each dtype's matmul rate, the scorer's fraction of it, its error -----
+
+#: Antibody variable domains (trastuzumab's heavy and light chains), scored by AntiBERTy.
+ANTIBODIES = (
+    "EVQLVESGGGLVQPGGSLRLSCAASGFNIKDTYIHWVRQAPGKGLEWVARIYPTNGYTRYADSVKGRFTISADTSKNTAYLQMNSLRAEDTAVYYCSRWGGDGFYAMDYWGQGTLVTVSS",
+    "DIQMTQSPSSLSASVGDRVTITCRASQDVNTAVAWYQQKPGKAPKLLIYSASFLYSGVPSRFSGSRSGTDFTLTISSLQPEDFATYYCQQHYTTPPTFGQGTKVEIK",
+)
+#: The issue's targets for bfloat16 scoring.
+RATE_TARGET, BARE_TARGET = 0.60, 1.15
+MATMUL_SHAPE = (2048, 768, 3072)
+
+
+def _clock(device):
+    """CPU seconds (one thread) on the CPU; wall-clock seconds after a synchronisation on CUDA."""
+    import torch
+
+    if device.type != "cuda":
+        return time.process_time
+    return lambda: (torch.cuda.synchronize(device), time.perf_counter())[1]
+
+
+def matmul_rates(dtype, device, repeats):
+    """GFLOP/s of one (2048 x 768) @ (768 x 3072) product in ``dtype``, in the two layouts torch uses:
+    ``x @ W.T`` with ``W`` of shape (3072, 768) (``torch.nn.Linear``'s) and ``x @ B`` with ``B`` (768, 3072)."""
+    import torch
+
+    n, k, m = MATMUL_SHAPE
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(n, k, generator=generator).to(device=device, dtype=dtype)
+    weight = torch.randn(m, k, generator=generator).to(device=device, dtype=dtype)
+    b = weight.T.contiguous()
+    products = [lambda: torch.nn.functional.linear(x, weight), lambda: x @ b]
+    with torch.inference_mode():
+        for product in products:
+            product()
+        seconds = interleaved_minimum(products, repeats, clock=_clock(device))
+    return [2 * n * k * m / s / 1e9 for s in seconds]
+
+
+def encoder_macs(config, lengths, n_targets):
+    """Multiply-adds of the encoder over copies of ``lengths`` tokens, and of the LM head at ``n_targets``.
+
+    Per token and layer: the attention projections ``4 h^2`` (query, key, value, output), the
+    feed-forward block ``2 h I`` and the attention's scores and weighted values ``2 L h``
+    (``L`` the copy's padded length); the LM head ``h^2 + h V`` per target (its transform and
+    decoder). Embeddings, layer norms, softmax and activations are not counted.
+    """
+    h, inter, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    encoder = sum(layers * length * (4 * h * h + 2 * h * inter + 2 * length * h) for length in lengths)
+    return encoder, n_targets * (h * h + h * config.vocab_size)
+
+
+def bare_encoder(model, tokenizer, texts, dtype, autocast, device, score_batch_size=64, max_batch_tokens=16384):
+    """A function that runs ``model.base_model`` (cast to ``dtype``) over the PLL's masked copies of
+    ``texts``, batched as the scorer batches them; and the copies' lengths."""
+    import copy
+
+    import torch
+
+    encoder = copy.deepcopy(model).to(device=device, dtype=dtype).base_model.eval()
+    ids = tokenizer(texts)["input_ids"]
+    copies = sorted((len(row), row, position) for row in ids for position in range(1, len(row) - 1))
+    batches, i = [], 0
+    while i < len(copies):
+        count = max(1, min(score_batch_size, max_batch_tokens // copies[i][0]))
+        chunk = copies[i : i + count]
+        batch = torch.full((len(chunk), max(n for n, _, _ in chunk)), tokenizer.pad_token_id)
+        for r, (n, row, position) in enumerate(chunk):
+            batch[r, :n] = torch.tensor(row)
+            batch[r, position] = tokenizer.mask_token_id
+        batches.append((batch.to(device), (batch != tokenizer.pad_token_id).long().to(device)))
+        i += count
+
+    def run():
+        cast = contextlib.nullcontext() if autocast is None else torch.autocast(device.type, dtype=autocast)
+        with torch.inference_mode(), cast:
+            for batch, mask in batches:
+                encoder(input_ids=batch, attention_mask=mask)
+
+    return run, [batch.shape[1] for batch, _ in batches for _ in batch]
+
+
+def dtype_variants():
+    """(name, dtype of the scorer, autocast dtype set on its runner) of every variant measured."""
+    import torch
+
+    return [("float32", "float32", None), ("bfloat16", "bfloat16", None),
+            ("bf16 autocast", "float32", torch.bfloat16)]  # the last: what dtype="auto" runs on bf16 units
+
+
+def measure_variant(model, tokenizer, texts, variant, device, repeats):
+    """Seconds of the PLL, the curve (sweep, one mask per size) and the bare encoder; their scores; MACs."""
+    from skmpt import MLMCurveScorer
+
+    name, dtype, autocast = variant
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, device=str(device), dtype=dtype, score_method="sweep",
+                            score_masks=1, random_state=0).fit()
+    scorer.runner_.autocast_dtype = autocast  # as dtype="auto" sets it on a device with bfloat16 units
+    scorer.pseudo_log_likelihood([texts[0][:8]])  # first calls set up the kernels
+    bare, lengths = bare_encoder(scorer.model_, tokenizer, texts, scorer.model_.dtype, autocast, device)
+    results = {}
+    functions = [lambda: results.update(pll=scorer.pseudo_log_likelihood(texts)),
+                 lambda: results.update(curve=scorer.score_samples(texts)), bare]
+    pll_s, curve_s, bare_s = interleaved_minimum(functions, repeats, clock=_clock(device))
+    n_tokens = [len(ids) - 2 for ids in tokenizer(texts)["input_ids"]]
+    config = scorer.model_.config
+    encoder, pll_head = encoder_macs(config, lengths, sum(n_tokens))
+    _, curve_head = encoder_macs(config, lengths, sum(n * (n + 1) // 2 for n in n_tokens))
+    return dict(name=name, pll_s=pll_s, curve_s=curve_s, bare_s=bare_s, pll=results["pll"], curve=results["curve"],
+                n_tokens=np.array(n_tokens), pll_macs=encoder + pll_head, curve_macs=encoder + curve_head,
+                bare_macs=encoder)
+
+
+def print_dtype_table(model_name, rows, rates):
+    """One line per dtype: times, fractions of that dtype's matmul rate, ratios to the bare encoder, errors."""
+    reference = rows[0]
+    print(f"  {model_name}: {len(reference['n_tokens'])} text(s) of {', '.join(map(str, reference['n_tokens']))} "
+          f"tokens; GMAC: scorer PLL {rows[0]['pll_macs'] / 1e9:.2f}, curve {rows[0]['curve_macs'] / 1e9:.2f}, "
+          f"bare encoder {rows[0]['bare_macs'] / 1e9:.2f}")
+    print(f"  {'dtype':14s} {'PLL s':>8s} {'curve s':>8s} {'bare s':>8s} {'PLL/bare':>8s} {'crv/bare':>8s} "
+          f"{'PLL %':>6s} {'curve %':>7s} {'bare %':>6s} {'max dPLL':>9s} {'max dcurve':>10s}")
+    for row in rows:
+        rate = rates["float32" if row["name"] == "float32" else "bfloat16"] * 1e9
+        fraction = {key: 2 * row[f"{key}_macs"] / row[f"{key}_s"] / rate for key in ("pll", "curve", "bare")}
+        d_pll = np.max(np.abs(row["pll"] - reference["pll"]) / row["n_tokens"])
+        d_curve = np.max(np.abs(row["curve"] - reference["curve"]) / row["n_tokens"])
+        row.update(fraction=fraction, d_pll=d_pll, d_curve=d_curve)
+        print(f"  {row['name']:14s} {row['pll_s']:8.2f} {row['curve_s']:8.2f} {row['bare_s']:8.2f} "
+              f"{row['pll_s'] / row['bare_s']:8.2f} {row['curve_s'] / row['bare_s']:8.2f} {100 * fraction['pll']:6.1f} "
+              f"{100 * fraction['curve']:7.1f} {100 * fraction['bare']:6.1f} {d_pll:9.1e} {d_curve:10.1e}")
+
+
+def print_targets(results, tolerance):
+    """The issue's targets for bfloat16 scoring beside the values measured."""
+    for model_name, rows in results:
+        for row in rows[1:]:
+            fraction, ratio = min(row["fraction"]["pll"], row["fraction"]["curve"]), max(
+                row["pll_s"], row["curve_s"]) / row["bare_s"]
+            error = max(row["d_pll"], row["d_curve"])
+            print(f"  {model_name}, {row['name']}: >= {100 * RATE_TARGET:.0f} % of the bf16 matmul rate: "
+                  f"{100 * fraction:.1f} % ({'met' if fraction >= RATE_TARGET else 'NOT met'}); within "
+                  f"{BARE_TARGET}x of the bare bf16 encoder: {ratio:.2f}x ({'met' if ratio <= BARE_TARGET else 'NOT met'}); "
+                  f"error {error:.1e} nats/token against the bound {tolerance} of dtype='auto' "
+                  f"({'below' if error < tolerance else 'ABOVE'})")
+
+
+def dtype_section(args):
+    """For each device (the CPU, and CUDA when available): each dtype's matmul rate, then per model the
+    scorer's PLL and curve against the bare encoder, their fraction of that rate, and their error."""
+    import torch
+
+    import skmpt.text
+    from skmpt.text import BFLOAT16_TOLERANCE, native_bfloat16
+
+    try:
+        models = [("AntiBERTy", *skmpt.text.load_antiberty()),
+                  ("random BERT of its shape", *skmpt.text.load_antiberty(pretrained=False, random_state=0))]
+    except ImportError as exc:
+        print(f"float32 against bfloat16: not measured ({exc})")
+        return
+    texts = [sequence[: args.dtype_tokens] for sequence in ANTIBODIES[: args.dtype_texts]]
+    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    for device in devices:
+        clock = "CPU seconds, 1 thread" if device.type == "cpu" else "wall-clock seconds"
+        print(f"\nfloat32 against bfloat16 on {device} ({clock}; native bfloat16 units: {native_bfloat16(device)}); "
+              f"% = the encoder's multiply-adds x 2 / seconds / that dtype's matmul rate:")
+        rates = {}
+        for name in ("float32", "bfloat16"):
+            linear, plain = matmul_rates(getattr(torch, name), device, args.matmul_repeats)
+            rates[name] = max(linear, plain)
+            print(f"  matmul {MATMUL_SHAPE[0]}x{MATMUL_SHAPE[1]} @ {MATMUL_SHAPE[1]}x{MATMUL_SHAPE[2]} in {name}: "
+                  f"{linear:7.1f} GFLOP/s as x @ W.T (nn.Linear), {plain:7.1f} as x @ B; rate {rates[name]:.1f}")
+        results = []
+        for model_name, model, tokenizer in models:
+            rows = [measure_variant(model, tokenizer, texts, variant, device, args.dtype_repeats)
+                    for variant in dtype_variants()]
+            print_dtype_table(model_name, rows, rates)
+            results.append((model_name, rows))
+        print("  targets (bfloat16 scoring):")
+        print_targets(results, BFLOAT16_TOLERANCE)
 
 
 if __name__ == "__main__":

@@ -104,7 +104,9 @@ def add_arguments(parser):
     add("--max-batch-tokens", type=_positive_int, default=16384, help="most tokens per forward pass")
     add("--max-length", type=_at_least_two, default=512, help="longest text in tokens; longer ones are truncated")
     add("--device", default="auto", help="'auto', 'cpu', 'cuda' or 'cuda:N'")
-    add("--dtype", choices=["auto", *DTYPES], default="auto", help="dtype the model runs in ('auto': the checkpoint's)")
+    add("--dtype", choices=["auto", *DTYPES], default="auto",
+        help="dtype the model runs in; 'auto': bfloat16 autocast where the device has native bfloat16 units, else "
+             "the checkpoint's (the choice is logged)")
     add("--revision", default=None, help="hub revision of the model (branch, tag or commit)")
     add("--local-files-only", action="store_true", help="never use the network, only the local cache")
     add("--trust-remote-code", action="store_true", help="allow a hub model's own code to run")
@@ -254,6 +256,8 @@ def _score_file(args, line_numbers, lines, context):
         random_state=args.random_state,
         verbose=int(not args.quiet and context.is_main),
     ).fit()
+    if context.is_main:
+        logger.info("the model runs in %s (--dtype %s)", str(scorer.dtype_).removeprefix("torch."), args.dtype)
     kept = [i for i, line in enumerate(lines) if line.strip()]
     texts = [lines[i] for i in kept]
     names = [f"line {line_numbers[i]}" for i in kept]

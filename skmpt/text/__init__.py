@@ -54,7 +54,7 @@ processes, and can checkpoint and resume (``checkpoint_every``, ``checkpoint_dir
 ``resume``).
 """
 
-from .._utils import DTYPES
+from .._utils import BFLOAT16_TOLERANCE, DTYPES, auto_dtype, native_bfloat16
 from .adapters import (CallablePredictor, check_mask_token_id, check_predictor, check_vocab_size, output_logits,
                        timestep_kwargs)
 from .conditional import compare_conditional_estimators, conditional_log_likelihood, encode_pairs, multiple_choice
@@ -88,6 +88,7 @@ from .training import MaskedPretraining
 
 __all__ = [
     "ANTIBERTY_VERSION",
+    "BFLOAT16_TOLERANCE",
     "CallablePredictor",
     "ChainMasks",
     "ChainSpread",
@@ -109,6 +110,7 @@ __all__ = [
     "UNITS",
     "UniformSizeMasks",
     "WholeWordMasks",
+    "auto_dtype",
     "chain_masks",
     "check_local_path",
     "check_mask_token_id",
@@ -128,6 +130,7 @@ __all__ = [
     "masked_diffusion_bound",
     "model_max_length",
     "multiple_choice",
+    "native_bfloat16",
     "noise_schedule",
     "output_logits",
     "sample_any_order",

@@ -100,8 +100,11 @@ class MaskedLMRunner:
         With a mask token, unless ``mask_token_id`` is given.
     device : torch.device
     dtype : torch.dtype or None, default=None
-        The dtype the model was cast to, or ``None`` for the model's own; with ``None`` on CUDA
-        the encoder runs under ``torch.autocast`` (:meth:`autocast_dtype`).
+        The dtype the model was cast to, or ``None`` for the model's own.
+    autocast_dtype : torch.dtype or None, default=None
+        When given, the model runs under ``torch.autocast`` to this dtype on ``device``'s type
+        (mixed precision: the weights keep their dtype; what ``dtype="auto"`` of
+        :class:`~skmpt.MLMCurveScorer` chooses on a device with native bfloat16 units).
     max_length : int, default=512
         Longest tokenised text, special tokens included.
     score_batch_size : int, default=64
@@ -134,12 +137,14 @@ class MaskedLMRunner:
     [True, True]
     """
 
-    def __init__(self, model, tokenizer, device, *, dtype=None, max_length=512, score_batch_size=64,
-                 max_batch_tokens=16384, mask_token_id=None, shift_logits=False, timestep_fn=None):
+    def __init__(self, model, tokenizer, device, *, dtype=None, autocast_dtype=None, max_length=512,
+                 score_batch_size=64, max_batch_tokens=16384, mask_token_id=None, shift_logits=False,
+                 timestep_fn=None):
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
         self.dtype = dtype
+        self.autocast_dtype = autocast_dtype
         self.max_length = max_length
         self.score_batch_size = score_batch_size
         self.max_batch_tokens = max_batch_tokens
@@ -261,16 +266,11 @@ class MaskedLMRunner:
         sums = torch.zeros(n_rows, dtype=torch.float64, device=self.device)
         return sums.index_add(0, target_rows, log_probs)
 
-    def autocast_dtype(self):
-        """bfloat16 (float16 without bfloat16 support) on CUDA for a model in its own dtype; else ``None``."""
-        if self.device.type != "cuda" or self.dtype is not None:
-            return None
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-
     def autocast(self):
-        """Autocast to :meth:`autocast_dtype` on CUDA; none otherwise."""
-        dtype = self.autocast_dtype()
-        return torch.autocast("cpu", enabled=False) if dtype is None else torch.autocast("cuda", dtype=dtype)
+        """Autocast to ``autocast_dtype`` on the device's type; none when it is ``None``."""
+        if self.autocast_dtype is None:
+            return torch.autocast(self.device.type, enabled=False)
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def copy_log_probs(self, encoded, copies, progress=None):
         """Run every copy; per text, the summed target log-probability of each of its copies.

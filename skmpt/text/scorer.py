@@ -16,7 +16,7 @@ import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._utils import DTYPES, resolve_dtype
+from .._utils import DTYPES, auto_dtype, resolve_dtype
 from .._validation import Interval, Options, validate_parameters
 from ..distributed import init_distributed
 from ..masks import check_mask_rates
@@ -165,8 +165,12 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
     dtype : {"auto", "float32", "bfloat16", "float16", "float64"}, torch.dtype or None, \
             default="auto"
         Dtype the model runs in (a model object is cast as a copy). ``"auto"`` or ``None``
-        keeps the model's own, under ``torch.autocast`` on CUDA. Log-probabilities are always
-        computed and summed in float64 from the logits.
+        keeps the model's own weights, and runs a float32 model under bfloat16
+        ``torch.autocast`` only where the device has native bfloat16 matrix units (a GPU of
+        compute capability 8.0 or above, a CPU with AMX or AVX-512 BF16 that multiplies
+        bfloat16 faster than float32): float32 elsewhere, where bfloat16 is emulated and
+        slower (:func:`skmpt.text.auto_dtype`; the dtype chosen is ``dtype_``). Log-probabilities
+        are always computed and summed in float64 from the logits.
     model_kwargs : dict or None, default=None
         Further options of ``from_pretrained`` (``revision``, ``trust_remote_code``,
         ``local_files_only``, ``cache_dir``, ``token``, ...); those that say where to fetch
@@ -197,6 +201,10 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
         The masked LM in evaluation mode: ``model`` itself, or a copy if trained, moved or cast.
     tokenizer_ : transformers tokenizer
     device_ : torch.device
+    dtype_ : torch.dtype or None
+        The dtype the model's matrix products run in: ``dtype``, or what ``"auto"`` chose
+        (bfloat16 under autocast, or the model's own dtype); ``None`` for a model without
+        floating-point parameters (a plain callable).
     max_length_ : int
         ``max_length`` capped by the model's position embeddings.
     mask_rates_ : ndarray of shape (n_rates,)
@@ -287,8 +295,13 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
             allow_missing_weights=self.allow_missing_weights, random_state=self.random_state,
             train=self.max_steps > 0, verbose=self.verbose, mask_token_id=self.mask_token_id,
         )
+        own = next((p.dtype for p in model.parameters() if p.is_floating_point()), None) if hasattr(
+            model, "parameters") else None
+        # "auto": bfloat16 autocast for a float32 model where the device has bfloat16 units, else its own dtype
+        self.dtype_ = dtype if dtype is not None else (own if own is None else auto_dtype(device, own))
         self.runner_ = MaskedLMRunner(
-            model, tokenizer, device, dtype=dtype, max_length=model_max_length(model, tokenizer, self.max_length),
+            model, tokenizer, device, dtype=dtype, autocast_dtype=None if self.dtype_ in (dtype, own) else self.dtype_,
+            max_length=model_max_length(model, tokenizer, self.max_length),
             score_batch_size=self.score_batch_size, max_batch_tokens=self.max_batch_tokens,
             mask_token_id=self.mask_token_id, shift_logits=self.shift_logits, timestep_fn=self.timestep_fn,
         )

@@ -169,8 +169,8 @@ class MaskedPretraining:
 
         model = wrap_model(runner.model, context)
         optimizer = torch.optim.AdamW(runner.model.parameters(), lr=self.learning_rate)
-        # float16 autocast (a GPU without bfloat16) needs its gradients scaled; bfloat16 does not
-        scaler = torch.amp.GradScaler(runner.device.type, enabled=runner.autocast_dtype() == torch.float16)
+        # float16 autocast needs its gradients scaled; bfloat16 does not
+        scaler = torch.amp.GradScaler(runner.device.type, enabled=runner.autocast_dtype == torch.float16)
         order = torch.randperm(len(encoded), generator=generator)
         cursor, first, history, written = 0, 1, [], []  # written: the checkpoints of this run, the only ones deleted
         record = self._run_record(runner, encoded)
