@@ -222,6 +222,8 @@ def main(argv=None):
     parser.add_argument("--dtype-texts", type=int, choices=[1, 2], default=1, help="antibodies scored in each dtype")
     parser.add_argument("--dtype-repeats", type=int, default=1, help="interleaved repeats of the dtype comparison")
     parser.add_argument("--matmul-repeats", type=int, default=3, help="interleaved repeats of the matmul rates")
+    parser.add_argument("--dtype-models", default="antiberty,random",
+                        help="models compared in each dtype: 'antiberty', 'random' (AntiBERTy's shape) or both")
     parser.add_argument("--dtype-only", action="store_true", help="only the float32 against bfloat16 comparison")
     parser.add_argument("--no-dtypes", action="store_true", help="skip the float32 against bfloat16 comparison")
     parser.add_argument("--quick", action="store_true",
@@ -456,8 +458,10 @@ def dtype_section(args):
     from skmpt.text import BFLOAT16_TOLERANCE, native_bfloat16
 
     try:
-        models = [("AntiBERTy", *skmpt.text.load_antiberty()),
-                  ("random BERT of its shape", *skmpt.text.load_antiberty(pretrained=False, random_state=0))]
+        models = [(name, *skmpt.text.load_antiberty(pretrained=pretrained, random_state=0))
+                  for key, name, pretrained in [("antiberty", "AntiBERTy", True),
+                                                ("random", "random BERT of its shape", False)]
+                  if key in args.dtype_models.split(",")]
     except ImportError as exc:
         print(f"float32 against bfloat16: not measured ({exc})")
         return

@@ -295,8 +295,7 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
             allow_missing_weights=self.allow_missing_weights, random_state=self.random_state,
             train=self.max_steps > 0, verbose=self.verbose, mask_token_id=self.mask_token_id,
         )
-        own = next((p.dtype for p in model.parameters() if p.is_floating_point()), None) if hasattr(
-            model, "parameters") else None
+        own = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)  # None: a plain callable
         # "auto": bfloat16 autocast for a float32 model where the device has bfloat16 units, else its own dtype
         self.dtype_ = dtype if dtype is not None else (own if own is None else auto_dtype(device, own))
         self.runner_ = MaskedLMRunner(
