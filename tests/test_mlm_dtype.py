@@ -76,6 +76,22 @@ def test_native_bfloat16_on_cuda_asks_for_units_not_emulation(monkeypatch):
     assert asked == [False, False]
 
 
+@pytest.mark.parametrize("flags, speedup, expected", [
+    ({"avx2", "fma"}, 3.0, False),  # no bfloat16 units listed: no probe, whatever it would say
+    ({"avx2", "avx512_bf16"}, 1.2, False),  # listed, but not faster than float32
+    ({"avx2", "amx_bf16"}, 3.0, True),
+])
+def test_native_bfloat16_on_the_cpu_needs_the_flags_and_the_speed(monkeypatch, flags, speedup, expected):
+    probed = []
+    monkeypatch.setattr(skmpt._utils.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(skmpt._utils, "_cpu_flags", lambda: flags)
+    monkeypatch.setattr(skmpt._utils, "_cpu_bfloat16_speedup", lambda: probed.append(1) or speedup)
+    assert native_bfloat16(CPU) is expected
+    assert probed == ([1] if flags & {"avx512_bf16", "amx_bf16"} else [])
+    monkeypatch.setattr(skmpt._utils, "_cpu_flags", lambda: None)  # no /proc/cpuinfo: the probe alone decides
+    assert native_bfloat16(CPU) is (speedup >= 1.5)
+
+
 def test_a_bad_dtype_is_a_clear_error(tiny):
     with pytest.raises(InvalidParameterError, match="'dtype' parameter of MLMCurveScorer must be .*'auto'.*got 'bf16'"):
         fitted(tiny, dtype="bf16")
