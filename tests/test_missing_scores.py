@@ -118,7 +118,8 @@ def test_exact_scores_of_the_observed_sub_vector(kind, n_features, n_components,
         assert np.all(curve[row, count:] == 0)
     with torch.no_grad():
         complete = cumulative_score(model, X[:1], method="exhaustive").numpy()
-    assert exhaustive[0] == complete[0]
+    # equal up to rounding: the quadratic form's path is chosen by cost, which depends on n
+    np.testing.assert_allclose(exhaustive[0], complete[0], rtol=1e-13, atol=0)
 
 
 @pytest.mark.parametrize("kind", [*KINDS, "linear_vae_bernoulli", "vae"])
