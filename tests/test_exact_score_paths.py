@@ -106,3 +106,50 @@ def test_chain_scores_and_curves_match_the_reference_path(model_and_data):
             fast = function(model, X, method="chain", score_masks=2, random_state=0, **options)
             slow = function(reference, X, method="chain", score_masks=2, random_state=0, **options)
             assert close(fast, slow, 1e-9)
+
+
+@pytest.mark.parametrize("covariance_type", ["diag", "spherical", "full"])
+def test_mixture_masked_sums_match_the_per_token_conditionals(covariance_type):
+    generator = torch.Generator().manual_seed(3)
+    model = mixture(covariance_type, 9, 3, generator).requires_grad_(False)
+    X = 2 * torch.randn(6, 9, generator=generator, dtype=torch.float64)
+    masks = torch.rand(11, 9, generator=generator) < 0.5
+    masks[:, 0] = True
+    pattern = torch.rand(9, generator=generator) < 0.7
+    pattern[0] = True
+    for observed in (None, pattern, pattern.expand_as(X)):
+        options = {} if observed is None else {"observed": observed}
+        shared = masks if observed is None else masks & pattern
+        expected = model.masked_log_prob(X, shared, **options).sum(-1)
+        assert close(model.masked_log_prob_sum(X, shared, **options), expected)
+    per_sample = masks.expand(6, -1, -1)
+    assert close(model.masked_log_prob_sum(X, per_sample), model.masked_log_prob(X, per_sample).sum(-1))
+
+
+def test_mixture_sweep_scores_match_the_reference_path():
+    generator = torch.Generator().manual_seed(4)
+    for covariance_type in ("diag", "spherical"):
+        model = mixture(covariance_type, 7, 3, generator).requires_grad_(False)
+        reference = type("Reference", (GaussianMixtureModule,), {"masked_log_prob_sum": MaskedModel.masked_log_prob_sum})
+        slow = reference.__new__(reference)
+        slow.__dict__.update(model.__dict__)
+        X = 2 * torch.randn(5, 7, generator=generator, dtype=torch.float64)
+        observed = torch.rand(X.shape, generator=generator) < 0.8
+        for options in ({}, {"observed": observed}):
+            for function in (cumulative_score, mpt_curve):
+                fast = function(model, X, method="sweep", score_masks=3, random_state=0, **options)
+                assert close(fast, function(slow, X, method="sweep", score_masks=3, random_state=0, **options))
+
+
+def test_mixture_masked_sums_that_would_underflow_take_the_reference():
+    # Token 0 puts component 1 about 1000 nats below component 0, whose density of token 1 is
+    # then negligible: the factored sum over the components underflows, the reference does not.
+    means = torch.tensor([[0.0, 0.0], [45.0, 30.0]], dtype=torch.float64)
+    variances = torch.tensor([[1e-4, 1e-4], [1.0, 1.0]], dtype=torch.float64)
+    model = GaussianMixtureModule(torch.tensor([0.5, 0.5], dtype=torch.float64), means, variances, "diag")
+    X = torch.tensor([[0.0, 30.0]], dtype=torch.float64)
+    masks = torch.tensor([[False, True]])
+    with torch.no_grad():
+        sums = model.masked_log_prob_sum(X, masks)
+        assert bool(torch.isfinite(sums).all())
+        assert close(sums, model.masked_log_prob(X, masks).sum(-1))

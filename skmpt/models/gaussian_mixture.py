@@ -31,6 +31,7 @@ import math
 import torch
 
 from ._chains import gaussian_chain, mixture_chain
+from ._mixture_sums import diagonal_mixture_sums
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
 from .imputation import gaussian_conditional, pick_components
 
@@ -213,6 +214,22 @@ class GaussianMixtureModule(MaskedModel):
         joint = self.log_weights + observed_log_prob  # log pi_k + log p_k(x_r)
         log_prob = torch.logsumexp(joint.unsqueeze(-1) + token_log_prob, -2) - torch.logsumexp(joint, -1, keepdim=True)
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
+
+    def masked_log_prob_sum(self, X, masks, *, generator=None, observed=None):
+        """``sum_{j in m} log p(x_j | x_r)`` for every sample and mask, shape ``(n_samples, n_masks)``.
+
+        For a diagonal (or spherical) covariance and masks shared by the samples (and by the
+        pattern of observed entries, if any), the sums over the components are matrix products
+        (:func:`skmpt.models._mixture_sums.diagonal_mixture_sums`); otherwise, and where those
+        would lose precision, :meth:`masked_log_prob` summed over the features.
+        """
+        if self.covariance_type not in _CHOLESKY_TYPES and masks.ndim == 2 and (observed is None or observed.ndim == 1):
+            masks, given = conditioning_set(masks, observed)
+            token = gaussian_log_prob(X.unsqueeze(1) - self.means, self.log_variances.exp())
+            sums = diagonal_mixture_sums(self.log_weights, token, masks, given)
+            if sums is not None:
+                return sums
+        return super().masked_log_prob_sum(X, masks, observed=observed)
 
     def chain_log_prob(self, X, orderings, *, generator=None, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})`` of each ordering ``s``.
