@@ -64,9 +64,9 @@ def diagonal_mixture_sums(log_weights, token, masks, given):
     logs = []
     for start in range(0, token.shape[0], step):
         mixed = scaled_joint[start : start + step] @ scaled_token[start : start + step]  # (rows, P, D)
-        if float(mixed.amin()) < _SMALLEST:
+        if float(mixed.detach().amin()) < _SMALLEST:
             return None
-        logs.append(mixed.log_().mul_(masked).sum(-1))
+        logs.append(mixed.log().mul_(masked).sum(-1))
     evidence = torch.logsumexp(joint, -1)  # log p(x_r), (n, P)
     sums = torch.cat(logs) + best.squeeze(1) @ masked.T
     return sums + masked.sum(-1) * (top.squeeze(-1) - evidence)
