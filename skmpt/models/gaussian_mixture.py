@@ -22,8 +22,11 @@ so the conditionals come from one joint density and the MPT identity holds exact
 full covariance, ``p_k(x_j | x_r)`` and ``p_k(x_r)`` come from one Cholesky factor per mask and
 component of ``Sigma_k`` with its masked rows and columns replaced by the identity (the
 masked block decouples, so ``Sigma_rr`` is conditioned on without being cut out and masks of
-every size are batched together); no inverse is formed. Along a chain of nested masks each
-revealed token is a rank-one update of every component's conditional mean and covariance.
+every size are batched together); no inverse is formed. Along an ordering shared by the
+samples, each component's conditionals come from one Cholesky factor of its covariance
+permuted to the ordering (:mod:`skmpt.models._chains`); with a pattern of missing entries
+per sample, each revealed token is a rank-one update of every component's conditional mean
+and covariance.
 """
 
 import math

@@ -28,7 +28,9 @@ and a weighted sum over many masks (a cumulative score) is one ``D x D`` form.
 
 Along a chain of nested masks, revealing token ``j`` is a Kalman update of ``z``'s posterior
 ``N(m, C)`` with that token's noise ``psi_j``: ``s = psi_j + w_j^T C w_j``, ``g = C w_j / s``,
-``m <- m + g (x_j - mu_j - w_j^T m)``, ``C <- C - s g g^T``. The log-marginal likelihood uses
+``m <- m + g (x_j - mu_j - w_j^T m)``, ``C <- C - s g g^T``. For an ordering shared by the
+samples, ``C`` and ``g`` do not depend on ``x`` and the predictions are a linear map of the
+residuals, applied by matrix products (:mod:`skmpt.models._chains`). The log-marginal likelihood uses
 the capacitance (Woodbury) form,
 ``log det(W W^T + Psi) = sum_d log psi_d + log det(I + W^T Psi^{-1} W)``.
 """
@@ -201,7 +203,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
     """Linear-Gaussian model with learnable ``W``, ``mu`` and noise, and exact masked conditionals.
 
     A deterministic :class:`MaskedModel` with its own fast paths: ``masked_log_prob_sum`` and
-    ``weighted_log_prob_sum`` from per-mask statistics, and ``chain_log_prob`` by rank-one
+    ``weighted_log_prob_sum`` from per-mask statistics, and ``chain_log_prob`` from the rank-one
     (Kalman) updates of the posterior of ``z``. :class:`PPCAModule` (isotropic noise) and
     :class:`FactorAnalysisModule` (diagonal noise) are its two cases.
 

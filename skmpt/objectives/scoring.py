@@ -222,7 +222,7 @@ def _chain_curve(model, X, n_orderings, generator, pattern=None, *, total=False)
         )
     model_generator = noise_generator(model, generator)
     n_samples, n_features = X.shape
-    # A model's own path (e.g. PPCA's rank-one posterior updates) costs D terms per ordering;
+    # A model's own path (e.g. PPCA's, one triangular map per ordering) costs D terms per ordering;
     # the reference evaluates D nested masks of D per-token values each.
     if has_own_chain(model):
         chain, width = model.chain_log_prob, 1
