@@ -5,14 +5,15 @@ Gaussian the coefficients of these conditionals do not depend on ``x``: the step
 and the weights of its conditional mean on the earlier tokens are fixed by the ordering, so
 they are computed once per ordering and applied to every sample as matrix products.
 
-- A linear-Gaussian model (``x = W z + mu + noise``) predicts the token revealed at step
-  ``i`` from the posterior of ``z`` given the earlier tokens: with
-  ``C_i = (I + sum_{d < i} w_d w_d^T / psi_d)^{-1}`` and ``a_i = C_i w_i``, the prediction
-  is ``a_i^T sum_{d < i} w_d e_d / psi_d`` and the variance ``psi_i + w_i^T a_i``. The
-  predictions are the product of the residuals with a strictly lower-triangular matrix of
-  rank ``K`` below its diagonal, ``B_{id} = a_i^T w_d / psi_d``: a block of ``b`` steps takes
-  its own ``b x b`` corner of ``B`` and the sum over all earlier blocks as a ``K``-vector per
-  sample, so the products cost ``O(n D (2 K + b))`` instead of the ``O(n D^2)`` of ``B``.
+- A linear-Gaussian model (``x = W z + mu + noise``) predicts token ``s_t`` of an ordering
+  ``s`` from the posterior of ``z`` given the tokens revealed before it, ``s_{t+1:D}``: with
+  ``C_t = (I + sum_{d > t} w_d w_d^T / psi_d)^{-1}`` and ``a_t = C_t w_t`` (indices along the
+  ordering), the prediction is ``a_t^T sum_{d > t} w_d e_d / psi_d`` and the variance
+  ``psi_t + w_t^T a_t``. The predictions are the product of the residuals with a strictly
+  upper-triangular matrix of rank ``K`` above its diagonal, ``B_{td} = a_t^T w_d / psi_d``: a
+  block of ``b`` steps takes its own ``b x b`` corner of ``B`` and the sum over all later
+  blocks as a ``K``-vector per sample, so the products cost ``O(n D (2 K + b))`` instead of
+  the ``O(n D^2)`` of ``B``.
 - A Gaussian ``N(mu, Sigma)`` (a mixture's component) has, for the ordering's permutation
   ``Sigma' = L L^T`` (Cholesky), the conditional of the ``i``-th revealed token
   ``N(mu'_i + sum_{j < i} L_ij z_j, L_ii^2)`` with ``z = L^{-1} (x' - mu')``: one triangular
@@ -32,7 +33,7 @@ from .contract import gaussian_log_prob
 
 __all__ = ["gaussian_chain", "linear_gaussian_chain", "mixture_chain"]
 
-#: Steps per block of the lower-triangular product of :func:`linear_gaussian_chain`: large
+#: Steps per block of the triangular product of :func:`linear_gaussian_chain`: large
 #: enough for efficient matrix products, small against ``D`` so that the work stays
 #: ``O(n D (2 K + b))``.
 BLOCK = 32
@@ -46,8 +47,7 @@ def _exclusive_cumsum(values, dim):
 
 
 def _upper_product(residual, left, right, block=BLOCK):
-    """``out[n, o, t] = sum_{d > t} (left[o, t] . right[o, d]) residual[n, o, d]``, subtracted
-    from ``residual`` in place.
+    """``residual[n, o, t] - sum_{d > t} (left[o, t] . right[o, d]) residual[n, o, d]``.
 
     ``residual`` has shape ``(n, O, D)``, ``left`` and ``right`` ``(O, D, K)``: the product
     with a strictly upper-triangular ``D x D`` matrix of rank ``K`` per ordering, by blocks of
@@ -57,6 +57,7 @@ def _upper_product(residual, left, right, block=BLOCK):
     n_samples, n_orderings, n_features = residual.shape
     K = left.shape[-1]
     eye = torch.eye(min(block, n_features), dtype=residual.dtype, device=residual.device)
+    out = torch.empty_like(residual)
     for o in range(n_orderings):
         later = residual.new_zeros(n_samples, K)
         for stop in range(n_features, 0, -block):
@@ -68,9 +69,9 @@ def _upper_product(residual, left, right, block=BLOCK):
             product = part @ coefficients
             if stop < n_features:
                 product[:, : stop - start].addmm_(later, a.T, alpha=-1)
-            later += product[:, stop - start :]
-            part.copy_(product[:, : stop - start])
-    return residual
+            later = later + product[:, stop - start :]
+            out[:, o, start:stop] = product[:, : stop - start]
+    return out
 
 
 def linear_gaussian_chain(residual, components, noise_variance, orderings, seen=None):
