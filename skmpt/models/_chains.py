@@ -127,15 +127,15 @@ def gaussian_chain(residual, covariance, orderings, seen=None):
 
     Parameters
     ----------
-    residual : torch.Tensor of shape (n_samples, n_components, n_features)
-        ``x - mu_k``.
+    residual : torch.Tensor of shape (n_components, n_features, n_samples)
+        ``x - mu_k``, the samples last.
     covariance : torch.Tensor of shape (n_components, n_features, n_features)
     orderings : torch.Tensor of dtype long and shape (n_orderings, n_features)
     seen : torch.Tensor of dtype bool and shape (n_features,), default=None
 
     Returns
     -------
-    log_prob : torch.Tensor of shape (n_samples, n_orderings, n_components, n_features)
+    log_prob : torch.Tensor of shape (n_orderings, n_components, n_features, n_samples)
         Step ``i`` predicts ``orderings[:, D - 1 - i]`` (the reveal order); zero outside ``seen``.
     """
     reveal = orderings.flip(-1)
@@ -144,15 +144,15 @@ def gaussian_chain(residual, covariance, orderings, seen=None):
         # conditioned on them.
         observed = seen.to(residual.dtype)
         covariance = covariance * (observed.unsqueeze(-1) * observed) + torch.diag(1 - observed)
-        residual = residual * observed
+        residual = residual * observed.unsqueeze(-1)
     permuted = covariance[:, reveal.unsqueeze(-1), reveal.unsqueeze(-2)].transpose(0, 1)  # (O, K, D, D)
     factor = torch.linalg.cholesky(permuted)
-    revealed = residual[..., reveal].permute(2, 1, 3, 0)  # (O, K, D, n)
+    revealed = residual[:, reveal].transpose(0, 1)  # (O, K, D, n)
     whitened = torch.linalg.solve_triangular(factor, revealed, upper=False)
-    log_scale = factor.diagonal(dim1=-2, dim2=-1).log()  # (O, K, D)
-    log_prob = -0.5 * (math.log(2 * math.pi) + whitened.square()).permute(3, 0, 1, 2) - log_scale
+    constant = 0.5 * math.log(2 * math.pi) + factor.diagonal(dim1=-2, dim2=-1).log()  # (O, K, D)
+    log_prob = whitened.square().mul_(-0.5).sub_(constant.unsqueeze(-1))
     if seen is not None:
-        log_prob = log_prob * seen[reveal].unsqueeze(1)
+        log_prob = log_prob * seen[reveal].unsqueeze(1).unsqueeze(-1)
     return log_prob
 
 
@@ -162,7 +162,7 @@ def mixture_chain(log_weights, log_prob):
     Parameters
     ----------
     log_weights : torch.Tensor of shape (n_components,)
-    log_prob : torch.Tensor of shape (n_samples, n_orderings, n_components, n_features)
+    log_prob : torch.Tensor of shape (n_orderings, n_components, n_features, n_samples)
         Each component's ``log p_k(x_i | x_{<i})`` in reveal order.
 
     Returns
@@ -170,7 +170,7 @@ def mixture_chain(log_weights, log_prob):
     terms : torch.Tensor of shape (n_samples, n_orderings, n_features)
         In the orderings' order (step ``t`` predicts ``orderings[:, t]``).
     """
-    joint = log_prob.cumsum(-1) + log_weights.unsqueeze(-1)  # log pi_k p_k(x_{<=i})
-    evidence = torch.logsumexp(joint, -2)  # (n, O, D)
-    before = torch.logsumexp(log_weights, -1).expand(*evidence.shape[:-1], 1)
-    return torch.diff(evidence, dim=-1, prepend=before).flip(-1)
+    joint = log_prob.cumsum(2).add_(log_weights.view(-1, 1, 1))  # log pi_k p_k(x_{<=i})
+    evidence = torch.logsumexp(joint, 1)  # (O, D, n)
+    before = torch.logsumexp(log_weights, -1).expand(evidence.shape[0], 1, evidence.shape[-1])
+    return torch.diff(evidence, dim=1, prepend=before).flip(1).permute(2, 0, 1)

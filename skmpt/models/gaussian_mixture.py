@@ -265,15 +265,15 @@ class GaussianMixtureModule(MaskedModel):
         """
         if observed is not None and observed.ndim == 2:
             return self._observed_chain(X, orderings, observed)
-        residual = X.unsqueeze(1) - self.means  # (n, K, D)
+        residual = X.T - self.means.unsqueeze(-1)  # (K, D, n)
         if self.covariance_type in _CHOLESKY_TYPES:
             factor = self.cholesky()
             log_prob = gaussian_chain(residual, factor @ factor.mT, orderings, observed)
         else:
-            log_prob = gaussian_log_prob(residual, self.log_variances.exp())
+            log_prob = gaussian_log_prob(residual, self.log_variances.exp().unsqueeze(-1))
             if observed is not None:
-                log_prob = log_prob * observed
-            log_prob = log_prob[..., orderings.flip(-1)].transpose(1, 2)  # (n, O, K, D) in reveal order
+                log_prob = log_prob * observed.unsqueeze(-1)
+            log_prob = log_prob[:, orderings.flip(-1)].transpose(0, 1)  # (O, K, D, n) in reveal order
         return mixture_chain(self.log_weights, log_prob)
 
     def _observed_chain(self, X, orderings, observed):
