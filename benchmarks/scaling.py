@@ -13,11 +13,33 @@ MLMCurveScorer (a BERT built from a configuration: 2 layers, a 1000-piece WordPi
 vocabulary) is timed the same way with ``D`` the tokens per text, ``K`` the hidden size,
 ``n`` the number of texts and ``masks`` the sweep's masks per size; it has no epoch.
 
-    python benchmarks/scaling.py [--repeats 2]
+Last, the exact scores of the tractable models against their closed form (issue 24): for
+MaskedPPCA and MaskedFactorAnalysis at (D, K) = (64, 4), (256, 8), (512, 16) and
+MaskedGaussianMixture (full and diag) with C = 5 and 10 components at D = 16, 64, 512, on
+n = 2000 samples, the CPU time of ``score_samples`` with ``score_method="chain",
+score_masks=1`` (one ordering) and ``score_method="sweep", score_masks=1`` (one mask per
+size) as multiples of ``log_marginal_likelihood`` on the same data (the baseline, timed in
+the same process, interleaved), beside the targets (3x and 5x). ``before`` is the same
+estimator with the model module of commit ``BEFORE`` (loaded with ``git show``, the
+previous fast paths) through today's objectives; the full mixtures' sweep is not run at
+D = 512, nor the previous code's mixture sweep at D > 64 (``-``: hours or tens of GB).
+The largest relative difference of the scores from the previous code's is printed too.
+The estimators are fitted for one epoch on 200 of the samples (40 at D = 512; the parameters
+do not matter for the cost). The differences from the previous code are rounding at the
+fitted covariances' condition number: a mixture fitted for one epoch on 200 samples at
+D = 64 has covariances of condition number about 3e7, and there the chain of either code
+differs from the closed form by about 3e-10 relative.
+
+    python benchmarks/scaling.py [--repeats 2] [--quick] [--only exact]
 """
 
 import argparse
+import copy
 from functools import partial
+import importlib.util
+from pathlib import Path
+import subprocess
+import tempfile
 import warnings
 
 import numpy as np
@@ -110,6 +132,96 @@ def measure_mlm(tokenizer, words, D, K, n, masks, repeats):
     return interleaved_minimum([partial(scorer.score_samples, texts)], repeats)[0]
 
 
+#: The last commit before the exact scores at the cost of the closed form (issue 24).
+BEFORE = "2a2841d"
+
+#: (estimator, fixed parameters, D, K or C, whether the previous code can run the sweep here)
+EXACT_CONFIGS = [
+    *[(MaskedPPCA, {}, D, K, True) for D, K in [(64, 4), (256, 8), (512, 16)]],
+    *[(MaskedFactorAnalysis, {}, D, K, True) for D, K in [(64, 4), (256, 8), (512, 16)]],
+    *[
+        (MaskedGaussianMixture, {"covariance_type": kind}, D, C, D <= 64)
+        for kind in ("full", "diag")
+        for C in (5, 10)
+        for D in (16, 64, 512)
+    ],
+]
+
+
+def load_before(path):
+    """The module ``skmpt/models/<path>`` as it was at commit ``BEFORE``, imported in ``skmpt.models``."""
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(
+        ["git", "show", f"{BEFORE}:skmpt/models/{path}"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    file = Path(tempfile.mkdtemp()) / path
+    file.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"skmpt.models.before_{file.stem}", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def with_module_class(fitted, cls):
+    """A copy of ``fitted`` whose module is an instance of ``cls`` with the same parameters."""
+    other = copy.deepcopy(fitted)
+    other.module_.__class__ = cls
+    return other
+
+
+def exact_scores(repeats, quick, rng):
+    """The ratios of the chain and the sweep to the closed form, after and before."""
+    before = {
+        "linear_gaussian": load_before("linear_gaussian.py"),
+        "gaussian_mixture": load_before("gaussian_mixture.py"),
+    }
+    n = 2000
+    print(f"\nExact scores against the closed form: n={n}, CPU seconds, 1 thread, minimum of {repeats}; before = {BEFORE}")
+    print("| model | D | K or C | log_marginal_likelihood s | chain | before | sweep | before | target | max rel. diff |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for estimator, fixed, D, K, sweep_before in EXACT_CONFIGS:
+        if quick and (D > 64 or K > 5):
+            continue
+        X = data(estimator, n, D, K, rng)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # A full covariance at D = 512 trains on per-sample conditioning sets: few rows.
+            rows = 200 if D <= 64 else 40
+            fitted = estimator(n_components=K, max_epochs=1, random_state=0, device="cpu", **fixed).fit(X[:rows])
+        old_module = before[type(fitted.module_).__module__.rsplit(".", 1)[-1]]
+        scorers = {}
+        for method in ("chain", "sweep"):
+            now = copy.deepcopy(fitted).set_params(score_method=method, score_masks=1)
+            scorers[method] = now
+            scorers[method, "before"] = with_module_class(now, getattr(old_module, type(fitted.module_).__name__))
+        functions = {"lml": partial(fitted.log_marginal_likelihood, X)}
+        for key, scorer in scorers.items():
+            if key == ("sweep", "before") and not sweep_before:
+                continue
+            if key == "sweep" and fixed.get("covariance_type") == "full" and D > 64:
+                continue  # tens of GB: one D x D factor per mask and component
+            functions[key] = partial(scorer.score_samples, X)
+        with torch.no_grad():
+            times = dict(zip(functions, interleaved_minimum(list(functions.values()), repeats)))
+            differences = []
+            for method in ("chain", "sweep"):
+                if (method, "before") in functions and method in functions:
+                    new, old = scorers[method].score_samples(X), scorers[method, "before"].score_samples(X)
+                    differences.append(float(np.max(np.abs(new - old) / np.abs(old))))
+        base = times["lml"]
+
+        def ratio(key, base=base, times=times):
+            return f"{times[key] / base:.1f}x" if key in times else "-"
+
+        name = estimator.__name__ + (f" {fixed['covariance_type']}" if fixed else "")
+        print(
+            f"| {name} | {D} | {K} | {base:.4f} | {ratio('chain')} | {ratio(('chain', 'before'))} | "
+            f"{ratio('sweep')} | {ratio(('sweep', 'before'))} | 3x, 5x | "
+            f"{max(differences, default=float('nan')):.1e} |",
+            flush=True,
+        )
+
+
 def slope(values, times):
     return np.polyfit(np.log(values), np.log(times), 1)[0]
 
@@ -117,9 +229,14 @@ def slope(values, times):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="exact scores at D <= 64 and K <= 5 only")
+    parser.add_argument("--only", choices=["exact"], help="run the exact scores' table only")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     rng = np.random.RandomState(0)
+    if args.only == "exact":
+        exact_scores(args.repeats, args.quick, rng)
+        return
     print(f"torch {torch.__version__}, 1 thread, CPU seconds, minimum of {args.repeats}")
     print("| estimator | factor | values | score s | score exponent | epoch s | epoch exponent |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -159,6 +276,7 @@ def main(argv=None):
         functions = [partial(fitted.score_samples, X), partial(torch.matmul, a, b)]
         score, matmul = interleaved_minimum(functions, args.repeats + 1)
         print(f"| {D} | {K} | {n} | {masks * D} | {score:.4f} | {matmul:.4f} | {matmul / score:.1%} |", flush=True)
+    exact_scores(args.repeats, args.quick, rng)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,19 @@ so the conditionals come from one joint density and the MPT identity holds exact
 full covariance, ``p_k(x_j | x_r)`` and ``p_k(x_r)`` come from one Cholesky factor per mask and
 component of ``Sigma_k`` with its masked rows and columns replaced by the identity (the
 masked block decouples, so ``Sigma_rr`` is conditioned on without being cut out and masks of
-every size are batched together); no inverse is formed. Along a chain of nested masks each
-revealed token is a rank-one update of every component's conditional mean and covariance.
+every size are batched together); no inverse is formed. Along an ordering shared by the
+samples, each component's conditionals come from one Cholesky factor of its covariance
+permuted to the ordering (:mod:`skmpt.models._chains`); with a pattern of missing entries
+per sample, each revealed token is a rank-one update of every component's conditional mean
+and covariance.
 """
 
 import math
 
 import torch
 
+from ._chains import gaussian_chain, mixture_chain
+from ._mixture_sums import diagonal_mixture_sums
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
 from .imputation import gaussian_conditional, pick_components
 
@@ -213,12 +218,33 @@ class GaussianMixtureModule(MaskedModel):
         log_prob = torch.logsumexp(joint.unsqueeze(-1) + token_log_prob, -2) - torch.logsumexp(joint, -1, keepdim=True)
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
 
+    def masked_log_prob_sum(self, X, masks, *, generator=None, observed=None):
+        """``sum_{j in m} log p(x_j | x_r)`` for every sample and mask, shape ``(n_samples, n_masks)``.
+
+        For a diagonal (or spherical) covariance and masks shared by the samples (and by the
+        pattern of observed entries, if any), the sums over the components are matrix products
+        (:func:`skmpt.models._mixture_sums.diagonal_mixture_sums`); otherwise, and where those
+        would lose precision, :meth:`masked_log_prob` summed over the features.
+        """
+        if self.covariance_type not in _CHOLESKY_TYPES and masks.ndim == 2 and (observed is None or observed.ndim == 1):
+            masks, given = conditioning_set(masks, observed)
+            token = gaussian_log_prob(X.unsqueeze(1) - self.means, self.log_variances.exp())
+            sums = diagonal_mixture_sums(self.log_weights, token, masks, given)
+            if sums is not None:
+                return sums
+        return super().masked_log_prob_sum(X, masks, observed=observed)
+
     def chain_log_prob(self, X, orderings, *, generator=None, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})`` of each ordering ``s``.
 
-        Reveals the tokens in reverse order; each revealed token updates every component's
-        conditional mean and covariance by a rank-one step and its log-responsibility by the
-        token's log-density, so an ordering costs ``O(D^2 K (n + D))``.
+        Each component's conditionals along an ordering do not depend on ``x``: they come
+        from one Cholesky factor of its covariance permuted to the ordering, and one
+        triangular solve gives every step's log-density for all samples at once (a diagonal
+        covariance needs neither). A step's term is then the difference of the cumulative
+        ``log sum_k pi_k p_k(x_revealed)`` (:mod:`skmpt.models._chains`). An ordering costs
+        ``O(K D^3)`` plus ``O(n K D^2)``, the closed form's cost. With one pattern of observed
+        entries per sample, each revealed token updates every component's conditional mean
+        and covariance by a rank-one step instead.
 
         Parameters
         ----------
@@ -237,30 +263,18 @@ class GaussianMixtureModule(MaskedModel):
             ``terms[:, o, t]`` is the term of the ``t``-th token of ordering ``o``; each row
             sums to ``log p(x)`` (``log p(x_o)`` with ``observed``).
         """
-        if observed is not None:
+        if observed is not None and observed.ndim == 2:
             return self._observed_chain(X, orderings, observed)
-        n_samples = X.shape[0]
-        n_orderings, n_features = orderings.shape
-        K = self.n_components
-        factor = self.cholesky()
-        sigma = factor @ factor.mT
-        cov = sigma.expand(n_orderings, K, n_features, n_features)
-        mean = self.means.expand(n_samples, n_orderings, K, n_features)
-        joint = self.log_weights.expand(n_samples, n_orderings, K)
-        terms = X.new_empty(n_samples, n_orderings, n_features)
-        for t in range(n_features - 1, -1, -1):
-            token = orderings[:, t]
-            column = cov.gather(-1, token.view(-1, 1, 1, 1).expand(-1, K, n_features, 1)).squeeze(-1)  # (O, K, D)
-            variance = column.gather(-1, token.view(-1, 1, 1).expand(-1, K, 1)).squeeze(-1)  # (O, K)
-            predicted = mean.gather(-1, token.view(1, -1, 1, 1).expand(n_samples, -1, K, 1)).squeeze(-1)
-            error = X[:, token].unsqueeze(-1) - predicted  # (n, O, K)
-            updated = joint + gaussian_log_prob(error, variance)
-            terms[:, :, t] = torch.logsumexp(updated, -1) - torch.logsumexp(joint, -1)
-            joint = updated
-            gain = column / variance.unsqueeze(-1)
-            mean = mean + error.unsqueeze(-1) * gain
-            cov = cov - column.unsqueeze(-1) * gain.unsqueeze(-2)
-        return terms
+        residual = X.T - self.means.unsqueeze(-1)  # (K, D, n)
+        if self.covariance_type in _CHOLESKY_TYPES:
+            factor = self.cholesky()
+            log_prob = gaussian_chain(residual, factor @ factor.mT, orderings, observed)
+        else:
+            log_prob = gaussian_log_prob(residual, self.log_variances.exp().unsqueeze(-1))
+            if observed is not None:
+                log_prob = log_prob * observed.unsqueeze(-1)
+            log_prob = log_prob[:, orderings.flip(-1)].transpose(0, 1)  # (O, K, D, n) in reveal order
+        return mixture_chain(self.log_weights, log_prob)
 
     def _observed_chain(self, X, orderings, observed):
         """:meth:`chain_log_prob` skipping unobserved tokens, with per-sample covariances."""

@@ -28,7 +28,9 @@ and a weighted sum over many masks (a cumulative score) is one ``D x D`` form.
 
 Along a chain of nested masks, revealing token ``j`` is a Kalman update of ``z``'s posterior
 ``N(m, C)`` with that token's noise ``psi_j``: ``s = psi_j + w_j^T C w_j``, ``g = C w_j / s``,
-``m <- m + g (x_j - mu_j - w_j^T m)``, ``C <- C - s g g^T``. The log-marginal likelihood uses
+``m <- m + g (x_j - mu_j - w_j^T m)``, ``C <- C - s g g^T``. For an ordering shared by the
+samples, ``C`` and ``g`` do not depend on ``x`` and the predictions are a linear map of the
+residuals, applied by matrix products (:mod:`skmpt.models._chains`). The log-marginal likelihood uses
 the capacitance (Woodbury) form,
 ``log det(W W^T + Psi) = sum_d log psi_d + log det(I + W^T Psi^{-1} W)``.
 """
@@ -38,6 +40,7 @@ import math
 import torch
 
 from .._utils import chunk_budget
+from ._chains import linear_gaussian_chain
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
 
 __all__ = ["FactorAnalysisModule", "LinearGaussianModule", "PPCAModule"]
@@ -200,7 +203,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
     """Linear-Gaussian model with learnable ``W``, ``mu`` and noise, and exact masked conditionals.
 
     A deterministic :class:`MaskedModel` with its own fast paths: ``masked_log_prob_sum`` and
-    ``weighted_log_prob_sum`` from per-mask statistics, and ``chain_log_prob`` by rank-one
+    ``weighted_log_prob_sum`` from per-mask statistics, and ``chain_log_prob`` from the rank-one
     (Kalman) updates of the posterior of ``z``. :class:`PPCAModule` (isotropic noise) and
     :class:`FactorAnalysisModule` (diagonal noise) are its two cases.
 
@@ -478,10 +481,13 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
     def chain_log_prob(self, X, orderings, *, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})`` of each ordering ``s``.
 
-        Reveals the tokens in reverse order, each a Kalman update of the posterior of ``z``
-        with that token's noise variance (a rank-one update of its ``K x K`` covariance), so
-        an ordering costs ``O(n D K)`` plus ``O(D K^2)``, instead of scoring ``D`` nested
-        masks of ``D`` tokens.
+        The conditionals of an ordering do not depend on ``x``: the posterior of ``z`` after
+        each step (a Kalman update with that token's noise variance) gives every step's
+        variance and the weights of its prediction on the earlier tokens, a strictly
+        lower-triangular map of rank ``K``, applied to all samples by blocks of matrix
+        products (:func:`skmpt.models._chains.linear_gaussian_chain`): ``O(D K^3)`` per
+        ordering plus ``O(n D (2 K + 32))`` for its samples. With one pattern of observed
+        entries per sample the posterior is per sample, and the updates run token by token.
 
         Parameters
         ----------
@@ -497,28 +503,9 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
             ``terms[:, o, t - 1]`` is step ``t`` of ordering ``o``; each row sums to ``log p(x)``
             (``log p(x_o)`` with ``observed``).
         """
-        if observed is not None:
+        if observed is not None and observed.ndim == 2:
             return self._observed_chain(X, orderings, observed)
-        n_samples = X.shape[0]
-        n_orderings, n_features = orderings.shape
-        K = self.components.shape[0]
-        W = self.components.T
-        noise = self.noise_variance.expand(n_features)
-        residual = X - self.mean
-        cov = torch.eye(K, dtype=X.dtype, device=X.device).expand(n_orderings, K, K).clone()
-        z_mean = X.new_zeros(n_samples, n_orderings, K)
-        terms = X.new_empty(n_samples, n_orderings, n_features)
-        for t in range(n_features - 1, -1, -1):
-            token = orderings[:, t]
-            w = W[token]  # (O, K)
-            cov_w = (cov @ w.unsqueeze(-1)).squeeze(-1)
-            variance = noise[token] + (w * cov_w).sum(-1)
-            error = residual[:, token] - (z_mean * w).sum(-1)  # (n, O)
-            terms[:, :, t] = gaussian_log_prob(error, variance)
-            gain = cov_w / variance.unsqueeze(-1)
-            z_mean = z_mean + error.unsqueeze(-1) * gain
-            cov = cov - variance.view(-1, 1, 1) * gain.unsqueeze(-1) * gain.unsqueeze(-2)
-        return terms
+        return linear_gaussian_chain(X - self.mean, self.components, self.noise_variance, orderings, observed)
 
 
 class PPCAModule(LinearGaussianModule):

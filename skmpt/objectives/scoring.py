@@ -211,7 +211,9 @@ def _ordering_blocks(n_orderings, n_features, generator, device, pattern=None):
         yield random_orderings(count, n_features, random_state=generator, device=device)
 
 
-def _chain_curve(model, X, n_orderings, generator, pattern=None):
+def _chain_curve(model, X, n_orderings, generator, pattern=None, *, total=False):
+    """The chain's curve, ``(n, D)``, or with ``total`` its sum over the steps, ``(n,)``
+    (summed as the terms come, without the curve)."""
     if not hasattr(model, "chain_log_prob") and not hasattr(model, "masked_log_prob"):
         raise TypeError(
             f"The 'chain' estimator predicts one token of each nested mask and needs per-token "
@@ -220,21 +222,22 @@ def _chain_curve(model, X, n_orderings, generator, pattern=None):
         )
     model_generator = noise_generator(model, generator)
     n_samples, n_features = X.shape
-    # A model's own path (e.g. PPCA's rank-one posterior updates) costs D terms per ordering;
+    # A model's own path (e.g. PPCA's, one triangular map per ordering) costs D terms per ordering;
     # the reference evaluates D nested masks of D per-token values each.
     if has_own_chain(model):
         chain, width = model.chain_log_prob, 1
     else:
         chain, width = (lambda X, block, **kw: reference_chain_log_prob(model, X, block, **kw)), n_features
-    total = X.new_zeros(n_samples, n_features)
+    dims = (1, 2) if total else 1
+    out = X.new_zeros(n_samples) if total else X.new_zeros(n_samples, n_features)
     chunk = _chunk_size(model, n_samples, n_features, width)
     observed = {} if pattern is None else {"observed": pattern}
     for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device, pattern):
         for start in range(0, len(orderings), chunk):
             block = orderings[start : start + chunk]
             terms = call_with_generator(chain, X, block, generator=model_generator, **observed)
-            total += check_output(terms, (n_samples, len(block), n_features), model, "chain_log_prob", X, block).sum(1)
-    return total / n_orderings
+            out += check_output(terms, (n_samples, len(block), n_features), model, "chain_log_prob", X, block).sum(dims)
+    return out / n_orderings
 
 
 def _chain_total(model, X, n_orderings, generator, observed):
@@ -406,7 +409,7 @@ def _cumulative(model, X, method, score_masks, random_state, pattern):
     if pattern is not None and not bool(pattern.any()):
         return X.new_zeros(X.shape[0])
     if method == "chain":
-        return _chain_curve(model, X, score_masks, check_generator(random_state), pattern).sum(-1)
+        return _chain_curve(model, X, score_masks, check_generator(random_state), pattern, total=True)
     blocks, counts, model_generator = mask_plan(model, X, method, score_masks, random_state, pattern)
     # S(x; M) weighs a mask of size M by 1 / (M * masks of that size): the score is one
     # weighted sum over all the masks, which a model may form without the per-mask sums.
