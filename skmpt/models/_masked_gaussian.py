@@ -51,20 +51,18 @@ class MaskedGaussianSum(torch.autograd.Function):
         error = residual.unsqueeze(1) - z_mean @ components
         masked = masks.to(X.dtype)
         inv_var = masked / variance
-        log_det = (masked * variance.log()).sum(-1) + masked.sum(-1) * math.log(2 * math.pi)
-        sums = -0.5 * (log_det + (inv_var * error.square()).sum(-1))
-        ctx.save_for_backward(W, noise, residual, scaled, cov, projected, z_mean, inv_var, error)
-        return sums
+        terms = (masked * variance.log()).add_(inv_var * error.square()).sum(-1)
+        ctx.save_for_backward(W, outer, noise, residual, scaled, cov, projected, z_mean, inv_var, error)
+        return -0.5 * terms.add_(masks.sum(-1), alpha=math.log(2 * math.pi))
 
     @staticmethod
     def backward(ctx, grad):
-        W, noise, residual, scaled, cov, projected, z_mean, inv_var, error = ctx.saved_tensors
+        W, outer, noise, residual, scaled, cov, projected, z_mean, inv_var, error = ctx.saved_tensors
         D, K = W.shape
-        outer = _outer(W)
-        weight = -0.5 * grad.unsqueeze(-1)
+        weight = -grad.unsqueeze(-1)
         scaled_error = inv_var * error
-        grad_variance = weight * (inv_var - scaled_error.square())  # d/dv_j of -(log v_j + err_j^2 / v_j) / 2
-        grad_error = 2 * weight * scaled_error
+        grad_error = weight * scaled_error
+        grad_variance = 0.5 * weight * (inv_var - scaled_error.square())  # of -(log v_j + err_j^2 / v_j) / 2
         grad_z = -(grad_error @ W)  # through err = e - W z_bar
         grad_projected = (cov @ grad_z.unsqueeze(-1)).squeeze(-1)  # z_bar = C p, C symmetric
         # dC, symmetrised: from z_bar = C p and from v_j = psi_j + w_j^T C w_j.
