@@ -20,7 +20,11 @@ Run from the repository root::
 
     python benchmarks/grid_search.py                      # this checkout
     python benchmarks/grid_search.py --baseline 2a2841d   # and the commit before issue 24, side by side
-    python benchmarks/grid_search.py --quick              # no warm grid, fewer repeats
+    python benchmarks/grid_search.py --quick              # no warm grid, one round, fewer repeats
+
+The grids run once per checkout (wall time, both cores); the single fits and the epoch parts
+(CPU time, one thread, the minimum of ``--repeats``) run ``--rounds`` times, the checkouts in
+turn, and the minimum is kept.
 
 ``--batch-size N`` runs the grid with that batch_size (an optimisation change, to measure only).
 """
@@ -130,36 +134,65 @@ def _epoch_parts(n_features, n_components, repeats, n_samples=200, n_masks=4):
 
 
 def measure(args):
-    """Every figure of this checkout (the skmpt first on sys.path)."""
+    """The figures of ``args.section`` ("grids" or "fits") for the skmpt first on sys.path."""
     from sklearn.decomposition import PCA
 
     from skmpt.estimators import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedPPCA
 
-    out = {"worker_imports": _import_seconds()}
     params = {} if args.batch_size is None else {"batch_size": args.batch_size}
-    out["pca"] = _grid(PCA(), {"n_components": GRID["n_components"]}, args.n_jobs)
-    out["cold"] = _grid(MaskedPPCA(random_state=0, **params), GRID, args.n_jobs)
-    if not args.quick:
-        out["warm"] = _grid(MaskedPPCA(random_state=0, **params), GRID, args.n_jobs)
+    if args.section == "grids":
+        out = {"worker_imports": _import_seconds()}
+        out["pca"] = _grid(PCA(), {"n_components": GRID["n_components"]}, args.n_jobs)
+        out["cold"] = _grid(MaskedPPCA(random_state=0, **params), GRID, args.n_jobs)
+        if not args.quick:
+            out["warm"] = _grid(MaskedPPCA(random_state=0, **params), GRID, args.n_jobs)
+        return out
     repeats = 2 if args.quick else args.repeats
-    out["fits"] = {
+    fits = {
         "MaskedPPCA(3)": _one_fit(MaskedPPCA, repeats, n_components=3, **params),
         "MaskedFactorAnalysis(3)": _one_fit(MaskedFactorAnalysis, repeats, n_components=3, **params),
         "MaskedGaussianMixture(3)": _one_fit(MaskedGaussianMixture, repeats, n_components=3, **params),
     }
-    out["epoch_parts"] = {f"D={d}, K={k}": _epoch_parts(d, k, 5 if args.quick else 20) for d, k in ((12, 3), (256, 8))}
-    return out
+    parts = {f"D={d}, K={k}": _epoch_parts(d, k, 5 if args.quick else 20) for d, k in ((12, 3), (256, 8))}
+    return {"fits": fits, "epoch_parts": parts}
 
 
-def _run(checkout, args):
+def _run(checkout, args, section):
     """``measure`` in a fresh interpreter that imports skmpt from ``checkout`` (its workers too)."""
     env = {**os.environ, "PYTHONPATH": str(checkout), "SKMPT_BENCHMARK_CHECKOUT": str(checkout)}
-    command = [sys.executable, __file__, "--json", "--n-jobs", str(args.n_jobs), "--repeats", str(args.repeats)]
+    command = [
+        sys.executable,
+        __file__,
+        "--json",
+        section,
+        "--n-jobs",
+        str(args.n_jobs),
+        "--repeats",
+        str(args.repeats),
+    ]
     command += ["--quick"] * args.quick + ([] if args.batch_size is None else ["--batch-size", str(args.batch_size)])
     run = subprocess.run(command, env=env, capture_output=True, text=True)
     if run.returncode:
         raise RuntimeError(f"the run on {checkout} failed:\n{run.stderr}")
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _minimum(a, b):
+    """Element-wise minimum of two nested dicts of the same keys (other leaves from ``b``)."""
+    if isinstance(a, dict):
+        return {key: _minimum(a[key], b[key]) for key in b}
+    return min(a, b) if isinstance(b, float) else b
+
+
+def _measure_all(checkouts, args):
+    """Grids once per checkout; single fits and epoch parts in ``--rounds`` interleaved runs, their minimum."""
+    results = {name: _run(path, args, "grids") for name, path in checkouts.items()}
+    best = {}
+    for _ in range(1 if args.quick else args.rounds):
+        for name, path in checkouts.items():
+            run = _run(path, args, "fits")
+            best[name] = _minimum(best[name], run) if name in best else run
+    return {name: {**results[name], **best[name]} for name in checkouts}
 
 
 def _report(results):
@@ -214,21 +247,22 @@ def main():
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5, help="repeats of the single fits and epoch parts")
     parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of the single fits and epoch parts")
+    parser.add_argument("--json", choices=["grids", "fits"], dest="section", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.json:  # the worker of _run: skmpt from the checkout it was given
+    if args.section:  # the worker of _run: skmpt from the checkout it was given
         sys.path.insert(0, os.environ.get("SKMPT_BENCHMARK_CHECKOUT", str(ROOT)))
         print(json.dumps(measure(args)))
         return
-    results = {}
     with tempfile.TemporaryDirectory() as tmp:
+        checkouts = {}
         if args.baseline:
-            archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", args.baseline, "skmpt"], capture_output=True, check=True
-            )
+            command = ["git", "-C", str(ROOT), "archive", args.baseline, "skmpt"]
+            archive = subprocess.run(command, capture_output=True, check=True)
             subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-            results[f"before ({args.baseline})"] = _run(tmp, args)
-        results["this checkout"] = _run(ROOT, args)
+            checkouts[f"before ({args.baseline})"] = tmp
+        checkouts["this checkout"] = ROOT
+        results = _measure_all(checkouts, args)
     _report(results)
 
 
