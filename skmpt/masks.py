@@ -134,7 +134,12 @@ def masks_of_sizes(sizes, n_features, *, random_state=None, device=None):
             f"Mask sizes must lie in 1..{n_features} (the number of features); got sizes "
             f"from {int(sizes.min())} to {int(sizes.max())}."
         )
-    generator = check_generator(random_state)
+    return _masks_of_valid_sizes(sizes, n_features, check_generator(random_state), device)
+
+
+def _masks_of_valid_sizes(sizes, n_features, generator, device):
+    """:func:`masks_of_sizes` for a long tensor of sizes known to lie in ``1..D``: no checks,
+    which would cost a training step more than drawing its masks."""
     noise = torch.rand(*sizes.shape, n_features, generator=generator)
     # Sorting i.i.d. uniforms gives a uniformly random permutation; its first `size` entries
     # are a uniformly random subset of exactly that size. One sort: the subset is scattered
@@ -169,8 +174,8 @@ def fixed_rate_masks(shape, n_features, rate, *, random_state=None, device=None)
     [[2, 2, 2], [2, 2, 2]]
     """
     size = mask_size_for_rate(rate, n_features)
-    sizes = np.full(_shape(shape), size)
-    return masks_of_sizes(sizes, n_features, random_state=random_state, device=device)
+    sizes = torch.full(_shape(shape), size, dtype=torch.long)
+    return _masks_of_valid_sizes(sizes, n_features, check_generator(random_state), device)
 
 
 def uniform_size_masks(shape, n_features, *, random_state=None, device=None):
@@ -198,7 +203,7 @@ def uniform_size_masks(shape, n_features, *, random_state=None, device=None):
     n_features = _check_n_features(n_features)
     generator = check_generator(random_state)
     sizes = torch.randint(1, n_features + 1, _shape(shape), generator=generator)
-    return masks_of_sizes(sizes, n_features, random_state=generator, device=device)
+    return _masks_of_valid_sizes(sizes, n_features, generator, device)
 
 
 def sample_masks(mask_rate, shape, n_features, *, random_state=None, device=None):

@@ -41,6 +41,7 @@ import torch
 
 from .._utils import chunk_budget
 from ._chains import linear_gaussian_chain
+from ._masked_gaussian import masked_gaussian_sum
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
 
 __all__ = ["FactorAnalysisModule", "LinearGaussianModule", "PPCAModule"]
@@ -354,11 +355,10 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         sums : torch.Tensor of shape (n_samples, n_masks)
         """
         masks, given = conditioning_set(masks, observed)
-        residual = X - self.mean
-        if masks.ndim == 2:
-            quad, variance = self._shared_quadratic(residual, masks, given)
-        else:
-            quad, variance = self._per_sample_quadratic(residual, masks, given)
+        if masks.ndim == 3:  # training's masks: its gradient written out, in fewer operations
+            noise = self.noise_variance.expand(X.shape[1])
+            return masked_gaussian_sum(self.components, self.mean, noise, X, masks, given)
+        quad, variance = self._shared_quadratic(X - self.mean, masks, given)
         return -0.5 * (_normaliser(masks, variance) + quad)
 
     def _shared_rows(self, masks, given, dtype, weights=None):
@@ -397,18 +397,6 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         quad = residual.square() @ inv_var.T
         quad += (projected[:, 0] * projected[:, 1]).sum(1)
         return quad, variance
-
-    def _per_sample_quadratic(self, residual, masks, given):
-        """The same for masks of shape ``(n, P, D)``; variances of shape ``(n, P, D)``."""
-        K = self.components.shape[0]
-        cov, variance = self._mask_posterior(given, residual.dtype)
-        z_mean = self._mask_posterior_mean(residual, given, cov)
-        inv_var = masks / variance
-        ones = residual.new_ones(residual.shape[1], 1)
-        quad = _project(residual.square(), inv_var, ones).squeeze(-1)
-        quad = quad - 2 * (_project(residual, inv_var, self.components.T) * z_mean).sum(-1)
-        curvature = (inv_var @ _outer(self.components)).unflatten(-1, (K, K))
-        return quad + torch.einsum("npk,npkl,npl->np", z_mean, curvature, z_mean), variance
 
     def weighted_log_prob_sum(self, X, masks, weights, *, observed=None):
         """``sum_p weights_p sum_{j in m_p} log p(x_j | x_{r_p})`` per sample, for shared masks.
