@@ -33,6 +33,24 @@ def test_written_out_gradient_passes_gradcheck(missing):
     assert torch.autograd.gradcheck(lambda *a: MaskedGaussianSum.apply(*a, sampled, given), inputs)
 
 
+def test_second_derivatives_go_through_autograd():
+    """A Hessian through the per-sample path (create_graph=True) is autograd's, not zeros."""
+    W, mean, noise, X, sampled, observed = _problem(2)
+    sampled = sampled & observed.unsqueeze(1)
+    given = ~sampled & observed.unsqueeze(1)
+    inputs = tuple(t.clone().requires_grad_() for t in (W, mean, noise, X))
+    assert torch.autograd.gradgradcheck(lambda *a: MaskedGaussianSum.apply(*a, sampled, given), inputs)
+    module = PPCAModule(W.clone(), mean.clone(), 0.7)
+
+    def hessian(method):
+        (grad,) = torch.autograd.grad(getattr(module, method)(X, sampled).sum(), module.mean, create_graph=True)
+        return torch.stack([torch.autograd.grad(g, module.mean, retain_graph=True)[0] for g in grad])
+
+    fast, per_token = hessian("masked_log_prob_sum"), hessian("masked_log_prob")
+    assert fast.abs().max() > 0.1
+    torch.testing.assert_close(fast, per_token, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("module_class", [PPCAModule, FactorAnalysisModule])
 @pytest.mark.parametrize("missing", [False, True])
 def test_per_sample_sum_and_gradient_equal_the_per_token_path(module_class, missing):

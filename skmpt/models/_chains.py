@@ -98,7 +98,8 @@ def linear_gaussian_chain(residual, components, noise_variance, orderings, seen=
     >>> import torch
     >>> from skmpt.models import PPCAModule
     >>> from skmpt.models._chains import linear_gaussian_chain
-    >>> module = PPCAModule(torch.tensor([[1.0, 0.5, -0.3]], dtype=torch.float64), torch.zeros(3, dtype=torch.float64), 0.5)
+    >>> W = torch.tensor([[1.0, 0.5, -0.3]], dtype=torch.float64)
+    >>> module = PPCAModule(W, torch.zeros(3, dtype=torch.float64), 0.5)
     >>> X = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     >>> terms = linear_gaussian_chain(X, module.components, module.noise_variance, torch.tensor([[2, 0, 1]]))
     >>> bool(torch.allclose(terms.sum(-1).squeeze(1), module.log_marginal(X)))

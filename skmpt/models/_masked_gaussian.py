@@ -25,39 +25,51 @@ def _outer(weights):
     return (weights.unsqueeze(-1) * weights.unsqueeze(-2)).flatten(1)
 
 
+def _sums(components, mean, noise, X, masks, given):
+    """The masked sums ``(n, P)`` and the intermediates their gradient needs, in torch operations
+    that autograd can follow (for second derivatives)."""
+    K = components.shape[0]
+    W = components.T
+    residual = X - mean
+    scaled = given.to(X.dtype) / noise  # r_d / psi_d: the weight of token d in A and z_bar
+    outer = _outer(W)
+    precision = torch.eye(K, dtype=X.dtype, device=X.device) + (scaled @ outer).unflatten(-1, (K, K))
+    # A >= I: well conditioned, so its explicit inverse (needed for every token's
+    # predictive variance) is safe, and LU costs less than Cholesky and its inverse here.
+    cov = torch.linalg.inv(precision)
+    projected = (scaled * residual.unsqueeze(1)) @ W  # W^T diag(r / psi) e, (n, P, K)
+    z_mean = (cov @ projected.unsqueeze(-1)).squeeze(-1)
+    variance = noise + cov.flatten(-2) @ outer.T
+    error = residual.unsqueeze(1) - z_mean @ components
+    masked = masks.to(X.dtype)
+    inv_var = masked / variance
+    terms = (masked * variance.log()).add_(inv_var * error.square()).sum(-1)
+    sums = -0.5 * terms.add_(masks.sum(-1), alpha=math.log(2 * math.pi))
+    return sums, (W, outer, residual, scaled, cov, projected, z_mean, inv_var, error)
+
+
 class MaskedGaussianSum(torch.autograd.Function):
     """``sum_{j in m} log p(x_j | x_r)`` of the linear-Gaussian model, per sample and mask.
 
     ``forward(components, mean, noise, X, masks, given)``: ``components`` ``(K, D)`` (``W^T``),
     ``mean`` and ``noise`` (the variances ``psi``) ``(D,)``, ``X`` ``(n, D)``, ``masks`` and
     ``given`` (the conditioning sets) boolean ``(n, P, D)``; returns ``(n, P)``. The backward
-    pass is analytic (once differentiable: no gradients of gradients).
+    pass is analytic; under ``create_graph=True`` (a Hessian, a gradient penalty) it is
+    autograd's gradient of the same sums instead, so that it can be differentiated again.
     """
 
     @staticmethod
     def forward(ctx, components, mean, noise, X, masks, given):
-        K = components.shape[0]
-        W = components.T
-        residual = X - mean
-        scaled = given.to(X.dtype) / noise  # r_d / psi_d: the weight of token d in A and z_bar
-        outer = _outer(W)
-        precision = torch.eye(K, dtype=X.dtype, device=X.device) + (scaled @ outer).unflatten(-1, (K, K))
-        # A >= I: well conditioned, so its explicit inverse (needed for every token's
-        # predictive variance) is safe, and LU costs less than Cholesky and its inverse here.
-        cov = torch.linalg.inv(precision)
-        projected = (scaled * residual.unsqueeze(1)) @ W  # W^T diag(r / psi) e, (n, P, K)
-        z_mean = (cov @ projected.unsqueeze(-1)).squeeze(-1)
-        variance = noise + cov.flatten(-2) @ outer.T
-        error = residual.unsqueeze(1) - z_mean @ components
-        masked = masks.to(X.dtype)
-        inv_var = masked / variance
-        terms = (masked * variance.log()).add_(inv_var * error.square()).sum(-1)
-        ctx.save_for_backward(W, outer, noise, residual, scaled, cov, projected, z_mean, inv_var, error)
-        return -0.5 * terms.add_(masks.sum(-1), alpha=math.log(2 * math.pi))
+        sums, saved = _sums(components, mean, noise, X, masks, given)
+        ctx.save_for_backward(components, mean, noise, X, masks, given, *saved)
+        return sums
 
     @staticmethod
     def backward(ctx, grad):
-        W, outer, noise, residual, scaled, cov, projected, z_mean, inv_var, error = ctx.saved_tensors
+        components, mean, noise, X, masks, given, *saved = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: a gradient that is itself differentiable
+            return _differentiable_gradient(ctx, grad, (components, mean, noise, X), masks, given)
+        W, outer, residual, scaled, cov, projected, z_mean, inv_var, error = saved
         D, K = W.shape
         weight = -grad.unsqueeze(-1)
         scaled_error = inv_var * error
@@ -83,6 +95,17 @@ class MaskedGaussianSum(torch.autograd.Function):
         grad_noise = grad_variance.reshape(flat).sum(0) - (scaled * grad_scaled).reshape(flat).sum(0) / noise
         grad_X = grad_residual if ctx.needs_input_grad[3] else None
         return grad_W.T, -grad_residual.sum(0), grad_noise, grad_X, None, None
+
+
+def _differentiable_gradient(ctx, grad, inputs, masks, given):
+    """The gradient of the masked sums with respect to ``inputs`` by autograd, with its graph."""
+    wanted = [i for i in range(len(inputs)) if ctx.needs_input_grad[i]]
+    sums = _sums(*inputs, masks, given)[0]
+    grads = torch.autograd.grad(sums, [inputs[i] for i in wanted], grad, create_graph=True, allow_unused=True)
+    out = [None] * 6
+    for i, value in zip(wanted, grads, strict=True):
+        out[i] = value
+    return tuple(out)
 
 
 def masked_gaussian_sum(components, mean, noise, X, masks, given):
