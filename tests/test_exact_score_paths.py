@@ -130,7 +130,8 @@ def test_mixture_sweep_scores_match_the_reference_path():
     generator = torch.Generator().manual_seed(4)
     for covariance_type in ("diag", "spherical"):
         model = mixture(covariance_type, 7, 3, generator).requires_grad_(False)
-        reference = type("Reference", (GaussianMixtureModule,), {"masked_log_prob_sum": MaskedModel.masked_log_prob_sum})
+        methods = {"masked_log_prob_sum": MaskedModel.masked_log_prob_sum}
+        reference = type("Reference", (GaussianMixtureModule,), methods)
         slow = reference.__new__(reference)
         slow.__dict__.update(model.__dict__)
         X = 2 * torch.randn(5, 7, generator=generator, dtype=torch.float64)
