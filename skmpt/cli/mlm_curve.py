@@ -54,21 +54,22 @@ def _mask_rates(text):
         raise argparse.ArgumentTypeError(message if repr(text) in message else f"{message} (from {text!r})") from None
 
 
-def _positive_int(text):
+def _integer(text):
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def _positive_int(text):
+    value = _integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
     return value
 
 
 def _non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    value = _integer(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {value}")
     return value
