@@ -321,16 +321,11 @@ def seeded(seed, device):
     >>> bool(torch.equal(a, b))
     True
     """
-    generators = [torch.default_generator]
+    devices = []
     if device.type == "cuda":
-        torch.cuda.init()  # fills torch.cuda.default_generators
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        generators.append(torch.cuda.default_generators[index])
-    states = [generator.get_state() for generator in generators]
-    try:
-        for generator in generators:
-            generator.manual_seed(seed)
+        devices = [device.index if device.index is not None else torch.cuda.current_device()]
+    with torch.random.fork_rng(devices=devices):  # initialises CUDA, filling its default_generators
+        torch.default_generator.manual_seed(seed)
+        for index in devices:
+            torch.cuda.default_generators[index].manual_seed(seed)
         yield
-    finally:
-        for generator, state in zip(generators, states, strict=True):
-            generator.set_state(state)
