@@ -17,12 +17,14 @@ import math
 
 import torch
 
-__all__ = ["MaskedGaussianSum", "masked_gaussian_sum"]
+__all__ = ["MaskedGaussianSum", "feature_outer_products", "masked_gaussian_sum"]
 
 
-def _outer(weights):
-    """``w_d w_d^T`` for every row ``w_d`` of ``weights`` (D x K), flattened: ``(D, K * K)``."""
-    return (weights.unsqueeze(-1) * weights.unsqueeze(-2)).flatten(1)
+def feature_outer_products(components):
+    """``w_d w_d^T`` for every feature (column ``w_d`` of ``components``, ``K x D``), flattened:
+    ``(D, K * K)``. Products with it give every per-mask ``K x K`` statistic at once."""
+    W = components.T
+    return (W.unsqueeze(-1) * W.unsqueeze(-2)).flatten(1)
 
 
 def _sums(components, mean, noise, X, masks, given):
@@ -32,7 +34,7 @@ def _sums(components, mean, noise, X, masks, given):
     W = components.T
     residual = X - mean
     scaled = given.to(X.dtype) / noise  # r_d / psi_d: the weight of token d in A and z_bar
-    outer = _outer(W)
+    outer = feature_outer_products(components)
     precision = torch.eye(K, dtype=X.dtype, device=X.device) + (scaled @ outer).unflatten(-1, (K, K))
     # A >= I: well conditioned, so its explicit inverse (needed for every token's
     # predictive variance) is safe, and LU costs less than Cholesky and its inverse here.

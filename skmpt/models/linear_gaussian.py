@@ -41,7 +41,7 @@ import torch
 
 from .._utils import chunk_budget
 from ._chains import linear_gaussian_chain
-from ._masked_gaussian import masked_gaussian_sum
+from ._masked_gaussian import feature_outer_products, masked_gaussian_sum
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
 
 __all__ = ["FactorAnalysisModule", "LinearGaussianModule", "PPCAModule"]
@@ -67,12 +67,6 @@ def _batch(masks):
     over the samples, as ``matmul`` would.
     """
     return "p" if masks.ndim == 2 else "np"
-
-
-def _outer(components):
-    """``w_d w_d^T`` for every feature (column of ``components``), flattened: ``(D, K * K)``."""
-    W = components.T
-    return (W.unsqueeze(-1) * W.unsqueeze(-2)).flatten(1)
 
 
 def _whitened(components, noise_variance):
@@ -125,7 +119,7 @@ class _DensityMixin:
         K = self.components.shape[0]
         seen = observed.to(X.dtype)
         noise = self.noise_variance.expand(X.shape[1])
-        information = ((seen / noise) @ _outer(self.components)).unflatten(-1, (K, K))
+        information = ((seen / noise) @ feature_outer_products(self.components)).unflatten(-1, (K, K))
         factor = torch.linalg.cholesky(torch.eye(K, dtype=X.dtype, device=X.device) + information)
         projected = (seen * (X - self.mean) / noise) @ self.components.T
         mean = torch.cholesky_solve(projected.unsqueeze(-1), factor).squeeze(-1)
@@ -280,9 +274,9 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         K = self.components.shape[0]
         observed = given.to(dtype)
         if self.isotropic:  # one variance: divide once, after the sum over the tokens
-            information = (observed @ _outer(self.components)) / self.noise_variance
+            information = (observed @ feature_outer_products(self.components)) / self.noise_variance
         else:
-            information = observed @ (_outer(self.components) / self.noise_variance.unsqueeze(-1))
+            information = observed @ (feature_outer_products(self.components) / self.noise_variance.unsqueeze(-1))
         precision = torch.eye(K, dtype=dtype, device=given.device) + information.unflatten(-1, (K, K))
         # precision >= I, so its Cholesky factor is well conditioned and the K x K inverse
         # (needed for every token's predictive variance) is safe.
@@ -292,7 +286,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         """Per-mask ``cov`` of ``z | x_r``, ``(*batch, K, K)``, and every token's predictive
         ``variance``, ``(*batch, D)``, for conditioning sets ``r`` of shape ``(*batch, D)``."""
         cov = self._mask_covariance(given, dtype)
-        variance = self.noise_variance + cov.flatten(-2) @ _outer(self.components).T
+        variance = self.noise_variance + cov.flatten(-2) @ feature_outer_products(self.components).T
         return cov, variance
 
     def _mask_posterior_mean(self, residual, given, cov):
@@ -374,7 +368,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         K = self.components.shape[0]
         cov, variance = self._mask_posterior(given, dtype)
         inv_var = masks / variance
-        curvature = (inv_var @ _outer(self.components)).view(n_masks, K, K)
+        curvature = (inv_var @ feature_outer_products(self.components)).view(n_masks, K, K)
         # z_bar = C W^T Psi^{-1} e_r and Gamma z_bar - 2 g = Gamma C W^T Psi^{-1} e_r - 2 W^T (u * e).
         second, weighted_inv_var = curvature @ cov, inv_var
         if weights is not None:
