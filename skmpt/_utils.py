@@ -247,7 +247,7 @@ def native_bfloat16(device):
 
     Parameters
     ----------
-    device : torch.device
+    device : torch.device or str
 
     Returns
     -------
@@ -260,6 +260,7 @@ def native_bfloat16(device):
     >>> isinstance(native_bfloat16(torch.device("cpu")), bool)
     True
     """
+    device = torch.device(device)
     if device.type == "cuda":
         return bool(torch.cuda.is_bf16_supported(including_emulation=False))
     if device.type != "cpu":
@@ -282,7 +283,7 @@ def auto_dtype(device, model_dtype=torch.float32):
 
     Parameters
     ----------
-    device : torch.device
+    device : torch.device or str
     model_dtype : torch.dtype, default=torch.float32
         The dtype of the model's floating-point parameters.
 

@@ -113,3 +113,9 @@ def test_the_cli_passes_the_dtype_and_logs_the_choice(tiny, tmp_path, capsys, na
     assert str(scorer.dtype_) == f"torch.{chosen}"
     scores = np.loadtxt(out, delimiter=",", skiprows=1, usecols=2)
     np.testing.assert_allclose(scores, scorer.score_samples(TEXTS), rtol=1e-12)
+
+
+def test_a_device_may_be_named():
+    """A device may be given by its name, as torch takes it elsewhere."""
+    assert native_bfloat16("cpu") == native_bfloat16(torch.device("cpu"))
+    assert auto_dtype("cpu", torch.float64) == torch.float64
