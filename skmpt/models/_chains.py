@@ -30,6 +30,7 @@ import math
 import torch
 
 from .contract import gaussian_log_prob
+from .imputation import decoupled_covariance
 
 __all__ = ["gaussian_chain", "linear_gaussian_chain", "mixture_chain"]
 
@@ -143,9 +144,8 @@ def gaussian_chain(residual, covariance, orderings, seen=None):
     if seen is not None:
         # Unseen rows and columns replaced by the identity: they decouple, and nothing is
         # conditioned on them.
-        observed = seen.to(residual.dtype)
-        covariance = covariance * (observed.unsqueeze(-1) * observed) + torch.diag(1 - observed)
-        residual = residual * observed.unsqueeze(-1)
+        covariance = decoupled_covariance(covariance, seen)
+        residual = residual * seen.to(residual.dtype).unsqueeze(-1)
     permuted = covariance[:, reveal.unsqueeze(-1), reveal.unsqueeze(-2)].transpose(0, 1)  # (O, K, D, D)
     factor = torch.linalg.cholesky(permuted)
     revealed = residual[:, reveal].transpose(0, 1)  # (O, K, D, n)

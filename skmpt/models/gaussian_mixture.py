@@ -36,7 +36,7 @@ import torch
 from ._chains import gaussian_chain, mixture_chain
 from ._mixture_sums import diagonal_mixture_sums
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
-from .imputation import gaussian_conditional, pick_components
+from .imputation import decoupled_covariance, gaussian_conditional, pick_components
 
 __all__ = ["GaussianMixtureModule"]
 
@@ -176,8 +176,7 @@ class GaussianMixtureModule(MaskedModel):
         observed = unique.to(residual.dtype)  # (U, D)
         # Sigma with its masked rows and columns replaced by the identity: block diagonal,
         # Sigma_rr beside I_mm, so its Cholesky factor holds Sigma_rr's.
-        pairs = (observed.unsqueeze(-1) * observed.unsqueeze(-2)).unsqueeze(1)  # 1 where both are observed
-        decoupled = sigma * pairs + torch.diag_embed(1 - observed).unsqueeze(1)
+        decoupled = decoupled_covariance(sigma, observed.unsqueeze(1))  # (U, K, D, D)
         factor = torch.linalg.cholesky(decoupled)  # (U, K, D, D)
         log_det = 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)  # log det Sigma_rr, (U, K)
         # L^{-1} applied to Sigma's observed rows: column j's squared norm is

@@ -15,7 +15,27 @@ Observed entries are returned as they are in ``X``.
 
 import torch
 
-__all__ = ["gaussian_conditional", "pick_components"]
+__all__ = ["decoupled_covariance", "gaussian_conditional", "pick_components"]
+
+
+def decoupled_covariance(covariance, observed):
+    """``covariance`` with the rows and columns of unobserved entries replaced by the identity.
+
+    The result is block diagonal, ``Sigma_oo`` beside ``I``, so its Cholesky factor holds
+    ``Sigma_oo``'s: conditioning on (or the density of) the observed entries without cutting
+    them out, for every pattern of a batch at once. Shapes broadcast: ``covariance``
+    ``(..., D, D)``, ``observed`` (boolean or 0/1) ``(..., D)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models.imputation import decoupled_covariance
+    >>> cov = torch.tensor([[2.0, 0.5], [0.5, 1.0]])
+    >>> decoupled_covariance(cov, torch.tensor([True, False])).tolist()
+    [[2.0, 0.0], [0.0, 1.0]]
+    """
+    seen = observed.to(covariance.dtype)
+    return covariance * (seen.unsqueeze(-1) * seen.unsqueeze(-2)) + torch.diag_embed(1 - seen)
 
 
 def gaussian_conditional(X, observed, mean, covariance):
@@ -51,11 +71,9 @@ def gaussian_conditional(X, observed, mean, covariance):
     ([[2.0, 1.0]], 0.75)
     """
     seen = observed.to(X.dtype)
-    pairs = seen.unsqueeze(-1) * seen.unsqueeze(-2)  # (n, D, D)
     covariance = covariance.unsqueeze(-3)  # (..., 1, D, D)
-    # Sigma_oo beside the identity at the missing entries: block diagonal, so its Cholesky
-    # factor holds Sigma_oo's and its inverse masked to the observed block is Sigma_oo^{-1}.
-    decoupled = covariance * pairs + torch.diag_embed(1 - seen)
+    # Its inverse masked to the observed block is Sigma_oo^{-1}.
+    decoupled = decoupled_covariance(covariance, seen)
     factor = torch.linalg.cholesky(decoupled)
     residual = seen * (X - mean)
     alpha = torch.cholesky_solve(residual.unsqueeze(-1), factor).squeeze(-1)  # zero at missing entries
