@@ -196,8 +196,10 @@ def resolve_dtype(dtype):
         raise ValueError(f"dtype must be one of {sorted(DTYPES)} or a torch.dtype; got {dtype!r}.") from None
 
 
+@functools.cache
 def _cpu_flags():
-    """The CPU's feature flags from ``/proc/cpuinfo`` (Linux), or ``None`` where there is no such file."""
+    """The CPU's feature flags from ``/proc/cpuinfo`` (Linux), or ``None`` where there is no such
+    file; read once per process (every scorer's ``fit`` with ``dtype="auto"`` asks)."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -207,7 +209,7 @@ def _cpu_flags():
         key, _, value = line.partition(":")
         if key.strip() in ("flags", "Features"):  # x86, ARM
             flags.update(value.split())
-    return flags
+    return frozenset(flags)
 
 
 @functools.cache
