@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
-import torch
+
 from hypothesis import settings
+
+from support.text import model_dir  # noqa: F401 (a fixture: a tiny saved BERT, for the text and CLI tests)
 
 # Property tests run a bounded number of examples with no per-example deadline: the
 # examples do real linear algebra, whose first call (torch's warm-up) can be slow.
@@ -23,16 +25,3 @@ def ppca_data(seed):
     mean = rng.randn(n_features)
     X = rng.randn(n_samples, n_components) @ components + mean + np.sqrt(0.5) * rng.randn(n_samples, n_features)
     return X
-
-
-def make_ppca_module(components, mean, noise_variance):
-    from skmpt.models import PPCAModule
-
-    return PPCAModule(
-        torch.as_tensor(components, dtype=torch.float64),
-        torch.as_tensor(mean, dtype=torch.float64),
-        float(noise_variance),
-    )
-
-
-requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -70,7 +70,7 @@ def test_grid_search_example_runs_small(tmp_path, capsys):
 
 def test_linear_vae_example_runs_small(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    from test_datasets import write_mnist
+    from support.datasets import write_mnist
 
     write_mnist(tmp_path / "fashion", n=30)
     output = tmp_path / "fig3.png"
@@ -86,7 +86,7 @@ def test_linear_vae_example_runs_small(tmp_path, capsys):
 
 def test_vae_example_runs_small(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    from test_datasets import write_mnist
+    from support.datasets import write_mnist
 
     write_mnist(tmp_path / "fashion", n=20)
     output = tmp_path / "fig3_vae.png"
@@ -101,7 +101,7 @@ def test_vae_example_runs_small(tmp_path, capsys):
 
 def test_mlm_example_prints_table_2_rows_for_a_checkpoint(tmp_path, capsys):
     pytest.importorskip("transformers")
-    from test_datasets import _write_glue
+    from support.datasets import write_glue
     from transformers import BertConfig, BertForMaskedLM
 
     from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
@@ -111,7 +111,7 @@ def test_mlm_example_prints_table_2_rows_for_a_checkpoint(tmp_path, capsys):
                         intermediate_size=16, max_position_embeddings=64)
     BertForMaskedLM(config).save_pretrained(tmp_path / "bert")
     tokenizer.save_pretrained(tmp_path / "bert")
-    _write_glue(tmp_path / "glue")
+    write_glue(tmp_path / "glue")
     _load("mlm_pretraining_curve").main(
         ["--model", str(tmp_path / "bert"), "--glue-dir", str(tmp_path / "glue"), "--score-masks", "1"]
     )

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from golden import GOLDEN, golden_outputs  # noqa: E402
+from support.golden import GOLDEN, golden_outputs  # noqa: E402
 
 
 def test_outputs_equal_the_recorded_ones(tmp_path):

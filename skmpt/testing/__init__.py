@@ -8,6 +8,7 @@
   conditionals come from one joint density, and the size of their inconsistency otherwise.
 - :func:`check_incomplete_rows` (one of those checks) holds a model that takes ``observed=`` to
   the contract on rows with entries not observed.
+- :data:`MODELS` is the registry of skmpt's own small models that every generic test runs over.
 - :class:`TabularJoint` is a model whose conditionals are exact by construction (a probability
   table over ``{0, 1}**D``, conditioned by brute force), useful as a reference.
 - The strategies (:func:`tabular_joints`, :func:`ppca_parameters`) need ``hypothesis``, which
@@ -43,10 +44,12 @@ from .checks import (
 from .identity import IdentityCheck, assert_mpt_identity, check_mpt_identity
 from .missing import accepts_observed, check_incomplete_rows, incomplete_pattern
 from .joints import TabularJoint
+from .registry import MODELS
 from .strategies import ppca_parameters, tabular_joints
 
 __all__ = [
     "MASKED_MODEL_CHECKS",
+    "MODELS",
     "IdentityCheck",
     "MaskedModelCase",
     "TabularJoint",

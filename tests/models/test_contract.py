@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from _registry import MODELS
+from skmpt.testing import MODELS
 from sklearn.exceptions import ConvergenceWarning
 
 from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE, objectives
@@ -299,6 +299,6 @@ def test_the_bring_your_own_model_page_runs():
     import doctest
     from pathlib import Path
 
-    page = Path(__file__).parents[1] / "docs" / "user_guide" / "own_model.rst"
+    page = Path(__file__).parents[2] / "docs" / "user_guide" / "own_model.rst"
     result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 10 and result.failed == 0

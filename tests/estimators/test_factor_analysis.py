@@ -15,51 +15,12 @@ from sklearn.base import clone
 from sklearn.decomposition import PCA, FactorAnalysis
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
-from conftest import make_ppca_module
+from support.helpers import make_ppca_module
+from support.references import dense_conditionals, generic_chain, one_thread  # noqa: F401 (fixture)
 from skmpt import MaskedFactorAnalysis, MaskedPPCA, objectives
-from skmpt.masks import all_masks, nested_masks, random_orderings
+from skmpt.masks import all_masks, random_orderings
 from skmpt.models import FactorAnalysisModule
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tests do many tiny linear-algebra calls, which extra threads only slow down."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def dense_conditionals(mean, cov, X, masks):
-    """Dense Gaussian conditioning in NumPy, per mask and masked token.
-
-    Returns the per-token ``log N(x_j | mu_j + S_jr S_rr^{-1} (x_r - mu_r), S_jj - S_jr S_rr^{-1} S_rj)``
-    of shape (n, P, D), zero at observed positions, and ``log N(x_r | mu_r, S_rr)`` of shape (n, P).
-    """
-    n_features = len(mean)
-    per_token = np.zeros((len(X), len(masks), n_features))
-    observed = np.zeros((len(X), len(masks)))
-    for p, mask in enumerate(np.asarray(masks)):
-        rest = ~mask
-        if rest.any():
-            observed[:, p] = multivariate_normal(mean[rest], cov[np.ix_(rest, rest)]).logpdf(X[:, rest])
-        for j in np.flatnonzero(mask):
-            if rest.any():
-                gain = np.linalg.solve(cov[np.ix_(rest, rest)], cov[rest, j])
-                mu = mean[j] + (X[:, rest] - mean[rest]) @ gain
-                var = cov[j, j] - cov[j, rest] @ gain
-            else:
-                mu, var = np.full(len(X), mean[j]), cov[j, j]
-            per_token[:, p, j] = -0.5 * (np.log(2 * np.pi * var) + (X[:, j] - mu) ** 2 / var)
-    return per_token, observed
-
-
-def generic_chain(module, X, orderings):
-    """Chain terms from the reference per-token conditionals on nested masks."""
-    n, n_features = X.shape
-    per_token = module.masked_log_prob(X, nested_masks(orderings).reshape(-1, n_features))
-    index = orderings.view(1, len(orderings), -1, 1).expand(n, -1, -1, 1)
-    return per_token.reshape(n, len(orderings), n_features, n_features).gather(-1, index).squeeze(-1)
 
 
 def fa_parameters(max_features=6, max_components=3):
@@ -263,7 +224,7 @@ def test_bad_input(params, X, message):
 
 def test_gallery_example_runs_small(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    path = Path(__file__).resolve().parents[1] / "examples" / "plot_mpt_vs_em.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "plot_mpt_vs_em.py"
     spec = importlib.util.spec_from_file_location("plot_mpt_vs_em", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-GOLDEN = Path(__file__).with_name("data") / "golden.npz"
+GOLDEN = Path(__file__).parents[1] / "data" / "golden.npz"
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from test_mlm import binary_tokenizer  # noqa: E402
-from transformers import BertConfig, BertForMaskedLM  # noqa: E402
+from support.text import TEXTS  # noqa: E402
+from transformers import BertForMaskedLM  # noqa: E402
 
 from skmpt import MLMCurveScorer  # noqa: E402
 from skmpt.masks import parse_mask_rates  # noqa: E402
@@ -26,21 +25,8 @@ import skmpt.text.scorer  # noqa: E402
 from skmpt.cli import COMMANDS, main  # noqa: E402
 from skmpt.cli import mlm_curve  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-TEXTS = ["a b a b", "", "b b a", "  ", "a"]  # lines 1..5; lines 2 and 4 are blank
+ROOT = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    """A tiny BERT over the words a and b, saved with its tokenizer."""
-    tokenizer = binary_tokenizer()
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=16, max_position_embeddings=16)
-    torch.manual_seed(0)
-    directory = tmp_path_factory.mktemp("cli") / "model"
-    BertForMaskedLM(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
 
 
 @pytest.fixture

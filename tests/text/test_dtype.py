@@ -9,7 +9,7 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from test_mlm import binary_tokenizer  # noqa: E402
+from support.text import binary_tokenizer  # noqa: E402
 from transformers import BertConfig, BertForMaskedLM  # noqa: E402
 
 import skmpt._utils  # noqa: E402

@@ -9,7 +9,7 @@ for the full-covariance mixture (measured gaps 0.002, 0.003 and 0.016).
 
 import numpy as np
 import pytest
-from em_missing import gmm_em, incomplete_data, linear_gaussian_em, log_density
+from support.em_missing import gmm_em, incomplete_data, linear_gaussian_em, log_density
 
 from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedPPCA
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.exceptions import NotFittedError
 
-from conftest import make_ppca_module
+from support.helpers import make_ppca_module
 from skmpt import MaskedPPCA
 from skmpt._validation import InvalidParameterError
 from skmpt.masks import uniform_size_masks

@@ -1,14 +1,21 @@
-"""One registry of small models: every generic test of the model contract runs over it.
+"""One registry of small models, beside the estimators' one (:data:`skmpt.estimators.ESTIMATORS`).
 
-A new model is added here as a function returning ``(model, X)`` (the model and a float64
-sample of a few rows that it can score); it then inherits the whole battery of
-``tests/test_contract.py``, :func:`skmpt.testing.check_masked_model` first.
+Every generic test of the model contract runs over :data:`MODELS`. A new model is added here as a
+function returning ``(model, X)`` (the model and a float64 sample of a few rows that it can score); it
+then inherits the whole battery of ``tests/models/test_contract.py``, :func:`check_masked_model` first.
+
+Examples
+--------
+>>> from skmpt.testing import MODELS, check_masked_model
+>>> model, X = MODELS["ppca"]()
+>>> X.shape
+torch.Size([6, 5])
 """
 
 import torch
 
-from skmpt.models import FactorAnalysisModule, GaussianMixtureModule, LinearVAEModule, PPCAModule, VAEModule
-from skmpt.testing import TabularJoint
+from ..models import FactorAnalysisModule, GaussianMixtureModule, LinearVAEModule, PPCAModule, VAEModule
+from .joints import TabularJoint
 
 
 def _generator(seed):

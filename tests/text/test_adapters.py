@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from tiny_predictors import (  # noqa: E402
+from support.tiny_predictors import (  # noqa: E402
     MASK_ID,
     VOCAB_SIZE,
     ShiftedLM,
@@ -107,7 +107,7 @@ def save_remote_code_model(tmp_path):
     model = TinyDiffusionModel(TinyDiffusionConfig()).eval()
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    shutil.copy(Path(__file__).with_name("tiny_predictors.py"), tmp_path / "tiny_modeling.py")
+    shutil.copy(Path(__file__).parents[1] / "support" / "tiny_predictors.py", tmp_path / "tiny_modeling.py")
     config = json.loads((tmp_path / "config.json").read_text())
     config["auto_map"] = {"AutoConfig": "tiny_modeling.TinyDiffusionConfig",
                           "AutoModel": "tiny_modeling.TinyDiffusionModel"}

@@ -19,7 +19,7 @@ from sklearn.model_selection import GridSearchCV
 from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, objectives
 from skmpt.masks import all_masks, random_orderings
 from skmpt.models import GaussianMixtureModule
-from test_factor_analysis import dense_conditionals, generic_chain, one_thread  # noqa: F401 (fixture)
+from support.references import dense_conditionals, generic_chain, one_thread  # noqa: F401 (fixture)
 
 
 def mixture_parameters(max_features=5, max_components=3):

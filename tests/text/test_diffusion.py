@@ -8,8 +8,8 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from test_mlm import JointMaskedLM, binary_tokenizer  # noqa: E402
-from tiny_predictors import MASK_ID, TinyBidirectionalLM, gpt2_style_tokenizer  # noqa: E402
+from support.text import JointMaskedLM, binary_tokenizer  # noqa: E402
+from support.tiny_predictors import MASK_ID, TinyBidirectionalLM, gpt2_style_tokenizer  # noqa: E402
 
 from skmpt import MLMCurveScorer  # noqa: E402
 from skmpt.testing import TabularJoint  # noqa: E402
@@ -180,7 +180,7 @@ def test_the_masked_diffusion_example_runs_small(tmp_path, capsys):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "plot_masked_diffusion.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "plot_masked_diffusion.py"
     spec = importlib.util.spec_from_file_location("plot_masked_diffusion", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -14,7 +14,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from conftest import make_ppca_module, requires_cuda
+from support.helpers import make_ppca_module, requires_cuda
 from skmpt import MaskedPPCA, objectives, working_memory
 from skmpt.masks import all_masks, nested_masks, random_orderings
 from skmpt.testing import check_mpt_identity, ppca_parameters

@@ -13,11 +13,11 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from test_cli import TEXTS, model_dir  # noqa: E402, F401  (the fixture: a tiny saved BERT)
+from support.text import TEXTS  # noqa: E402
 
 from skmpt.cli import main  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rows(path):
@@ -63,7 +63,7 @@ TRAIN_TEXTS = ["a b a b b", "b a", "a a b", "b b b a a b", "a", "b a b", "a b", 
 
 
 def _fit(**params):
-    from test_mlm import binary_tokenizer
+    from support.text import binary_tokenizer
     from transformers import BertConfig
 
     from skmpt import MLMCurveScorer

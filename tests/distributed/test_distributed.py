@@ -184,7 +184,7 @@ def test_grid_search_example_runs_on_a_given_cluster(dask_client, tmp_path, caps
     pytest.importorskip("matplotlib")
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "plot_grid_search_dask.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "plot_grid_search_dask.py"
     spec = importlib.util.spec_from_file_location("plot_grid_search_dask", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
