@@ -60,7 +60,7 @@ def main(argv=None):
 
     bounds = {}
     for label, scorer in (("random init.", before), ("trained", after)):
-        bound = masked_diffusion_bound(scorer, test, method="chain", n_samples=args.orderings)
+        bound = masked_diffusion_bound(scorer.runner_, test, method="chain", n_masks=args.orderings, random_state=0)
         bounds[label] = bound
         print(f"{label:<13} standard error of NELBO per sentence: median {np.median(bound.nelbo_std):.3f} nats")
         print(f"{label:<13} perplexity bound on {len(test)} held-out sentences: "
@@ -68,7 +68,7 @@ def main(argv=None):
               f"(NELBO {bound.nelbo.sum() / bound.n_tokens.sum():.3f} nats per token; vocabulary {len(tokenizer)})")
 
     print("samples by any-order generation (12 tokens each):")
-    for text in sample_any_order(after, 4, 12, random_state=0):
+    for text in sample_any_order(after.runner_, 4, 12, random_state=0):
         print("  ", text.replace(" ##", ""))
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))

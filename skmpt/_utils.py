@@ -6,24 +6,17 @@ Nothing here imports another skmpt module; every other module may import from he
 
 import contextlib
 import contextvars
-import functools
 import numbers
-import platform
-import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
 __all__ = [
-    "BFLOAT16_TOLERANCE",
     "DTYPES",
-    "auto_dtype",
     "call_with_generator",
     "check_generator",
     "chunk_budget",
     "get_working_memory",
-    "native_bfloat16",
     "resolve_device",
     "resolve_dtype",
     "seeded",
@@ -31,17 +24,8 @@ __all__ = [
 ]
 
 #: Names of the torch dtypes skmpt accepts for a ``dtype`` parameter. The array estimators
-#: take the first two; the masked-LM scorer takes all four (and "auto").
+#: take the first two; the masked-LM scorer takes all four (and "auto", the checkpoint's own).
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-#: Largest difference, in nats per token, between a masked LM's bfloat16 and float32 scores
-#: that ``dtype="auto"`` accepts (:func:`auto_dtype`): measured by ``benchmarks/mlm_curve.py``
-#: on AntiBERTy and a random BERT of its shape, whose bfloat16 scores stay below it.
-BFLOAT16_TOLERANCE = 0.01
-
-#: bfloat16 matrix products must be this many times faster than float32 ones for
-#: :func:`native_bfloat16` to count a CPU's bfloat16 units as native.
-_BFLOAT16_SPEEDUP = 1.5
 
 #: Default of :func:`working_memory`, in MiB: 2**24 float64 numbers.
 DEFAULT_WORKING_MEMORY = 128
@@ -194,115 +178,6 @@ def resolve_dtype(dtype):
         return DTYPES[dtype]
     except (KeyError, TypeError):
         raise ValueError(f"dtype must be one of {sorted(DTYPES)} or a torch.dtype; got {dtype!r}.") from None
-
-
-@functools.cache
-def _cpu_flags():
-    """The CPU's feature flags from ``/proc/cpuinfo`` (Linux), or ``None`` where there is no such
-    file; read once per process (every scorer's ``fit`` with ``dtype="auto"`` asks)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    flags = set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):  # x86, ARM
-            flags.update(value.split())
-    return frozenset(flags)
-
-
-@functools.cache
-def _cpu_bfloat16_speedup():
-    """How many times faster one (64 x 512) @ (512 x 512) product runs in bfloat16 than in float32.
-
-    The product is laid out as ``torch.nn.Linear`` computes it; the best of three interleaved
-    runs of each, in CPU time, with torch's current threads. Measured once per process (about
-    2 ms where bfloat16 is native, 0.1 s where it is emulated).
-    """
-    generator = torch.Generator().manual_seed(0)
-    inputs = torch.randn(64, 512, generator=generator)
-    weight = torch.randn(512, 512, generator=generator)
-    pairs = [(inputs, weight), (inputs.bfloat16(), weight.bfloat16())]
-    best = [float("inf")] * 2
-    with torch.inference_mode():
-        for a, w in pairs:  # one untimed run each: the kernels' first call sets them up
-            torch.nn.functional.linear(a, w)
-        for _ in range(3):
-            for i, (a, w) in enumerate(pairs):
-                start = time.process_time()
-                for _ in range(4):
-                    torch.nn.functional.linear(a, w)
-                best[i] = min(best[i], time.process_time() - start)
-    return best[0] / max(best[1], 1e-9)
-
-
-def native_bfloat16(device):
-    """Whether ``device`` multiplies bfloat16 matrices natively, faster than float32.
-
-    CUDA: compute capability 8.0 or above (``torch.cuda.is_bf16_supported(including_emulation=
-    False)``). CPU: on Linux, the processor must list ``amx_bf16`` or ``avx512_bf16`` (x86) or
-    ``bf16`` (ARM) among its flags, and then, as everywhere else, one bfloat16 matrix product
-    must run at least 1.5 times faster than in float32 (a one-off probe, cached for the
-    process): torch emulates bfloat16 on processors without such units, several times slower
-    than float32.
-
-    Parameters
-    ----------
-    device : torch.device or str
-
-    Returns
-    -------
-    native : bool
-
-    Examples
-    --------
-    >>> import torch
-    >>> from skmpt._utils import native_bfloat16
-    >>> isinstance(native_bfloat16(torch.device("cpu")), bool)
-    True
-    """
-    device = torch.device(device)
-    if device.type == "cuda":
-        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
-    if device.type != "cpu":
-        return False
-    flags = _cpu_flags()
-    if flags is not None and platform.machine().lower() in ("x86_64", "amd64", "i686", "aarch64", "arm64"):
-        if not flags & {"amx_bf16", "avx512_bf16", "bf16"}:
-            return False
-    return _cpu_bfloat16_speedup() >= _BFLOAT16_SPEEDUP
-
-
-def auto_dtype(device, model_dtype=torch.float32):
-    """The dtype ``dtype="auto"`` runs a masked LM in on ``device``.
-
-    bfloat16 for a float32 model on a device with native bfloat16 matrix units
-    (:func:`native_bfloat16`), where bfloat16 scores differ from float32 ones by less than
-    ``BFLOAT16_TOLERANCE`` nats per token on the models measured; the model's own dtype
-    everywhere else: float32 on a processor that emulates bfloat16 (it would be slower and less
-    exact), and a float64, float16 or bfloat16 model as it was given or saved.
-
-    Parameters
-    ----------
-    device : torch.device or str
-    model_dtype : torch.dtype, default=torch.float32
-        The dtype of the model's floating-point parameters.
-
-    Returns
-    -------
-    dtype : torch.dtype
-
-    Examples
-    --------
-    >>> import torch
-    >>> from skmpt._utils import auto_dtype
-    >>> auto_dtype(torch.device("cpu"), torch.float64)
-    torch.float64
-    """
-    if model_dtype == torch.float32 and native_bfloat16(device):
-        return torch.bfloat16
-    return model_dtype
 
 
 @contextlib.contextmanager

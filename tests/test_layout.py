@@ -1,5 +1,6 @@
 """The package's structure, read from its source with ``ast``: which part imports which, no
-private names across modules or from scikit-learn, and the size limits of functions and classes.
+private names across modules or from scikit-learn, and the size limit of functions (100 lines; classes
+have none: a class is as long as its concept, not cut into one-user mixins).
 
 The layers, bottom up (a part imports only parts below it, and its own modules)::
 
@@ -8,8 +9,8 @@ The layers, bottom up (a part imports only parts below it, and its own modules):
     masks                      samplers and the parser of mask rates
     models                     the MaskedModel contract and the models
     objectives                 training objectives, scoring, curves
-    estimators, text, testing  scikit-learn estimators; masked LMs; conformance checks
-    cli                        commands, on the public API
+    estimators, text           scikit-learn estimators; masked LMs (predictors, strategies, the runner)
+    testing, cli               conformance checks of models and predictors; commands, on the public API
 """
 
 import ast
@@ -29,7 +30,7 @@ LAYERS = {
     "objectives": 4,
     "estimators": 5,
     "text": 5,
-    "testing": 5,
+    "testing": 6,
     "cli": 6,
     "__init__": 7,
     "__main__": 7,
@@ -39,7 +40,8 @@ FORBIDDEN = {
     "distributed": {"masks", "models", "objectives", "estimators", "text", "testing", "datasets", "cli"},
     "datasets": {"masks", "models", "objectives", "estimators", "text", "testing", "distributed", "cli"},
     "text": {"estimators", "testing", "cli"},
-    "testing": {"estimators", "text", "cli"},
+    "testing": {"cli"},
+    "cli": {"testing"},
     "estimators": {"text", "testing", "cli"},
 }
 
@@ -128,16 +130,15 @@ def _definitions():
     for path, _, _ in _modules():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 yield path, node
 
 
-@pytest.mark.parametrize("kind, limit", [(ast.ClassDef, 350), (ast.FunctionDef, 100)])
-def test_size_limits(kind, limit):
+def test_function_size_limit(limit=100):
     too_long = [
         f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines"
         for path, node in _definitions()
-        if isinstance(node, kind) and node.end_lineno - node.lineno + 1 > limit
+        if node.end_lineno - node.lineno + 1 > limit
     ]
     assert not too_long, "\n".join(too_long)
 

@@ -8,6 +8,10 @@
   conditionals come from one joint density, and the size of their inconsistency otherwise.
 - :func:`check_incomplete_rows` (one of those checks) holds a model that takes ``observed=`` to
   the contract on rows with entries not observed.
+- :func:`check_masked_predictor` is the same for the text side's masked predictors
+  (:data:`MASKED_PREDICTOR_CHECKS`, :class:`skmpt.text.MaskedPredictor`): logits of the right
+  shape, finite, not hidden states, a valid mask id, padding that changes nothing, determinism,
+  and the user's module left as it was.
 - :data:`MODELS` is the registry of skmpt's own small models that every generic test runs over.
 - :class:`TabularJoint` is a model whose conditionals are exact by construction (a probability
   table over ``{0, 1}**D``, conditioned by brute force), useful as a reference.
@@ -44,12 +48,25 @@ from .checks import (
 from .identity import IdentityCheck, assert_mpt_identity, check_mpt_identity
 from .missing import accepts_observed, check_incomplete_rows, incomplete_pattern
 from .joints import TabularJoint
+from .predictors import (MASKED_PREDICTOR_CHECKS, MaskedPredictorCase, check_deterministic, check_finite_logits,
+                         check_logits_shape, check_mask_id, check_masked_predictor, check_module_unchanged,
+                         check_not_hidden_states, check_padding_invariance)
 from .registry import MODELS
 from .strategies import ppca_parameters, tabular_joints
 
 __all__ = [
     "MASKED_MODEL_CHECKS",
+    "MASKED_PREDICTOR_CHECKS",
     "MODELS",
+    "MaskedPredictorCase",
+    "check_deterministic",
+    "check_finite_logits",
+    "check_logits_shape",
+    "check_mask_id",
+    "check_masked_predictor",
+    "check_module_unchanged",
+    "check_not_hidden_states",
+    "check_padding_invariance",
     "IdentityCheck",
     "MaskedModelCase",
     "TabularJoint",

@@ -6,12 +6,23 @@ log-probability the model gives the masked tokens, each predicted from the unmas
 Summed over ``M = 1..L`` it is the chain rule averaged over orderings, i.e. ``log p(x)`` for a
 model whose conditionals come from one joint; the pseudo-log-likelihood is ``L * S(x; 1)``.
 
-:class:`MLMCurveScorer` (:mod:`.scorer`) is the scikit-learn estimator. Fitted, it holds a
-:class:`MaskedLMRunner` (:mod:`.runner`: model, tokenizer, device, dtype, budgets, forward
-passes) and calls plain parts: :func:`encode_texts` (:mod:`.encoding`), :func:`load_masked_lm`
-(:mod:`.loading`), :func:`score_texts` with a scoring strategy (:mod:`.scoring`) and
-:class:`MaskedPretraining` (:mod:`.training`). ``transform(texts)`` is
-``score_texts(runner_, encode_texts(texts, ...), CurveMasks(mask_rates_, score_masks))``.
+Three seams, as the array side's model contract (:mod:`skmpt.models`):
+
+- a **predictor** (:class:`MaskedPredictor`, :mod:`.predictors`): any model that predicts masked
+  tokens, one class per family (:class:`MaskedLMPredictor`, :class:`ModulePredictor`,
+  :class:`ShiftedLogitsPredictor`, :class:`TimeConditionedPredictor`; your own is a subclass,
+  checked by :func:`skmpt.testing.check_masked_predictor`); :func:`load_masked_lm` returns one;
+- a **strategy** (:class:`~skmpt.text.strategies.ScoringStrategy`, :mod:`.strategies`): which
+  masked copies of a text to run and how their log-probabilities reduce to a score and its
+  standard error (sweep, chain, uniform sizes, exhaustive, the PLL and its variants);
+- the **runner** (:class:`MaskedLMRunner`, :mod:`.runner`): the one loop that batches the copies
+  within the memory budget, calls the predictor, gathers the target log-probabilities and
+  shares the texts out over processes.
+
+Conditional scores (:mod:`.conditional`), diffusion bounds and sampling (:mod:`.diffusion`) and
+per-token and per-word tables (:mod:`.outputs`) are functions of a runner, encoded texts and a
+strategy; :class:`MLMCurveScorer` (:mod:`.scorer`) is their scikit-learn face: ``transform(texts)``
+is ``runner_.score(encode_texts(texts, ...), CurveMasks(mask_rates_, score_masks))``.
 
 **Texts.** Texts may be a list, tuple or array of strings of shape (n,) or (n, 1), a pandas Series or
 DataFrame (``str``, ``string[pyarrow]``/``string[python]`` or object columns), or a
@@ -20,7 +31,7 @@ DataFrame (``str``, ``string[pyarrow]``/``string[python]`` or object columns), o
 keys are never scored), and an iterator or generator is read once, in its order. Refused with a
 message that says what to pass: a single string, a ``datasets.DatasetDict`` (what
 ``load_dataset`` returns without ``split=``: pass ``ds["train"]``), a mapping without
-``text_column`` and unordered collections (set, frozenset, dict views) (:func:`texts_of`).
+``text_column`` and unordered collections (set, frozenset, dict views) (:func:`skmpt.text.encoding.texts_of`).
 Every method rejects, with a ``ValueError`` naming the text's index: a text that is not a
 string, is blank or is not valid Unicode (a lone surrogate), and a text that holds a special
 token literally (``[CLS]``,
@@ -39,7 +50,7 @@ that can produce ids beyond the model's embedding. A string is a hub name only w
 disk, has the form ``name`` or ``org/name`` and does not end in a file extension (``.bin``,
 ``.json``, ...); any other string (``./model``, ``../model``, ``a/b/c``, ``~/model``,
 ``C:\\model``) is a path, and one that does not exist is a ``ValueError`` naming it
-(:func:`check_local_path`).
+(:func:`skmpt.text.loading.check_local_path`).
 
 **Data parallelism.** Started by ``torchrun --nproc-per-node N`` or ``accelerate launch``, :meth:`MLMCurveScorer.fit`
 joins the launcher's process group (``torch.distributed``; gloo on the CPU, NCCL with each
@@ -54,95 +65,42 @@ processes, and can checkpoint and resume (``checkpoint_every``, ``checkpoint_dir
 ``resume``).
 """
 
-from .._utils import BFLOAT16_TOLERANCE, DTYPES, auto_dtype, native_bfloat16
-from .adapters import (CallablePredictor, check_mask_token_id, check_predictor, check_vocab_size, output_logits,
-                       timestep_kwargs)
 from .conditional import compare_conditional_estimators, conditional_log_likelihood, encode_pairs, multiple_choice
 from .diffusion import masked_diffusion_bound, noise_schedule, sample_any_order, schedule_weights
-from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
-from .loading import check_local_path, load_masked_lm, load_tokenizer, model_max_length
-from .pretrained import ANTIBERTY_VERSION, load_antiberty
-from .outputs import METRICS, UNITS, MLMOutputsMixin, scores_table, word_sums
-from .runner import MaskedLMRunner, language_model_head, target_log_probs
+from .encoding import EncodedTexts, encode_texts
+from .loading import load_masked_lm, load_tokenizer
+from .outputs import scores_table, word_sums
+from .predictors import (MaskedLMPredictor, MaskedPredictor, ModulePredictor, ShiftedLogitsPredictor,
+                         TimeConditionedPredictor, as_predictor)
+from .pretrained import load_antiberty
+from .runner import MaskedLMRunner
 from .scorer import DEFAULT_MASK_RATES, MLMCurveScorer
-from .scoring import (
-    ChainMasks,
-    ChainSpread,
-    CurveMasks,
-    CurveTokenScores,
-    SingleTokenMasks,
-    SweepMasks,
-    TokenScores,
-    WholeWordMasks,
-    chain_masks,
-    copy_target_log_probs,
-    group_standard_errors,
-    score_texts,
-    single_masks,
-    size_masks,
-    spread_with_error,
-    within_word_l2r_masks,
-)
-from .standard_errors import ChainWithError, SweepWithError, UniformSizeMasks
 from .training import MaskedPretraining
 
 __all__ = [
-    "ANTIBERTY_VERSION",
-    "BFLOAT16_TOLERANCE",
-    "CallablePredictor",
-    "ChainMasks",
-    "ChainSpread",
-    "ChainWithError",
-    "CurveMasks",
-    "CurveTokenScores",
     "DEFAULT_MASK_RATES",
-    "DTYPES",
     "EncodedTexts",
-    "METRICS",
     "MLMCurveScorer",
-    "MLMOutputsMixin",
+    "MaskedLMPredictor",
     "MaskedLMRunner",
+    "MaskedPredictor",
     "MaskedPretraining",
-    "SingleTokenMasks",
-    "SweepMasks",
-    "SweepWithError",
-    "TokenScores",
-    "UNITS",
-    "UniformSizeMasks",
-    "WholeWordMasks",
-    "auto_dtype",
-    "chain_masks",
-    "check_local_path",
-    "check_mask_token_id",
-    "check_max_length",
-    "check_predictor",
-    "check_vocab_size",
+    "ModulePredictor",
+    "ShiftedLogitsPredictor",
+    "TimeConditionedPredictor",
+    "as_predictor",
     "compare_conditional_estimators",
     "conditional_log_likelihood",
-    "copy_target_log_probs",
     "encode_pairs",
     "encode_texts",
-    "group_standard_errors",
-    "language_model_head",
     "load_antiberty",
     "load_masked_lm",
     "load_tokenizer",
     "masked_diffusion_bound",
-    "model_max_length",
     "multiple_choice",
-    "native_bfloat16",
     "noise_schedule",
-    "output_logits",
     "sample_any_order",
     "schedule_weights",
-    "score_texts",
     "scores_table",
-    "single_masks",
-    "size_masks",
-    "spread_with_error",
-    "target_log_probs",
-    "texts_of",
-    "timestep_kwargs",
-    "within_word_l2r_masks",
     "word_sums",
 ]

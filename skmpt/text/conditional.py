@@ -3,13 +3,15 @@
 The context's tokens stay visible; masks fall only among the continuation's ``L`` tokens, for
 which the MPT identity holds: ``sum_{M=1..L} S(continuation | context; M)``, with ``S`` the
 curve over masks of the continuation's tokens, is ``log p(continuation | context)`` for a model
-whose conditionals come from one joint. Three estimators (:mod:`skmpt.text.standard_errors`):
+whose conditionals come from one joint. Four estimators (:mod:`skmpt.text.strategies`):
 
 - ``"chain"``: random orderings of the continuation's tokens, each predicted given the context
   and the tokens revealed before it (``L`` copies per ordering; exact, zero spread, for a joint);
 - ``"uniform"``: LLaDA's protocol (Nie et al. 2025): masks of uniformly random sizes over the
   answer, prompt always visible, each worth ``(L / M) sum_masked log p`` (one copy each);
-- ``"sweep"``: masks at every size (``L`` copies per round).
+- ``"sweep"``: masks at every size (``L`` copies per round);
+- ``"exhaustive"``: every mask of the continuation's tokens (``2**L - 1`` copies): the exact
+  expectation of the other three, with no Monte Carlo error, for short continuations.
 
 :func:`compare_conditional_estimators` runs them side by side and reports the forward passes
 (masked copies) each needs for a given standard error. Texts are joined as
@@ -20,16 +22,22 @@ a token that straddles the join, an empty context or continuation, or a pair lon
 
 import numpy as np
 from sklearn.utils import Bunch
-from sklearn.utils.validation import check_is_fitted
 
 from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
-from .scoring import score_texts
-from .standard_errors import ChainWithError, SweepWithError, UniformSizeMasks
+from .strategies import ChainMasks, ExhaustiveMasks, SweepMasks, UniformSizeMasks
 
 __all__ = ["compare_conditional_estimators", "conditional_log_likelihood", "encode_pairs", "multiple_choice"]
 
-#: The conditional estimators, by name.
-METHODS = {"chain": ChainWithError, "uniform": UniformSizeMasks, "sweep": SweepWithError}
+#: The conditional estimators, by name: ``n_masks`` to the strategy, with its standard error.
+METHODS = {
+    "chain": lambda n_masks: ChainMasks(n_masks, return_std=True),
+    "uniform": lambda n_masks: UniformSizeMasks(n_masks, return_std=True),
+    "sweep": lambda n_masks: SweepMasks(n_masks, return_std=True),
+    "exhaustive": lambda n_masks: ExhaustiveMasks(return_std=True),
+}
+
+#: Draws per text when ``n_masks`` is not given.
+DEFAULT_N_MASKS = 10
 
 
 def encode_pairs(contexts, continuations, tokenizer, max_length):
@@ -89,29 +97,31 @@ def encode_pairs(contexts, continuations, tokenizer, max_length):
     return EncodedTexts(encoded.input_ids, positions)
 
 
-def conditional_log_likelihood(scorer, contexts, continuations, *, method="chain", n_samples=None,
-                               random_state=None):
+def conditional_log_likelihood(runner, contexts, continuations, *, method="chain", n_masks=DEFAULT_N_MASKS,
+                               random_state=None, verbose=0):
     """``log p(continuation | context)`` per pair, with its standard error.
 
     Parameters
     ----------
-    scorer : MLMCurveScorer
-        Fitted.
+    runner : MaskedLMRunner
+        A predictor with its tokenizer (a fitted scorer's ``runner_``, or one built from
+        :func:`~skmpt.text.load_masked_lm`).
     contexts, continuations : sequences of str of the same length
         Joined as ``context + continuation``.
-    method : {"chain", "uniform", "sweep"}, default="chain"
-        ``"uniform"`` is LLaDA's protocol.
-    n_samples : int >= 2 or None, default=None
-        Orderings (chain), masks (uniform) or masks per size (sweep); ``None`` is the scorer's
-        ``score_masks`` (at least 2).
+    method : {"chain", "uniform", "sweep", "exhaustive"}, default="chain"
+        ``"uniform"`` is LLaDA's protocol; ``"exhaustive"`` is exact (``2**L - 1`` copies).
+    n_masks : int >= 2, default=10
+        Orderings (chain), masks (uniform) or masks per size (sweep); unused by ``"exhaustive"``.
     random_state : int, RandomState instance or None, default=None
-        ``None`` is the scorer's ``random_state``.
+        Seeds the masks, with each pair's tokens.
+    verbose : int, default=0
+        When > 0, a progress bar counts the masked copies.
 
     Returns
     -------
     result : Bunch
         ``log_likelihood``, ``std``, ``n_tokens`` (the continuation's) and ``forward_passes``
-        (masked copies run), each of shape (n_pairs,).
+        (masked copies run), each of shape (n_pairs,); nats.
 
     Examples
     --------
@@ -122,23 +132,21 @@ def conditional_log_likelihood(scorer, contexts, continuations, *, method="chain
     >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
     >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
     ...                     num_attention_heads=2, intermediate_size=32)
-    >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, score_masks=4, random_state=0).fit()
-    >>> result = conditional_log_likelihood(scorer, ["a dog"], [" is an animal"])
+    >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, random_state=0).fit()
+    >>> result = conditional_log_likelihood(scorer.runner_, ["a dog"], [" is an animal"], n_masks=4, random_state=0)
     >>> result.log_likelihood.shape, bool(result.std[0] >= 0)
     ((1,), True)
     """
-    check_is_fitted(scorer)
     if method not in METHODS:
         raise ValueError(f"method must be one of {sorted(METHODS)}; got {method!r}.")
-    strategy = METHODS[method](max(2, scorer.score_masks) if n_samples is None else n_samples)
-    encoded = encode_pairs(contexts, continuations, scorer.tokenizer_, scorer.max_length_)
-    seed = scorer.random_state if random_state is None else random_state
-    results = score_texts(scorer.runner_, encoded, strategy, random_state=seed, verbose=scorer.verbose)
+    strategy = METHODS[method](n_masks)
+    encoded = encode_pairs(contexts, continuations, runner.tokenizer, runner.max_length)
+    results = runner.score(encoded, strategy, random_state=random_state, verbose=verbose)
     return Bunch(log_likelihood=results[:, 0], std=results[:, 1], n_tokens=encoded.n_tokens,
                  forward_passes=np.array([strategy.n_copies(int(n)) for n in encoded.n_tokens]))
 
 
-def compare_conditional_estimators(scorer, contexts, continuations, *, n_samples=None, target_std=0.1,
+def compare_conditional_estimators(runner, contexts, continuations, *, n_masks=DEFAULT_N_MASKS, target_std=0.1,
                                    methods=("uniform", "chain", "sweep"), random_state=None):
     """The conditional estimators side by side, with the forward passes each needs for ``target_std``.
 
@@ -149,10 +157,10 @@ def compare_conditional_estimators(scorer, contexts, continuations, *, n_samples
 
     Parameters
     ----------
-    scorer : MLMCurveScorer
+    runner : MaskedLMRunner
     contexts, continuations : sequences of str of the same length
-    n_samples : int >= 2 or None, default=None
-        Samples of every estimator (orderings, masks, masks per size).
+    n_masks : int >= 2, default=10
+        Draws of every estimator (orderings, masks, masks per size).
     target_std : float, default=0.1
         Standard error (nats) for which the forward passes are counted.
     methods : tuple of str, default=("uniform", "chain", "sweep")
@@ -168,25 +176,25 @@ def compare_conditional_estimators(scorer, contexts, continuations, *, n_samples
         raise ValueError(f"target_std must be positive; got {target_std!r}.")
     results = {}
     for method in methods:
-        result = conditional_log_likelihood(scorer, contexts, continuations, method=method, n_samples=n_samples,
+        result = conditional_log_likelihood(runner, contexts, continuations, method=method, n_masks=n_masks,
                                             random_state=random_state)
-        samples = max(2, scorer.score_masks) if n_samples is None else n_samples
-        per_sample = result.forward_passes // samples
-        sigma2 = result.std**2 * samples  # the spread of one sample (a round, an ordering, a mask)
-        result.passes_for_target_std = per_sample * np.maximum(1, np.ceil(sigma2 / target_std**2)).astype(int)
+        draws = 1 if method == "exhaustive" else n_masks
+        per_draw = result.forward_passes // draws
+        sigma2 = result.std**2 * draws  # the spread of one draw (a round, an ordering, a mask)
+        result.passes_for_target_std = per_draw * np.maximum(1, np.ceil(sigma2 / target_std**2)).astype(int)
         results[method] = result
     return results
 
 
-def multiple_choice(scorer, contexts, choices, *, method="chain", n_samples=None, random_state=None):
+def multiple_choice(runner, contexts, choices, *, method="chain", n_masks=DEFAULT_N_MASKS, random_state=None):
     """Score each choice as a continuation of its context; minimal pairs are two choices of one context.
 
     Parameters
     ----------
-    scorer : MLMCurveScorer
+    runner : MaskedLMRunner
     contexts : sequence of str of shape (n_questions,)
     choices : sequence of sequences of str of shape (n_questions, n_choices)
-    method, n_samples, random_state
+    method, n_masks, random_state
         As :func:`conditional_log_likelihood`.
 
     Returns
@@ -204,8 +212,8 @@ def multiple_choice(scorer, contexts, choices, *, method="chain", n_samples=None
     >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
     >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
     ...                     num_attention_heads=2, intermediate_size=32)
-    >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, score_masks=2, random_state=0).fit()
-    >>> multiple_choice(scorer, ["a dog"], [[" is an animal", " is a plant"]]).log_likelihood.shape
+    >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, random_state=0).fit()
+    >>> multiple_choice(scorer.runner_, ["a dog"], [[" is an animal", " is a plant"]], n_masks=2).log_likelihood.shape
     (1, 2)
     """
     contexts = texts_of(contexts)
@@ -215,7 +223,7 @@ def multiple_choice(scorer, contexts, choices, *, method="chain", n_samples=None
     n_choices = len(choices[0])
     flat_contexts = [context for context in contexts for _ in range(n_choices)]
     flat_choices = [choice for row in choices for choice in row]
-    result = conditional_log_likelihood(scorer, flat_contexts, flat_choices, method=method, n_samples=n_samples,
+    result = conditional_log_likelihood(runner, flat_contexts, flat_choices, method=method, n_masks=n_masks,
                                         random_state=random_state)
     log_likelihood = result.log_likelihood.reshape(len(contexts), n_choices)
     return Bunch(log_likelihood=log_likelihood, std=result.std.reshape(len(contexts), n_choices),

@@ -12,7 +12,8 @@ the negative of skmpt's cumulative MPT estimate (:func:`masked_diffusion_bound`)
 steps weighs the sizes, ``-sum_M c_M S(x; M)`` (:func:`schedule_weights`; ``c_M -> 1`` as
 ``T`` grows). :func:`sample_any_order` draws texts by revealing tokens in a random order, each
 from the model's conditional given those revealed before: the chain of
-:class:`~skmpt.text.ChainMasks` run forwards.
+:class:`~skmpt.text.strategies.ChainMasks` run forwards. Both take a
+:class:`~skmpt.text.MaskedLMRunner` (a fitted scorer's ``runner_``).
 
 Read more in the :ref:`User Guide <diffusion>`.
 """
@@ -23,12 +24,10 @@ import numpy as np
 import torch
 from scipy.stats import binom
 from sklearn.utils import Bunch
-from sklearn.utils.validation import check_is_fitted
 
 from ..masks import check_generator, nested_masks, random_orderings
 from .encoding import encode_texts
-from .scoring import score_texts
-from .standard_errors import ChainWithError, SweepWithError, UniformSizeMasks
+from .strategies import ChainMasks, SweepMasks, UniformSizeMasks
 
 __all__ = ["masked_diffusion_bound", "noise_schedule", "sample_any_order", "schedule_weights"]
 
@@ -106,20 +105,20 @@ def schedule_weights(schedule="linear", n_steps=None):
     return weights
 
 
-def _strategy(method, n_samples, weights):
+def _strategy(method, n_masks, weights):
     if method == "sweep":
-        return SweepWithError(n_samples, weights)
+        return SweepMasks(n_masks, return_std=True, weights=weights)
     if weights is not None:
         raise ValueError("The schedule's weights (n_steps) need method='sweep', the estimator of every S(x; M).")
     if method == "chain":
-        return ChainWithError(n_samples)
+        return ChainMasks(n_masks, return_std=True)
     if method == "uniform":
-        return UniformSizeMasks(n_samples)
+        return UniformSizeMasks(n_masks, return_std=True)
     raise ValueError(f"method must be 'sweep', 'chain' or 'uniform'; got {method!r}.")
 
 
-def masked_diffusion_bound(scorer, X, *, method="sweep", n_samples=None, schedule="linear", n_steps=None,
-                           random_state=None):
+def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="linear", n_steps=None,
+                           text_column=None, random_state=None, verbose=0):
     """Negative ELBO and perplexity bound of a masked diffusion LM for each text, with standard errors.
 
     ``nelbo = -sum_M c_M S(x; M)`` (``c_M = 1`` in continuous time) and the perplexity bound
@@ -127,21 +126,25 @@ def masked_diffusion_bound(scorer, X, *, method="sweep", n_samples=None, schedul
 
     Parameters
     ----------
-    scorer : MLMCurveScorer
-        Fitted: its model, tokenizer, mask id, shift and timestep hook are used.
+    runner : MaskedLMRunner
+        The predictor (its mask id, logits layout and timestep hook) with its tokenizer: a
+        fitted scorer's ``runner_``.
     X : list or array of str, pandas Series or DataFrame, datasets.Dataset
     method : {"sweep", "chain", "uniform"}, default="sweep"
-        ``"sweep"``: ``n_samples`` masks at each size (stratified; needed for ``n_steps``);
-        ``"chain"``: ``n_samples`` random orderings; ``"uniform"``: ``n_samples`` masks of
+        ``"sweep"``: ``n_masks`` masks at each size (stratified; needed for ``n_steps``);
+        ``"chain"``: ``n_masks`` random orderings; ``"uniform"``: ``n_masks`` masks of
         uniformly random sizes (MDLM's and RADD's Monte Carlo estimator, one copy each).
-    n_samples : int >= 2 or None, default=None
-        ``None`` is the scorer's ``score_masks`` (at least 2).
+    n_masks : int >= 2, default=10
     schedule : {"linear", "cosine"} or callable, default="linear"
         The noise schedule (:func:`noise_schedule`); it matters only with ``n_steps``.
     n_steps : int or None, default=None
         Steps of a discrete-time ELBO (:func:`schedule_weights`); ``None`` is continuous time.
+    text_column : str or None, default=None
+        The texts' column in a DataFrame or dataset (:func:`~skmpt.text.encode_texts`).
     random_state : int, RandomState instance or None, default=None
-        Seeds the masks; ``None`` is the scorer's ``random_state``.
+        Seeds the masks, with each text's tokens.
+    verbose : int, default=0
+        When > 0, a progress bar counts the masked copies.
 
     Returns
     -------
@@ -160,21 +163,18 @@ def masked_diffusion_bound(scorer, X, *, method="sweep", n_samples=None, schedul
     >>> tokenizer = make_wordpiece_tokenizer(texts, vocab_size=200)
     >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
     ...                     num_attention_heads=2, intermediate_size=32)
-    >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, score_masks=4, random_state=0).fit()
-    >>> bound = masked_diffusion_bound(scorer, texts[:2])
+    >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, random_state=0).fit()
+    >>> bound = masked_diffusion_bound(scorer.runner_, texts[:2], n_masks=4, random_state=0)
     >>> bound.nelbo.shape, bool((bound.perplexity > 1).all())
     ((2,), True)
     """
-    check_is_fitted(scorer)
-    if n_samples is not None and (not isinstance(n_samples, numbers.Integral) or n_samples < 2):
-        raise ValueError(f"n_samples must be an integer >= 2 (a standard error needs two draws); got {n_samples!r}.")
-    n_samples = max(2, scorer.score_masks) if n_samples is None else n_samples
+    if isinstance(n_masks, bool) or not isinstance(n_masks, numbers.Integral) or n_masks < 2:
+        raise ValueError(f"n_masks must be an integer >= 2 (a standard error needs two draws); got {n_masks!r}.")
     weights = None if n_steps is None else schedule_weights(schedule, n_steps)
     noise_schedule(schedule)  # an unknown schedule is an error even in continuous time
-    strategy = _strategy(method, n_samples, weights)
-    encoded = encode_texts(X, scorer.tokenizer_, scorer.max_length_, text_column=scorer.text_column)
-    seed = scorer.random_state if random_state is None else random_state
-    results = score_texts(scorer.runner_, encoded, strategy, random_state=seed, verbose=scorer.verbose)
+    strategy = _strategy(method, n_masks, weights)
+    encoded = encode_texts(X, runner.tokenizer, runner.max_length, text_column=text_column)
+    results = runner.score(encoded, strategy, random_state=random_state, verbose=verbose)
     return bound_from_scores(results[:, 0], results[:, 1], encoded.n_tokens,
                              np.array([strategy.n_copies(int(n)) for n in encoded.n_tokens]))
 
@@ -199,14 +199,14 @@ def bound_from_scores(scores, std, n_tokens, forward_passes=None):
                  forward_passes=forward_passes)
 
 
-def _template(scorer):
+def _template(runner):
     """The ids the tokenizer puts before and after a text's own tokens."""
-    encoded = encode_texts(["x"], scorer.tokenizer_, scorer.max_length_)
+    encoded = encode_texts(["x"], runner.tokenizer, runner.max_length)
     ids, own = encoded.input_ids[0], encoded.content_positions[0]
     return ids[: int(own[0])], ids[int(own[-1]) + 1 :]
 
 
-def sample_any_order(scorer, n_samples, length, *, temperature=1.0, random_state=None):
+def sample_any_order(runner, n_texts, length, *, temperature=1.0, random_state=None):
     """Texts drawn by any-order generation: tokens revealed in a random order, each from the model.
 
     Every sample starts as ``length`` mask tokens between the tokenizer's special tokens; along a
@@ -214,13 +214,15 @@ def sample_any_order(scorer, n_samples, length, *, temperature=1.0, random_state
     (:func:`~skmpt.masks.nested_masks`) reveal ``s_L``, then ``s_{L-1}``, ..., each drawn from
     the model's conditional (softmax of the logits over ``temperature``, special and mask ids
     excluded) given the tokens revealed before it: the chain rule that
-    :class:`~skmpt.text.ChainMasks` scores, run forwards. ``L`` forward passes of ``n_samples``.
+    :class:`~skmpt.text.strategies.ChainMasks` scores, run forwards. ``L`` forward passes of
+    ``n_texts`` copies.
 
     Parameters
     ----------
-    scorer : MLMCurveScorer
-        Fitted.
-    n_samples : int
+    runner : MaskedLMRunner
+        A fitted scorer's ``runner_``.
+    n_texts : int
+        Texts to draw.
     length : int
         Tokens per sample (special tokens not counted).
     temperature : float, default=1.0
@@ -240,29 +242,29 @@ def sample_any_order(scorer, n_samples, length, *, temperature=1.0, random_state
     >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
     ...                     num_attention_heads=2, intermediate_size=32)
     >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, random_state=0).fit()
-    >>> len(sample_any_order(scorer, 3, 5, random_state=0))
+    >>> len(sample_any_order(scorer.runner_, 3, 5, random_state=0))
     3
     """
-    check_is_fitted(scorer)
-    runner, tokenizer = scorer.runner_, scorer.tokenizer_
-    if int(length) < 1 or int(n_samples) < 1 or not temperature > 0:
-        raise ValueError("n_samples and length must be positive integers and temperature positive.")
+    tokenizer = runner.tokenizer
+    if int(length) < 1 or int(n_texts) < 1 or not temperature > 0:
+        raise ValueError("n_texts and length must be positive integers and temperature positive.")
     generator = check_generator(random_state)
-    before, after = _template(scorer)
+    before, after = _template(runner)
     own = torch.arange(len(before), len(before) + length)
-    ids = torch.cat([before, torch.full((length,), runner.mask_token_id), after]).repeat(n_samples, 1)
-    masks = nested_masks(random_orderings(n_samples, length, random_state=generator))  # (n, L, L)
+    runner.predictor.check_positions(int(own[0]))
+    ids = torch.cat([before, torch.full((length,), runner.mask_token_id), after]).repeat(n_texts, 1)
+    masks = nested_masks(random_orderings(n_texts, length, random_state=generator))  # (n, L, L)
     excluded = torch.tensor(sorted({*tokenizer.all_special_ids, runner.mask_token_id}))
-    rows, attention_mask = torch.arange(n_samples), torch.ones_like(ids)
-    with torch.inference_mode(), runner.autocast():
+    rows, attention_mask = torch.arange(n_texts), torch.ones_like(ids)
+    with torch.inference_mode(), runner.predictor.evaluating():
         for t in range(length - 1, -1, -1):  # mask t masks s_1..s_{t+1}; it reveals s_{t+1}
             masked = masks[:, t]
             target = masked & ~(masks[:, t - 1] if t > 0 else torch.zeros_like(masked))
             column = own[target.float().argmax(1)]
             rates = masked.sum(1, dtype=torch.float64) / length
-            logits = runner.logits(runner.model, ids.to(runner.device), attention_mask.to(runner.device), rates)
-            read = column - 1 if runner.shift_logits else column
-            logits = logits[rows, read.to(runner.device)].double().cpu()[:, : len(tokenizer)] / temperature
+            logits = runner.target_logits(ids.to(runner.device), attention_mask.to(runner.device), rates,
+                                          rows.to(runner.device), column.to(runner.device))
+            logits = logits.double().cpu()[:, : len(tokenizer)] / temperature
             logits[:, excluded[excluded < logits.shape[1]]] = -torch.inf
             ids[rows, column] = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
     return tokenizer.batch_decode(ids[:, own], skip_special_tokens=True)

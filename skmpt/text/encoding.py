@@ -83,7 +83,7 @@ def texts_of(X, text_column=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from skmpt.text import texts_of
+    >>> from skmpt.text.encoding import texts_of
     >>> texts_of(np.array([["a b"], ["b a"]]))
     ['a b', 'b a']
     >>> texts_of({"label": [1, 0], "text": ["a b", "b a"]}, text_column="text")
@@ -280,7 +280,7 @@ def check_max_length(tokenizer, max_length, name="max_length"):
     Examples
     --------
     >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
-    >>> from skmpt.text import check_max_length
+    >>> from skmpt.text.encoding import check_max_length
     >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:50], vocab_size=200)
     >>> check_max_length(tokenizer, 8)  # [CLS] and [SEP] take two
     6

@@ -8,7 +8,7 @@ import os
 import torch
 from sklearn.utils import check_random_state
 
-from .adapters import CallablePredictor, check_mask_token_id
+from .predictors import MaskedPredictor, as_predictor, check_mask_token_id
 from .encoding import check_max_length
 
 __all__ = ["check_local_path", "load_masked_lm", "load_tokenizer", "model_max_length"]
@@ -87,7 +87,7 @@ def check_local_path(source, name):
 
     Examples
     --------
-    >>> from skmpt.text import check_local_path
+    >>> from skmpt.text.loading import check_local_path
     >>> check_local_path("bert-base-uncased", "model")  # a hub name: not checked here
     >>> check_local_path("./no-such-model", "model")
     Traceback (most recent call last):
@@ -214,19 +214,19 @@ def _model_source(model, kwargs):
 
 
 def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=None, allow_missing_weights=False,
-                   random_state=None, train=False, verbose=0, mask_token_id=None):
-    """The masked LM on ``device`` (in ``dtype``) and its tokenizer; cheap checks come first.
+                   random_state=None, train=False, verbose=0, mask_token_id=None, shift_logits=False, timestep_fn=None):
+    """The masked predictor of ``model`` on ``device`` (in ``dtype``) and its tokenizer; cheap checks first.
 
     Parameters
     ----------
-    model : str, path, transformers.PreTrainedModel, transformers.PretrainedConfig, torch.nn.Module or callable
-        As :class:`~skmpt.text.MLMCurveScorer`'s ``model``; a callable that is not a module is
-        wrapped in :class:`~skmpt.text.CallablePredictor`.
+    model : str, path, transformers.PreTrainedModel, transformers.PretrainedConfig, MaskedPredictor, \
+            torch.nn.Module or callable
+        As :class:`~skmpt.text.MLMCurveScorer`'s ``model``.
     tokenizer : str, path, tokenizer object or None, default=None
         As :func:`load_tokenizer`'s ``tokenizer``.
     device : torch.device
     dtype : torch.dtype or None, default=None
-        ``None`` keeps the model's own.
+        ``None`` keeps the checkpoint's or the model's own dtype.
     model_kwargs : dict or None, default=None
         Further options of ``from_pretrained``.
     allow_missing_weights : bool, default=False
@@ -239,12 +239,17 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
     verbose : int, default=0
         When 0, transformers' "Loading weights" progress bar is not shown.
     mask_token_id : int or None, default=None
-        The mask id for a tokenizer without a mask token (:func:`~skmpt.text.check_mask_token_id`).
+        The mask id for a tokenizer without a mask token (:func:`~skmpt.text.predictors.check_mask_token_id`).
+    shift_logits : bool, default=False
+        The model's logits at position ``i`` predict the token at ``i + 1`` (Dream).
+    timestep_fn : callable or None, default=None
+        The timestep hook of a time-conditioned denoiser.
 
     Returns
     -------
-    model : torch.nn.Module
-        In evaluation mode.
+    predictor : MaskedPredictor
+        Of the model's family (:func:`~skmpt.text.as_predictor`). A module loaded, copied, moved or
+        cast here is in evaluation mode; a user's module used as it is keeps its mode.
     tokenizer : transformers tokenizer
 
     Examples
@@ -256,40 +261,46 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
     >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
     >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
     ...                     num_attention_heads=2, intermediate_size=32)
-    >>> model, tokenizer = load_masked_lm(config, tokenizer=tokenizer, device=torch.device("cpu"), random_state=0)
-    >>> type(model).__name__, model.training
-    ('BertForMaskedLM', False)
+    >>> predictor, tokenizer = load_masked_lm(config, tokenizer=tokenizer, device=torch.device("cpu"), random_state=0)
+    >>> type(predictor).__name__, type(predictor.module).__name__, predictor.module.training
+    ('MaskedLMPredictor', 'BertForMaskedLM', False)
     """
     import transformers
 
     kwargs = _check_model_kwargs(model_kwargs)
-    if callable(model) and not isinstance(model, (torch.nn.Module, transformers.PretrainedConfig)):
-        model = CallablePredictor(model)
+    own = model if isinstance(model, MaskedPredictor) else None
+    if own is not None:
+        model = own.module
+        if mask_token_id is not None and int(mask_token_id) != own.mask_token_id:
+            raise ValueError(f"mask_token_id={mask_token_id} differs from the predictor's own ({own.mask_token_id}).")
+        mask_token_id = own.mask_token_id
+    elif callable(model) and not isinstance(model, (torch.nn.Module, transformers.PretrainedConfig)):
+        if train:
+            raise ValueError(
+                "max_steps > 0 trains the model, but a plain callable has no trainable parameters: pass the "
+                "torch.nn.Module itself (a callable's own modules are not reached), or max_steps=0 to score it."
+            )
+        return _predictor(model, own, tokenizer, None, kwargs, mask_token_id, shift_logits, timestep_fn)
     source = _model_source(model, kwargs)
     tokenizer = load_tokenizer(tokenizer, source, kwargs, mask_token_id=mask_token_id)  # before the weights
     if isinstance(model, (str, os.PathLike)):
         with hidden_transformers_bars(hidden=not verbose):
-            loaded = _from_pretrained(model, dtype, kwargs, allow_missing_weights)
+            loaded = _from_pretrained(model, dtype, kwargs, allow_missing_weights).eval()
     elif isinstance(model, transformers.PretrainedConfig):
         seed = int(check_random_state(random_state).randint(2**31 - 1))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             # from_config writes its dtype into the configuration: give it a copy of the user's
-            loaded = _auto_class(model).from_config(copy.deepcopy(model))
+            loaded = _auto_class(model).from_config(copy.deepcopy(model)).eval()
     else:
         parameters = list(model.parameters())
-        if train and isinstance(model, CallablePredictor):
-            raise ValueError(
-                "max_steps > 0 trains the model, but a plain callable has no trainable parameters: pass the "
-                "torch.nn.Module itself (a callable's own modules are not reached), or max_steps=0 to score it."
-            )
         needs_copy = (
             train
             or any(p.device != device for p in parameters)
             or (dtype is not None and any(p.is_floating_point() and p.dtype != dtype for p in parameters))
         )
         # one copy when training, moving or casting: the user's object is never modified
-        loaded = copy.deepcopy(model) if needs_copy else model
+        loaded = copy.deepcopy(model).eval() if needs_copy else model
     size = _embedding_size(loaded)
     check_mask_token_id(mask_token_id, tokenizer, size)
     largest = max(max(tokenizer.get_vocab().values()), len(tokenizer) - 1)
@@ -298,9 +309,20 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
             f"The tokenizer can produce token ids up to {largest} but the model's embedding holds {size} "
             f"(ids 0..{size - 1}): they do not belong together."
         )
-    loaded = loaded.to(device=device, dtype=dtype) if dtype is not None else loaded.to(device)
+    if loaded is not model or any(p.device != device for p in loaded.parameters()):
+        loaded = loaded.to(device=device, dtype=dtype) if dtype is not None else loaded.to(device)
     logger.info("Loaded %s (%s) on %s.", type(loaded).__name__, source or "object", device)
-    return loaded.eval(), tokenizer
+    return _predictor(loaded, own, tokenizer, tokenizer, kwargs, mask_token_id, shift_logits, timestep_fn)
+
+
+def _predictor(module, own, tokenizer, loaded_tokenizer, kwargs, mask_token_id, shift_logits, timestep_fn):
+    """The predictor over ``module``: the user's own predictor with its module, or one of the module's family."""
+    if loaded_tokenizer is None:
+        loaded_tokenizer = load_tokenizer(tokenizer, None, kwargs, mask_token_id=mask_token_id)
+    mask = check_mask_token_id(mask_token_id, loaded_tokenizer)
+    if own is not None:
+        return (own if module is own.module else own.with_module(module)), loaded_tokenizer
+    return as_predictor(module, mask, shift_logits=shift_logits, timestep_fn=timestep_fn), loaded_tokenizer
 
 
 def _from_pretrained(model, dtype, kwargs, allow_missing_weights):
@@ -389,7 +411,7 @@ def model_max_length(model, tokenizer, max_length):
     --------
     >>> from transformers import BertConfig, BertForMaskedLM
     >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
-    >>> from skmpt.text import model_max_length
+    >>> from skmpt.text.loading import model_max_length
     >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
     >>> model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=8, num_hidden_layers=1,
     ...                                    num_attention_heads=1, intermediate_size=8, max_position_embeddings=64))

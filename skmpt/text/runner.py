@@ -1,45 +1,28 @@
-"""The runner: a masked LM, its tokenizer and its budgets, and the forward passes of masked copies.
+"""The runner: a masked predictor with its tokenizer and budgets, and the one loop over masked copies.
 
-:class:`MaskedLMRunner` is what :class:`~skmpt.text.MLMCurveScorer` holds once fitted
-(``runner_``). Every masked copy of a group of texts goes through the encoder together; copies
-are ordered by length and cut into forward passes of at most ``score_batch_size`` copies and
-``max_batch_tokens`` tokens, so memory stays bounded at ``L = 512``, and the language-model
-head runs only at the positions whose probability is needed (:func:`language_model_head`).
-Log-probabilities are computed in float64 from the logits (:func:`target_log_probs`).
+:class:`MaskedLMRunner` is what :class:`~skmpt.MLMCurveScorer` holds once fitted (``runner_``),
+and what the functions of :mod:`skmpt.text` take: it is the one place that calls the predictor.
+:meth:`MaskedLMRunner.score` runs a scoring strategy (:mod:`skmpt.text.strategies`) over
+encoded texts: each text's copies come from a generator seeded by ``random_state`` and the
+text's token ids only (so they do not depend on the batch, the group or the process that scores
+it); copies are ordered by length and cut into forward passes of at most ``score_batch_size``
+copies and ``max_batch_tokens`` tokens, texts are grouped within the memory budget
+(:func:`skmpt.get_working_memory`), and under a launcher the texts are shared out over the
+processes (:func:`skmpt.distributed.sharded_map`). Log-probabilities are computed in float64
+from the logits (:func:`target_log_probs`).
 """
+
+import zlib
 
 import numpy as np
 import torch
+from sklearn.utils import check_random_state
 
-from .adapters import check_vocab_size, output_logits, timestep_kwargs
+from .._utils import chunk_budget
+from ..distributed import current_context, sharded_map
+from .predictors import MaskedPredictorError, check_vocab_size
 
-__all__ = ["MaskedLMRunner", "language_model_head", "target_log_probs"]
-
-
-# Attributes that hold the language-model head of the masked-LM classes in transformers
-# (``cls`` for the BERT family, ``lm_head`` for RoBERTa, XLM-R, CamemBERT, ...). Other models
-# are run whole and their logits read at the masked positions: slower, equally exact.
-_HEAD_ATTRIBUTES = ("cls", "lm_head")
-
-
-def language_model_head(model):
-    """``(encoder, head)`` when ``model`` is a base model plus one known head, else ``None``.
-
-    Examples
-    --------
-    >>> from transformers import BertConfig, BertForMaskedLM
-    >>> from skmpt.text import language_model_head
-    >>> model = BertForMaskedLM(BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1,
-    ...                                    num_attention_heads=1, intermediate_size=8))
-    >>> language_model_head(model)[1] is model.cls
-    True
-    """
-    base = getattr(model, "base_model", None)
-    children = {name: module for name, module in model.named_children() if module is not base}
-    if base is None or base is model or len(children) != 1:
-        return None
-    name, head = next(iter(children.items()))
-    return (base, head) if name in _HEAD_ATTRIBUTES else None
+__all__ = ["MaskedLMRunner", "target_log_probs"]
 
 # target_log_probs sums exp of float32 logits directly when a row's largest logit lies here:
 # no float32 overflow (64 terms of at most e**80 per partial sum) and no largest terms lost to
@@ -67,7 +50,7 @@ def target_log_probs(logits, target_ids):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.text import target_log_probs
+    >>> from skmpt.text.runner import target_log_probs
     >>> logits = torch.zeros(2, 4)
     >>> target_log_probs(logits, torch.tensor([0, 3]))
     tensor([-1.3863, -1.3863], dtype=torch.float64)
@@ -88,72 +71,60 @@ def target_log_probs(logits, target_ids):
 
 
 class MaskedLMRunner:
-    """A loaded masked LM with its tokenizer, device, dtype and memory budgets: it runs masked copies.
+    """A masked predictor with its tokenizer, device and memory budgets: it runs masked copies.
 
     Parameters
     ----------
-    model : torch.nn.Module
-        A masked predictor on ``device``, called with ``input_ids`` and ``attention_mask`` (and
-        the timestep hook's arguments), returning logits over the vocabulary
-        (:func:`~skmpt.text.output_logits`).
+    predictor : MaskedPredictor
+        On ``device`` (:mod:`skmpt.text.predictors`).
     tokenizer : transformers tokenizer
-        With a mask token, unless ``mask_token_id`` is given.
     device : torch.device
-    dtype : torch.dtype or None, default=None
-        The dtype the model was cast to, or ``None`` for the model's own.
-    autocast_dtype : torch.dtype or None, default=None
-        When given, the model runs under ``torch.autocast`` to this dtype on ``device``'s type
-        (mixed precision: the weights keep their dtype; what ``dtype="auto"`` of
-        :class:`~skmpt.MLMCurveScorer` chooses on a device with native bfloat16 units).
     max_length : int, default=512
         Longest tokenised text, special tokens included.
     score_batch_size : int, default=64
         Most masked copies in one scoring forward pass.
     max_batch_tokens : int, default=16384
         Most tokens (copies times padded length) in one forward pass.
-    mask_token_id : int or None, default=None
-        The id that masks a token; ``None`` is the tokenizer's mask token. It also pads when the
-        tokenizer has no padding token (padding is hidden by the attention mask).
-    shift_logits : bool, default=False
-        Whether the logits at position ``i`` predict the token at ``i + 1`` (Dream).
-    timestep_fn : callable or None, default=None
-        Hook from each copy's masking rate to the model's timestep arguments
-        (:func:`~skmpt.text.timestep_kwargs`).
+
+    Attributes
+    ----------
+    vocab_size : int or None
+        Width of the predictor's logits, checked against the tokenizer's ids and the mask id at
+        the first pass (:meth:`probe`); ``None`` before it.
 
     Examples
     --------
     >>> import torch
     >>> from transformers import BertConfig, BertForMaskedLM
     >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
-    >>> from skmpt.text import MaskedLMRunner, encode_texts
+    >>> from skmpt.text import MaskedLMRunner, encode_texts, load_masked_lm
+    >>> from skmpt.text.strategies import SweepMasks
     >>> texts = load_wordnet_sentences()[:100]
     >>> tokenizer = make_wordpiece_tokenizer(texts, vocab_size=200)
-    >>> model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
-    ...                                    num_attention_heads=2, intermediate_size=32)).eval()
-    >>> runner = MaskedLMRunner(model, tokenizer, torch.device("cpu"))
-    >>> encoded = encode_texts(texts[:2], tokenizer, runner.max_length)
-    >>> copies = [(torch.eye(n, dtype=torch.bool),) * 2 for n in encoded.n_tokens]  # one token masked each
-    >>> [sums.shape == (n,) for sums, n in zip(runner.copy_log_probs(encoded, copies), encoded.n_tokens)]
-    [True, True]
+    >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=32)
+    >>> predictor, tokenizer = load_masked_lm(config, tokenizer=tokenizer, device=torch.device("cpu"), random_state=0)
+    >>> runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"))
+    >>> runner.score(encode_texts(texts[:2], tokenizer, runner.max_length), SweepMasks(n_masks=2)).shape
+    (2,)
     """
 
-    def __init__(self, model, tokenizer, device, *, dtype=None, autocast_dtype=None, max_length=512,
-                 score_batch_size=64, max_batch_tokens=16384, mask_token_id=None, shift_logits=False,
-                 timestep_fn=None):
-        self.model = model
+    def __init__(self, predictor, tokenizer, device, *, max_length=512, score_batch_size=64, max_batch_tokens=16384):
+        self.predictor = predictor
         self.tokenizer = tokenizer
         self.device = device
-        self.dtype = dtype
-        self.autocast_dtype = autocast_dtype
         self.max_length = max_length
         self.score_batch_size = score_batch_size
         self.max_batch_tokens = max_batch_tokens
-        self.mask_token_id = tokenizer.mask_token_id if mask_token_id is None else int(mask_token_id)
         pad = getattr(tokenizer, "pad_token_id", None)
-        self.pad_token_id = self.mask_token_id if pad is None else pad
-        self.shift_logits = shift_logits
-        self.timestep_fn = timestep_fn
-        self.vocab_size = None  # of the logits, known after the first pass (check_predictor's probe)
+        # without a padding token the mask id pads (padding is hidden by the attention mask)
+        self.pad_token_id = predictor.mask_token_id if pad is None else pad
+        self.vocab_size = None
+
+    @property
+    def mask_token_id(self):
+        """The predictor's mask id."""
+        return self.predictor.mask_token_id
 
     def batches(self, encoded, copies, max_copies=None):
         """Cut masked copies into forward passes, shortest texts first.
@@ -191,11 +162,7 @@ class MaskedLMRunner:
             ids, own = encoded.input_ids[i], encoded.content_positions[i]
             if bool((ids[own] == self.mask_token_id).any()):
                 raise ValueError(f"A text holds the mask token's id {self.mask_token_id} as one of its own tokens.")
-            if self.shift_logits and int(own[0]) == 0:
-                raise ValueError(
-                    "shift_logits=True reads a token's logits at the position before it, but the text's first token "
-                    "is at position 0: the tokenizer adds no token (such as BOS) in front of a text."
-                )
+            self.predictor.check_positions(int(own[0]))
             masked, targets = copies[i][0][start:stop], copies[i][1][start:stop]
             block = torch.full((stop - start, width), self.pad_token_id, dtype=torch.long)
             block[:, : len(ids)] = ids
@@ -215,31 +182,22 @@ class MaskedLMRunner:
                    torch.cat(target_ids))
         return offset, *(tensor.to(self.device) for tensor in tensors), torch.cat(rates)
 
-    def logits(self, model, input_ids, attention_mask, rates):
-        """The logits ``model`` gives at every position, of shape (batch, length, vocab_size), checked
-        (:meth:`checked_logits`); ``rates`` (each copy's ``M / L``) feed the timestep hook."""
-        extra = {key: value.to(self.device) for key, value in timestep_kwargs(self.timestep_fn, rates).items()}
-        return self.checked_logits(model(input_ids=input_ids, attention_mask=attention_mask, **extra), input_ids)
+    def target_logits(self, input_ids, attention_mask, rates, rows, positions, predictor=None):
+        """The predictor's logits for the tokens at ``(rows, positions)``, shape (n_targets, vocab_size).
 
-    def checked_logits(self, output, input_ids):
-        """The logits of a model's ``output`` (:func:`~skmpt.text.output_logits`), one row per input position;
-        on the first pass, their vocabulary must cover the tokenizer's ids and the mask id."""
-        logits = output_logits(output)
-        if logits.shape[:2] != input_ids.shape:
-            raise ValueError(
-                f"The model's logits have shape {tuple(logits.shape)} for input_ids of shape "
-                f"{tuple(input_ids.shape)}: they must be (batch, length, vocab_size)."
-            )
+        The one call of the predictor. At the first pass the logits' width must cover every id
+        the tokenizer produces and the mask id (:func:`~skmpt.text.predictors.check_vocab_size`).
+        ``predictor`` (the same family over a ``DistributedDataParallel`` wrapper, in training)
+        replaces the runner's own.
+        """
+        predictor = self.predictor if predictor is None else predictor
+        logits = predictor.target_logits(input_ids, attention_mask, rates, rows, positions)
         if self.vocab_size is None:
             self.vocab_size = check_vocab_size(logits.shape[-1], self.tokenizer, self.mask_token_id)
         return logits
 
-    def forward(self, encoded, copies, pieces, model=None, per_target=False):
+    def forward(self, encoded, copies, pieces, predictor=None, per_target=False):
         """Summed log-probability of each copy's target tokens, for one forward pass.
-
-        ``model`` (a ``DistributedDataParallel`` wrapper in training) is run whole, logits read
-        at the targets; by default the runner's model runs its encoder, and its head only at
-        the targets.
 
         Returns
         -------
@@ -250,46 +208,133 @@ class MaskedLMRunner:
         n_rows, input_ids, attention_mask, target_rows, target_cols, target_ids, rates = self._inputs(
             encoded, copies, pieces
         )
-        split = language_model_head(self.model) if model is None and self.timestep_fn is None else None
-        model = self.model if model is None else model
-        columns = target_cols - 1 if self.shift_logits else target_cols  # Dream: position i predicts i + 1
-        with self.autocast():
-            if split is not None:
-                encoder, head = split
-                hidden = encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-                logits = head(hidden[target_rows, columns])
-            else:
-                logits = self.logits(model, input_ids, attention_mask, rates)[target_rows, columns]
+        logits = self.target_logits(input_ids, attention_mask, rates, target_rows, target_cols, predictor)
         log_probs = target_log_probs(logits, target_ids)
         if per_target:
             return log_probs
         sums = torch.zeros(n_rows, dtype=torch.float64, device=self.device)
         return sums.index_add(0, target_rows, log_probs)
 
-    def autocast(self):
-        """Autocast to ``autocast_dtype`` on the device's type; none when it is ``None``."""
-        if self.autocast_dtype is None:
-            return torch.autocast(self.device.type, enabled=False)
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+    def probe(self):
+        """One pass of two copies of three ids before any text, so that a predictor's errors come first.
 
-    def copy_log_probs(self, encoded, copies, progress=None):
-        """Run every copy; per text, the summed target log-probability of each of its copies.
+        Checks the logits' shape and width (:meth:`target_logits`) and a time-conditioned
+        predictor's timestep arguments. A predictor that cannot run the probe at all (one that
+        takes only inputs of its own length, say) meets the same checks at its first pass.
+        Returns the vocabulary size, or ``None`` when the probe could not run.
+        """
+        input_ids = torch.zeros((2, 3), dtype=torch.long, device=self.device)
+        rows, positions = torch.tensor([0, 1], device=self.device), torch.tensor([1, 2], device=self.device)
+        rates = torch.tensor([1 / 3, 1.0], dtype=torch.float64)
+        try:
+            with torch.inference_mode(), self.predictor.evaluating():
+                logits = self.predictor.target_logits(input_ids, torch.ones_like(input_ids), rates, rows, positions)
+        except MaskedPredictorError:
+            raise  # the predictor's own checks: no logits, a wrong shape, a bad timestep hook
+        except Exception:  # noqa: BLE001 - e.g. a model of fixed input length: checked at its first pass instead
+            return None
+        self.vocab_size = check_vocab_size(logits.shape[-1], self.tokenizer, self.mask_token_id)
+        return self.vocab_size
 
-        ``progress``, a tqdm bar counting masked copies, advances after each forward pass.
+    def run_copies(self, encoded, copies, *, per_target=False, progress=None):
+        """Run every copy of every text: the copies' summed target log-probabilities, or each target's.
+
+        Parameters
+        ----------
+        encoded : EncodedTexts
+        copies : list of (masked, targets)
+            Boolean tensors of shape (n_copies_i, L_i) per text.
+        per_target : bool, default=False
+            Each copy's target log-probabilities, NaN at the other tokens, instead of their sum.
+        progress : tqdm bar or None, default=None
+            Advances after each forward pass, by the copies it ran.
 
         Returns
         -------
-        sums : list of ndarray
-            ``sums[i]`` has one float64 entry per copy of text ``i``.
+        values : list of ndarray
+            ``values[i]`` has shape (n_copies_i,), or (n_copies_i, L_i) with ``per_target``.
         """
-        results = [np.empty(len(masked)) for masked, _ in copies]
-        with torch.inference_mode():
+        results = [np.full(masked.shape if per_target else len(masked), np.nan) for masked, _ in copies]
+        with torch.inference_mode(), self.predictor.evaluating():
             for pieces in self.batches(encoded, copies):
-                sums = self.forward(encoded, copies, pieces).cpu().numpy()
-                offset = 0
+                values = self.forward(encoded, copies, pieces, per_target=per_target).cpu().numpy()
+                offset = n_copies = 0
                 for i, start, stop in pieces:
-                    results[i][start:stop] = sums[offset : offset + stop - start]
-                    offset += stop - start
+                    if per_target:
+                        targets = copies[i][1][start:stop].numpy()
+                        block = results[i][start:stop]  # a view: filled copy by copy, left to right
+                        block[targets] = values[offset : offset + int(targets.sum())]
+                        offset += int(targets.sum())
+                    else:
+                        results[i][start:stop] = values[offset : offset + stop - start]
+                        offset += stop - start
+                    n_copies += stop - start
                 if progress is not None:
-                    progress.update(offset)
+                    progress.update(n_copies)
+        return results
+
+    def score(self, encoded, strategy, *, random_state=None, verbose=0):
+        """Each text's result under ``strategy``, a group of texts at a time, split over the processes.
+
+        Under a launcher (a process group of ``torch.distributed``), each process scores a shard
+        of the texts, dealt by their work (copies times padded length), and every process
+        returns all results in input order; without one the shard is every text.
+
+        Parameters
+        ----------
+        encoded : EncodedTexts
+        strategy : ScoringStrategy
+            :mod:`skmpt.text.strategies`.
+        random_state : int, RandomState instance or None, default=None
+            Seeds the masks, with each text's tokens.
+        verbose : int, default=0
+            When > 0, a progress bar on the main process counts the masked copies.
+
+        Returns
+        -------
+        results : ndarray of shape (n_texts,) or (n_texts, ...), or a list of ndarray
+            A list, one array per text, for a ``per_target`` strategy.
+        """
+        if strategy.needs_words and encoded.word_ids is None:
+            raise ValueError(f"{type(strategy).__name__} needs the texts' word ids: encode them with word_ids=True.")
+        words = encoded.word_ids if strategy.needs_words else [None] * len(encoded)
+        # the work of every text, and a strategy's refusal of a text (too long to enumerate), before any pass
+        work = [strategy.n_copies(int(n), w) * len(ids)
+                for n, w, ids in zip(encoded.n_tokens, words, encoded.input_ids, strict=True)]
+        base = int(check_random_state(random_state).randint(2**32, dtype=np.uint64))
+        context = current_context(self.device)
+        show = bool(verbose) and context.is_main  # one bar, on the main process, counting its share
+
+        def score_shard(indices):
+            return self._score_shard(encoded.subset(indices), strategy, base, show)
+
+        results = sharded_map(score_shard, len(encoded), context=context, costs=work)
+        return list(results) if strategy.per_target else np.array(results)
+
+    def _score_shard(self, encoded, strategy, base, show):
+        """The results of the texts of ``encoded``, in its order; texts go shortest first, in groups
+        holding at most the working-memory budget of mask entries."""
+        from tqdm.auto import tqdm
+
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded.input_ids[i]))
+        results = [None] * len(encoded)
+        words = encoded.word_ids if strategy.needs_words else [None] * len(encoded)
+        total = int(sum(strategy.n_copies(int(n), w) for n, w in zip(encoded.n_tokens, words, strict=True)))
+        budget = chunk_budget()
+        with tqdm(total=total, desc="scoring", unit="copy", disable=not show) as progress:
+            group, copies, load = [], [], 0
+            for position, i in enumerate(order):
+                ids, own = encoded.input_ids[i], encoded.content_positions[i]
+                # Each text's masks depend only on the seed and its tokens (torch's CPU generator
+                # keeps 32 bits of a seed: both are folded into 32).
+                generator = torch.Generator().manual_seed(zlib.crc32(ids.numpy().astype(np.int64).tobytes(), base))
+                copies.append(strategy.copies(len(own), generator, words[i]))
+                group.append(i)
+                load += copies[-1][0].numel()
+                if load >= budget or position == len(order) - 1:
+                    values = self.run_copies(encoded.subset(group), copies, per_target=strategy.per_target,
+                                             progress=progress)
+                    for j, (masked, _), text_values in zip(group, copies, values, strict=True):
+                        results[j] = strategy.reduce(masked, text_values, words[j])
+                    group, copies, load = [], [], 0
         return results

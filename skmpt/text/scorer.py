@@ -1,10 +1,11 @@
-"""MLMCurveScorer: the scikit-learn estimator, its parameters and its public scores.
+"""MLMCurveScorer: the scikit-learn face of the text side.
 
-Once fitted it holds a :class:`~skmpt.text.MaskedLMRunner` (``runner_``) and calls plain
-functions: :func:`~skmpt.text.encode_texts` for the texts, :func:`~skmpt.text.score_texts`
-with a scoring strategy for each score, :class:`~skmpt.text.MaskedPretraining` to train.
-The reductions of the MPT identity (``S(x; M)`` from mask sums, the area of a curve) are those
-of :mod:`skmpt.objectives`, shared with the array estimators.
+Fitting loads a masked predictor (:func:`~skmpt.text.load_masked_lm`) and holds it in a
+:class:`~skmpt.text.MaskedLMRunner` (``runner_``); each score is the runner running one scoring
+strategy of :mod:`skmpt.text.strategies` over the encoded texts (:func:`~skmpt.text.encode_texts`),
+in the scorer's unit; :class:`~skmpt.text.MaskedPretraining` trains. The reductions of the MPT
+identity (``S(x; M)`` from mask sums, the area of a curve) are those of :mod:`skmpt.objectives`,
+shared with the array estimators.
 """
 
 import copy
@@ -16,16 +17,18 @@ import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._utils import DTYPES, auto_dtype, resolve_dtype
+from .._utils import DTYPES, resolve_dtype
 from .._validation import Interval, Options, validate_parameters
 from ..distributed import init_distributed
 from ..masks import check_mask_rates
-from .adapters import check_predictor
+from ..objectives import curve_area
+from .conditional import conditional_log_likelihood, encode_pairs
 from .encoding import encode_texts, texts_of
 from .loading import load_masked_lm, model_max_length
-from .outputs import UNITS, MLMOutputsMixin
+from .outputs import UNITS, scores_table, word_sums
 from .runner import MaskedLMRunner
-from .scoring import ChainMasks, CurveMasks, SweepMasks, score_texts
+from .strategies import (ChainMasks, ChainSpread, CurveMasks, CurveTokenScores, SingleTokenMasks, SweepMasks,
+                         TokenScores, WholeWordMasks)
 from .training import MaskedPretraining
 
 __all__ = ["DEFAULT_MASK_RATES", "MLMCurveScorer"]
@@ -67,7 +70,15 @@ _PARAMETER_CONSTRAINTS = {
 }
 
 
-class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
+_LEVELS = ("token", "word")
+
+
+def _check_option(value, name, options):
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}.")
+
+
+class MLMCurveScorer(TransformerMixin, BaseEstimator):
     """MPT curve and cumulative log-marginal estimate of a masked language model.
 
     Scores texts with any masked language model of Hugging Face ``transformers``: the MPT curve
@@ -92,17 +103,22 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
     ``torchrun`` or ``accelerate launch`` (every process calls a method with the same texts and
     gets all results, equal to one process's), are told in :mod:`skmpt.text`.
 
+    Every log-probability is in the scorer's ``unit`` (nats or bits); pseudo-perplexities have
+    no unit. Word-level outputs and ``metric="within_word_l2r"`` need a tokenizer that gives
+    word ids (a fast tokenizer: ``tokenizer.is_fast``; other tokenizers are an error).
+
     Read more in the :ref:`User Guide <mlm_curves>`.
 
     Parameters
     ----------
-    model : str, path, transformers.PreTrainedModel, transformers.PretrainedConfig, torch.nn.Module \
-            or callable, default="bert-base-uncased"
+    model : str, path, transformers.PreTrainedModel, transformers.PretrainedConfig, MaskedPredictor, \
+            torch.nn.Module or callable, default="bert-base-uncased"
         A name or local directory for ``AutoModelForMaskedLM.from_pretrained`` (``AutoModel`` for
         remote code, e.g. LLaDA or Dream with ``model_kwargs={"trust_remote_code": True}``; a name
         not on disk is fetched from the Hugging Face hub, the only use of the network), a model
         object or callable mapping ``input_ids`` and ``attention_mask`` to logits (or an output
-        holding ``.logits``), or a configuration: a random model seeded by ``random_state``.
+        holding ``.logits``), a :class:`~skmpt.text.MaskedPredictor` of your own family, or a
+        configuration: a random model seeded by ``random_state``.
     tokenizer : str, path, tokenizer object or None, default=None
         The tokenizer, or where ``AutoTokenizer.from_pretrained`` finds it; ``None`` loads it
         from ``model``'s name or directory. It must have a mask token or ``mask_token_id``.
@@ -164,12 +180,11 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
         ``"cuda"`` are ``cuda:LOCAL_RANK``.
     dtype : {"auto", "float32", "bfloat16", "float16", "float64"}, torch.dtype or None, \
             default="auto"
-        Dtype the model runs in (a model object is cast as a copy). ``"auto"`` or ``None``
-        keeps the model's own weights, and runs a float32 model under bfloat16
-        ``torch.autocast`` only where the device has native bfloat16 matrix units (a GPU of
-        compute capability 8.0 or above, a CPU with AMX or AVX-512 BF16 that multiplies
-        bfloat16 faster than float32): float32 elsewhere, where bfloat16 is emulated and
-        slower (:func:`skmpt.text.auto_dtype`; the dtype chosen is ``dtype_``). Log-probabilities
+        Dtype the model runs in (a model object is cast as a copy). ``"auto"`` or ``None`` is the
+        checkpoint's own dtype (as ``torch_dtype="auto"`` in Hugging Face), or a model object's:
+        the same on every machine. ``"bfloat16"`` casts the model, faster on a GPU or a CPU with
+        bfloat16 units and slower where they are emulated, and differs from float32 by about
+        1e-3 nats per token (measured in the :ref:`User Guide <mlm_curves>`). Log-probabilities
         are always computed and summed in float64 from the logits.
     model_kwargs : dict or None, default=None
         Further options of ``from_pretrained`` (``revision``, ``trust_remote_code``,
@@ -184,7 +199,8 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
         The logits at position ``i`` predict the token at ``i + 1`` (Dream).
     timestep_fn : callable or None, default=None
         Hook giving a model its timestep: ``rate`` (each copy's ``M / L``) to a dict of forward
-        keyword arguments (:mod:`skmpt.text.adapters`), e.g. ``lambda rate: {"timesteps": rate}``.
+        keyword arguments (:class:`~skmpt.text.TimeConditionedPredictor`), e.g.
+        ``lambda rate: {"timesteps": rate}``.
     random_state : int, RandomState instance or None, default=None
         Seeds the masks (a text's masks depend only on this seed and its tokens), the training
         masks and the random initialisation from a configuration.
@@ -195,16 +211,18 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
     Attributes
     ----------
     runner_ : MaskedLMRunner
-        The loaded model and tokenizer with their device, dtype and budgets; it runs the
-        forward passes. ``model_``, ``tokenizer_``, ``device_`` and ``max_length_`` are its.
-    model_ : transformers.PreTrainedModel
-        The masked LM in evaluation mode: ``model`` itself, or a copy if trained, moved or cast.
+        The loaded predictor and tokenizer with their device and budgets; it runs the forward
+        passes. ``predictor_``, ``model_``, ``tokenizer_``, ``device_`` and ``max_length_`` are its.
+    predictor_ : MaskedPredictor
+        The model's family (:mod:`skmpt.text.predictors`).
+    model_ : torch.nn.Module
+        The predictor's module: ``model`` itself (its train/eval mode kept), or a copy in
+        evaluation mode if trained, moved or cast.
     tokenizer_ : transformers tokenizer
     device_ : torch.device
     dtype_ : torch.dtype or None
-        The dtype the model's matrix products run in: ``dtype``, or what ``"auto"`` chose
-        (bfloat16 under autocast, or the model's own dtype); ``None`` for a model without
-        floating-point parameters (a plain callable).
+        The dtype the model runs in: ``dtype``, or the checkpoint's or model's own for
+        ``"auto"``; ``None`` for a model without floating-point parameters (a plain callable).
     max_length_ : int
         ``max_length`` capped by the model's position embeddings.
     mask_rates_ : ndarray of shape (n_rates,)
@@ -289,22 +307,20 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
         # Under torchrun or accelerate launch, join the process group: cuda:LOCAL_RANK or gloo on the CPU.
         device = init_distributed(self.device).device
         self.mask_rates_ = DEFAULT_MASK_RATES.copy() if self.mask_rates is None else check_mask_rates(self.mask_rates)
+        # "auto" is the checkpoint's (or the model object's) own dtype: nothing depends on the machine
         dtype = None if self.dtype in (None, "auto") else resolve_dtype(self.dtype)
-        model, tokenizer = load_masked_lm(
+        predictor, tokenizer = load_masked_lm(
             self.model, tokenizer=self.tokenizer, device=device, dtype=dtype, model_kwargs=self.model_kwargs,
             allow_missing_weights=self.allow_missing_weights, random_state=self.random_state,
             train=self.max_steps > 0, verbose=self.verbose, mask_token_id=self.mask_token_id,
+            shift_logits=self.shift_logits, timestep_fn=self.timestep_fn,
         )
-        own = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)  # None: a plain callable
-        # "auto": bfloat16 autocast for a float32 model where the device has bfloat16 units, else its own dtype
-        self.dtype_ = dtype if dtype is not None else (own if own is None else auto_dtype(device, own))
+        self.dtype_ = predictor.dtype
         self.runner_ = MaskedLMRunner(
-            model, tokenizer, device, dtype=dtype, autocast_dtype=None if self.dtype_ in (dtype, own) else self.dtype_,
-            max_length=model_max_length(model, tokenizer, self.max_length),
+            predictor, tokenizer, device, max_length=model_max_length(predictor.module, tokenizer, self.max_length),
             score_batch_size=self.score_batch_size, max_batch_tokens=self.max_batch_tokens,
-            mask_token_id=self.mask_token_id, shift_logits=self.shift_logits, timestep_fn=self.timestep_fn,
         )
-        check_predictor(self.runner_)  # one probe pass on a few ids: the output's logits, before any text
+        self.runner_.probe()  # one pass on a few ids: the predictor's logits, before any text
         self.history_ = []
         if X is not None:
             encoded = self._encode(X)  # validates the texts even when there is nothing to train
@@ -312,7 +328,8 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
                 self.history_ = training.run(self.runner_, encoded)
         return self
 
-    model_ = property(lambda self: self.runner_.model, doc="The masked language model (``runner_.model``).")
+    predictor_ = property(lambda self: self.runner_.predictor, doc="The masked predictor (``runner_.predictor``).")
+    model_ = property(lambda self: self.runner_.predictor.module, doc="The predictor's module.")
     tokenizer_ = property(lambda self: self.runner_.tokenizer, doc="The tokenizer (``runner_.tokenizer``).")
     device_ = property(lambda self: self.runner_.device, doc="The device it runs on (``runner_.device``).")
     max_length_ = property(lambda self: self.runner_.max_length, doc="Longest text, in tokens.")
@@ -322,14 +339,15 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
         return encode_texts(X, self.tokenizer_, self.max_length_, text_column=self.text_column, word_ids=words)
 
     def _score(self, X, strategy, encoded=None):  # transform(X) is _score(X, CurveMasks(...))
-        encoded = self._encode(X, getattr(strategy, "needs_words", False)) if encoded is None else encoded
-        return score_texts(self.runner_, encoded, strategy, random_state=self.random_state, verbose=self.verbose)
+        encoded = self._encode(X, strategy.needs_words) if encoded is None else encoded
+        return self.runner_.score(encoded, strategy, random_state=self.random_state, verbose=self.verbose)
 
     def transform(self, X, return_std=False):
         """MPT curve ``S(x; M)`` of each text at each rate of ``mask_rates_``.
 
         ``S(x; M)`` is the mean log-probability (per token) of ``M = round(rate * L)`` masked
-        tokens given the other ``L - M``, averaged over ``score_masks`` random masks.
+        tokens given the other ``L - M``, averaged over ``score_masks`` random masks
+        (:class:`~skmpt.text.strategies.CurveMasks`).
 
         Parameters
         ----------
@@ -381,6 +399,224 @@ class MLMCurveScorer(MLMOutputsMixin, TransformerMixin, BaseEstimator):
         score : float
         """
         return float(np.mean(self.score_samples(X)))
+
+    def _unit(self, values):
+        return values * UNITS[self.unit]
+
+    def _masks(self, strategy):
+        """``strategy``, drawn over words when ``whole_word_masking``."""
+        return WholeWordMasks(strategy) if self.whole_word_masking else strategy
+
+    def _check_std(self, return_std, always=False):
+        """``return_std`` (or the spread, ``always``) needs two masks or orderings: checked before scoring."""
+        if (return_std or always) and self.score_masks < 2:
+            what = "return_std=True" if return_std else "the spread across orderings"
+            raise ValueError(
+                f"{what} needs score_masks >= 2 (a standard deviation of the Monte Carlo draws); got "
+                f"score_masks={self.score_masks}."
+            )
+
+    def _with_std(self, results, return_std):
+        """Split ``[value, error]`` results, each in the scorer's unit."""
+        if not return_std:
+            return self._unit(results)
+        return self._unit(results[:, 0]), self._unit(results[:, 1])
+
+    def pseudo_log_likelihood(self, X, *, metric="original"):
+        """Pseudo-log-likelihood ``sum_j log p(x_j | x_{-j})``, every token masked once, exactly.
+
+        It is ``L * S(x; 1)``, as computed by the MLM scoring tools (Salazar et al., 2020).
+        ``metric="within_word_l2r"`` is PLL-word-l2r (Kauf and Ivanova, 2023): the copy that
+        scores a token of a multi-token word also masks the tokens of that word to its right,
+        so a word is not guessed from its own pieces; it is minicons' ``PLL_metric``.
+
+        Parameters
+        ----------
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+        metric : {"original", "within_word_l2r"}, default="original"
+
+        Returns
+        -------
+        pll : ndarray of shape (n_texts,)
+        """
+        return self._unit(self._score(X, SingleTokenMasks(metric)))
+
+    def pseudo_perplexity(self, X, *, metric="original", level="token"):
+        """Pseudo-perplexity ``exp(-PLL / n)`` per text, ``n`` its number of tokens or of words.
+
+        Parameters
+        ----------
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+        metric : {"original", "within_word_l2r"}, default="original"
+        level : {"token", "word"}, default="token"
+            Per token (``n = L``) or per word (``n`` = the tokenizer's words).
+
+        Returns
+        -------
+        ppl : ndarray of shape (n_texts,)
+        """
+        _check_option(level, "level", _LEVELS)
+        strategy = SingleTokenMasks(metric)
+        encoded = self._encode(X, words=level == "word" or metric == "within_word_l2r")
+        pll = self._score(X, strategy, encoded=encoded)
+        counts = encoded.n_tokens if level == "token" else [int(w.max()) + 1 for w in encoded.word_ids]
+        return np.exp(-pll / np.asarray(counts))
+
+    def token_scores(self, X, *, level="token", metric="original", curve=False):
+        """Each token's (or word's) log-probability: in the PLL, or on the MPT curve.
+
+        With ``curve=False``, token ``j``'s ``log p(x_j | x_{-j})`` in the pseudo-log-likelihood
+        (its masks set by ``metric``); they sum to :meth:`pseudo_log_likelihood`. With
+        ``curve=True``, at each rate of ``mask_rates_``, the mean of token ``j``'s
+        log-probability over the ``score_masks`` masks of that rate that mask it (NaN when none
+        does); with ``whole_word_masking`` these masks are drawn over words, as :meth:`transform`'s
+        (a masked word masks, and scores, all its tokens). ``level="word"`` sums a word's tokens
+        (the tokenizer's word ids). With
+        ``set_output(transform="pandas")`` the result is one long table
+        (:func:`scores_table`: ``text, position, token, word, score``, or one ``S@<rate>``
+        column per rate with ``curve=True``).
+
+        Parameters
+        ----------
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+        level : {"token", "word"}, default="token"
+        metric : {"original", "within_word_l2r"}, default="original"
+            Only ``"original"`` with ``curve=True``.
+        curve : bool, default=False
+
+        Returns
+        -------
+        scores : list of ndarray or pandas.DataFrame
+            Per text, shape (n_units,), or (n_units, n_rates) with ``curve=True``.
+        """
+        _check_option(level, "level", _LEVELS)
+        _check_option(metric, "metric", SingleTokenMasks.METRICS)
+        if curve and metric != "original":
+            raise ValueError(f"metric={metric!r} is a variant of the PLL; the curve's token scores take no metric.")
+        output = getattr(self, "_sklearn_output_config", {}).get("transform")  # what set_output chose
+        if output is None:
+            from sklearn import get_config
+
+            output = get_config()["transform_output"]
+        check_is_fitted(self)
+        # the table's word column is filled whenever the tokenizer gives word ids
+        need_words = (level == "word" or metric == "within_word_l2r" or (curve and self.whole_word_masking)
+                 or (output != "default" and getattr(self.tokenizer_, "is_fast", False)))
+        encoded = self._encode(X, words=need_words)
+        strategy = self._masks(CurveTokenScores(self.mask_rates_, self.score_masks)) if curve else TokenScores(metric)
+        scores = [self._unit(values) for values in self._score(X, strategy, encoded=encoded)]
+        if level == "word":
+            scores = [word_sums(values, words.numpy()) for values, words in zip(scores, encoded.word_ids, strict=True)]
+        if output == "default":
+            return scores
+        columns = tuple(self.get_feature_names_out()) if curve else ("score",)
+        table = scores_table(scores, encoded, self.tokenizer_, level=level, columns=columns)
+        if output == "polars":
+            import polars
+
+            return polars.from_pandas(table)
+        return table
+
+    def inconsistency(self, X, *, return_std=False):
+        """Spread of the chain across orderings: how far the model's conditionals are from one joint.
+
+        Along each of ``score_masks`` random orderings the chain gives ``sum_t log p(x_{s_t} |
+        x_{s_<t})``; this is their standard deviation per text (:class:`~skmpt.text.strategies.ChainSpread`).
+        It is 0 when the conditionals come from one joint (every ordering gives ``log p(x)``) and
+        grows with their inconsistency. The gap between the sweep and the chain does not measure
+        it: both have expectation ``sum_M S(x; M)`` for any conditionals.
+
+        Parameters
+        ----------
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+        return_std : bool, default=False
+            Also return the standard error of each spread (delta method).
+
+        Returns
+        -------
+        spread : ndarray of shape (n_texts,)
+        spread_std : ndarray of shape (n_texts,)
+            Only with ``return_std=True``.
+        """
+        self._check_std(return_std, always=True)
+        return self._with_std(self._score(X, self._masks(ChainSpread(self.score_masks))), return_std)
+
+    def paper_area(self, X, *, scale=512):
+        """The paper's area under the MPT curve: ``scale * sum_r (r - r_prev) * S(x; r)`` per text.
+
+        Table 2 of the paper reports it with ``scale = 512`` (BERT's longest input) over rates
+        0.01..0.99; it is not an estimate of ``log p(x)`` (``score_samples`` is). Widths are
+        ``r_1 - 0`` for the first rate and the gaps between consecutive rates after it.
+
+        Parameters
+        ----------
+        X : list or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset
+        scale : float, default=512
+
+        Returns
+        -------
+        area : ndarray of shape (n_texts,)
+        """
+        return curve_area(self.transform(X), self.mask_rates_, scale=scale)
+
+    def conditional_transform(self, contexts, continuations, *, return_std=False):
+        """Conditional MPT curve of each continuation given its context, at each rate of ``mask_rates_``.
+
+        The text is ``context + continuation``; masks of ``M = round(rate * L_c)`` tokens are drawn
+        among the continuation's ``L_c`` tokens only, the context always visible, so the curve's
+        sum over ``M = 1..L_c`` is ``log p(continuation | context)``
+        (:meth:`conditional_score_samples`). Start the continuation with its space (``" sat"``).
+
+        Parameters
+        ----------
+        contexts, continuations : sequences of str of the same length
+        return_std : bool, default=False
+            Also return each value's standard error over the masks (needs ``score_masks >= 2``).
+
+        Returns
+        -------
+        curve : ndarray of shape (n_pairs, n_rates)
+        curve_std : ndarray of shape (n_pairs, n_rates)
+            Only with ``return_std=True``.
+        """
+        check_is_fitted(self)
+        self._check_std(return_std)
+        encoded = encode_pairs(contexts, continuations, self.tokenizer_, self.max_length_)
+        strategy = CurveMasks(self.mask_rates_, self.score_masks, return_std)
+        return self._with_std(self._score(None, strategy, encoded), return_std)
+
+    def conditional_score_samples(self, contexts, continuations, *, method=None, return_std=False):
+        """``log p(continuation | context)`` of each pair, with masks among the continuation's tokens.
+
+        :func:`~skmpt.text.conditional_log_likelihood` with ``max(2, score_masks)`` draws: the
+        chain (one ordering is exact for a model whose conditionals come from one joint), the
+        sweep over every mask size, or LLaDA's Monte Carlo estimator with uniform mask sizes;
+        :func:`~skmpt.text.compare_conditional_estimators` sets them side by side. For minimal
+        pairs and multiple choice see :func:`~skmpt.text.multiple_choice`.
+
+        Parameters
+        ----------
+        contexts, continuations : sequences of str of the same length
+            Joined as ``context + continuation``: start the continuation with its space.
+        method : {"chain", "sweep", "uniform", "exhaustive"} or None, default=None
+            None is the scorer's ``score_method``.
+        return_std : bool, default=False
+            Also return each estimate's Monte Carlo standard error (needs ``score_masks >= 2``).
+
+        Returns
+        -------
+        scores : ndarray of shape (n_pairs,)
+        scores_std : ndarray of shape (n_pairs,)
+            Only with ``return_std=True``.
+        """
+        check_is_fitted(self)
+        self._check_std(return_std)  # as every estimate's: one mask gives no standard error
+        method = self.score_method if method is None else method
+        result = conditional_log_likelihood(self.runner_, contexts, continuations, method=method,
+                                            n_masks=max(2, self.score_masks), random_state=self.random_state,
+                                            verbose=self.verbose)
+        scores = self._unit(result.log_likelihood)
+        return (scores, self._unit(result.std)) if return_std else scores
 
     def get_feature_names_out(self, input_features=None):
         """Names of the columns of :meth:`transform`: ``"S@<rate>"`` for each rate of ``mask_rates_``.

@@ -1,4 +1,4 @@
-"""Masked pre-training of a runner's model (:meth:`MLMCurveScorer.fit` with ``max_steps > 0``).
+"""Masked pre-training of a runner's predictor (:meth:`MLMCurveScorer.fit` with ``max_steps > 0``).
 
 One loop for one process and for many: under a launcher the model is wrapped in
 ``DistributedDataParallel``, every rank draws the same global batch of ``batch_size`` texts and
@@ -60,12 +60,12 @@ class MaskedPretraining:
     >>> import torch
     >>> from transformers import BertConfig, BertForMaskedLM
     >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
-    >>> from skmpt.text import MaskedLMRunner, MaskedPretraining, encode_texts
+    >>> from skmpt.text import MaskedLMPredictor, MaskedLMRunner, MaskedPretraining, encode_texts
     >>> texts = load_wordnet_sentences()[:100]
     >>> tokenizer = make_wordpiece_tokenizer(texts, vocab_size=200)
     >>> model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
     ...                                    num_attention_heads=2, intermediate_size=32))
-    >>> runner = MaskedLMRunner(model, tokenizer, torch.device("cpu"))
+    >>> runner = MaskedLMRunner(MaskedLMPredictor(model, tokenizer.mask_token_id), tokenizer, torch.device("cpu"))
     >>> training = MaskedPretraining(max_steps=2, batch_size=8, mask_rate=0.15, learning_rate=1e-3, random_state=0)
     >>> history = training.run(runner, encode_texts(texts, tokenizer, runner.max_length))
     >>> [entry["step"] for entry in history]
@@ -150,7 +150,7 @@ class MaskedPretraining:
         return check
 
     def run(self, runner, encoded):
-        """Train ``runner.model`` in place on ``encoded``; returns the history, one dict per step.
+        """Train the runner's predictor's module in place on ``encoded``; returns the history, one dict per step.
 
         Each entry holds ``step``, ``loss`` (negative MPT objective per token, nats) and
         ``seconds``. The model is left in evaluation mode.
@@ -167,10 +167,11 @@ class MaskedPretraining:
     def _loop(self, runner, encoded, generator, context):
         from tqdm.auto import tqdm
 
-        model = wrap_model(runner.model, context)
-        optimizer = torch.optim.AdamW(runner.model.parameters(), lr=self.learning_rate)
-        # float16 autocast needs its gradients scaled; bfloat16 does not
-        scaler = torch.amp.GradScaler(runner.device.type, enabled=runner.autocast_dtype == torch.float16)
+        module = runner.predictor.module
+        model = wrap_model(module, context)
+        # through the DDP wrapper, which synchronises; one process keeps the family's own fast paths
+        predictor = runner.predictor if model is module else runner.predictor.with_module(model)
+        optimizer = torch.optim.AdamW(module.parameters(), lr=self.learning_rate)
         order = torch.randperm(len(encoded), generator=generator)
         cursor, first, history, written = 0, 1, [], []  # written: the checkpoints of this run, the only ones deleted
         record = self._run_record(runner, encoded)
@@ -194,7 +195,7 @@ class MaskedPretraining:
                         order, cursor = torch.randperm(len(encoded), generator=generator), 0
                     chosen = order[cursor : cursor + self.batch_size].tolist()
                     cursor += len(chosen)
-                    loss = self._step(runner, model, encoded, chosen, generator, optimizer, scaler, context)
+                    loss = self._step(runner, predictor, encoded, chosen, generator, optimizer, context)
                     if not math.isfinite(loss):
                         raise FloatingPointError(
                             f"Masked pre-training diverged: the loss became {loss} at step {step}; lower "
@@ -212,7 +213,7 @@ class MaskedPretraining:
                                             generators={"masks": generator}, extra=extra, context=context,
                                             written=written)
         finally:
-            runner.model.eval()
+            module.eval()
         return history
 
     def _masks(self, lengths, chosen, generator):
@@ -229,7 +230,7 @@ class MaskedPretraining:
             weights.append(length / size)
         return copies, weights
 
-    def _step(self, runner, model, encoded, chosen, generator, optimizer, scaler, context):
+    def _step(self, runner, predictor, encoded, chosen, generator, optimizer, context):
         """One optimisation step on the global batch ``chosen``; returns its loss (every rank)."""
         lengths = encoded.n_tokens
         copies, weights = self._masks(lengths, chosen, generator)
@@ -247,15 +248,13 @@ class MaskedPretraining:
         passes = list(runner.batches(subset, copies, max_copies=self.batch_size))
         loss_value = torch.zeros((), dtype=torch.float64, device=runner.device)
         for number, pieces in enumerate(passes, start=1):
-            with sync_gradients(model, sync=number == len(passes)):
-                # through the DDP wrapper, which synchronises; one process keeps the head-only fast path
-                sums = runner.forward(subset, copies, pieces, model=None if model is runner.model else model)
+            with sync_gradients(predictor.module, sync=number == len(passes)):
+                sums = runner.forward(subset, copies, pieces, predictor=predictor)
                 index = torch.tensor([i for i, _, _ in pieces], device=runner.device)
                 loss = -(weights[index] * sums).sum() * scale
-                scaler.scale(loss).backward()
+                loss.backward()
             loss_value += loss.detach()
-        scaler.step(optimizer)
-        scaler.update()
+        optimizer.step()
         if context.world_size > 1:
             dist.all_reduce(loss_value)
         return float(loss_value) / context.world_size

@@ -15,7 +15,7 @@ TEXTS = ["the cat sat on the mat", "a big red dog ran", "the dog saw a cat and r
 
 def _compute():
     """Every kind of predictor: scores, the diffusion bound, a conditional, and two steps of training."""
-    from tiny_predictors import MASK_ID, ShiftedLM, TinyBidirectionalLM, gpt2_style_tokenizer
+    from support.tiny_predictors import MASK_ID, ShiftedLM, TinyBidirectionalLM, gpt2_style_tokenizer
 
     from skmpt import MLMCurveScorer
     from skmpt.text import conditional_log_likelihood, masked_diffusion_bound
@@ -34,9 +34,10 @@ def _compute():
         "shifted": shifted.score_samples(TEXTS),
         "timestep": timed.score_samples(TEXTS),
         "losses": np.array([entry["loss"] for entry in timed.history_]),
-        "bound": masked_diffusion_bound(plain, TEXTS, method="chain").nelbo,
-        "conditional": conditional_log_likelihood(plain, ["the cat", "a big", "the dog"],
-                                                  [" sat on the mat", " red dog ran", " ran"]).log_likelihood,
+        "bound": masked_diffusion_bound(plain.runner_, TEXTS, method="chain", n_masks=2, random_state=0).nelbo,
+        "conditional": conditional_log_likelihood(plain.runner_, ["the cat", "a big", "the dog"],
+                                                  [" sat on the mat", " red dog ran", " ran"], n_masks=2,
+                                                  random_state=0).log_likelihood,
     }
 
 

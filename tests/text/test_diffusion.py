@@ -46,11 +46,13 @@ def test_the_chain_is_the_exact_conditional_of_a_joint_and_the_others_agree_with
     contexts = [" ".join(words[:2]) for words in sentences]
     continuations = [" " + " ".join(words[2:]) for words in sentences]
     exact = np.array([exact_conditional(joint, words, 2) for words in sentences])
-    chain = conditional_log_likelihood(scorer, contexts, continuations, method="chain", n_samples=3)
+    chain = conditional_log_likelihood(scorer.runner_, contexts, continuations, method="chain", n_masks=3,
+                                       random_state=0)
     np.testing.assert_allclose(chain.log_likelihood, exact, rtol=1e-10)
     np.testing.assert_allclose(chain.std, 0, atol=1e-10)  # every ordering gives the same sum
     assert chain.n_tokens.tolist() == [3] * 4 and chain.forward_passes.tolist() == [9] * 4
-    results = compare_conditional_estimators(scorer, contexts, continuations, n_samples=200, target_std=0.05)
+    results = compare_conditional_estimators(scorer.runner_, contexts, continuations, n_masks=200, target_std=0.05,
+                                             random_state=0)
     for method in ("uniform", "sweep"):
         result = results[method]
         assert (result.std > 0).all()
@@ -89,7 +91,7 @@ def test_the_scorer_methods_give_the_conditional_and_its_curve(joint_scorer):
 def test_multiple_choice_and_minimal_pairs(joint_scorer):
     joint, scorer = joint_scorer
     choices = [[" a b a", " b b b", " a a b"], [" b a a", " a b b", " b b a"]]
-    result = multiple_choice(scorer, ["a b", "b a"], choices)
+    result = multiple_choice(scorer.runner_, ["a b", "b a"], choices, random_state=0)
     exact = np.array([[exact_conditional(joint, (c + " " + k).split(), 2) for k in row]
                       for c, row in zip(["a b", "b a"], choices, strict=True)])
     np.testing.assert_allclose(result.log_likelihood, exact, rtol=1e-10)
@@ -107,12 +109,12 @@ def test_bad_pairs_are_named(joint_scorer, context, continuation, message):
     _, scorer = joint_scorer
     scorer = MLMCurveScorer(scorer.model, tokenizer=scorer.tokenizer, max_length=7, device="cpu").fit()
     with pytest.raises(ValueError, match=message):
-        conditional_log_likelihood(scorer, [context], [continuation])
+        conditional_log_likelihood(scorer.runner_, [context], [continuation])
 
 
 def test_any_order_samples_follow_the_joint(joint_scorer):
     joint, scorer = joint_scorer
-    texts = sample_any_order(scorer, 3000, 5, random_state=0)
+    texts = sample_any_order(scorer.runner_, 3000, 5, random_state=0)
     counts = np.zeros(32)
     for text in texts:
         counts[int("".join("01"["ab".index(w)] for w in text.split()), 2)] += 1
@@ -154,17 +156,18 @@ def test_the_bound_agrees_with_mdlm_continuous_time_loss():
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_token_id=MASK_ID, device="cpu", random_state=0).fit()
     generator = torch.Generator().manual_seed(0)
     direct, direct_std = mdlm_loss(model, ids, 20000, generator)
-    for method, n_samples in [("sweep", 100), ("chain", 100), ("uniform", 2000)]:
-        bound = masked_diffusion_bound(scorer, [text], method=method, n_samples=n_samples)
+    for method, n_masks in [("sweep", 100), ("chain", 100), ("uniform", 2000)]:
+        bound = masked_diffusion_bound(scorer.runner_, [text], method=method, n_masks=n_masks, random_state=0)
         std = np.hypot(bound.nelbo_std[0], direct_std)
         assert abs(bound.nelbo[0] - direct) < 3 * std, (method, bound.nelbo[0], direct, std)
         assert bound.nelbo_std[0] > 0
         np.testing.assert_allclose(bound.perplexity, np.exp(bound.nelbo / 8))
     # a discrete-time ELBO with the cosine schedule weighs the sizes: checked against its direct form
     discrete, discrete_std = mdlm_loss(model, ids, 20000, generator, schedule="cosine", n_steps=4)
-    bound = masked_diffusion_bound(scorer, [text], n_samples=100, schedule="cosine", n_steps=4)
+    bound = masked_diffusion_bound(scorer.runner_, [text], n_masks=100, schedule="cosine", n_steps=4,
+                                   random_state=0)
     assert abs(bound.nelbo[0] - discrete) < 3 * np.hypot(bound.nelbo_std[0], discrete_std)
-    assert abs(bound.nelbo[0] - masked_diffusion_bound(scorer, [text], n_samples=100).nelbo[0]) > 1
+    assert abs(bound.nelbo[0] - masked_diffusion_bound(scorer.runner_, [text], n_masks=100, random_state=0).nelbo[0]) > 1
 
 
 def test_schedule_weights():

@@ -78,7 +78,7 @@ def test_curve_sums_to_log_marginal_over_all_masks(joint_setup):
     encoded = encode(scorer, texts)
     all_masks = torch.tensor([[j in c for j in range(5)] for M in range(1, 6) for c in combinations(range(5), M)])
     sizes = all_masks.sum(1).numpy()
-    sums = scorer.runner_.copy_log_probs(encoded, [(all_masks, all_masks)] * len(texts))
+    sums = scorer.runner_.run_copies(encoded, [(all_masks, all_masks)] * len(texts))
     curve = np.stack([[np.mean(s[sizes == M] / M) for M in range(1, 6)] for s in sums])
     np.testing.assert_allclose(curve.sum(1), joint.log_marginal(X).numpy(), rtol=1e-10)
     # the sweep is the same sum with random masks: close, not exact
@@ -107,7 +107,7 @@ def test_masks_exactly_m_of_the_own_tokens(joint_setup, rate):
     encoded = encode(scorer, texts)
     generator = torch.Generator().manual_seed(0)
     copies = [
-        sktext.size_masks(np.repeat(max(1, round(rate * len(p))), 4), len(p), generator)
+        sktext.strategies.size_masks(np.repeat(max(1, round(rate * len(p))), 4), len(p), generator)
         for p in encoded.content_positions
     ]
     for i, (masked, _) in enumerate(copies):
@@ -135,14 +135,17 @@ def test_masks_exactly_m_of_the_own_tokens(joint_setup, rate):
 
 def test_head_only_at_masked_positions_matches_full_logits(tiny_bert, monkeypatch):
     model, tokenizer, texts = tiny_bert
-    assert sktext.language_model_head(model) is not None
+    assert sktext.predictors.language_model_head(model) is not None
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, score_masks=2, random_state=0, device="cpu").fit()
     fast = scorer.pseudo_log_likelihood(texts[:6])
     curve = scorer.transform(texts[:6])
-    monkeypatch.setattr(sktext.runner, "_HEAD_ATTRIBUTES", ())
-    assert sktext.language_model_head(model) is None
-    np.testing.assert_allclose(scorer.pseudo_log_likelihood(texts[:6]), fast, rtol=1e-5)
-    np.testing.assert_allclose(scorer.transform(texts[:6]), curve, rtol=1e-5)
+    monkeypatch.setattr(sktext.predictors, "_HEAD_ATTRIBUTES", ())
+    assert sktext.predictors.language_model_head(model) is None
+    whole = MLMCurveScorer(model, tokenizer=tokenizer, score_masks=2, random_state=0, device="cpu").fit()
+    assert type(scorer.predictor_).__name__ == "MaskedLMPredictor"
+    assert type(whole.predictor_).__name__ == "ModulePredictor"  # the whole model, logits read at the targets
+    np.testing.assert_allclose(whole.pseudo_log_likelihood(texts[:6]), fast, rtol=1e-5)
+    np.testing.assert_allclose(whole.transform(texts[:6]), curve, rtol=1e-5)
 
 
 def test_batching_does_not_change_scores(tiny_bert):
@@ -154,7 +157,7 @@ def test_batching_does_not_change_scores(tiny_bert):
     np.testing.assert_allclose(small.score_samples(texts[:8]), big.score_samples(texts[:8]), rtol=1e-5)
     # a forward pass never holds more than the token budget (one copy when a copy alone exceeds it)
     encoded = encode(small, texts[:8])
-    copies = [sktext.size_masks(np.arange(1, len(p) + 1), len(p), None) for p in encoded.content_positions]
+    copies = [sktext.strategies.size_masks(np.arange(1, len(p) + 1), len(p), None) for p in encoded.content_positions]
     for pieces in small.runner_.batches(encoded, copies):
         rows = sum(stop - start for _, start, stop in pieces)
         width = max(len(encoded.input_ids[i]) for i, _, _ in pieces)
@@ -363,7 +366,7 @@ def test_roberta_head_and_position_limit(tiny_bert):
     )
     torch.manual_seed(0)
     model = RobertaForMaskedLM(config).eval()
-    assert sktext.language_model_head(model)[1] is model.lm_head
+    assert sktext.predictors.language_model_head(model)[1] is model.lm_head
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, device="cpu").fit()
     assert scorer.max_length_ == 40 - (tokenizer.pad_token_id + 1)  # RoBERTa reserves the padding position
     encoded = encode(scorer, texts[:4])
@@ -646,7 +649,7 @@ def test_a_tokenizer_of_special_tokens_only_is_no_tokenizer(saved_bert, tmp_path
 def test_target_log_probs_match_a_float64_log_softmax():
     # Float32 logits are normalised without a float64 copy (within 3e-7 nats of it); rows
     # whose largest logit could overflow or underflow float32 exp take the float64 path.
-    from skmpt.text import target_log_probs
+    from skmpt.text.runner import target_log_probs
 
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(6, 30522, generator=g) * 4
@@ -697,7 +700,7 @@ _REFUSED = {
 @hypothesis.given(texts=st.lists(_WORDS, min_size=1, max_size=6), kind=st.sampled_from(sorted(_ORDERED)))
 def test_ordered_containers_give_their_texts_in_order(texts, kind):
     X, column = _ORDERED[kind](texts)
-    assert sktext.texts_of(X, text_column=column) == texts
+    assert sktext.encoding.texts_of(X, text_column=column) == texts
     X, column = _ORDERED[kind](texts)  # a generator is read once: a fresh one
     encoded = sktext.encode_texts(X, binary_tokenizer(), 16, text_column=column)
     assert encoded.n_tokens.tolist() == [len(text.split()) for text in texts]
@@ -714,14 +717,14 @@ def test_containers_read_as_something_else_are_refused(texts, kind):
 def test_mappings_need_text_column_and_dataset_dicts_a_split(joint_setup):
     _, _, texts, _ = joint_setup
     with pytest.raises(ValueError, match="is not a key of the mapping"):
-        sktext.texts_of({"text": texts}, text_column="body")
+        sktext.encoding.texts_of({"text": texts}, text_column="body")
     with pytest.raises(ValueError, match="not a sequence of texts"):
-        sktext.texts_of({"text": {"nested": texts}}, text_column="text")
+        sktext.encoding.texts_of({"text": {"nested": texts}}, text_column="text")
     datasets = pytest.importorskip("datasets")
     splits = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": texts})})
     with pytest.raises(ValueError, match=r"Pass one split, e.g. X\['train'\]"):
-        sktext.texts_of(splits)
-    assert sktext.texts_of(splits["train"]) == texts
+        sktext.encoding.texts_of(splits)
+    assert sktext.encoding.texts_of(splits["train"]) == texts
 
 
 def test_a_text_that_is_not_valid_unicode_is_named(joint_setup):
@@ -781,7 +784,7 @@ def test_max_length_must_leave_room_for_a_token(joint_setup, max_length):
     _, tokenizer, texts, _ = joint_setup
     with pytest.raises(ValueError, match=rf"max_length={max_length} leaves no room for a token.*at least 3"):
         sktext.encode_texts(texts, tokenizer, max_length)
-    assert sktext.check_max_length(tokenizer, 3) == 1
+    assert sktext.encoding.check_max_length(tokenizer, 3) == 1
 
 
 def test_training_that_diverges_is_an_error(tiny_bert):

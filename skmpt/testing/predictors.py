@@ -1,0 +1,257 @@
+"""The masked-predictor contract, one check function per rule: :func:`check_masked_predictor`.
+
+What :func:`check_masked_model` is to the array side's models, this is to the text side's
+predictors (:class:`skmpt.text.MaskedPredictor`): a user's own family, or a built-in one over a
+user's model, is held to what the runner relies on. Each check takes a
+:class:`MaskedPredictorCase`, raises ``AssertionError`` naming the predictor and the rule when it
+is broken, and records what it measured in ``case.report``; :data:`MASKED_PREDICTOR_CHECKS`
+lists them in the order :func:`check_masked_predictor` runs them.
+"""
+
+import torch
+
+from ..text.encoding import encode_texts
+from ..text.predictors import check_mask_token_id, check_vocab_size
+
+__all__ = [
+    "MASKED_PREDICTOR_CHECKS",
+    "MaskedPredictorCase",
+    "check_deterministic",
+    "check_finite_logits",
+    "check_logits_shape",
+    "check_mask_id",
+    "check_masked_predictor",
+    "check_module_unchanged",
+    "check_not_hidden_states",
+    "check_padding_invariance",
+]
+
+
+def _module_state(module):
+    """Copies of every parameter and buffer, and every submodule's train/eval mode."""
+    tensors = {name: tensor.detach().clone() for name, tensor in module.state_dict().items()}
+    return tensors, [submodule.training for submodule in module.modules()]
+
+
+class MaskedPredictorCase:
+    """A predictor, its tokenizer and a small batch of masked copies that every check runs on.
+
+    The batch holds the text that the tokenizer's first ``n_tokens`` ordinary (not special)
+    tokens spell, with its special tokens around it, once per own token with that token masked. The module's
+    parameters, buffers and modes are recorded first, for :func:`check_module_unchanged`.
+
+    Parameters
+    ----------
+    predictor : MaskedPredictor
+    tokenizer : transformers tokenizer
+    n_tokens : int, default=5
+        Own tokens per text.
+    rtol, atol : float, default=1e-4, 1e-5
+        Tolerances of the comparisons of logits (padding, determinism).
+
+    Attributes
+    ----------
+    report : dict
+        What each check measured, by the check's name.
+    """
+
+    def __init__(self, predictor, tokenizer, *, n_tokens=5, rtol=1e-4, atol=1e-5):
+        self.predictor, self.tokenizer, self.rtol, self.atol = predictor, tokenizer, rtol, atol
+        self.name = type(predictor).__name__
+        self.state = _module_state(predictor.module)
+        self.device = next((p.device for p in predictor.module.parameters()), torch.device("cpu"))
+        specials = set(tokenizer.all_special_ids) | {predictor.mask_token_id}
+        ordinary = [i for i in sorted(tokenizer.get_vocab().values()) if i not in specials][:n_tokens]
+        # the text those tokens spell, encoded as every text is: the tokenizer's special tokens around it
+        encoded = encode_texts([tokenizer.decode(ordinary, skip_special_tokens=True)], tokenizer, 512)
+        ids, own = encoded.input_ids[0], encoded.content_positions[0]
+        if len(own) < 2:
+            raise ValueError(f"The tokenizer's first tokens make a text of {len(own)} tokens; the checks need 2.")
+        # one copy per own token, that token masked
+        self.input_ids = ids.repeat(len(own), 1)
+        self.input_ids[torch.arange(len(own)), own] = predictor.mask_token_id
+        self.attention_mask = torch.ones_like(self.input_ids)
+        self.rates = torch.full((len(own),), 1 / len(own), dtype=torch.float64)
+        self.own = own
+        self.report = {}
+
+    def fail(self, rule, message):
+        raise AssertionError(f"{self.name} breaks the masked-predictor contract ({rule}): {message}")
+
+    def logits(self, input_ids=None, attention_mask=None):
+        """The predictor's logits of the case's batch (or of the ids given), in evaluation mode, on the CPU."""
+        input_ids = self.input_ids if input_ids is None else input_ids
+        attention_mask = self.attention_mask if attention_mask is None else attention_mask
+        with torch.inference_mode(), self.predictor.evaluating():
+            logits = self.predictor.logits(input_ids.to(self.device), attention_mask.to(self.device), self.rates)
+        if not isinstance(logits, torch.Tensor):
+            self.fail("logits shape", f"logits() returned a {type(logits).__name__}, not a tensor.")
+        return logits.detach().float().cpu()
+
+
+def check_logits_shape(case):
+    """``"logits shape"``: logits of shape (batch, length, V), ``V`` covering every id the tokenizer makes.
+
+    Examples
+    --------
+    >>> from transformers import BertConfig, BertForMaskedLM
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import MaskedLMPredictor
+    >>> from skmpt.testing import MaskedPredictorCase, check_logits_shape
+    >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
+    >>> model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+    ...                                    num_attention_heads=2, intermediate_size=32))
+    >>> case = MaskedPredictorCase(MaskedLMPredictor(model, tokenizer.mask_token_id), tokenizer)
+    >>> check_logits_shape(case)
+    >>> case.report["logits shape"] == len(tokenizer)
+    True
+    """
+    logits = case.logits()
+    if logits.ndim != 3 or logits.shape[:2] != case.input_ids.shape:
+        case.fail("logits shape", f"logits of shape {tuple(logits.shape)} for input_ids of shape "
+                                  f"{tuple(case.input_ids.shape)}; they must be (batch, length, vocab_size).")
+    try:
+        check_vocab_size(logits.shape[-1], case.tokenizer, case.predictor.mask_token_id)
+    except ValueError as error:
+        case.fail("logits shape", str(error))
+    case.report["logits shape"] = int(logits.shape[-1])
+
+
+def check_finite_logits(case):
+    """``"finite logits"``: no NaN or infinite logit at any real position."""
+    logits = case.logits()
+    bad = ~torch.isfinite(logits)
+    if bool(bad.any()):
+        case.fail("finite logits", f"{int(bad.sum())} of {logits.numel()} logits are NaN or infinite.")
+    case.report["finite logits"] = 0
+
+
+def check_not_hidden_states(case):
+    """``"not hidden states"``: a head-less encoder's hidden states are refused, even when as wide as the vocabulary.
+
+    The logits' width must not be the module's hidden width (its first embedding's, or its
+    configuration's ``hidden_size``) unless some linear layer of the module projects to it: an
+    encoder without its language-model head returns vectors of the hidden width.
+    """
+    width = int(case.logits().shape[-1])
+    module = case.predictor.module
+    embedding = next((m for m in module.modules() if isinstance(m, torch.nn.Embedding)), None)
+    hidden = {getattr(getattr(module, "config", None), "hidden_size", None),
+              None if embedding is None else embedding.embedding_dim} - {None}
+    projects = any(isinstance(m, torch.nn.Linear) and m.out_features == width for m in module.modules())
+    if width in hidden and not projects:
+        case.fail("not hidden states", f"the {width} values per position are the module's hidden width and no "
+                                       "layer projects to them: an encoder without its language-model head.")
+    case.report["not hidden states"] = width
+
+
+def check_mask_id(case):
+    """``"mask id"``: the mask id is within the logits' vocabulary and is no padding or other special token."""
+    width = int(case.logits().shape[-1])
+    mask = case.predictor.mask_token_id
+    try:
+        check_mask_token_id(mask, case.tokenizer, width)
+    except ValueError as error:
+        case.fail("mask id", str(error))
+    case.report["mask id"] = mask
+
+
+def check_padding_invariance(case):
+    """``"padding"``: padding (hidden by the attention mask) does not change the logits of the real tokens."""
+    plain = case.logits()
+    pad = case.tokenizer.pad_token_id if case.tokenizer.pad_token_id is not None else case.predictor.mask_token_id
+    extra = torch.full((len(case.input_ids), 3), pad, dtype=torch.long)
+    padded = case.logits(torch.cat([case.input_ids, extra], 1),
+                         torch.cat([case.attention_mask, torch.zeros_like(extra)], 1))
+    difference = float((padded[:, : plain.shape[1]] - plain).abs().max())
+    if not torch.allclose(padded[:, : plain.shape[1]], plain, rtol=case.rtol, atol=case.atol):
+        case.fail("padding", f"three padding positions change the real tokens' logits by up to {difference:.3g}: "
+                             "the module must honour attention_mask.")
+    case.report["padding"] = difference
+
+
+def check_deterministic(case):
+    """``"deterministic in evaluation"``: two calls in evaluation mode give the same logits (no dropout left on)."""
+    first, second = case.logits(), case.logits()
+    difference = float((first - second).abs().max())
+    if not torch.allclose(first, second, rtol=case.rtol, atol=case.atol):
+        case.fail("deterministic in evaluation", f"two calls differ by up to {difference:.3g}.")
+    case.report["deterministic in evaluation"] = difference
+
+
+def check_module_unchanged(case):
+    """``"module unchanged"``: the user's module comes back with its parameters, buffers and modes as they were."""
+    tensors, modes = case.state
+    now_tensors, now_modes = _module_state(case.predictor.module)
+    changed = [name for name, tensor in tensors.items()
+               if name not in now_tensors or not torch.equal(tensor, now_tensors[name])]
+    if changed:
+        names = ", ".join(changed[:3])
+        case.fail("module unchanged", f"scoring changed {len(changed)} parameters or buffers: {names}.")
+    if modes != now_modes:
+        case.fail("module unchanged", "scoring changed the train/eval mode of the module or its submodules.")
+    case.report["module unchanged"] = 0
+
+
+#: Every check of the masked-predictor contract, in the order :func:`check_masked_predictor` runs them.
+MASKED_PREDICTOR_CHECKS = (
+    check_logits_shape,
+    check_finite_logits,
+    check_not_hidden_states,
+    check_mask_id,
+    check_padding_invariance,
+    check_deterministic,
+    check_module_unchanged,
+)
+
+
+def check_masked_predictor(predictor, tokenizer, *, rtol=1e-4, atol=1e-5):
+    """Check that a masked predictor keeps the contract skmpt's runner relies on.
+
+    Runs :data:`MASKED_PREDICTOR_CHECKS` in order on one :class:`MaskedPredictorCase`, stopping
+    at the first failure: logits of shape (batch, length, V) over the tokenizer's vocabulary
+    (:func:`check_logits_shape`); finite (:func:`check_finite_logits`); not the hidden states of
+    a head-less encoder (:func:`check_not_hidden_states`); a mask id in range that is no special
+    token's (:func:`check_mask_id`); padding that does not change the real tokens' logits
+    (:func:`check_padding_invariance`); deterministic in evaluation (:func:`check_deterministic`);
+    and the module returned with its parameters and train/eval modes unchanged
+    (:func:`check_module_unchanged`).
+
+    Parameters
+    ----------
+    predictor : MaskedPredictor
+        A predictor (:mod:`skmpt.text.predictors`), e.g. from :func:`skmpt.text.as_predictor`.
+    tokenizer : transformers tokenizer
+    rtol, atol : float, default=1e-4, 1e-5
+        Tolerances for comparing logits (padding, determinism): float32 kernels may differ in
+        the last bits with the padded length.
+
+    Returns
+    -------
+    report : dict
+        What each check measured, by name.
+
+    Raises
+    ------
+    AssertionError
+        Naming the predictor and the rule it breaks.
+
+    Examples
+    --------
+    >>> from transformers import BertConfig, BertForMaskedLM
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import as_predictor
+    >>> from skmpt.testing import check_masked_predictor
+    >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
+    >>> model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+    ...                                    num_attention_heads=2, intermediate_size=32))
+    >>> report = check_masked_predictor(as_predictor(model, tokenizer.mask_token_id), tokenizer)
+    >>> sorted(report)[:3]
+    ['deterministic in evaluation', 'finite logits', 'logits shape']
+    >>> model.training  # the user's module comes back as it was given
+    True
+    """
+    case = MaskedPredictorCase(predictor, tokenizer, rtol=rtol, atol=atol)
+    for check in MASKED_PREDICTOR_CHECKS:
+        check(case)
+    return case.report

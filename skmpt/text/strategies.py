@@ -1,0 +1,519 @@
+"""Scoring strategies: which masked copies of a text to run, and how their log-probabilities become a score.
+
+A :class:`ScoringStrategy` says, for a text of ``L`` tokens that may be masked (a text's own
+tokens, or a continuation's in conditional scoring), how many masked copies it makes
+(:meth:`~ScoringStrategy.n_copies`), which (:meth:`~ScoringStrategy.copies`: boolean ``masked``
+and ``targets`` of shape (n_copies, L)) and how the copies' summed target log-probabilities
+become the text's result (:meth:`~ScoringStrategy.reduce`). Its needs are declared as class
+attributes: ``needs_words`` (it is given each text's word ids) and ``per_target`` (it reduces
+each target's log-probability, NaN at the other tokens, rather than each copy's sum). A copy is
+one masked sequence through the model: one forward pass of one sequence.
+
+============================  ========================================================  ==========================
+strategy                      result per text                                           copies
+============================  ========================================================  ==========================
+:class:`CurveMasks`           ``S(x; M)`` at each masking rate                          ``n_masks`` per rate
+:class:`SweepMasks`           ``sum_M c_M S(x; M)`` (the paper's estimator)             ``n_masks * L``
+:class:`ChainMasks`           the chain rule along random orderings                     ``n_masks * L``
+:class:`ChainSpread`          the spread of the chain across orderings                  ``n_masks * L``
+:class:`UniformSizeMasks`     ``(L / M) sum_masked log p``, ``M`` uniform (LLaDA, RADD)  ``n_masks``
+:class:`ExhaustiveMasks`      ``sum_M S(x; M)`` over every mask: exact                  ``2**L - 1``
+:class:`SingleTokenMasks`     the pseudo-log-likelihood (or PLL-word-l2r)               ``L``
+:class:`TokenScores`          each token's log-probability in the PLL                   ``L``
+:class:`CurveTokenScores`     each token's mean log-probability at each rate            ``n_masks`` per rate
+:class:`WholeWordMasks`       another strategy's masks drawn over words                 the other's, over words
+============================  ========================================================  ==========================
+
+With ``return_std=True`` the Monte Carlo strategies give ``[value, standard error]`` per text
+(per rate for the curve). :meth:`skmpt.text.MaskedLMRunner.score` runs any strategy.
+"""
+
+import abc
+import math
+
+import numpy as np
+import torch
+
+from ..masks import mask_size_for_rate, masks_of_sizes, nested_masks, random_orderings
+from ..objectives import mean_over_masks
+
+__all__ = [
+    "ChainMasks",
+    "ChainSpread",
+    "CurveMasks",
+    "CurveTokenScores",
+    "ExhaustiveMasks",
+    "ScoringStrategy",
+    "SingleTokenMasks",
+    "SweepMasks",
+    "TokenScores",
+    "UniformSizeMasks",
+    "WholeWordMasks",
+    "chain_masks",
+    "size_masks",
+    "within_word_l2r_masks",
+]
+
+
+def size_masks(sizes, length, generator):
+    """Random masks of the given sizes over a text's ``length`` tokens; targets are the masked.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.text.strategies import size_masks
+    >>> masked, targets = size_masks([1, 3], 4, torch.Generator().manual_seed(0))
+    >>> masked.sum(1).tolist(), bool((masked == targets).all())
+    ([1, 3], True)
+    """
+    masked = masks_of_sizes(sizes, length, random_state=generator)
+    return masked, masked
+
+
+def chain_masks(n_orderings, length, generator):
+    """Nested masks along random orderings; each copy's target is the token it adds.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.text.strategies import chain_masks
+    >>> masked, targets = chain_masks(2, 3, torch.Generator().manual_seed(0))
+    >>> masked.shape, targets.sum(1).tolist()
+    (torch.Size([6, 3]), [1, 1, 1, 1, 1, 1])
+    """
+    orderings = random_orderings(n_orderings, length, random_state=generator)
+    masked = nested_masks(orderings).reshape(-1, length)
+    targets = torch.zeros_like(masked)
+    targets[torch.arange(len(masked)), orderings.reshape(-1)] = True
+    return masked, targets
+
+
+def within_word_l2r_masks(word_ids):
+    """PLL-word-l2r's copies: token ``j`` is the target, masked with its word's tokens to its right.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.text.strategies import within_word_l2r_masks
+    >>> masked, targets = within_word_l2r_masks(torch.tensor([0, 1, 1, 1, 2]))
+    >>> masked.int().tolist()
+    [[1, 0, 0, 0, 0], [0, 1, 1, 1, 0], [0, 0, 1, 1, 0], [0, 0, 0, 1, 0], [0, 0, 0, 0, 1]]
+    """
+    word_ids = torch.as_tensor(word_ids)
+    length = len(word_ids)
+    same_word = word_ids.unsqueeze(0) == word_ids.unsqueeze(1)
+    right = torch.arange(length).unsqueeze(0) >= torch.arange(length).unsqueeze(1)
+    return same_word & right, torch.eye(length, dtype=torch.bool)
+
+
+def _check_draws(n_masks, return_std, what="n_masks"):
+    """Draws per text: a positive integer, at least 2 for a standard error."""
+    if isinstance(n_masks, bool) or not isinstance(n_masks, (int, np.integer)) or n_masks < 1:
+        raise ValueError(f"{what} must be a positive integer; got {n_masks!r}.")
+    if return_std and n_masks < 2:
+        raise ValueError(f"{what}={n_masks}: a standard error needs at least 2 masks per size, orderings or masks.")
+    return int(n_masks)
+
+
+def _with_std(value, std, return_std):
+    return np.array([value, std]) if return_std else value
+
+
+def _group_standard_errors(masked, sums, n_masks):
+    """Standard error of each group's mean of ``sum / M`` over its ``n_masks`` masks (``ddof=1``)."""
+    ratios = (sums / masked.sum(1).numpy()).reshape(-1, n_masks)
+    return ratios.std(axis=1, ddof=1) / np.sqrt(n_masks)
+
+
+def _spread_with_error(values):
+    """``[s, se(s)]``: the standard deviation of ``values`` (``ddof=1``) and its delta-method standard error."""
+    n = len(values)
+    deviations = values - values.mean()
+    variance = deviations @ deviations / (n - 1)
+    if variance <= 0:
+        return np.zeros(2)
+    fourth = np.mean(deviations**4)
+    variance_of_variance = max(fourth - variance**2 * (n - 3) / (n - 1), 0.0) / n
+    return np.array([np.sqrt(variance), np.sqrt(variance_of_variance) / (2 * np.sqrt(variance))])
+
+
+class ScoringStrategy(abc.ABC):
+    """Which masked copies of a text to run, and how their log-probabilities reduce to its result.
+
+    ``word_ids`` (a text's word id per token, shape (L,)) is given to every method when the
+    strategy ``needs_words``, else ``None``.
+
+    Attributes
+    ----------
+    needs_words : bool
+        Class attribute: the strategy needs each text's word ids (a fast tokenizer's).
+    per_target : bool
+        Class attribute: :meth:`reduce` receives each copy's target log-probabilities, of shape
+        (n_copies, L) with NaN at the tokens that are not targets, instead of each copy's sum.
+    """
+
+    needs_words = False
+    per_target = False
+
+    @abc.abstractmethod
+    def n_copies(self, length, word_ids=None):
+        """Number of masked copies of a text of ``length`` tokens."""
+
+    @abc.abstractmethod
+    def copies(self, length, generator, word_ids=None):
+        """``(masked, targets)``: boolean tensors of shape (n_copies, length)."""
+
+    @abc.abstractmethod
+    def reduce(self, masked, values, word_ids=None):
+        """The text's result from its copies' summed target log-probabilities, shape (n_copies,)."""
+
+
+class CurveMasks(ScoringStrategy):
+    """``n_masks`` random masks of ``M = round(rate * L)`` tokens per rate; ``S(x; M)`` per rate.
+
+    Parameters
+    ----------
+    rates : array-like of float in (0, 1)
+    n_masks : int
+        Masks per rate.
+    return_std : bool, default=False
+        ``[curve, standard errors]`` (shape (2, n_rates)) instead of the curve.
+
+    Examples
+    --------
+    >>> from skmpt.text.strategies import CurveMasks
+    >>> CurveMasks([0.2, 0.5], n_masks=3).n_copies(10)
+    6
+    """
+
+    def __init__(self, rates, n_masks, return_std=False):
+        self.rates, self.n_masks, self.return_std = rates, _check_draws(n_masks, return_std), return_std
+
+    def n_copies(self, length, word_ids=None):
+        return len(self.rates) * self.n_masks
+
+    def copies(self, length, generator, word_ids=None):
+        sizes = [mask_size_for_rate(float(rate), length) for rate in self.rates]
+        return size_masks(np.repeat(sizes, self.n_masks), length, generator)
+
+    def reduce(self, masked, values, word_ids=None):
+        curve = mean_over_masks(values, masked.sum(1).numpy(), self.n_masks)
+        if not self.return_std:
+            return curve
+        return np.stack([curve, _group_standard_errors(masked, values, self.n_masks)])
+
+
+class SweepMasks(ScoringStrategy):
+    """``n_masks`` random masks at every size ``1..L``; ``sum_M c_M S(x; M)``, the paper's estimator.
+
+    Parameters
+    ----------
+    n_masks : int
+        Masks per size.
+    return_std : bool, default=False
+        ``[estimate, standard error]``: the sizes' estimates are independent, so the error is
+        ``sqrt(sum_M c_M**2 var_M / n_masks)`` from the spread of each size's masks.
+    weights : callable or None, default=None
+        ``weights(L)`` gives ``c_M`` for ``M = 1..L`` (shape (L,)), as a noise schedule's
+        discrete-time ELBO does (:func:`~skmpt.text.schedule_weights`); ``None`` is all ones.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.text.strategies import SweepMasks
+    >>> strategy = SweepMasks(n_masks=2, return_std=True)
+    >>> masked, _ = strategy.copies(3, torch.Generator().manual_seed(0))
+    >>> sums = -masked.sum(1).double().numpy()  # every masked token has log-probability -1
+    >>> strategy.n_copies(3), strategy.reduce(masked, sums).tolist()
+    (6, [-3.0, 0.0])
+    """
+
+    def __init__(self, n_masks, return_std=False, weights=None):
+        self.n_masks, self.return_std, self.weights = _check_draws(n_masks, return_std), return_std, weights
+
+    def n_copies(self, length, word_ids=None):
+        return self.n_masks * length
+
+    def copies(self, length, generator, word_ids=None):
+        return size_masks(np.repeat(np.arange(1, length + 1), self.n_masks), length, generator)
+
+    def reduce(self, masked, values, word_ids=None):
+        curve = mean_over_masks(values, masked.sum(1).numpy(), self.n_masks)
+        weights = np.ones(len(curve)) if self.weights is None else np.asarray(self.weights(len(curve)), np.float64)
+        if not self.return_std:
+            return curve.sum() if self.weights is None else weights @ curve
+        errors = _group_standard_errors(masked, values, self.n_masks)
+        return np.array([weights @ curve, np.sqrt((weights**2) @ errors**2)])
+
+
+class ChainMasks(ScoringStrategy):
+    """``n_masks`` random orderings, each token scored given those before it; their mean chain-rule sum.
+
+    Exact for a model whose conditionals come from one joint, whatever the ordering.
+
+    Parameters
+    ----------
+    n_masks : int
+        Orderings.
+    return_std : bool, default=False
+        ``[estimate, standard error]``: the spread of the orderings' sums over ``sqrt(n_masks)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.text.strategies import ChainMasks
+    >>> strategy = ChainMasks(n_masks=2, return_std=True)
+    >>> masked, _ = strategy.copies(3, torch.Generator().manual_seed(0))
+    >>> strategy.n_copies(3), strategy.reduce(masked, -torch.ones(6, dtype=torch.float64).numpy()).tolist()
+    (6, [-3.0, 0.0])
+    """
+
+    def __init__(self, n_masks, return_std=False):
+        self.n_masks, self.return_std = _check_draws(n_masks, return_std), return_std
+
+    def n_copies(self, length, word_ids=None):
+        return self.n_masks * length
+
+    def copies(self, length, generator, word_ids=None):
+        return chain_masks(self.n_masks, length, generator)
+
+    def reduce(self, masked, values, word_ids=None):
+        if not self.return_std:
+            return values.sum() / self.n_masks
+        totals = np.asarray(values, dtype=np.float64).reshape(self.n_masks, -1).sum(1)  # log p(x) per ordering
+        return np.array([totals.mean(), totals.std(ddof=1) / np.sqrt(self.n_masks)])
+
+
+class ChainSpread(ChainMasks):
+    """The spread of the chain across ``n_masks`` random orderings, and its standard error: ``[s, se(s)]``.
+
+    Each ordering gives ``sum_t log p(x_{s_t} | x_{s_<t})``, the chain rule along it. When the
+    conditionals come from one joint every ordering gives ``log p(x)``: the spread (the standard
+    deviation of the orderings' totals, ``ddof=1``) is 0. A positive spread measures how far the
+    conditionals are from any joint. The standard error of the standard deviation ``s`` is the
+    delta-method one, ``se(s^2) / (2 s)`` with ``se(s^2)`` from the fourth central moment.
+
+    Examples
+    --------
+    >>> from skmpt.text.strategies import ChainSpread
+    >>> ChainSpread(n_masks=4).n_copies(10)
+    40
+    """
+
+    def __init__(self, n_masks):
+        super().__init__(n_masks, return_std=True)
+
+    def reduce(self, masked, values, word_ids=None):
+        return _spread_with_error(np.asarray(values, dtype=np.float64).reshape(self.n_masks, -1).sum(1))
+
+
+class UniformSizeMasks(ScoringStrategy):
+    """``n_masks`` masks of uniformly random sizes ``M`` in ``1..L``; the mean of ``(L / M) sum_masked log p``.
+
+    LLaDA's Monte Carlo estimator of ``log p(answer | prompt)`` and RADD's ``k_DCE``: unbiased
+    for ``sum_M S(x; M)``, one copy per mask.
+
+    Parameters
+    ----------
+    n_masks : int
+    return_std : bool, default=False
+        ``[estimate, standard error]``: the masks' spread over ``sqrt(n_masks)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.text.strategies import UniformSizeMasks
+    >>> strategy = UniformSizeMasks(n_masks=4, return_std=True)
+    >>> masked, _ = strategy.copies(5, torch.Generator().manual_seed(0))
+    >>> strategy.reduce(masked, -masked.sum(1).double().numpy()).tolist()  # log p = -1 per token
+    [-5.0, 0.0]
+    """
+
+    def __init__(self, n_masks, return_std=False):
+        self.n_masks, self.return_std = _check_draws(n_masks, return_std), return_std
+
+    def n_copies(self, length, word_ids=None):
+        return self.n_masks
+
+    def copies(self, length, generator, word_ids=None):
+        sizes = torch.randint(1, length + 1, (self.n_masks,), generator=generator).numpy()
+        return size_masks(sizes, length, generator)
+
+    def reduce(self, masked, values, word_ids=None):
+        terms = masked.shape[1] / masked.sum(1).numpy() * np.asarray(values, dtype=np.float64)
+        std = terms.std(ddof=1) / np.sqrt(self.n_masks) if self.n_masks > 1 else np.nan
+        return _with_std(terms.mean(), std, self.return_std)
+
+
+class ExhaustiveMasks(ScoringStrategy):
+    """Every non-empty mask of the ``L`` tokens: ``sum_M S(x; M)`` exactly, no Monte Carlo error.
+
+    The expectation that the sweep, the chain and the uniform-size estimator estimate, from all
+    ``2**L - 1`` masks: cheaper than 128 Monte Carlo masks for ``L <= 7``.
+
+    Parameters
+    ----------
+    max_tokens : int, default=12
+        Longest text it enumerates (``2**12 - 1 = 4095`` copies); a longer one is a ``ValueError``
+        raised before any text is scored.
+    return_std : bool, default=False
+        ``[value, 0.0]``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.text.strategies import ExhaustiveMasks
+    >>> strategy = ExhaustiveMasks()
+    >>> masked, _ = strategy.copies(3, None)
+    >>> strategy.n_copies(3), float(strategy.reduce(masked, -masked.sum(1).double().numpy()))
+    (7, -3.0)
+    """
+
+    def __init__(self, max_tokens=12, return_std=False):
+        self.max_tokens = _check_draws(max_tokens, False, "max_tokens")
+        self.return_std = return_std
+
+    def n_copies(self, length, word_ids=None):
+        if length > self.max_tokens:
+            raise ValueError(
+                f"ExhaustiveMasks enumerates 2**L - 1 masks: a text of {length} tokens is longer than max_tokens="
+                f"{self.max_tokens} ({2**length - 1} copies); use a Monte Carlo strategy or raise max_tokens."
+            )
+        return 2**length - 1
+
+    def copies(self, length, generator, word_ids=None):
+        codes = torch.arange(1, 2**length)
+        masked = (codes.unsqueeze(1) >> torch.arange(length)) & 1 == 1
+        return masked, masked
+
+    def reduce(self, masked, values, word_ids=None):
+        sizes = masked.sum(1).numpy()
+        length = masked.shape[1]
+        counts = np.array([math.comb(length, m) for m in range(1, length + 1)], dtype=np.float64)
+        per_size = np.bincount(sizes - 1, weights=np.asarray(values, np.float64) / sizes, minlength=length)
+        return _with_std((per_size / counts).sum(), 0.0, self.return_std)
+
+
+class SingleTokenMasks(ScoringStrategy):
+    """Every token masked once, alone: the pseudo-log-likelihood ``L * S(x; 1)``.
+
+    With ``metric="within_word_l2r"`` (Kauf and Ivanova, 2023), the copy that scores a token of
+    a multi-token word also masks the word's tokens to its right (:func:`within_word_l2r_masks`);
+    that needs the texts' word ids.
+
+    Parameters
+    ----------
+    metric : {"original", "within_word_l2r"}, default="original"
+
+    Examples
+    --------
+    >>> from skmpt.text.strategies import SingleTokenMasks
+    >>> SingleTokenMasks().n_copies(10), SingleTokenMasks("within_word_l2r").needs_words
+    (10, True)
+    """
+
+    #: Variants of the pseudo-log-likelihood.
+    METRICS = ("original", "within_word_l2r")
+
+    def __init__(self, metric="original"):
+        if metric not in self.METRICS:
+            raise ValueError(f"metric must be one of {', '.join(map(repr, self.METRICS))}; got {metric!r}.")
+        self.metric = metric
+        self.needs_words = metric == "within_word_l2r"
+
+    def n_copies(self, length, word_ids=None):
+        return length
+
+    def copies(self, length, generator, word_ids=None):
+        if self.needs_words:
+            return within_word_l2r_masks(word_ids)
+        single = torch.eye(length, dtype=torch.bool)
+        return single, single
+
+    def reduce(self, masked, values, word_ids=None):
+        return values.sum()
+
+
+class TokenScores(SingleTokenMasks):
+    """Each token's log-probability in the pseudo-log-likelihood: an array of shape (L,) per text.
+
+    The copies of :class:`SingleTokenMasks` with the same ``metric``; their sum is the PLL.
+
+    Examples
+    --------
+    >>> from skmpt.text.strategies import TokenScores
+    >>> TokenScores().per_target
+    True
+    """
+
+    per_target = True
+
+    def reduce(self, masked, values, word_ids=None):
+        return np.diagonal(values).copy()
+
+
+class CurveTokenScores(CurveMasks):
+    """Each token's log-probability averaged over the masks of each rate that mask it: (L, n_rates).
+
+    The copies of :class:`CurveMasks`; a token that no mask of a rate covers gets NaN there
+    (likely at low rates with few masks).
+
+    Examples
+    --------
+    >>> from skmpt.text.strategies import CurveTokenScores
+    >>> CurveTokenScores([0.5], n_masks=2).n_copies(10)
+    2
+    """
+
+    per_target = True
+
+    def reduce(self, masked, values, word_ids=None):
+        values = values.reshape(len(self.rates), self.n_masks, -1)
+        covered = ~np.isnan(values)
+        counts = covered.sum(1)
+        totals = np.where(covered, values, 0.0).sum(1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(counts > 0, totals / np.maximum(counts, 1), np.nan).T
+
+
+class WholeWordMasks(ScoringStrategy):
+    """Another strategy's masks drawn over words instead of tokens: a masked word masks all its tokens.
+
+    ``strategy`` draws its masks over a text's ``W`` words; each copy masks, and scores, every
+    token of its masked words, and the strategy reduces with the number of masked words as the
+    mask size: ``S(x; M)`` is then a mean log-probability per masked word (a word's is the sum
+    of its tokens').
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.text.strategies import SweepMasks, WholeWordMasks
+    >>> strategy = WholeWordMasks(SweepMasks(n_masks=1))
+    >>> masked, targets = strategy.copies(3, torch.Generator().manual_seed(0), torch.tensor([0, 0, 1]))
+    >>> masked.int().tolist()  # one word (here the first: 2 tokens), then both words
+    [[1, 1, 0], [1, 1, 1]]
+    """
+
+    needs_words = True
+
+    def __init__(self, strategy):
+        if strategy.needs_words:
+            raise ValueError(f"{type(strategy).__name__} draws over words already; it cannot be drawn over words.")
+        self.strategy = strategy
+        self.per_target = strategy.per_target  # per-token strategies keep one value per token of a masked word
+
+    def n_copies(self, length, word_ids=None):
+        return self.strategy.n_copies(int(word_ids.max()) + 1)
+
+    def copies(self, length, generator, word_ids=None):
+        members = torch.nn.functional.one_hot(word_ids).T.bool()  # (W, L): the tokens of each word
+        masked, targets = self.strategy.copies(len(members), generator)
+        expand = lambda words: (words.double() @ members.double()) > 0  # noqa: E731
+        return expand(masked), expand(targets)
+
+    def reduce(self, masked, values, word_ids=None):
+        if self.per_target:
+            return self.strategy.reduce(masked, values)
+        first = torch.ones(len(word_ids), dtype=torch.bool)
+        first[1:] = word_ids[1:] != word_ids[:-1]  # a word's first token stands for the word
+        return self.strategy.reduce(masked[:, first], values)
