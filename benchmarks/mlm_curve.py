@@ -28,9 +28,9 @@ dtype's matmul rate (one (2048 x 768) @ (768 x 3072) product, in the layout of
 2048 intermediate) on ``--dtype-tokens`` residues of an antibody: the PLL's and the MPT
 curve's time (sweep, one mask per size), the bare encoder's over the same masked copies in the
 same dtype and batches, their ratios, their fractions of that dtype's matmul rate, and the
-largest difference per token of the PLL and the curve from float32's. Three variants: float32,
-``dtype="bfloat16"`` (the model cast) and bfloat16 autocast over float32 weights (what
-``dtype="auto"`` runs on a device with native bfloat16 units). The rate counts the encoder's
+largest difference per token of the PLL and the curve from float32's. Two variants: float32
+(what ``dtype="auto"`` runs for a float32 checkpoint) and ``dtype="bfloat16"`` (the model cast).
+The rate counts the encoder's
 multiply-adds (x 2 flops) from the configuration, per token of a copy of padded length ``L``
 and per layer: the attention projections ``4 h^2``, the feed-forward block ``2 h I``, the
 attention scores and weighted values ``2 L h``; plus the LM head ``h^2 + h V`` at each scored
@@ -45,7 +45,6 @@ encoder) are printed with the values measured.
 """
 
 import argparse
-import contextlib
 import json
 import subprocess
 import sys
@@ -355,7 +354,7 @@ def encoder_macs(config, lengths, n_targets):
     return encoder, n_targets * (h * h + h * config.vocab_size)
 
 
-def bare_encoder(model, tokenizer, texts, dtype, autocast, device, score_batch_size=64, max_batch_tokens=16384):
+def bare_encoder(model, tokenizer, texts, dtype, device, score_batch_size=64, max_batch_tokens=16384):
     """A function that runs ``model.base_model`` (cast to ``dtype``) over the PLL's masked copies of
     ``texts``, batched as the scorer batches them; and the copies' lengths."""
     import copy
@@ -377,32 +376,26 @@ def bare_encoder(model, tokenizer, texts, dtype, autocast, device, score_batch_s
         i += count
 
     def run():
-        cast = contextlib.nullcontext() if autocast is None else torch.autocast(device.type, dtype=autocast)
-        with torch.inference_mode(), cast:
+        with torch.inference_mode():
             for batch, mask in batches:
                 encoder(input_ids=batch, attention_mask=mask)
 
     return run, [batch.shape[1] for batch, _ in batches for _ in batch]
 
 
-def dtype_variants():
-    """(name, dtype of the scorer, autocast dtype set on its runner) of every variant measured."""
-    import torch
-
-    return [("float32", "float32", None), ("bfloat16", "bfloat16", None),
-            ("bf16 autocast", "float32", torch.bfloat16)]  # the last: what dtype="auto" runs on bf16 units
+#: (name, dtype of the scorer) of every variant measured; the first is the reference.
+DTYPE_VARIANTS = [("float32", "float32"), ("bfloat16", "bfloat16")]
 
 
 def measure_variant(model, tokenizer, texts, variant, device, repeats):
     """Seconds of the PLL, the curve (sweep, one mask per size) and the bare encoder; their scores; MACs."""
     from skmpt import MLMCurveScorer
 
-    name, dtype, autocast = variant
+    name, dtype = variant
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, device=str(device), dtype=dtype, score_method="sweep",
                             score_masks=1, random_state=0).fit()
-    scorer.runner_.autocast_dtype = autocast  # as dtype="auto" sets it on a device with bfloat16 units
     scorer.pseudo_log_likelihood([texts[0][:8]])  # first calls set up the kernels
-    bare, lengths = bare_encoder(scorer.model_, tokenizer, texts, scorer.model_.dtype, autocast, device)
+    bare, lengths = bare_encoder(scorer.model_, tokenizer, texts, scorer.model_.dtype, device)
     results = {}
     functions = [lambda: results.update(pll=scorer.pseudo_log_likelihood(texts)),
                  lambda: results.update(curve=scorer.score_samples(texts)), bare]
@@ -435,10 +428,8 @@ def print_dtype_table(model_name, rows, rates):
               f"{100 * fraction['curve']:7.1f} {100 * fraction['bare']:6.1f} {d_pll:9.1e} {d_curve:10.1e}")
 
 
-def print_targets(results, tolerance, native):
-    """The issue's targets for bfloat16 scoring beside the values measured."""
-    if not native:
-        print("  (this device emulates bfloat16: its bfloat16 matmul rate is the emulation's, not a unit's)")
+def print_targets(results):
+    """The targets for bfloat16 scoring beside the values measured."""
     for model_name, rows in results:
         for row in rows[1:]:
             fraction = min(row["fraction"]["pll"], row["fraction"]["curve"])
@@ -447,8 +438,7 @@ def print_targets(results, tolerance, native):
             met = {True: "met", False: "NOT met"}
             print(f"  {model_name}, {row['name']}: >= {100 * RATE_TARGET:.0f} % of the bf16 matmul rate: "
                   f"{100 * fraction:.1f} % ({met[fraction >= RATE_TARGET]}); within {BARE_TARGET}x of the bare "
-                  f"bf16 encoder: {ratio:.2f}x ({met[ratio <= BARE_TARGET]}); error {error:.1e} nats/token, "
-                  f"the bound of dtype='auto' {tolerance} ({'below' if error < tolerance else 'ABOVE'})")
+                  f"bf16 encoder: {ratio:.2f}x ({met[ratio <= BARE_TARGET]}); error {error:.1e} nats/token")
 
 
 def dtype_section(args):
@@ -457,7 +447,6 @@ def dtype_section(args):
     import torch
 
     import skmpt.text
-    from skmpt.text import BFLOAT16_TOLERANCE, native_bfloat16
 
     try:
         models = [(name, *skmpt.text.load_antiberty(pretrained=pretrained, random_state=0))
@@ -471,7 +460,7 @@ def dtype_section(args):
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     for device in devices:
         clock = "CPU seconds, 1 thread" if device.type == "cpu" else "wall-clock seconds"
-        print(f"\nfloat32 against bfloat16 on {device} ({clock}; native bfloat16 units: {native_bfloat16(device)}); "
+        print(f"\nfloat32 against bfloat16 on {device} ({clock}); "
               f"% = the encoder's multiply-adds x 2 / seconds / that dtype's matmul rate:")
         rates = {}
         for name in ("float32", "bfloat16"):
@@ -482,11 +471,11 @@ def dtype_section(args):
         results = []
         for model_name, model, tokenizer in models:
             rows = [measure_variant(model, tokenizer, texts, variant, device, args.dtype_repeats)
-                    for variant in dtype_variants()]
+                    for variant in DTYPE_VARIANTS]
             print_dtype_table(model_name, rows, rates)
             results.append((model_name, rows))
         print("  targets (bfloat16 scoring):")
-        print_targets(results, BFLOAT16_TOLERANCE, native_bfloat16(device))
+        print_targets(results)
 
 
 if __name__ == "__main__":

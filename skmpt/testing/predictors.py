@@ -11,7 +11,7 @@ lists them in the order :func:`check_masked_predictor` runs them.
 import torch
 
 from ..text.encoding import encode_texts
-from ..text.predictors import check_mask_token_id, check_vocab_size
+from ..text.predictors import check_mask_token_id
 
 __all__ = [
     "MASKED_PREDICTOR_CHECKS",
@@ -110,10 +110,10 @@ def check_logits_shape(case):
     if logits.ndim != 3 or logits.shape[:2] != case.input_ids.shape:
         case.fail("logits shape", f"logits of shape {tuple(logits.shape)} for input_ids of shape "
                                   f"{tuple(case.input_ids.shape)}; they must be (batch, length, vocab_size).")
-    try:
-        check_vocab_size(logits.shape[-1], case.tokenizer, case.predictor.mask_token_id)
-    except ValueError as error:
-        case.fail("logits shape", str(error))
+    largest = max(max(case.tokenizer.get_vocab().values()), len(case.tokenizer) - 1)
+    if largest >= logits.shape[-1]:
+        case.fail("logits shape", f"the tokenizer can produce ids up to {largest} but the logits cover "
+                                  f"{logits.shape[-1]} ids (0..{logits.shape[-1] - 1}).")
     case.report["logits shape"] = int(logits.shape[-1])
 
 
@@ -129,20 +129,25 @@ def check_finite_logits(case):
 def check_not_hidden_states(case):
     """``"not hidden states"``: a head-less encoder's hidden states are refused, even when as wide as the vocabulary.
 
-    The logits' width must not be the module's hidden width (its first embedding's, or its
-    configuration's ``hidden_size``) unless some linear layer of the module projects to it: an
-    encoder without its language-model head returns vectors of the hidden width.
+    An encoder without its language-model head returns the output of its last normalisation
+    layer: logits equal to the output of a module of the predictor's whose class is a norm
+    (``LayerNorm``, ``RMSNorm``, ...) are hidden states, whatever their width.
     """
-    width = int(case.logits().shape[-1])
-    module = case.predictor.module
-    embedding = next((m for m in module.modules() if isinstance(m, torch.nn.Embedding)), None)
-    hidden = {getattr(getattr(module, "config", None), "hidden_size", None),
-              None if embedding is None else embedding.embedding_dim} - {None}
-    projects = any(isinstance(m, torch.nn.Linear) and m.out_features == width for m in module.modules())
-    if width in hidden and not projects:
-        case.fail("not hidden states", f"the {width} values per position are the module's hidden width and no "
-                                       "layer projects to them: an encoder without its language-model head.")
-    case.report["not hidden states"] = width
+    captured = []
+    norms = [m for m in case.predictor.module.modules() if "Norm" in type(m).__name__]
+    hooks = [m.register_forward_hook(lambda module, inputs, output: captured.append(output)) for m in norms]
+    try:
+        logits = case.logits()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for output in captured:
+        if isinstance(output, torch.Tensor) and output.shape == logits.shape and torch.allclose(
+                output.detach().float().cpu(), logits):
+            case.fail("not hidden states", f"the {logits.shape[-1]} values per position are the output of a "
+                                           "normalisation layer: the hidden states of an encoder without its "
+                                           "language-model head, not logits.")
+    case.report["not hidden states"] = len(norms)
 
 
 def check_mask_id(case):
@@ -157,8 +162,9 @@ def check_mask_id(case):
 
 
 def check_padding_invariance(case):
-    """``"padding"``: padding (hidden by the attention mask) does not change the logits of the real tokens."""
+    """``"padding"``: padding (hidden by the attention mask) does not change the logits that predict real tokens."""
     plain = case.logits()
+    plain = plain[:, : plain.shape[1] - case.predictor.shift]  # a shifted family's last row predicts no token
     pad = case.tokenizer.pad_token_id if case.tokenizer.pad_token_id is not None else case.predictor.mask_token_id
     extra = torch.full((len(case.input_ids), 3), pad, dtype=torch.long)
     padded = case.logits(torch.cat([case.input_ids, extra], 1),
@@ -199,8 +205,8 @@ MASKED_PREDICTOR_CHECKS = (
     check_finite_logits,
     check_not_hidden_states,
     check_mask_id,
-    check_padding_invariance,
     check_deterministic,
+    check_padding_invariance,
     check_module_unchanged,
 )
 
@@ -212,9 +218,8 @@ def check_masked_predictor(predictor, tokenizer, *, rtol=1e-4, atol=1e-5):
     at the first failure: logits of shape (batch, length, V) over the tokenizer's vocabulary
     (:func:`check_logits_shape`); finite (:func:`check_finite_logits`); not the hidden states of
     a head-less encoder (:func:`check_not_hidden_states`); a mask id in range that is no special
-    token's (:func:`check_mask_id`); padding that does not change the real tokens' logits
-    (:func:`check_padding_invariance`); deterministic in evaluation (:func:`check_deterministic`);
-    and the module returned with its parameters and train/eval modes unchanged
+    token's (:func:`check_mask_id`); deterministic in evaluation (:func:`check_deterministic`);
+    padding that does not change the real tokens' logits (:func:`check_padding_invariance`); and the module returned with its parameters and train/eval modes unchanged
     (:func:`check_module_unchanged`).
 
     Parameters

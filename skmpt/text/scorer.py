@@ -226,6 +226,10 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     max_length_ : int
         ``max_length`` capped by the model's position embeddings.
     mask_rates_ : ndarray of shape (n_rates,)
+    params_ : dict
+        The parameters as they were at :meth:`fit` (``get_params(deep=False)``): every method
+        of the fitted scorer reads them, so ``set_params`` after ``fit`` takes effect at the
+        next ``fit``, as in scikit-learn.
     history_ : list of dict
         One entry per optimisation step of :meth:`fit`: ``step``, ``loss`` (negative MPT
         objective per token, nats) and ``seconds``.
@@ -301,6 +305,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         self : MLMCurveScorer
         """
         validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
+        # what every method of the fitted scorer reads: set_params after fit acts at the next fit
+        self.params_ = self.get_params(deep=False)
         training = MaskedPretraining(**{name: getattr(self, name) for name in _TRAINING_PARAMETERS})
         training.check(X)  # texts to train on, and a checkpoint_dir it may write to: before anything loads
         X = None if X is None else texts_of(X, self.text_column)  # containers it would misread: refused now
@@ -336,11 +342,13 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
 
     def _encode(self, X, words=False):
         check_is_fitted(self)
-        return encode_texts(X, self.tokenizer_, self.max_length_, text_column=self.text_column, word_ids=words)
+        column = self.params_["text_column"]
+        return encode_texts(X, self.tokenizer_, self.max_length_, text_column=column, word_ids=words)
 
     def _score(self, X, strategy, encoded=None):  # transform(X) is _score(X, CurveMasks(...))
         encoded = self._encode(X, strategy.needs_words) if encoded is None else encoded
-        return self.runner_.score(encoded, strategy, random_state=self.random_state, verbose=self.verbose)
+        params = self.params_
+        return self.runner_.score(encoded, strategy, random_state=params["random_state"], verbose=params["verbose"])
 
     def transform(self, X, return_std=False):
         """MPT curve ``S(x; M)`` of each text at each rate of ``mask_rates_``.
@@ -362,8 +370,8 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
             Only with ``return_std=True``.
         """
         self._check_std(return_std)
-        return self._with_std(self._score(X, self._masks(CurveMasks(self.mask_rates_, self.score_masks, return_std))),
-                              return_std)
+        strategy = CurveMasks(self.mask_rates_, self.params_["score_masks"], return_std)
+        return self._with_std(self._score(X, self._masks(strategy)), return_std)
 
     def score_samples(self, X, return_std=False):
         """Cumulative MPT estimate of ``log p(x)``: ``sum_{M=1..L} S(x; M)`` per text.
@@ -382,8 +390,9 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
             Only with ``return_std=True``.
         """
         self._check_std(return_std)
-        strategy = ChainMasks if self.score_method == "chain" else SweepMasks
-        return self._with_std(self._score(X, self._masks(strategy(self.score_masks, return_std))), return_std)
+        strategy = ChainMasks if self.params_["score_method"] == "chain" else SweepMasks
+        strategy = strategy(self.params_["score_masks"], return_std)
+        return self._with_std(self._score(X, self._masks(strategy)), return_std)
 
     def score(self, X, y=None):
         """Mean of :meth:`score_samples` over the texts (nats per text).
@@ -401,19 +410,19 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         return float(np.mean(self.score_samples(X)))
 
     def _unit(self, values):
-        return values * UNITS[self.unit]
+        return values * UNITS[self.params_["unit"]]
 
     def _masks(self, strategy):
         """``strategy``, drawn over words when ``whole_word_masking``."""
-        return WholeWordMasks(strategy) if self.whole_word_masking else strategy
+        return WholeWordMasks(strategy) if self.params_["whole_word_masking"] else strategy
 
     def _check_std(self, return_std, always=False):
         """``return_std`` (or the spread, ``always``) needs two masks or orderings: checked before scoring."""
-        if (return_std or always) and self.score_masks < 2:
+        if (return_std or always) and self.params_["score_masks"] < 2:
             what = "return_std=True" if return_std else "the spread across orderings"
             raise ValueError(
                 f"{what} needs score_masks >= 2 (a standard deviation of the Monte Carlo draws); got "
-                f"score_masks={self.score_masks}."
+                f"score_masks={self.params_['score_masks']}."
             )
 
     def _with_std(self, results, return_std):
@@ -500,10 +509,11 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
             output = get_config()["transform_output"]
         check_is_fitted(self)
         # the table's word column is filled whenever the tokenizer gives word ids
-        need_words = (level == "word" or metric == "within_word_l2r" or (curve and self.whole_word_masking)
+        need_words = (level == "word" or metric == "within_word_l2r" or (curve and self.params_["whole_word_masking"])
                  or (output != "default" and getattr(self.tokenizer_, "is_fast", False)))
         encoded = self._encode(X, words=need_words)
-        strategy = self._masks(CurveTokenScores(self.mask_rates_, self.score_masks)) if curve else TokenScores(metric)
+        masks = self.params_["score_masks"]
+        strategy = self._masks(CurveTokenScores(self.mask_rates_, masks)) if curve else TokenScores(metric)
         scores = [self._unit(values) for values in self._score(X, strategy, encoded=encoded)]
         if level == "word":
             scores = [word_sums(values, words.numpy()) for values, words in zip(scores, encoded.word_ids, strict=True)]
@@ -539,7 +549,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
             Only with ``return_std=True``.
         """
         self._check_std(return_std, always=True)
-        return self._with_std(self._score(X, self._masks(ChainSpread(self.score_masks))), return_std)
+        return self._with_std(self._score(X, self._masks(ChainSpread(self.params_["score_masks"]))), return_std)
 
     def paper_area(self, X, *, scale=512):
         """The paper's area under the MPT curve: ``scale * sum_r (r - r_prev) * S(x; r)`` per text.
@@ -582,7 +592,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         self._check_std(return_std)
         encoded = encode_pairs(contexts, continuations, self.tokenizer_, self.max_length_)
-        strategy = CurveMasks(self.mask_rates_, self.score_masks, return_std)
+        strategy = CurveMasks(self.mask_rates_, self.params_["score_masks"], return_std)
         return self._with_std(self._score(None, strategy, encoded), return_std)
 
     def conditional_score_samples(self, contexts, continuations, *, method=None, return_std=False):
@@ -611,10 +621,10 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         self._check_std(return_std)  # as every estimate's: one mask gives no standard error
-        method = self.score_method if method is None else method
+        method = self.params_["score_method"] if method is None else method
         result = conditional_log_likelihood(self.runner_, contexts, continuations, method=method,
-                                            n_masks=max(2, self.score_masks), random_state=self.random_state,
-                                            verbose=self.verbose)
+                                            n_masks=max(2, self.params_["score_masks"]),
+                                            random_state=self.params_["random_state"], verbose=self.params_["verbose"])
         scores = self._unit(result.log_likelihood)
         return (scores, self._unit(result.std)) if return_std else scores
 

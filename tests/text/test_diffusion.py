@@ -61,7 +61,7 @@ def test_the_chain_is_the_exact_conditional_of_a_joint_and_the_others_agree_with
     assert results["chain"].passes_for_target_std.tolist() == [3] * 4
     assert (results["uniform"].passes_for_target_std > 3).all()
     # the unconditional identity is the conditional one with a context of nothing: the whole text
-    full = scorer.set_params(score_method="chain").score_samples([" ".join(w) for w in sentences])
+    full = clone(scorer).set_params(score_method="chain").fit().score_samples([" ".join(w) for w in sentences])
     np.testing.assert_allclose(full, [joint.log_marginal(torch.tensor([["ab".index(c) for c in w]],
                                                                       dtype=torch.float64)).item()
                                       for w in sentences], rtol=1e-10)
@@ -77,10 +77,10 @@ def test_the_scorer_methods_give_the_conditional_and_its_curve(joint_scorer):
     scores, std = scorer.conditional_score_samples(contexts, continuations, method="chain", return_std=True)
     np.testing.assert_allclose(scores, exact, rtol=1e-10)
     np.testing.assert_allclose(std, 0, atol=1e-10)
-    np.testing.assert_allclose(scorer.set_params(unit="bits").conditional_score_samples(
+    np.testing.assert_allclose(clone(scorer).set_params(unit="bits").fit().conditional_score_samples(
         contexts, continuations, method="chain"), exact / np.log(2), rtol=1e-10)
     # the curve over the continuation's 3 tokens (sizes 1, 2, 3) sums to the sweep's estimate
-    curve, curve_std = scorer.set_params(unit="nats").conditional_transform(contexts, continuations, return_std=True)
+    curve, curve_std = scorer.conditional_transform(contexts, continuations, return_std=True)
     assert curve.shape == curve_std.shape == (2, 3) and (curve_std >= 0).all()
     sweep = scorer.conditional_score_samples(contexts, continuations, method="sweep")
     np.testing.assert_allclose(curve.sum(1), sweep, rtol=1e-12)

@@ -255,7 +255,7 @@ def test_bad_requests_fail_before_any_forward_pass(tiny):
     recorder.calls.clear()
     for call in (lambda: slow_scorer.token_scores(["a b"], level="word"),
                  lambda: slow_scorer.pseudo_log_likelihood(["a b"], metric="within_word_l2r"),
-                 lambda: slow_scorer.set_params(whole_word_masking=True).transform(["a b"])):
+                 lambda: slow_scorer.set_params(whole_word_masking=True).fit().transform(["a b"])):
         with pytest.raises(ValueError, match="need a tokenizer that gives word ids: a fast tokenizer"):
             call()
     assert recorder.calls == []
