@@ -606,7 +606,7 @@ def test_progress_bar_advances_per_forward_pass(tiny_bert, monkeypatch):
     class Recording(tqdm.auto.tqdm):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self.steps = []
+            self.steps, self.hidden = [], kwargs.get("disable")  # tqdm's close() sets disable itself
             bars.append(self)
 
         def update(self, n=1):
@@ -621,9 +621,9 @@ def test_progress_bar_advances_per_forward_pass(tiny_bert, monkeypatch):
     assert bar.total == lengths.sum() == sum(bar.steps) and len(bar.steps) >= lengths.sum() // 4
     assert max(bar.steps) <= 4  # one update per forward pass of at most score_batch_size copies
     scorer.set_params(verbose=0).pseudo_log_likelihood(texts[:3])  # set_params acts at the next fit
-    assert not bars[-1].disable
+    assert bars[-1].hidden is False
     scorer.fit().pseudo_log_likelihood(texts[:3])
-    assert bars[-1].disable
+    assert bars[-1].hidden is True
 
 
 def test_clone_keeps_the_output_configuration(joint_setup):
