@@ -6,8 +6,8 @@
 - :func:`check_mpt_identity` measures how far the cumulative MPT score ``sum_M S(x; M)`` of a
   model lies from its log-marginal likelihood: zero (to rounding) when the model's masked
   conditionals come from one joint density, and the size of their inconsistency otherwise.
-- :func:`check_incomplete_rows` (one of those checks) holds a model that takes ``observed=`` to
-  the contract on rows with entries not observed.
+- :func:`check_incomplete_rows` (one of those checks) holds a model that handles missing entries
+  (``handles_missing``) to the contract on rows with entries not observed.
 - :data:`MODELS` is the registry of skmpt's own small models that every generic test runs over.
 - :class:`TabularJoint` is a model whose conditionals are exact by construction (a probability
   table over ``{0, 1}**D``, conditioned by brute force), useful as a reference.
@@ -42,7 +42,7 @@ from .checks import (
     check_zero_at_observed,
 )
 from .identity import IdentityCheck, assert_mpt_identity, check_mpt_identity
-from .missing import accepts_observed, check_incomplete_rows, incomplete_pattern
+from .missing import check_incomplete_rows, incomplete_pattern
 from .joints import TabularJoint
 from .registry import MODELS
 from .strategies import ppca_parameters, tabular_joints
@@ -53,7 +53,6 @@ __all__ = [
     "IdentityCheck",
     "MaskedModelCase",
     "TabularJoint",
-    "accepts_observed",
     "assert_mpt_identity",
     "check_batch_independence",
     "check_call_shapes",
