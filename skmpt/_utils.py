@@ -13,7 +13,6 @@ import torch
 
 __all__ = [
     "DTYPES",
-    "call_with_generator",
     "check_generator",
     "chunk_budget",
     "get_working_memory",
@@ -129,16 +128,6 @@ def check_generator(random_state=None):
             f"torch.Generator; got {random_state!r}."
         )
     return torch.Generator(device="cpu").manual_seed(seed)
-
-
-def call_with_generator(method, *args, generator=None, **kwargs):
-    """Call ``method(*args, **kwargs)``, passing ``generator`` only when there is one.
-
-    Deterministic models need not accept a ``generator`` argument at all.
-    """
-    if generator is not None:
-        kwargs["generator"] = generator
-    return method(*args, **kwargs)
 
 
 def resolve_device(device):

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._utils import call_with_generator, check_generator
+from .._utils import check_generator
 from .._validation import check_positive_int
 
 __all__ = []
@@ -53,9 +53,7 @@ class _MissingDataMixin:
         """
         return self._with_missing(
             X,
-            lambda module, X_t, observed: call_with_generator(
-                module.impute, X_t, observed, generator=self._noise_generator()
-            ),
+            lambda module, X_t, observed: module.impute(X_t, observed, generator=self._noise_generator()),
         )
 
     def sample_missing(self, X, n_draws=1, random_state=None):

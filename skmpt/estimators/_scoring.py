@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import objectives
-from .._utils import DTYPES, call_with_generator, check_generator
+from .._utils import DTYPES, check_generator
 from ._data import check_mask_array, check_missing, check_values
 from ._missing import _MissingDataMixin
 from ._weights import weighted_mean
@@ -110,7 +110,7 @@ class _BaseFittedModel(_MissingDataMixin, ClassNamePrefixFeaturesOutMixin, Trans
 
     def _noise_generator(self):
         """A fresh generator from ``random_state`` for a stochastic module's noise, else None."""
-        return check_generator(self.random_state) if getattr(self.module_, "stochastic", False) else None
+        return check_generator(self.random_state) if self.module_.stochastic else None
 
     def score_samples(self, X):
         """Cumulative MPT estimate of each sample's log-marginal likelihood, ``sum_M S(x; M)``.
@@ -235,9 +235,7 @@ class _BaseFittedModel(_MissingDataMixin, ClassNamePrefixFeaturesOutMixin, Trans
             if masks.ndim == 3 and masks.shape[0] != X_t.shape[0]:
                 raise ValueError(f"masks hold {masks.shape[0]} samples' masks, but X has {X_t.shape[0]} samples.")
             mask_t = torch.as_tensor(masks, device=X_t.device)
-            options = {} if observed is None else {"observed": observed}
-            generator = self._noise_generator()
-            return call_with_generator(module.masked_log_prob, X_t, mask_t, generator=generator, **options)
+            return module.masked_log_prob(X_t, mask_t, generator=self._noise_generator(), observed=observed)
 
         return self._evaluate(X, conditionals)
 
@@ -272,9 +270,7 @@ class _BaseFittedModel(_MissingDataMixin, ClassNamePrefixFeaturesOutMixin, Trans
         """
         return self._evaluate(
             X,
-            lambda module, X_t, observed: module.posterior(
-                X_t, **({} if observed is None else {"observed": observed})
-            )[0],
+            lambda module, X_t, observed: module.posterior(X_t, observed=observed)[0],
         )
 
     def inverse_transform(self, Z):

@@ -361,4 +361,4 @@ class MaskedVAE(_BaseMaskedEstimator):
 
     def _log_marginal_kwargs(self):
         # log_marginal_likelihood and history_["lml"] are importance-sampled with this many draws.
-        return {"n_samples": self.n_lml_samples}
+        return {"n_lml_samples": self.n_lml_samples}

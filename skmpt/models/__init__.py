@@ -2,8 +2,11 @@
 
 :class:`MaskedModel` (:mod:`skmpt.models.contract`) states the contract: the reference
 per-token conditionals ``masked_log_prob(X, masks)``, the fast paths computed from them by
-default (``masked_log_prob_sum``, ``weighted_log_prob_sum``, ``chain_log_prob``), and the
-optional ``log_marginal``, ``posterior``, ``decode`` and ``unstandardize_``.
+default (``masked_log_prob_sum``, ``weighted_log_prob_sum``, ``chain_log_prob``), and every
+optional member with its default (``stochastic``, ``mask_chunk``, ``handles_missing``,
+``log_marginal``, ``posterior``, ``decode``, ``encode``, ``log_likelihood``, ``impute``,
+``sample_missing``, ``unstandardize_``, ``shared_mask_chunk``); :func:`as_masked_model` wraps
+an object that is not a subclass.
 :mod:`skmpt.objectives` builds everything else from those;
 :func:`skmpt.testing.check_masked_model` checks that a model keeps the contract.
 
@@ -14,12 +17,17 @@ whose observation models are the likelihood objects of :mod:`skmpt.models.likeli
 """
 
 from .contract import (
+    CONTRACT_KEYWORDS,
     MaskedModel,
+    MaskedModelAdapter,
+    as_masked_model,
     conditioning_set,
     gaussian_log_prob,
     has_own_chain,
     has_own_weighted_sum,
     importance_log_weights,
+    model_name,
+    provides,
     reference_chain_log_prob,
     standard_normal,
     standard_normal_log_prob,
@@ -31,21 +39,26 @@ from .linear_vae import LinearVAEModule
 from .vae import VAEModule
 
 __all__ = [
+    "CONTRACT_KEYWORDS",
     "FactorAnalysisModule",
     "GaussianMixtureModule",
     "LinearGaussianModule",
     "LinearVAEModule",
     "MaskedModel",
+    "MaskedModelAdapter",
     "PPCAModule",
     "VAEModule",
+    "as_masked_model",
     "conditioning_set",
     "gaussian_log_prob",
     "has_own_chain",
     "has_own_weighted_sum",
     "importance_diagnostics",
     "importance_log_weights",
+    "model_name",
     "pareto_k_threshold",
     "pareto_khat",
+    "provides",
     "reference_chain_log_prob",
     "standard_normal",
     "standard_normal_log_prob",

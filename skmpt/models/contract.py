@@ -17,20 +17,26 @@ second definition; :func:`skmpt.testing.check_masked_model` checks that they agr
 """
 
 import abc
+import functools
+import inspect
 import math
 
 import torch
 
-from .._utils import call_with_generator
 from ..masks import nested_masks
 
 __all__ = [
+    "CONTRACT_KEYWORDS",
     "MaskedModel",
+    "MaskedModelAdapter",
+    "as_masked_model",
     "conditioning_set",
     "gaussian_log_prob",
     "has_own_chain",
     "has_own_weighted_sum",
     "importance_log_weights",
+    "model_name",
+    "provides",
     "reference_chain_log_prob",
     "standard_normal",
     "standard_normal_log_prob",
@@ -158,17 +164,16 @@ def importance_log_weights(model, X, noise, *, encoded=None, observed=None):
 
     Parameters
     ----------
-    model : object
-        Has ``encode(X)`` and ``log_likelihood(X, Z)`` (see :class:`MaskedModel`).
+    model : MaskedModel or object
+        Has ``encode`` and ``log_likelihood`` (see :class:`MaskedModel`); another object is
+        wrapped by :func:`as_masked_model`.
     X : torch.Tensor of shape (n_samples, n_features)
     noise : torch.Tensor of shape (S, K) (shared by the samples) or (n_samples, S, K)
     encoded : tuple of torch.Tensor, default=None
-        ``model.encode(X)``, if already computed.
+        ``model.encode(X, observed=observed)``, if already computed.
     observed : torch.Tensor of dtype bool and shape (n_samples, n_features), default=None
-        Entries not observed are left out of the likelihood (``model.log_likelihood`` takes
-        ``observed=``) and replaced by ``model.fill`` (zero if it has none) where the encoder
-        sees them: the
-        weights of ``log p(x_o)``.
+        Entries not observed are left out of the likelihood and out of what the encoder sees
+        (both take ``observed=``): the weights of ``log p(x_o)``.
 
     Returns
     -------
@@ -184,13 +189,12 @@ def importance_log_weights(model, X, noise, *, encoded=None, observed=None):
     >>> importance_log_weights(module, X, noise).shape
     torch.Size([3, 5])
     """
-    if encoded is None:
-        encoded = model.encode(X if observed is None else torch.where(observed, X, getattr(model, "fill", 0.0)))
-    mean, log_var = encoded
+    model = as_masked_model(model)
+    mean, log_var = model.encode(X, observed=observed) if encoded is None else encoded
     std = (0.5 * log_var).exp().unsqueeze(1)
     z = mean.unsqueeze(1) + std * noise
     log_q = standard_normal_log_prob(noise) - torch.log(std).sum(-1)
-    return model.log_likelihood(X, z, **_observed(observed)) + standard_normal_log_prob(z) - log_q
+    return model.log_likelihood(X, z, observed=observed) + standard_normal_log_prob(z) - log_q
 
 
 def reference_chain_log_prob(model, X, orderings, *, generator=None, observed=None):
@@ -203,8 +207,8 @@ def reference_chain_log_prob(model, X, orderings, *, generator=None, observed=No
 
     Parameters
     ----------
-    model : object
-        Has ``masked_log_prob(X, masks[, generator=])``.
+    model : MaskedModel or object
+        Has ``masked_log_prob``; another object is wrapped by :func:`as_masked_model`.
     X : torch.Tensor of shape (n_samples, n_features)
     orderings : torch.Tensor of dtype long and shape (n_orderings, n_features)
     generator : torch.Generator, default=None
@@ -228,18 +232,81 @@ def reference_chain_log_prob(model, X, orderings, *, generator=None, observed=No
     >>> bool(torch.allclose(terms.sum(-1), joint.log_marginal(X)[:, None]))
     True
     """
+    model = as_masked_model(model)
     n_samples = X.shape[0]
     n_orderings, n_features = orderings.shape
     masks = nested_masks(orderings).reshape(-1, n_features)
-    if observed is None:
-        per_token = call_with_generator(model.masked_log_prob, X, masks, generator=generator)
-    else:
+    if observed is not None:
         masks = masks & (observed.unsqueeze(-2) if observed.ndim == 2 else observed)
-        per_token = call_with_generator(model.masked_log_prob, X, masks, generator=generator, **_observed(observed))
+    per_token = model.masked_log_prob(X, masks, generator=generator, observed=observed)
     per_token = per_token.reshape(n_samples, n_orderings, n_features, n_features)
     # Step t predicts the token the t-th mask adds: the ordering's t-th feature.
     index = orderings.unsqueeze(0).unsqueeze(-1).expand(n_samples, -1, -1, 1)
     return per_token.gather(-1, index).squeeze(-1)
+
+
+#: The keyword arguments each method of the contract takes (keyword-only, default None), besides
+#: its positional ones. A :class:`MaskedModel` subclass, or a wrapped object, whose method leaves
+#: one out still accepts it: ``generator`` is then dropped (a deterministic method needs none) and
+#: an ``observed`` that is not None raises ``NotImplementedError`` naming the model and the method.
+CONTRACT_KEYWORDS = {
+    "masked_log_prob": ("generator", "observed"),
+    "masked_log_prob_sum": ("generator", "observed"),
+    "weighted_log_prob_sum": ("generator", "observed"),
+    "chain_log_prob": ("generator", "observed"),
+    "log_marginal": ("generator", "observed"),
+    "posterior": ("observed",),
+    "encode": ("observed",),
+    "log_likelihood": ("observed",),
+    "impute": ("generator",),
+    "sample_missing": ("generator",),
+    "decode": (),
+    "unstandardize_": (),
+    "shared_mask_chunk": (),
+}
+
+
+def _takes(function, keyword):
+    """Whether ``function`` accepts the keyword argument ``keyword`` (by name or ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): pass every keyword
+        return True
+    return any(p.name == keyword and p.kind != p.POSITIONAL_ONLY or p.kind == p.VAR_KEYWORD for p in parameters)
+
+
+def _with_contract_keywords(function, name, owner):
+    """``function`` (the method ``name`` of ``owner``), taking every keyword of :data:`CONTRACT_KEYWORDS`.
+
+    Decided once, from the signature: a keyword the function takes is passed on; a ``generator``
+    it does not take is dropped, an ``observed`` it does not take must be None.
+    """
+    missing = tuple(keyword for keyword in CONTRACT_KEYWORDS[name] if not _takes(function, keyword))
+    if not missing:
+        return function
+
+    @functools.wraps(function)
+    def method(*args, **kwargs):
+        if "observed" in missing and kwargs.pop("observed", None) is not None:
+            raise NotImplementedError(
+                f"{owner}.{name} takes no observed=: the model handles complete rows only. Entries not "
+                f"observed (NaN) need a model whose {name} takes observed= and marginalises them out."
+            )
+        if "generator" in missing:
+            kwargs.pop("generator", None)
+        return function(*args, **kwargs)
+
+    declared = inspect.signature(function)
+    added = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None) for k in missing]
+    method.__signature__ = declared.replace(parameters=[*declared.parameters.values(), *added])
+    return method
+
+
+def _not_provided(model, member, needed_by):
+    return NotImplementedError(
+        f"{model_name(model)} does not provide {member}, an optional member of the masked-model contract "
+        f"(skmpt.models.MaskedModel) that {needed_by} needs."
+    )
 
 
 class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
@@ -248,9 +315,11 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
     A subclass implements one method, the reference :meth:`masked_log_prob`; it inherits
     :meth:`masked_log_prob_sum`, :meth:`weighted_log_prob_sum` and :meth:`chain_log_prob`
     computed from it, and may override them with faster paths that must agree with it (check with
-    :func:`skmpt.testing.check_masked_model`). Any object with the same methods works with
-    :mod:`skmpt.objectives` (duck typing); this class writes the contract down and supplies
-    the defaults.
+    :func:`skmpt.testing.check_masked_model`). Every other member of the contract is declared
+    here with its default, so that skmpt calls them directly and never asks whether a model
+    has them. :mod:`skmpt.objectives` and :mod:`skmpt.testing` also take an object that is not
+    a subclass but has ``masked_log_prob`` (duck typing): :func:`as_masked_model` wraps it once,
+    where it enters.
 
     **Masks.** A boolean tensor, ``True`` for a *masked* token (one to predict) and ``False``
     for an observed one, of shape ``(n_masks, D)`` (the same masks for every sample) or
@@ -258,37 +327,59 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
     numbers for the same masks, and a sample's numbers do not depend on which other samples
     are in ``X``. Every tensor a method returns has ``X``'s dtype and device.
 
+    **Keywords.** Every method of the contract accepts the keywords :data:`CONTRACT_KEYWORDS`
+    lists for it, keyword-only: ``generator`` and ``observed`` for the conditionals and
+    ``log_marginal``. A subclass may leave them out of its own methods' signatures: the class
+    then accepts them for it, drops ``generator`` and raises ``NotImplementedError`` for an
+    ``observed`` that is not None (and :attr:`handles_missing` is False when the reference
+    leaves ``observed`` out).
+
     **Randomness.** A model whose conditionals are Monte Carlo estimates sets
-    ``stochastic = True``. Its methods take a keyword ``generator``, a CPU
-    :class:`torch.Generator` (``None``: torch's global generator, as in training), and use no
-    other source of randomness: nothing random is stored on the model, so scoring never
-    mutates it and is safe from several threads. Deterministic models may omit the
-    argument; skmpt passes it only to stochastic ones. A stochastic model that shares noise
-    across the samples of a call sets ``mask_chunk``: skmpt then passes it masks that many at
-    a time, whatever the number of samples, so a sample's estimate does not depend on the
-    others.
+    ``stochastic = True``. Its methods draw from their ``generator``, a CPU
+    :class:`torch.Generator` (``None``: torch's global generator, as in training), and from no
+    other source: nothing random is stored on the model, so scoring never mutates it and is
+    safe from several threads. skmpt passes a generator to stochastic models only. A
+    stochastic model that shares noise across the samples of a call sets ``mask_chunk``: skmpt
+    then passes it masks that many at a time, whatever the number of samples, so a sample's
+    estimate does not depend on the others.
 
-    **Optional methods**, where the model has them:
+    **Missing entries.** An entry that is not observed (``observed`` False) is marginalised out:
+    neither predicted nor conditioned on, so the identity over the observed entries gives
+    ``log p(x_o)``.
 
-    ``log_marginal(X[, generator=][, observed=])`` → ``(n_samples,)``
+    **Optional members**, with their defaults (a method that the model cannot provide raises
+    ``NotImplementedError`` naming the model and the member; :func:`provides` tells whether a
+    model has its own):
+
+    ``log_marginal(X, *, generator=None, observed=None)`` → ``(n_samples,)``
         ``log p(x)`` (``log p(x_o)`` with ``observed``), exact or estimated.
-        :func:`skmpt.objectives.log_marginal` and the
-        estimators' ``log_marginal_likelihood`` need it; for a deterministic model the
-        exhaustive cumulative MPT score must equal it.
-    ``posterior(X)`` → ``(mean (n_samples, K), covariance)``
-        The latent posterior given all of ``x``; ``transform`` returns its mean.
+        :func:`skmpt.objectives.log_marginal` and the estimators' ``log_marginal_likelihood``
+        need it; for a deterministic model the exhaustive cumulative MPT score must equal it.
+    ``posterior(X, *, observed=None)`` → ``(mean (n_samples, K), covariance)``
+        The latent posterior given ``x`` (``x_o``); ``transform`` returns its mean.
     ``decode(Z)`` → ``(n_samples, D)``
         The mean of ``x`` given latent values ``Z``; ``inverse_transform``.
+    ``encode(X, *, observed=None)`` → ``(mean, log_variance)``, each ``(n_samples, K)``
+        An amortised Gaussian ``q(z | x)``; the model chooses what its encoder sees at entries
+        not observed. For :func:`skmpt.objectives.elbo` and :func:`skmpt.objectives.iwae`, with
+        the prior ``N(0, I)``.
+    ``log_likelihood(X, Z, *, observed=None)`` → ``(n_samples,)`` or ``(n_samples, S)``
+        ``sum_d log p(x_d | z)`` over the observed entries, for ``Z`` of shape
+        ``(n_samples, K)`` or ``(n_samples, S, K)``; for the same objectives.
+    ``impute(X, observed, *, generator=None)`` → ``(n_samples, D)``
+        The conditional mean of the entries not observed given the observed ones (the
+        observed entries of the result are not used).
+    ``sample_missing(X, observed, n_draws, *, generator=None)`` → ``(n_draws, n_samples, D)``
+        Draws of the entries not observed given the observed ones.
     ``unstandardize_(center, scale)`` → ``self``
         Map, in place, a model fitted on ``(x - center) / scale`` (``center`` of shape
         ``(D,)``, ``scale`` a positive 0-d tensor) back to the units of ``x``, so that the
         estimators can train on standardised data. Raise ``ValueError`` if the model family is
         not closed under that map.
-    ``encode(X)`` → ``(mean, log_variance)``, each ``(n_samples, K)``, and ``log_likelihood(X, Z)``
-        An amortised Gaussian ``q(z | x)`` and ``sum_d log p(x_d | z)`` (``Z`` of shape
-        ``(n_samples, K)`` or ``(n_samples, S, K)``), for the ELBO and IWAE objectives
-        (:func:`skmpt.objectives.elbo`, :func:`skmpt.objectives.iwae`); the prior is
-        ``N(0, I)``.
+    ``shared_mask_chunk(n_samples)`` → int or None, default None
+        Masks per call the model prefers when masks are shared by ``n_samples`` samples (PPCA
+        sizes its chunks so that its matrix products stay fast); ``None``: chunks follow
+        :func:`skmpt.working_memory`. Not used when ``mask_chunk`` is set.
 
     Attributes
     ----------
@@ -296,6 +387,10 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
         Whether the conditionals are Monte Carlo estimates drawn from ``generator``.
     mask_chunk : int or None, default=None
         Masks per call for a stochastic model that shares noise across samples.
+    handles_missing : bool, default=True
+        Whether the methods marginalise entries that are not observed out (take ``observed``).
+        False for a subclass whose ``masked_log_prob`` takes no ``observed``, unless it says
+        otherwise; :func:`skmpt.testing.check_incomplete_rows` is skipped for such a model.
 
     Examples
     --------
@@ -303,7 +398,7 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
 
     >>> import math
     >>> import torch
-    >>> from skmpt.models import MaskedModel
+    >>> from skmpt.models import MaskedModel, provides
     >>> class IndependentGaussians(MaskedModel):
     ...     def __init__(self, mean, std):
     ...         super().__init__()
@@ -316,15 +411,29 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
     >>> model = IndependentGaussians(torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64))
     >>> X = torch.zeros(2, 3, dtype=torch.float64)
     >>> masks = torch.tensor([[True, False, True]])
-    >>> model.masked_log_prob_sum(X, masks).detach()  # two tokens of log N(0 | 0, 1) each
+    >>> model.masked_log_prob_sum(X, masks, generator=None).detach()  # two tokens of log N(0 | 0, 1) each
     tensor([[-1.8379],
             [-1.8379]], dtype=torch.float64)
     >>> model.chain_log_prob(X, torch.tensor([[0, 1, 2]])).shape
     torch.Size([2, 1, 3])
+    >>> model.stochastic, model.mask_chunk, model.handles_missing, provides(model, "posterior")
+    (False, None, False, False)
     """
 
     stochastic = False
     mask_chunk = None
+    handles_missing = True
+
+    def __init_subclass__(cls, **kwargs):
+        """Give the contract methods the subclass defines every keyword of :data:`CONTRACT_KEYWORDS`."""
+        super().__init_subclass__(**kwargs)
+        for name in CONTRACT_KEYWORDS:
+            function = cls.__dict__.get(name)
+            if inspect.isfunction(function):
+                setattr(cls, name, _with_contract_keywords(function, name, cls.__name__))
+        reference = cls.__dict__.get("masked_log_prob")
+        if inspect.isfunction(reference) and "handles_missing" not in cls.__dict__:
+            cls.handles_missing = _takes(inspect.unwrap(reference), "observed")
 
     @abc.abstractmethod
     def masked_log_prob(self, X, masks, *, generator=None, observed=None):
@@ -340,13 +449,13 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
                 (n_samples, n_masks, n_features)
             ``True`` marks a masked token.
         generator : torch.Generator, default=None
-            The only source of randomness of a stochastic model; deterministic models may
-            leave the argument out.
+            The only source of randomness of a stochastic model; a deterministic one ignores it
+            (and may leave it out of its signature).
         observed : torch.Tensor of dtype bool and shape (n_samples, n_features) or \
                 (n_features,), default=None
             ``True`` for an observed entry (``None``: all are). Masks must lie among the
             observed entries (:func:`conditioning_set` checks it). A model that leaves the
-            argument out handles complete data only.
+            argument out of its signature handles complete data only (:attr:`handles_missing`).
 
         Returns
         -------
@@ -368,7 +477,7 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
         -------
         sums : torch.Tensor of shape (n_samples, n_masks)
         """
-        return call_with_generator(self.masked_log_prob, X, masks, generator=generator, **_observed(observed)).sum(-1)
+        return self.masked_log_prob(X, masks, generator=generator, observed=observed).sum(-1)
 
     def chain_log_prob(self, X, orderings, *, generator=None, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})`` of each ordering ``s``.
@@ -418,19 +527,118 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
         -------
         total : torch.Tensor of shape (n_samples,)
         """
-        sums = call_with_generator(self.masked_log_prob_sum, X, masks, generator=generator, **_observed(observed))
-        return sums @ weights
+        return self.masked_log_prob_sum(X, masks, generator=generator, observed=observed) @ weights
+
+    def log_marginal(self, X, *, generator=None, observed=None):
+        """``log p(x)`` per sample (``log p(x_o)`` with ``observed``), exact or estimated.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (n_samples, n_features)
+        generator, observed
+            As in :meth:`masked_log_prob`.
+
+        Returns
+        -------
+        log_marginal : torch.Tensor of shape (n_samples,)
+
+        Raises
+        ------
+        NotImplementedError
+            By default: a model that knows its log-marginal likelihood overrides this.
+        """
+        raise _not_provided(self, "log_marginal", "the identity check and log_marginal_likelihood")
+
+    def posterior(self, X, *, observed=None):
+        """The latent posterior given ``x`` (``x_o`` with ``observed``): ``(mean, covariance)``.
+
+        ``mean`` has shape ``(n_samples, K)``; raises ``NotImplementedError`` by default.
+        """
+        raise _not_provided(self, "posterior", "transform")
+
+    def decode(self, Z):
+        """The mean of ``x`` given latent values ``Z`` of shape ``(n_samples, K)``: ``(n_samples, D)``.
+
+        Raises ``NotImplementedError`` by default.
+        """
+        raise _not_provided(self, "decode", "inverse_transform")
+
+    def encode(self, X, *, observed=None):
+        """The amortised Gaussian ``q(z | x)``: ``(mean, log_variance)``, each ``(n_samples, K)``.
+
+        With ``observed``, ``q(z | x_o)``: the model chooses what its encoder sees at the entries
+        not observed. Raises ``NotImplementedError`` by default.
+        """
+        raise _not_provided(self, "encode", "the ELBO and IWAE objectives")
+
+    def log_likelihood(self, X, Z, *, observed=None):
+        """``sum_d log p(x_d | z)`` over the (observed) entries, for ``Z`` of shape ``(n, K)`` or ``(n, S, K)``.
+
+        Returns shape ``(n,)`` or ``(n, S)``; raises ``NotImplementedError`` by default.
+        """
+        raise _not_provided(self, "log_likelihood", "the ELBO and IWAE objectives")
+
+    def impute(self, X, observed, *, generator=None):
+        """The conditional mean of the entries not ``observed`` given the observed ones, ``(n, D)``.
+
+        Raises ``NotImplementedError`` by default.
+        """
+        raise _not_provided(self, "impute", "imputation")
+
+    def sample_missing(self, X, observed, n_draws, *, generator=None):
+        """``n_draws`` draws of the entries not ``observed`` given the observed ones, ``(n_draws, n, D)``.
+
+        Raises ``NotImplementedError`` by default.
+        """
+        raise _not_provided(self, "sample_missing", "multiple imputation")
+
+    def unstandardize_(self, center, scale):
+        """Map, in place, a model fitted on ``(x - center) / scale`` back to the units of ``x``.
+
+        Raises ``NotImplementedError`` by default (``ValueError`` in a model whose family is not
+        closed under the map).
+        """
+        raise _not_provided(self, "unstandardize_", "training on standardised data")
+
+    def shared_mask_chunk(self, n_samples):
+        """Masks per call the model prefers for masks shared by ``n_samples`` samples; None (the
+        default): chunks follow the working memory."""
+        return None
 
 
-def _observed(observed):
-    """Keyword arguments passing ``observed`` only when there is one (complete-data models
-    need not take the argument)."""
-    return {} if observed is None else {"observed": observed}
+def model_name(model):
+    """The name of ``model``'s class, or of the class of the object a :class:`MaskedModelAdapter` wraps.
+
+    Examples
+    --------
+    >>> from skmpt.models import as_masked_model, model_name
+    >>> class Mine:
+    ...     def masked_log_prob(self, X, masks):
+    ...         return X.new_zeros(X.shape[0], *masks.shape[-2:])
+    >>> model_name(as_masked_model(Mine()))
+    'Mine'
+    """
+    return type(model.model if isinstance(model, MaskedModelAdapter) else model).__name__
 
 
-def _overrides(model, name):
-    method = getattr(type(model), name, None)
-    return method is not None and method is not getattr(MaskedModel, name)
+def provides(model, name):
+    """Whether ``model`` has its own member ``name`` of the contract, not :class:`MaskedModel`'s default.
+
+    For the fast paths, the default is computed from the reference; for the optional methods,
+    the default raises ``NotImplementedError``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import PPCAModule, provides
+    >>> ppca = PPCAModule(torch.ones(1, 3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), 0.5)
+    >>> provides(ppca, "log_marginal"), provides(ppca, "encode")
+    (True, False)
+    """
+    if name not in CONTRACT_KEYWORDS:
+        raise ValueError(f"{name!r} is not a method of the masked-model contract; one of {sorted(CONTRACT_KEYWORDS)}.")
+    method = getattr(model, name)
+    return getattr(method, "__func__", method) is not getattr(MaskedModel, name)
 
 
 def has_own_chain(model):
@@ -443,7 +651,7 @@ def has_own_chain(model):
     >>> has_own_chain(TabularJoint.random(3, random_state=0))
     False
     """
-    return _overrides(model, "chain_log_prob")
+    return provides(model, "chain_log_prob")
 
 
 def has_own_weighted_sum(model):
@@ -457,4 +665,101 @@ def has_own_weighted_sum(model):
     >>> has_own_weighted_sum(ppca), has_own_weighted_sum(VAEModule(4, 2, (8,), "tanh", "gaussian"))
     (True, False)
     """
-    return _overrides(model, "weighted_log_prob_sum")
+    return provides(model, "weighted_log_prob_sum")
+
+
+def as_masked_model(model):
+    """``model`` as a :class:`MaskedModel`: itself if it is one, else a :class:`MaskedModelAdapter`.
+
+    The objectives and the checks call this where a model enters, once; after it every member of
+    the contract can be called directly with every keyword.
+
+    Parameters
+    ----------
+    model : MaskedModel or object
+        Any object with ``masked_log_prob(X, masks)``, the reference, or at least
+        ``masked_log_prob_sum(X, masks)`` (enough for every estimator but the chain, and for
+        training).
+
+    Returns
+    -------
+    model : MaskedModel
+
+    Raises
+    ------
+    TypeError
+        If ``model`` has neither.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models import MaskedModel, as_masked_model
+    >>> class Mine:
+    ...     def masked_log_prob(self, X, masks):
+    ...         return X.new_zeros(X.shape[0], *masks.shape[-2:])
+    >>> model = as_masked_model(Mine())
+    >>> isinstance(model, MaskedModel), as_masked_model(model) is model, model.handles_missing
+    (True, True, False)
+    >>> model.masked_log_prob_sum(torch.zeros(2, 3), torch.ones(1, 3, dtype=torch.bool), generator=None).shape
+    torch.Size([2, 1])
+    """
+    if isinstance(model, MaskedModel):
+        return model
+    if not any(callable(getattr(model, name, None)) for name in ("masked_log_prob", "masked_log_prob_sum")):
+        raise TypeError(
+            f"{type(model).__name__} has neither masked_log_prob(X, masks), the reference of the masked-model "
+            f"contract (skmpt.models.MaskedModel), nor masked_log_prob_sum(X, masks)."
+        )
+    return MaskedModelAdapter(model)
+
+
+class MaskedModelAdapter(MaskedModel):
+    """A :class:`MaskedModel` that forwards to an object that is not one (a user's duck-typed model).
+
+    What the object has is read once, here: its ``stochastic``, ``mask_chunk`` and
+    ``handles_missing`` (by default, whether its ``masked_log_prob`` takes ``observed``), and
+    each member of the contract it has, called with the keywords its signature takes (a
+    ``generator`` it does not take is dropped, an ``observed`` it does not take must be None).
+    Members it lacks keep :class:`MaskedModel`'s defaults. Build it with :func:`as_masked_model`.
+
+    Parameters
+    ----------
+    model : object
+        Has ``masked_log_prob(X, masks)`` or ``masked_log_prob_sum(X, masks)``; a
+        :class:`torch.nn.Module` becomes a submodule.
+
+    Attributes
+    ----------
+    model : object
+        The object wrapped.
+    reference : callable or None
+        Its ``masked_log_prob``, taking every keyword of the contract (None if it has none).
+    """
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        owner = type(model).__name__
+        self.reference = None
+        for name in CONTRACT_KEYWORDS:
+            method = getattr(model, name, None)
+            if name == "masked_log_prob" and callable(method):
+                self.reference = _with_contract_keywords(method, name, owner)
+            elif callable(method):
+                # An instance attribute: provides() then sees the object's own member.
+                object.__setattr__(self, name, _with_contract_keywords(method, name, owner))
+        self.stochastic = bool(getattr(model, "stochastic", False))
+        self.mask_chunk = getattr(model, "mask_chunk", None)
+        first = model.masked_log_prob if self.reference is not None else model.masked_log_prob_sum
+        self.handles_missing = bool(getattr(model, "handles_missing", _takes(first, "observed")))
+
+    def masked_log_prob(self, X, masks, *, generator=None, observed=None):
+        """The wrapped object's ``masked_log_prob``; a ``TypeError`` if it has none."""
+        if self.reference is None:
+            raise TypeError(
+                f"{model_name(self)} has no masked_log_prob(X, masks): the per-token conditionals that the "
+                f"'chain' estimator and check_masked_model need (use the 'nested' or 'sweep' estimator)."
+            )
+        return self.reference(X, masks, generator=generator, observed=observed)
+
+

@@ -319,7 +319,7 @@ class GaussianMixtureModule(MaskedModel):
             log_prob = -0.5 * (X.shape[1] * math.log(2 * math.pi) + log_det + whitened.square().sum(1).T)
         return self.log_weights + log_prob
 
-    def log_marginal(self, X, *, observed=None):
+    def log_marginal(self, X, *, generator=None, observed=None):
         """Closed-form ``log sum_k pi_k N(x | mu_k, Sigma_k)`` per sample, shape ``(n_samples,)``.
 
         With ``observed``, the density of each sample's observed sub-vector (zero when
@@ -346,7 +346,7 @@ class GaussianMixtureModule(MaskedModel):
         mean, cov, log_density = gaussian_conditional(X, observed, self.means.unsqueeze(1), factor @ factor.mT)
         return mean, cov, (self.log_weights.unsqueeze(-1) + log_density).T
 
-    def impute(self, X, observed):
+    def impute(self, X, observed, *, generator=None):
         """``E[x | x_o]``: the components' conditional means weighted by ``p(k | x_o)``."""
         mean, _, log_resp = self._missing_given_observed(X, observed)
         return torch.where(observed, X, torch.einsum("nk,knd->nd", torch.softmax(log_resp, -1), mean))

@@ -125,7 +125,7 @@ class _DensityMixin:
         mean = torch.cholesky_solve(projected.unsqueeze(-1), factor).squeeze(-1)
         return mean, torch.cholesky_inverse(factor), factor
 
-    def log_marginal(self, X, *, observed=None):
+    def log_marginal(self, X, *, generator=None, observed=None):
         """Closed-form ``log N(x | mu, W W^T + Psi)`` per sample, shape ``(n_samples,)``.
 
         With ``observed`` of shape ``(n_samples, n_features)``, the density of each sample's
@@ -163,7 +163,7 @@ class _DensityMixin:
         mean = ((X - self.mean) / self.noise_variance.sqrt()) @ W @ cov
         return mean, cov
 
-    def impute(self, X, observed):
+    def impute(self, X, observed, *, generator=None):
         """``E[x | x_o]``: ``x_o`` at the ``observed`` entries, ``mu + W E[z | x_o]`` elsewhere."""
         mean = self._observed_posterior(X, observed)[0]
         return torch.where(observed, X, mean @ self.components + self.mean)
@@ -309,7 +309,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         return max(1, chunk_budget(1 / 8) // ((2 * K + 1) * n_samples + (2 * K + 4) * D))
 
     # ------------------------------------------------------------------ masked conditionals
-    def masked_log_prob(self, X, masks, *, observed=None):
+    def masked_log_prob(self, X, masks, *, generator=None, observed=None):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero at observed ones.
 
         Entries not ``observed`` are marginalised out: left out of ``r``.
@@ -325,7 +325,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         log_prob = gaussian_log_prob(residual.unsqueeze(1) - z_mean @ self.components, variance)
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
 
-    def masked_log_prob_sum(self, X, masks, *, observed=None):
+    def masked_log_prob_sum(self, X, masks, *, generator=None, observed=None):
         """``sum_{j in m} log p(x_j | x_r)`` for every sample and mask.
 
         With ``e = x - mu`` and ``u_j = 1 / v_j`` at masked tokens (zero elsewhere), the sum
@@ -392,7 +392,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         quad += (projected[:, 0] * projected[:, 1]).sum(1)
         return quad, variance
 
-    def weighted_log_prob_sum(self, X, masks, weights, *, observed=None):
+    def weighted_log_prob_sum(self, X, masks, weights, *, generator=None, observed=None):
         """``sum_p weights_p sum_{j in m_p} log p(x_j | x_{r_p})`` per sample, for shared masks.
 
         Each mask's quadratic is ``e^T (diag(u_p) + R_{0p}^T R_{1p}) e`` with the ``K x D``
@@ -460,7 +460,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         quad = residual.square() @ diagonal + ((residual @ form) * residual).sum(-1)
         return -0.5 * (constant + quad)
 
-    def chain_log_prob(self, X, orderings, *, observed=None):
+    def chain_log_prob(self, X, orderings, *, generator=None, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})`` of each ordering ``s``.
 
         The conditionals of an ordering do not depend on ``x``: the posterior of ``z`` after

@@ -157,7 +157,7 @@ class LinearVAEModule(MaskedModel):
         return self.likelihood.mixture_log_prob(X, log_posterior, self._activations())
 
     # ------------------------------------------------------------------ the interface
-    def masked_log_prob(self, X, masks, *, observed=None):
+    def masked_log_prob(self, X, masks, *, generator=None, observed=None):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero elsewhere: ``(n, P, D)``.
 
         Entries not ``observed`` are left out of ``r`` (marginalised out).
@@ -166,7 +166,7 @@ class LinearVAEModule(MaskedModel):
         log_prob = self._predictive_log_prob(X, self._grid_posterior(X, given))
         return torch.where(masks, log_prob, torch.zeros_like(log_prob))
 
-    def chain_log_prob(self, X, orderings, *, observed=None):
+    def chain_log_prob(self, X, orderings, *, generator=None, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})``, shape ``(n, O, D)``.
 
         Reveals one token at a time and updates the grid posterior: ``O(n G)`` per token. An
@@ -192,7 +192,7 @@ class LinearVAEModule(MaskedModel):
             return self._observed_log_lik(X, None)
         return self._observed_log_lik(X, observed.expand_as(X).unsqueeze(1).to(X.dtype)).squeeze(1)
 
-    def log_marginal(self, X, *, observed=None):
+    def log_marginal(self, X, *, generator=None, observed=None):
         """Grid log-marginal likelihood ``log sum_g v_g p(x | z_g)``, shape ``(n_samples,)``.
 
         With ``observed``, that of each sample's observed entries.
@@ -207,7 +207,7 @@ class LinearVAEModule(MaskedModel):
         second = torch.einsum("ng,gk,gl->nkl", weights, self.nodes, self.nodes)
         return mean, second - mean.unsqueeze(-1) * mean.unsqueeze(-2)
 
-    def impute(self, X, observed):
+    def impute(self, X, observed, *, generator=None):
         """``E[x | x_o]`` on the grid: ``sum_g pi_g(x_o) E[x | z_g]`` at the missing entries."""
         weights = torch.softmax(self.log_weights + self._log_lik(X, observed), dim=-1)
         return torch.where(observed, X, weights @ self.likelihood.mean(self._activations()))
@@ -233,8 +233,9 @@ class LinearVAEModule(MaskedModel):
             token = token * observed.reshape(X.shape).to(X.dtype)
         return token.sum(-1)
 
-    def encode(self, X):
-        """Mean and log-variance of the linear Gaussian encoder ``q(z | x)`` (``encoder=True``)."""
+    def encode(self, X, *, observed=None):
+        """Mean and log-variance of the linear Gaussian encoder ``q(z | x)`` (``encoder=True``); it
+        sees zero at entries not ``observed``."""
         K = self.components.shape[0]
-        stats = X @ self.encoder_weight + self.encoder_bias
+        stats = (X if observed is None else torch.where(observed, X, 0.0)) @ self.encoder_weight + self.encoder_bias
         return stats[..., :K], stats[..., K:]

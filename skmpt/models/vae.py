@@ -114,9 +114,10 @@ class VAEModule(MaskedModel):
         )
 
     # ------------------------------------------------------------------ building blocks
-    def encode(self, X):
-        """Mean and log-variance of ``q(z | x)``, each of shape ``(..., K)``."""
-        stats = self.encoder(X)
+    def encode(self, X, *, observed=None):
+        """Mean and log-variance of ``q(z | x)``, each of shape ``(..., K)``; the encoder sees the
+        fill value at entries not ``observed``."""
+        stats = self.encoder(X if observed is None else torch.where(observed, X, self.fill))
         return stats[..., : self.n_components], stats[..., self.n_components :]
 
     def decode(self, Z):
@@ -239,8 +240,8 @@ class VAEModule(MaskedModel):
         return self._per_chunk(self._importance_weights, X, masks, generator, observed)[1]
 
     # ------------------------------------------------------------------ marginal likelihood
-    def log_marginal(self, X, n_samples=100, *, generator=None, observed=None):
-        """Importance-sampled ``log p(x)`` with ``n_samples`` draws from the encoder, per sample.
+    def log_marginal(self, X, n_lml_samples=100, *, generator=None, observed=None):
+        """Importance-sampled ``log p(x)`` with ``n_lml_samples`` draws from the encoder, per sample.
 
         Computed in chunks of draws and samples, so memory stays bounded. With ``observed``
         (``(n, D)``), ``log p(x_o)``: the encoder sees the fill value at the unobserved entries
@@ -249,19 +250,19 @@ class VAEModule(MaskedModel):
         n, n_features = X.shape
         # Draws come in fixed chunks, shared by the samples: a sample's estimate does not
         # depend on which samples it is computed with.
-        draws = min(n_samples, 256)
+        draws = min(n_lml_samples, 256)
         rows = max(1, chunk_budget(1 / 4) // (draws * n_features))
         total = X.new_full((n,), -math.inf)
-        for start in range(0, n_samples, draws):
-            noise = standard_normal((min(draws, n_samples - start), self.n_components), X, generator)
+        for start in range(0, n_lml_samples, draws):
+            noise = standard_normal((min(draws, n_lml_samples - start), self.n_components), X, generator)
             chunk = torch.cat(
                 [
-                    importance_log_weights(self, X[i : i + rows], noise, **_rows(observed, i, rows))
+                    importance_log_weights(self, X[i : i + rows], noise, observed=_rows(observed, i, rows))
                     for i in range(0, n, rows)
                 ]
             )
             total = torch.logaddexp(total, torch.logsumexp(chunk, dim=1))
-        total = total - math.log(n_samples)
+        total = total - math.log(n_lml_samples)
         # Nothing observed: log p(x_o) = log 1, exactly, not an estimate of it.
         return total if observed is None else torch.where(observed.any(-1), total, torch.zeros_like(total))
 
@@ -275,7 +276,7 @@ class VAEModule(MaskedModel):
         trained on complete rows can be far off given a few observed entries; the prior half
         keeps the weights bounded.
         """
-        mean, log_var = self.encode(torch.where(observed, X, self.fill))
+        mean, log_var = self.encode(X, observed=observed)
         mean, std = mean.unsqueeze(1), (0.5 * log_var).exp().unsqueeze(1)
         noise = standard_normal((X.shape[0], n_particles, self.n_components), X, generator)
         from_encoder = torch.arange(n_particles, device=X.device) < (n_particles + 1) // 2
@@ -317,30 +318,36 @@ class VAEModule(MaskedModel):
             parts.append(self.likelihood.sample(self.decoder(chosen), generator))
         return torch.where(observed, X, torch.cat(parts, dim=1))
 
-    def log_importance_weights(self, X, n_samples=100, *, observed=None, generator=None):
+    def log_importance_weights(self, X, n_lml_samples=100, *, observed=None, generator=None):
         """The log-weights ``log p(x, z_s) - log q(z_s | x)`` behind :meth:`log_marginal`.
 
         The same draws as :meth:`log_marginal` with the same ``generator`` state, so
-        ``logsumexp(w, 1) - log(n_samples)`` is its estimate; held whole, ``(n, n_samples)``,
-        for the diagnostics of :func:`skmpt.models.importance_diagnostics`.
+        ``logsumexp(w, 1) - log(n_lml_samples)`` is its estimate; held whole,
+        ``(n, n_lml_samples)``, for the diagnostics of :func:`skmpt.models.importance_diagnostics`.
         """
         n, n_features = X.shape
-        draws = min(n_samples, 256)
+        draws = min(n_lml_samples, 256)
         rows = max(1, chunk_budget(1 / 4) // (draws * n_features))
         chunks = []
-        for start in range(0, n_samples, draws):
-            noise = standard_normal((min(draws, n_samples - start), self.n_components), X, generator)
-            chunks.append(torch.cat([importance_log_weights(self, X[i : i + rows], noise, **_rows(observed, i, rows))
-                                     for i in range(0, n, rows)]))
+        for start in range(0, n_lml_samples, draws):
+            noise = standard_normal((min(draws, n_lml_samples - start), self.n_components), X, generator)
+            chunks.append(
+                torch.cat(
+                    [
+                        importance_log_weights(self, X[i : i + rows], noise, observed=_rows(observed, i, rows))
+                        for i in range(0, n, rows)
+                    ]
+                )
+            )
         return torch.cat(chunks, 1)
 
     def posterior(self, X, *, observed=None):
         """Encoder mean ``(n, K)`` and diagonal covariance ``(n, K, K)`` (the fill value at
         entries not ``observed``)."""
-        mean, log_var = self.encode(X if observed is None else torch.where(observed, X, self.fill))
+        mean, log_var = self.encode(X, observed=observed)
         return mean, torch.diag_embed(log_var.exp())
 
 
 def _rows(observed, start, rows):
-    """``observed=`` of the rows ``start:start + rows``, or nothing when all are observed."""
-    return {} if observed is None else {"observed": observed[start : start + rows]}
+    """``observed`` of the rows ``start:start + rows`` (None when all are observed)."""
+    return None if observed is None else observed[start : start + rows]

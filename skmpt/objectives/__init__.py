@@ -12,27 +12,32 @@ exactly, whenever the conditionals come from one joint density (Moreno-Muñoz, R
 Hauberg, 2023, Proposition 1; the proof averages the chain rule over random orderings).
 
 The functions here take a *model* following the contract of
-:class:`skmpt.models.MaskedModel` (a subclass, or any object with the same methods):
+:class:`skmpt.models.MaskedModel`. A subclass is used as it is; any other object with a
+``masked_log_prob`` method (duck typing) is wrapped once, where it enters, by
+:func:`skmpt.models.as_masked_model`, so that every member below can be called directly:
 
-``masked_log_prob(X, masks)``
+``masked_log_prob(X, masks, *, generator=None, observed=None)``
     the reference: per-token ``log p(x_j | x_r)`` of shape ``(n_samples, n_masks, D)``, zero
     at the observed positions, for ``X`` of shape ``(n_samples, D)`` and boolean ``masks``
     (``True``: masked) of shape ``(n_masks, D)`` (shared by the samples) or
     ``(n_samples, n_masks, D)``;
-``masked_log_prob_sum(X, masks)``
-    its sum over the masked tokens, ``(n_samples, n_masks)``; enough for every estimator but
-    the ``"chain"`` one;
-``chain_log_prob(X, orderings)``
-    optional fast path of the chain-rule terms along orderings, ``(n_samples, n_orderings, D)``;
-    without it the chain estimator uses the reference on nested masks.
+``masked_log_prob_sum``, ``weighted_log_prob_sum``, ``chain_log_prob``
+    the per-mask sums, their weighted sum over shared masks and the chain-rule terms along
+    orderings, computed from the reference by default; a model's own faster paths must agree
+    with it;
+``log_marginal``, ``encode``, ``log_likelihood``
+    optional (the default raises ``NotImplementedError``): :func:`log_marginal`,
+    :func:`fixed_rate_bias`, :func:`elbo` and :func:`iwae` need them;
+``stochastic``, ``mask_chunk``, ``shared_mask_chunk``
+    declared with their defaults (False, None, None).
 
-A model with ``stochastic = True`` (Monte Carlo conditionals) is passed a CPU
-:class:`torch.Generator` as ``generator=``: the functions here make it a copy of the masks'
-generator, so a stochastic model is scored on the same masks as a deterministic one with the
-same ``random_state``, and one ``random_state`` makes its scores reproducible. Such a model may
-fix an integer ``mask_chunk``: masks are then passed to it that many at a time, whatever the
-number of samples, so that noise it draws per call, shared by the samples, makes a sample's
-estimate independent of the others.
+Every method takes ``generator`` and ``observed`` keywords. A model with ``stochastic = True``
+(Monte Carlo conditionals) is passed a CPU :class:`torch.Generator` as ``generator=``: the
+functions here make it a copy of the masks' generator, so a stochastic model is scored on the
+same masks as a deterministic one with the same ``random_state``, and one ``random_state``
+makes its scores reproducible. Such a model may fix an integer ``mask_chunk``: masks are then
+passed to it that many at a time, whatever the number of samples, so that noise it draws per
+call, shared by the samples, makes a sample's estimate independent of the others.
 
 The training objectives are in one table, :data:`OBJECTIVES`: the MPT objective, the ELBO,
 the importance-weighted bound (IWAE) and the log-marginal likelihood itself.

@@ -9,10 +9,10 @@ import math
 
 import torch
 
-from .._utils import call_with_generator, check_generator, chunk_budget
+from .._utils import check_generator, chunk_budget
 from .._validation import check_positive_int
 from ..masks import all_masks, mask_size_for_rate, masks_of_sizes, nested_masks, random_orderings
-from ..models import has_own_chain, has_own_weighted_sum, reference_chain_log_prob
+from ..models import as_masked_model, has_own_chain, has_own_weighted_sum, reference_chain_log_prob
 from .training import check_output, log_marginal, masked_log_prob_sum, noise_generator
 
 __all__ = [
@@ -41,7 +41,7 @@ def _chunk_size(model, n_samples, n_features, per_mask_width=1):
     A model may fix its own ``mask_chunk``: a stochastic one that draws noise per call needs
     calls that do not depend on the number of samples.
     """
-    fixed = getattr(model, "mask_chunk", None)
+    fixed = model.mask_chunk
     if fixed is not None:
         return max(1, fixed // per_mask_width)
     return max(1, chunk_budget() // (max(n_samples, 1) * n_features * per_mask_width))
@@ -55,11 +55,8 @@ def _shared_mask_sums(model, X, masks, generator, observed=None):
     chunks so that its matrix products stay fast); otherwise chunks follow the working memory
     (:func:`skmpt.working_memory`).
     """
-    preferred = getattr(model, "shared_mask_chunk", None)
-    if preferred is None or getattr(model, "mask_chunk", None) is not None:
-        chunk = _chunk_size(model, X.shape[0], X.shape[1])
-    else:
-        chunk = max(1, int(preferred(X.shape[0])))
+    preferred = model.shared_mask_chunk(X.shape[0]) if model.mask_chunk is None else None
+    chunk = _chunk_size(model, X.shape[0], X.shape[1]) if preferred is None else max(1, int(preferred))
     parts = [
         masked_log_prob_sum(model, X, masks[i : i + chunk], generator=generator, observed=observed)
         for i in range(0, len(masks), chunk)
@@ -72,7 +69,7 @@ def score_at_size(model, X, size, *, score_masks="all", random_state=None):
 
     Parameters
     ----------
-    model : object
+    model : MaskedModel or object
         See the module docstring.
     X : torch.Tensor of shape (n_samples, n_features)
     size : int in 1..n_features
@@ -97,8 +94,9 @@ def score_at_size(model, X, size, *, score_masks="all", random_state=None):
     >>> bool(torch.allclose(total, joint.log_marginal(X)))
     True
     """
+    model = as_masked_model(model)
     n_features = X.shape[1]
-    generator = check_generator(random_state) if score_masks != "all" or getattr(model, "stochastic", False) else None
+    generator = check_generator(random_state) if score_masks != "all" or model.stochastic else None
     model_generator = noise_generator(model, generator) if generator is not None else None
     if score_masks == "all":
         masks = all_masks(n_features, size, device=X.device)
@@ -119,8 +117,8 @@ def fixed_rate_bias(model, X, mask_rate, *, score_masks="all", random_state=None
 
     Parameters
     ----------
-    model : object
-        See the module docstring; also has ``log_marginal(X)``.
+    model : MaskedModel or object
+        See the module docstring; also provides ``log_marginal(X)``.
     X : torch.Tensor of shape (n_samples, n_features)
     mask_rate : float in (0, 1]
     score_masks : "all" or int, default="all"
@@ -141,6 +139,7 @@ def fixed_rate_bias(model, X, mask_rate, *, score_masks="all", random_state=None
     >>> fixed_rate_bias(joint, X, 0.25).shape  # D * S(x; 1) - log p(x): nonzero in general
     torch.Size([1])
     """
+    model = as_masked_model(model)
     n_features = X.shape[1]
     size = mask_size_for_rate(mask_rate, n_features)
     generator = check_generator(random_state)
@@ -214,12 +213,6 @@ def _ordering_blocks(n_orderings, n_features, generator, device, pattern=None):
 def _chain_curve(model, X, n_orderings, generator, pattern=None, *, total=False):
     """The chain's curve, ``(n, D)``, or with ``total`` its sum over the steps, ``(n,)``
     (summed as the terms come, without the curve)."""
-    if not hasattr(model, "chain_log_prob") and not hasattr(model, "masked_log_prob"):
-        raise TypeError(
-            f"The 'chain' estimator predicts one token of each nested mask and needs per-token "
-            f"conditionals, a masked_log_prob(X, masks) method, which {type(model).__name__} "
-            f"lacks; use 'nested' or 'sweep'."
-        )
     model_generator = noise_generator(model, generator)
     n_samples, n_features = X.shape
     # A model's own path (e.g. PPCA's, one triangular map per ordering) costs D terms per ordering;
@@ -231,11 +224,10 @@ def _chain_curve(model, X, n_orderings, generator, pattern=None, *, total=False)
     dims = (1, 2) if total else 1
     out = X.new_zeros(n_samples) if total else X.new_zeros(n_samples, n_features)
     chunk = _chunk_size(model, n_samples, n_features, width)
-    observed = {} if pattern is None else {"observed": pattern}
     for orderings in _ordering_blocks(n_orderings, n_features, generator, X.device, pattern):
         for start in range(0, len(orderings), chunk):
             block = orderings[start : start + chunk]
-            terms = call_with_generator(chain, X, block, generator=model_generator, **observed)
+            terms = chain(X, block, generator=model_generator, observed=pattern)
             out += check_output(terms, (n_samples, len(block), n_features), model, "chain_log_prob", X, block).sum(dims)
     return out / n_orderings
 
@@ -272,8 +264,7 @@ def mask_plan(model, X, method, score_masks, random_state, pattern=None):
     n_features = X.shape[1]
     if method == "exhaustive":
         counts = [math.comb(n_features, m) for m in range(1, n_features + 1)]
-        stochastic = getattr(model, "stochastic", False)
-        model_generator = noise_generator(model, check_generator(random_state)) if stochastic else None
+        model_generator = noise_generator(model, check_generator(random_state)) if model.stochastic else None
         blocks = all_masks(n_features, device=X.device).split(MASK_BLOCK)
         return blocks, torch.tensor(counts, dtype=X.dtype, device=X.device), model_generator
     generator = check_generator(random_state)
@@ -306,7 +297,7 @@ def mpt_curve(model, X, *, method="sweep", score_masks=100, random_state=None, o
 
     Parameters
     ----------
-    model : object
+    model : MaskedModel or object
         See the module docstring.
     X : torch.Tensor of shape (n_samples, n_features)
     method : {"exhaustive", "sweep", "nested", "chain"}, default="sweep"
@@ -349,6 +340,7 @@ def mpt_curve(model, X, *, method="sweep", score_masks=100, random_state=None, o
     >>> bool(torch.allclose(curve.sum(-1), joint.log_marginal(X)))
     True
     """
+    model = as_masked_model(model)
     score_masks = _check_method(method, X, score_masks)
     _check_observed(observed, X)
 
@@ -386,9 +378,10 @@ def cumulative_score(model, X, *, method="sweep", score_masks=100, random_state=
     >>> bool(torch.allclose(chain, joint.log_marginal(X)))
     True
     """
+    model = as_masked_model(model)
     score_masks = _check_method(method, X, score_masks)
     _check_observed(observed, X)
-    if method == "chain" and observed is not None and not getattr(model, "stochastic", False):
+    if method == "chain" and observed is not None and not model.stochastic:
         # Each ordering's terms sum to log p(x_o) whatever the pattern: no grouping by pattern.
         return _chain_total(model, X, score_masks, check_generator(random_state), observed)
     return _by_pattern(
@@ -415,14 +408,11 @@ def _cumulative(model, X, method, score_masks, random_state, pattern):
     # weighted sum over all the masks, which a model may form without the per-mask sums.
     size_weights = 1 / (counts * _sizes(X, len(counts)))
     own = has_own_weighted_sum(model)
-    observed = {} if pattern is None else {"observed": pattern}
     total = X.new_zeros(X.shape[0])
     for masks in blocks:
         weights = size_weights[masks.sum(-1) - 1]
         if own:
-            weighted = call_with_generator(
-                model.weighted_log_prob_sum, X, masks, weights, generator=model_generator, **observed
-            )
+            weighted = model.weighted_log_prob_sum(X, masks, weights, generator=model_generator, observed=pattern)
             total += check_output(weighted, (X.shape[0],), model, "weighted_log_prob_sum", X, masks)
         else:
             total += _shared_mask_sums(model, X, masks, model_generator, pattern) @ weights

@@ -8,9 +8,8 @@ import math
 
 import torch
 
-from .._utils import call_with_generator
 from .._validation import check_positive_int
-from ..models import importance_log_weights, standard_normal
+from ..models import as_masked_model, importance_log_weights, model_name, standard_normal
 
 __all__ = [
     "OBJECTIVES",
@@ -43,8 +42,11 @@ def check_masks(masks, X):
 
 
 def noise_generator(model, generator):
-    """The generator a stochastic model draws from: a copy of the masks' generator, else None."""
-    if not getattr(model, "stochastic", False):
+    """The generator a stochastic model draws from: a copy of the masks' generator, else None.
+
+    ``model`` is a :class:`skmpt.models.MaskedModel` (:func:`skmpt.models.as_masked_model`).
+    """
+    if not model.stochastic:
         return None
     copy = torch.Generator(device="cpu")
     copy.set_state(generator.get_state())
@@ -60,7 +62,7 @@ def check_output(values, shape, model, method, X, masks):
     if not isinstance(values, torch.Tensor) or tuple(values.shape) != tuple(shape):
         got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
         raise ValueError(
-            f"{type(model).__name__}.{method} returned {got} for X of shape {tuple(X.shape)} and "
+            f"{model_name(model)}.{method} returned {got} for X of shape {tuple(X.shape)} and "
             f"masks (or orderings) of shape {tuple(masks.shape)}; the contract asks for {tuple(shape)}. "
             f"skmpt.testing.check_masked_model checks a model against every shape it is called with."
         )
@@ -68,19 +70,20 @@ def check_output(values, shape, model, method, X, masks):
 
 
 def masked_log_prob_sum(model, X, masks, *, generator=None, observed=None):
-    """``sum_{j in m} log p(x_j | x_r)`` from whichever of the two methods the model has.
+    """``sum_{j in m} log p(x_j | x_r)``: the model's ``masked_log_prob_sum``, its shape checked.
 
     Parameters
     ----------
-    model : object
-        Has ``masked_log_prob_sum`` or ``masked_log_prob`` (module docstring).
+    model : MaskedModel or object
+        See the module docstring; an object that is not a :class:`~skmpt.models.MaskedModel` is
+        wrapped by :func:`skmpt.models.as_masked_model`.
     X : torch.Tensor of shape (n_samples, n_features)
     masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
             (n_samples, n_masks, n_features)
     generator : torch.Generator, default=None
-        Passed to the model's method when given (stochastic models).
+        The noise of a stochastic model (a deterministic one ignores it).
     observed : torch.Tensor of dtype bool and shape (n_samples, n_features) or (n_features,), default=None
-        Entries not observed (``False``), marginalised out; passed to the model only when given.
+        Entries not observed (``False``), marginalised out.
 
     Returns
     -------
@@ -98,19 +101,10 @@ def masked_log_prob_sum(model, X, masks, *, generator=None, observed=None):
     >>> sums.shape
     torch.Size([1, 2])
     """
+    model = as_masked_model(model)
     check_masks(masks, X)
-    expected = (X.shape[0], masks.shape[-2])
-    options = {} if observed is None else {"observed": observed}
-    if hasattr(model, "masked_log_prob_sum"):
-        sums = call_with_generator(model.masked_log_prob_sum, X, masks, generator=generator, **options)
-        return check_output(sums, expected, model, "masked_log_prob_sum", X, masks)
-    if hasattr(model, "masked_log_prob"):
-        per_token = call_with_generator(model.masked_log_prob, X, masks, generator=generator, **options)
-        return check_output(per_token, (*expected, X.shape[1]), model, "masked_log_prob", X, masks).sum(-1)
-    raise TypeError(
-        f"{type(model).__name__} has neither masked_log_prob_sum(X, masks) nor "
-        f"masked_log_prob(X, masks); skmpt's objectives need one of them."
-    )
+    sums = model.masked_log_prob_sum(X, masks, generator=generator, observed=observed)
+    return check_output(sums, (X.shape[0], masks.shape[-2]), model, "masked_log_prob_sum", X, masks)
 
 
 def mpt_objective(model, X, masks, *, generator=None, observed=None):
@@ -124,7 +118,7 @@ def mpt_objective(model, X, masks, *, generator=None, observed=None):
 
     Parameters
     ----------
-    model : object
+    model : MaskedModel or object
         See the module docstring.
     X : torch.Tensor of shape (n_samples, n_features)
     masks : torch.Tensor of dtype bool and shape (n_masks, n_features) or \
@@ -155,6 +149,7 @@ def mpt_objective(model, X, masks, *, generator=None, observed=None):
     >>> mpt_objective(joint, X, masks).shape
     torch.Size([1])
     """
+    model = as_masked_model(model)
     check_masks(masks, X)
     sizes = masks.sum(-1)
     if observed is None:
@@ -176,15 +171,15 @@ def log_marginal(model, X, *, generator=None, observed=None, **options):
 
     Parameters
     ----------
-    model : object
-        Has ``log_marginal(X)`` (see :class:`skmpt.models.MaskedModel`).
+    model : MaskedModel or object
+        Provides ``log_marginal`` (see :class:`skmpt.models.MaskedModel`).
     X : torch.Tensor of shape (n_samples, n_features)
     generator : torch.Generator, default=None
-        Passed to a stochastic model's estimate when given.
+        The noise of a stochastic model's estimate.
     observed : torch.Tensor of dtype bool and shape (n_samples, n_features), default=None
         Entries not observed: the model's ``log p(x_o)`` of the observed sub-vector.
     **options
-        Passed to ``model.log_marginal`` (e.g. ``n_samples`` of an importance-sampled one).
+        Passed to ``model.log_marginal`` (e.g. ``n_lml_samples`` of an importance-sampled one).
 
     Returns
     -------
@@ -200,11 +195,7 @@ def log_marginal(model, X, *, generator=None, observed=None, **options):
     >>> round(float(log_marginal(joint, X).exp()), 6)
     0.3
     """
-    if not hasattr(model, "log_marginal"):
-        raise TypeError(f"{type(model).__name__} has no log_marginal(X) method.")
-    if observed is not None:
-        options["observed"] = observed
-    return call_with_generator(model.log_marginal, X, generator=generator, **options)
+    return as_masked_model(model).log_marginal(X, generator=generator, observed=observed, **options)
 
 
 def elbo(model, X, *, generator=None, observed=None):
@@ -216,14 +207,14 @@ def elbo(model, X, *, generator=None, observed=None):
 
     Parameters
     ----------
-    model : object
-        See :class:`skmpt.models.MaskedModel` (optional methods).
+    model : MaskedModel or object
+        Provides ``encode`` and ``log_likelihood`` (see :class:`skmpt.models.MaskedModel`).
     X : torch.Tensor of shape (n_samples, n_features)
     generator : torch.Generator, default=None
         The sample's noise; ``None``: torch's global generator.
     observed : torch.Tensor of dtype bool and shape (n_samples, n_features), default=None
-        Entries not observed: the encoder sees ``model.fill`` (zero if it has none) there and
-        the likelihood sums over the observed entries, a bound on ``log p(x_o)``.
+        Entries not observed: left out of what the encoder sees (``encode(X, observed=)``) and
+        of the likelihood, a bound on ``log p(x_o)``.
 
     Returns
     -------
@@ -239,12 +230,8 @@ def elbo(model, X, *, generator=None, observed=None):
     >>> elbo(module, X, generator=torch.Generator().manual_seed(0)).shape
     torch.Size([3])
     """
-    if observed is None:
-        mean, log_var = model.encode(X)
-        z = mean + (0.5 * log_var).exp() * standard_normal(mean.shape, X, generator)
-        kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
-        return model.log_likelihood(X, z) - kl
-    mean, log_var = model.encode(torch.where(observed, X, getattr(model, "fill", 0.0)))
+    model = as_masked_model(model)
+    mean, log_var = model.encode(X, observed=observed)
     z = mean + (0.5 * log_var).exp() * standard_normal(mean.shape, X, generator)
     kl = 0.5 * (mean.square() + log_var.exp() - 1 - log_var).sum(-1)
     return model.log_likelihood(X, z, observed=observed) - kl
@@ -259,7 +246,8 @@ def iwae(model, X, *, n_particles=16, generator=None, observed=None):
 
     Parameters
     ----------
-    model : object
+    model : MaskedModel or object
+        As in :func:`elbo`.
     X : torch.Tensor of shape (n_samples, n_features)
     n_particles : int, default=16
     generator : torch.Generator, default=None
@@ -281,11 +269,10 @@ def iwae(model, X, *, n_particles=16, generator=None, observed=None):
     torch.Size([3])
     """
     n_particles = check_positive_int(n_particles, "n_particles")
-    filled = X if observed is None else torch.where(observed, X, getattr(model, "fill", 0.0))
-    encoded = model.encode(filled)
+    model = as_masked_model(model)
+    encoded = model.encode(X, observed=observed)
     noise = standard_normal((X.shape[0], n_particles, encoded[0].shape[-1]), X, generator)
-    options = {} if observed is None else {"observed": observed}
-    log_weights = importance_log_weights(model, X, noise, encoded=encoded, **options)
+    log_weights = importance_log_weights(model, X, noise, encoded=encoded, observed=observed)
     return torch.logsumexp(log_weights, dim=1) - math.log(n_particles)
 
 

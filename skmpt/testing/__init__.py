@@ -6,8 +6,8 @@
 - :func:`check_mpt_identity` measures how far the cumulative MPT score ``sum_M S(x; M)`` of a
   model lies from its log-marginal likelihood: zero (to rounding) when the model's masked
   conditionals come from one joint density, and the size of their inconsistency otherwise.
-- :func:`check_incomplete_rows` (one of those checks) holds a model that takes ``observed=`` to
-  the contract on rows with entries not observed.
+- :func:`check_incomplete_rows` (one of those checks) holds a model that handles missing entries
+  (``handles_missing``) to the contract on rows with entries not observed.
 - :func:`check_masked_predictor` is the same for the text side's masked predictors
   (:data:`MASKED_PREDICTOR_CHECKS`, :class:`skmpt.text.MaskedPredictor`): logits of the right
   shape, finite, not hidden states, a valid mask id, padding that changes nothing, determinism,
@@ -46,7 +46,7 @@ from .checks import (
     check_zero_at_observed,
 )
 from .identity import IdentityCheck, assert_mpt_identity, check_mpt_identity
-from .missing import accepts_observed, check_incomplete_rows, incomplete_pattern
+from .missing import check_incomplete_rows, incomplete_pattern
 from .joints import TabularJoint
 from .predictors import (MASKED_PREDICTOR_CHECKS, MaskedPredictorCase, check_deterministic, check_finite_logits,
                          check_logits_shape, check_mask_id, check_masked_predictor, check_module_unchanged,
@@ -70,7 +70,6 @@ __all__ = [
     "IdentityCheck",
     "MaskedModelCase",
     "TabularJoint",
-    "accepts_observed",
     "assert_mpt_identity",
     "check_batch_independence",
     "check_call_shapes",

@@ -6,9 +6,10 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 
-from .._utils import call_with_generator, check_generator
+from .._utils import check_generator
 from .._validation import Interval, validate_parameters
 from ..masks import masks_of_sizes, random_orderings
+from ..models import as_masked_model, model_name
 from ._inputs import as_model_and_tensor, parameter_dtype
 
 __all__ = ["MaskedModelCase"]
@@ -44,8 +45,9 @@ class MaskedModelCase:
     Parameters
     ----------
     model : object or fitted skmpt estimator
-        A :class:`skmpt.models.MaskedModel` or any object with ``masked_log_prob``; for a
-        fitted estimator, its ``module_`` on ``X`` validated by the estimator.
+        A :class:`skmpt.models.MaskedModel` or any object with ``masked_log_prob`` (wrapped
+        once by :func:`skmpt.models.as_masked_model`); for a fitted estimator, its ``module_``
+        on ``X`` validated by the estimator.
     X : torch.Tensor or array-like of shape (n_samples, n_features)
         At least two samples, in the dtype and on the device to check. The model is called
         with ``X`` in the precision given, never another: a float32 array or tensor is
@@ -65,13 +67,14 @@ class MaskedModelCase:
 
     Attributes
     ----------
-    model : object
-        The model checked (an estimator's ``module_``).
+    model : MaskedModel
+        The model checked (an estimator's ``module_``; an object that is not a
+        :class:`~skmpt.models.MaskedModel`, wrapped).
     X : torch.Tensor of shape (n_samples, n_features)
     seed : int
         Seeds the masks, the orderings and, for a stochastic model, every call's generator.
     stochastic : bool
-        The model's ``stochastic`` attribute (False when it has none).
+        The model's ``stochastic`` attribute.
     masks : torch.Tensor of shape (n_check_masks, n_features)
         Shared masks.
     per_sample_masks : torch.Tensor of shape (n_samples, n_check_masks, n_features)
@@ -108,11 +111,10 @@ class MaskedModelCase:
         model, X = as_model_and_tensor(model, X)
         if X.ndim != 2 or X.shape[0] < 2 or X.shape[1] < 1:
             raise ValueError(f"X must be a 2-D tensor with at least two samples and one feature; got {tuple(X.shape)}.")
-        if not hasattr(model, "masked_log_prob"):
-            raise TypeError(f"{type(model).__name__} has no masked_log_prob(X, masks), the reference of the contract.")
+        model = as_masked_model(model)
         self.model, self.X, self.rtol, self.atol = model, X, rtol, atol
         self.seed = int(torch.randint(2**62, (1,), generator=check_generator(random_state)))
-        self.stochastic = bool(getattr(model, "stochastic", False))
+        self.stochastic = bool(model.stochastic)
         self.report = {}
         generator = torch.Generator().manual_seed(self.seed)
         n_samples, n_features = X.shape
@@ -189,12 +191,12 @@ class MaskedModelCase:
         generator = torch.Generator().manual_seed(self.seed + seed) if self.stochastic else None
         with torch.no_grad():
             try:
-                return call_with_generator(method, *args, generator=generator, **kwargs)
+                return method(*args, generator=generator, **kwargs)
             except RuntimeError as exc:
                 if self._dtype_mismatch() is None:
                     raise
                 raise AssertionError(
-                    f"{type(self.model).__name__} cannot be called with X in {self.X.dtype}: "
+                    f"{model_name(self.model)} cannot be called with X in {self.X.dtype}: "
                     f"{self._dtype_mismatch()} ({exc})"
                 ) from exc
 
@@ -210,7 +212,7 @@ class MaskedModelCase:
 
     def fail(self, name, message):
         """Raise ``AssertionError`` naming the model and the property ``name``."""
-        raise AssertionError(f"{type(self.model).__name__} fails the masked-model contract, {name!r}: {message}")
+        raise AssertionError(f"{model_name(self.model)} fails the masked-model contract, {name!r}: {message}")
 
     def check_output(self, name, value, shape, *, where=""):
         """Fail unless ``value`` is a tensor of ``shape`` with ``X``'s dtype and device.

@@ -10,7 +10,7 @@ import functools
 
 import torch
 
-from ..models import reference_chain_log_prob
+from ..models import provides, reference_chain_log_prob
 from .case import MaskedModelCase
 from .identity import check_mpt_identity
 from .missing import check_incomplete_rows
@@ -163,7 +163,7 @@ def check_shared_and_per_sample_masks(case):
 
 def check_masked_sum_matches_reference(case):
     """``"masked_log_prob_sum"``: the model's per-mask sums equal the reference summed over the
-    features, for shared and per-sample masks. Skipped when the model has none.
+    features, for shared and per-sample masks.
 
     Examples
     --------
@@ -177,12 +177,8 @@ def check_masked_sum_matches_reference(case):
     ...
     AssertionError: Offset fails the masked-model contract, 'masked_log_prob_sum': max abs difference 0.1 ...
     """
-    sum_method = getattr(case.model, "masked_log_prob_sum", None)
-    if sum_method is None:
-        case.skip("masked_log_prob_sum", "the model has no masked_log_prob_sum (objectives sum the reference)")
-        return
     for form, reference in ((case.masks, case.reference), (case.per_sample_masks, case.per_sample_reference)):
-        sums = case.call(sum_method, case.X, form)
+        sums = case.call(case.model.masked_log_prob_sum, case.X, form)
         case.check_output("masked_log_prob_sum", sums, reference.shape[:2])
         case.assert_close("masked_log_prob_sum", sums, reference.sum(-1))
 
@@ -190,7 +186,6 @@ def check_masked_sum_matches_reference(case):
 def check_weighted_sum_matches_reference(case):
     """``"weighted_log_prob_sum"``: the model's weighted sum over shared masks (the form of
     every cumulative score) equals the reference's per-mask sums contracted with the weights.
-    Skipped when the model has none.
 
     Examples
     --------
@@ -201,13 +196,9 @@ def check_weighted_sum_matches_reference(case):
     >>> case.report["weighted_log_prob_sum"] < 1e-12
     True
     """
-    weighted_method = getattr(case.model, "weighted_log_prob_sum", None)
-    if weighted_method is None:
-        case.skip("weighted_log_prob_sum", "the model has no weighted_log_prob_sum (objectives weigh the sums)")
-        return
     X, masks = case.X, case.masks
     weights = torch.linspace(0.5, 2.0, len(masks), dtype=X.dtype, device=X.device)
-    total = case.call(weighted_method, X, masks, weights)
+    total = case.call(case.model.weighted_log_prob_sum, X, masks, weights)
     case.check_output("weighted_log_prob_sum", total, X.shape[:1])
     case.assert_close("weighted_log_prob_sum", total, case.reference.sum(-1) @ weights)
 
@@ -215,7 +206,7 @@ def check_weighted_sum_matches_reference(case):
 def check_chain_matches_reference(case):
     """``"chain_log_prob"``: the model's chain terms equal
     :func:`skmpt.models.reference_chain_log_prob`, the reference on each ordering's nested
-    masks. Skipped when the model has no ``chain_log_prob``.
+    masks.
 
     Examples
     --------
@@ -226,13 +217,9 @@ def check_chain_matches_reference(case):
     >>> case.report["chain_log_prob"]
     0.0
     """
-    chain_method = getattr(case.model, "chain_log_prob", None)
-    if chain_method is None:
-        case.skip("chain_log_prob", "the model has no chain_log_prob (the chain estimator uses the reference)")
-        return
     X, orderings = case.X, case.orderings
     expected = case.call(functools.partial(reference_chain_log_prob, case.model), X, orderings)
-    chain = case.call(chain_method, X, orderings)
+    chain = case.call(case.model.chain_log_prob, X, orderings)
     case.check_output("chain_log_prob", chain, (X.shape[0], *orderings.shape))
     case.assert_close("chain_log_prob", chain, expected)
 
@@ -273,37 +260,31 @@ def check_call_shapes(case):
     AssertionError: OneMaskWrong fails the masked-model contract, 'call shapes': masked_log_prob_sum, every sample, ...
     """
     name, model = "call shapes", case.model
-    sum_method = getattr(model, "masked_log_prob_sum", None)
-    weighted_method = getattr(model, "weighted_log_prob_sum", None)
     for label, rows, masks, expected in case.call_forms:
         X, shapes = case.X[rows], _shapes(case.X[rows], masks)
         reference = case.call(model.masked_log_prob, X, masks)
         case.check_output(name, reference, (len(X), *masks.shape[-2:]), where=f"masked_log_prob, {label} ({shapes})")
         if not case.stochastic:
             case.assert_close(name, reference, expected, where=f"masked_log_prob, {label} ({shapes})")
-        if sum_method is not None:
-            sums = case.call(sum_method, X, masks)
-            where = f"masked_log_prob_sum, {label} ({shapes})"
-            case.check_output(name, sums, reference.shape[:2], where=where)
-            case.assert_close(name, sums, reference.sum(-1), where=where)
-        if weighted_method is not None and masks.ndim == 2:
+        sums = case.call(model.masked_log_prob_sum, X, masks)
+        where = f"masked_log_prob_sum, {label} ({shapes})"
+        case.check_output(name, sums, reference.shape[:2], where=where)
+        case.assert_close(name, sums, reference.sum(-1), where=where)
+        if masks.ndim == 2:
             weights = torch.linspace(0.5, 2.0, len(masks), dtype=X.dtype, device=X.device)
-            total = case.call(weighted_method, X, masks, weights)
+            total = case.call(model.weighted_log_prob_sum, X, masks, weights)
             where = f"weighted_log_prob_sum, {label} ({shapes})"
             case.check_output(name, total, X.shape[:1], where=where)
             case.assert_close(name, total, reference.sum(-1) @ weights, where=where)
-    chain_method = getattr(model, "chain_log_prob", None)
     last = slice(len(case.X) - 1, None)
     for label, rows, orderings in (
         ("every sample, one ordering", slice(None), case.orderings[:1]),
         ("a chunk of one sample, one ordering", last, case.orderings[:1]),
         ("a chunk of one sample, every ordering", last, case.orderings),
     ):
-        if chain_method is None:
-            break
         X, where = case.X[rows], f"chain_log_prob, {label} ({_shapes(case.X[rows], orderings)})"
         expected = case.call(functools.partial(reference_chain_log_prob, model), X, orderings)
-        chain = case.call(chain_method, X, orderings)
+        chain = case.call(model.chain_log_prob, X, orderings)
         case.check_output(name, chain, (len(X), *orderings.shape), where=where)
         case.assert_close(name, chain, expected, where=where)
     case.report.setdefault(name, 0.0)
@@ -311,7 +292,7 @@ def check_call_shapes(case):
 
 def check_log_marginal_output(case):
     """``"log_marginal output"``: ``log_marginal(X)`` has shape ``(n,)``, ``X``'s dtype and
-    device. Skipped when the model has no ``log_marginal``.
+    device. Skipped when the model does not provide ``log_marginal``.
 
     Examples
     --------
@@ -322,7 +303,7 @@ def check_log_marginal_output(case):
     >>> case.report
     {'log_marginal output': 0.0}
     """
-    if not hasattr(case.model, "log_marginal"):
+    if not provides(case.model, "log_marginal"):
         case.skip("log_marginal output", "the model has no log_marginal")
         return
     case.log_marginal  # noqa: B018 - computed and checked on first use
@@ -333,7 +314,7 @@ def check_identity(case):
     """``"identity"``: the exhaustive cumulative score ``sum_M S(x; M)`` equals
     ``log_marginal`` to ``rtol`` (the chain with ``n_orderings`` orderings when ``D > 12``).
 
-    Skipped when the model has no ``log_marginal``, and for a stochastic model: its
+    Skipped when the model does not provide ``log_marginal``, and for a stochastic model: its
     conditionals and its ``log_marginal`` are separate Monte Carlo estimates; compare them
     with :func:`check_mpt_identity` at a tolerance of their Monte Carlo error.
 
@@ -350,7 +331,7 @@ def check_identity(case):
     ...
     AssertionError: Shifted fails the masked-model contract, 'identity': max abs difference 0.25 ...
     """
-    if not hasattr(case.model, "log_marginal"):
+    if not provides(case.model, "log_marginal"):
         case.skip("identity", "the model has no log_marginal")
         return
     if case.stochastic:
@@ -370,7 +351,7 @@ def check_identity(case):
 
 def check_posterior_output(case):
     """``"posterior"``: ``posterior(X)[0]`` (what ``transform`` returns) is a tensor of shape
-    ``(n, K)`` with ``X``'s dtype and device. Skipped when the model has no ``posterior``.
+    ``(n, K)`` with ``X``'s dtype and device. Skipped when the model does not provide ``posterior``.
 
     Examples
     --------
@@ -383,7 +364,7 @@ def check_posterior_output(case):
     >>> case.posterior_mean.shape
     torch.Size([3, 1])
     """
-    if not hasattr(case.model, "posterior"):
+    if not provides(case.model, "posterior"):
         case.skip("posterior", "the model has no posterior")
         return
     case.posterior_mean  # noqa: B018 - computed and checked on first use
@@ -392,8 +373,8 @@ def check_posterior_output(case):
 
 def check_decode_output(case):
     """``"decode"``: ``decode`` of the posterior mean (what ``inverse_transform`` returns) is a
-    tensor of shape ``(n, D)`` with ``X``'s dtype and device. Skipped when the model has no
-    ``decode`` or no ``posterior``.
+    tensor of shape ``(n, D)`` with ``X``'s dtype and device. Skipped when the model does not
+    provide ``decode`` or ``posterior``.
 
     Examples
     --------
@@ -406,7 +387,7 @@ def check_decode_output(case):
     >>> case.report
     {'decode': 0.0}
     """
-    if not (hasattr(case.model, "posterior") and hasattr(case.model, "decode")):
+    if not (provides(case.model, "posterior") and provides(case.model, "decode")):
         case.skip("decode", "decode is checked on posterior(X)[0]; the model lacks posterior or decode")
         return
     with torch.no_grad():
@@ -456,7 +437,7 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_check_masks=8, n_or
         (``"decode"``)
     12. :func:`check_incomplete_rows` (``"incomplete rows"``): the fast paths against the
         reference with entries not observed, and the identity over the observed entries
-        against ``log_marginal(X, observed=)`` (skipped for a model without ``observed=``)
+        against ``log_marginal(X, observed=)`` (skipped for a model whose ``handles_missing`` is False)
 
     For a stochastic model each comparison calls both sides with generators seeded alike
     and with the same masks per call, so they agree exactly when the model draws its noise
@@ -465,8 +446,9 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_check_masks=8, n_or
     Parameters
     ----------
     model : object or fitted skmpt estimator
-        A :class:`skmpt.models.MaskedModel` or any object with ``masked_log_prob``; for a
-        fitted estimator, its ``module_`` on ``X`` validated by the estimator.
+        A :class:`skmpt.models.MaskedModel` or any object with ``masked_log_prob`` (wrapped
+        once by :func:`skmpt.models.as_masked_model`); for a fitted estimator, its ``module_``
+        on ``X`` validated by the estimator.
     X : torch.Tensor or array-like of shape (n_samples, n_features)
         At least two samples, in the dtype and on the device to check. The model is called
         with ``X`` in the precision given, never another: a float32 array or tensor is

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from .._utils import check_generator
-from ..models import MaskedModel
+from ..models import MaskedModel, conditioning_set
 
 __all__ = ["TabularJoint"]
 
@@ -14,7 +14,9 @@ class TabularJoint(MaskedModel):
 
     Its masked conditionals are computed by brute force from the table, so they are
     consistent with one joint and the MPT identity holds exactly: a reference model (a
-    deterministic :class:`~skmpt.models.MaskedModel` with only the reference method).
+    deterministic :class:`~skmpt.models.MaskedModel` with only the reference method and
+    ``log_marginal``). Entries not ``observed`` are summed out of the table, so the identity
+    over the observed entries holds exactly too.
 
     Parameters
     ----------
@@ -33,6 +35,9 @@ class TabularJoint(MaskedModel):
     >>> mask = torch.tensor([[True, False]])
     >>> round(float(joint.masked_log_prob(X, mask)[0, 0, 0].exp()), 6)
     0.75
+    >>> # p(x_1 = 1), x_2 not observed: 0.3 + 0.4
+    >>> round(float(joint.log_marginal(X, observed=torch.tensor([True, False])).exp()), 6)
+    0.7
     """
 
     def __init__(self, probabilities):
@@ -56,29 +61,38 @@ class TabularJoint(MaskedModel):
         weights = np.random.default_rng(seed).dirichlet(np.full(2**n_features, float(concentration)))
         return cls(weights.reshape((2,) * n_features))
 
-    def _agreement(self, X):
+    def _agreement(self, X, observed=None):
         X = X.to(torch.float64)
+        if observed is not None:  # what an entry not observed holds is not data
+            X = torch.where(observed, X, torch.zeros_like(X))
         if bool(((X != 0) & (X != 1)).any()):
             raise ValueError("TabularJoint models binary data: X must contain only 0 and 1.")
         # agree[n, c, d]: does configuration c match sample n at feature d?
         return X.unsqueeze(1) == self.configurations.unsqueeze(0)
 
-    def log_marginal(self, X):
-        """``log p(x)`` per sample, shape ``(n_samples,)``."""
-        match = self._agreement(X).all(-1).to(torch.float64)
-        return (match @ self.probabilities).log().to(X.dtype)
+    def log_marginal(self, X, *, generator=None, observed=None):
+        """``log p(x)`` per sample (``log p(x_o)`` with ``observed``), shape ``(n_samples,)``;
+        ``generator`` is not used (the table is exact)."""
+        agree = self._agreement(X, observed)
+        if observed is not None:
+            agree = agree | ~observed.unsqueeze(-2)
+        log_p = (agree.all(-1).to(torch.float64) @ self.probabilities).log().to(X.dtype)
+        # Nothing observed: log p(x_o) = log 1, exactly (the table's sum may round off one).
+        return log_p if observed is None else torch.where(observed.any(-1), log_p, torch.zeros_like(log_p))
 
-    def masked_log_prob(self, X, masks):
+    def masked_log_prob(self, X, masks, *, generator=None, observed=None):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero elsewhere.
 
-        Returns a tensor of shape ``(n_samples, n_masks, n_features)``.
+        Returns a tensor of shape ``(n_samples, n_masks, n_features)``; ``r`` holds the unmasked
+        ``observed`` entries, ``generator`` is not used (the table is exact).
         """
-        agree = self._agreement(X)
+        agree = self._agreement(X, observed)
         masks = masks.to(X.device)
         if masks.ndim == 2:
             masks = masks.unsqueeze(0).expand(X.shape[0], -1, -1)
-        # match_rest[n, p, c]: configuration c agrees with sample n on the observed features.
-        match_rest = (agree.unsqueeze(1) | masks.unsqueeze(2)).all(-1).to(torch.float64)
+        masks, given = conditioning_set(masks, observed)
+        # match_rest[n, p, c]: configuration c agrees with sample n on the features conditioned on.
+        match_rest = (agree.unsqueeze(1) | ~given.unsqueeze(2)).all(-1).to(torch.float64)
         p_rest = match_rest @ self.probabilities
         weighted = match_rest * self.probabilities
         # p_joint[n, p, j] = p(x_j, x_r): configurations that also agree at j.

@@ -1,44 +1,23 @@
 """The masked-model contract on incomplete rows: entries that are *not observed*.
 
-A model whose methods take ``observed=`` (see :class:`skmpt.models.MaskedModel`) marginalises
-the unobserved entries out; :func:`check_incomplete_rows` checks its fast paths against its
-reference on rows with holes, and the identity over the observed entries against its
-``log_marginal`` of the observed sub-vector.
+A model that handles missing entries (``handles_missing``, see :class:`skmpt.models.MaskedModel`)
+marginalises the unobserved entries out; :func:`check_incomplete_rows` checks its fast paths
+against its reference on rows with holes, and the identity over the observed entries against
+its ``log_marginal`` of the observed sub-vector.
 """
 
 import functools
-import inspect
 
 import torch
 
 from ..masks import all_masks, observed_masks
-from ..models import reference_chain_log_prob
+from ..models import provides, reference_chain_log_prob
 from ..objectives import cumulative_score
 
-__all__ = ["accepts_observed", "check_incomplete_rows", "incomplete_pattern"]
+__all__ = ["check_incomplete_rows", "incomplete_pattern"]
 
 #: Above this many observed features the identity is checked through the chain.
 MAX_EXHAUSTIVE_OBSERVED = 12
-
-
-def accepts_observed(method):
-    """Whether ``method`` takes an ``observed`` keyword (the model handles incomplete rows).
-
-    Examples
-    --------
-    >>> import torch
-    >>> from skmpt.models import PPCAModule
-    >>> from skmpt.testing import TabularJoint, accepts_observed
-    >>> module = PPCAModule(torch.ones(1, 3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), 0.5)
-    >>> accepts_observed(module.masked_log_prob), accepts_observed(TabularJoint.random(2).masked_log_prob)
-    (True, False)
-    """
-    if method is None:
-        return False
-    try:
-        return "observed" in inspect.signature(method).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def incomplete_pattern(n_samples, n_features, *, seed=0, rate=0.7, device=None):
@@ -63,10 +42,11 @@ def incomplete_pattern(n_samples, n_features, *, seed=0, rate=0.7, device=None):
 def check_incomplete_rows(case):
     """``"incomplete rows"``: with entries not observed, the masked sums, the weighted sum
     over masks shared by a pattern, and the chain equal the reference (``masked_log_prob``
-    with ``observed=``), which is zero outside the masks; for a deterministic model with
-    ``log_marginal(X, observed=)``, the exhaustive cumulative score over each row's observed
+    with ``observed=``), which is zero outside the masks; for a deterministic model that
+    provides ``log_marginal``, the exhaustive cumulative score over each row's observed
     entries (the chain above 12 of them) equals ``log p(x_o)``, and is zero for a row with
-    nothing observed. Skipped when ``masked_log_prob`` takes no ``observed``.
+    nothing observed. Skipped for a model whose ``handles_missing`` is False; a method that
+    refuses ``observed`` (``NotImplementedError``) in a model that handles it fails the check.
 
     Examples
     --------
@@ -82,10 +62,19 @@ def check_incomplete_rows(case):
     >>> case.report["incomplete rows"] < 1e-9
     True
     """
-    name, model, X = "incomplete rows", case.model, case.X
-    if not accepts_observed(model.masked_log_prob):
-        case.skip(name, "masked_log_prob takes no observed= (the model handles complete rows only)")
+    name = "incomplete rows"
+    if not case.model.handles_missing:
+        case.skip(name, "handles_missing is False (the model handles complete rows only)")
         return
+    try:
+        case.report[name] = max(_incomplete_rows(case))
+    except NotImplementedError as exc:
+        case.fail(name, str(exc))
+
+
+def _incomplete_rows(case):
+    """The differences :func:`check_incomplete_rows` measures, one per comparison."""
+    name, model, X = "incomplete rows", case.model, case.X
     n_samples, n_features = X.shape
     observed = incomplete_pattern(n_samples, n_features, seed=case.seed % 2**31, device=X.device)
     generator = torch.Generator().manual_seed(case.seed)
@@ -95,18 +84,14 @@ def check_incomplete_rows(case):
     outside = reference[~masks]
     if outside.numel() and bool((outside != 0).any()):
         case.fail(name, "masked_log_prob is not zero outside the masks on incomplete rows.")
-    differences = [0.0]
-    if accepts_observed(getattr(model, "masked_log_prob_sum", None)):
-        sums = case.call(model.masked_log_prob_sum, X, masks, observed=observed)
-        differences.append(_close(case, "masked_log_prob_sum with observed=", sums, reference.sum(-1)))
+    sums = case.call(model.masked_log_prob_sum, X, masks, observed=observed)
+    differences = [_close(case, "masked_log_prob_sum with observed=", sums, reference.sum(-1))]
     differences.append(_weighted(case, observed[min(1, n_samples - 1)]))
-    if accepts_observed(getattr(model, "chain_log_prob", None)):
-        chain = case.call(model.chain_log_prob, X, case.orderings, observed=observed)
-        expected = case.call(functools.partial(reference_chain_log_prob, model), X, case.orderings, observed=observed)
-        differences.append(_close(case, "chain_log_prob with observed=", chain, expected))
-    log_marginal = getattr(model, "log_marginal", None)
-    if log_marginal is not None and accepts_observed(log_marginal) and not case.stochastic:
-        exact = case.call(log_marginal, X, observed=observed)
+    chain = case.call(model.chain_log_prob, X, case.orderings, observed=observed)
+    expected = case.call(functools.partial(reference_chain_log_prob, model), X, case.orderings, observed=observed)
+    differences.append(_close(case, "chain_log_prob with observed=", chain, expected))
+    if provides(model, "log_marginal") and not case.stochastic:
+        exact = case.call(model.log_marginal, X, observed=observed)
         method = "exhaustive" if int(observed.sum(-1).max()) <= MAX_EXHAUSTIVE_OBSERVED else "chain"
         with torch.no_grad():
             score = cumulative_score(
@@ -115,19 +100,18 @@ def check_incomplete_rows(case):
         differences.append(_close(case, f"{method} score over observed entries against log_marginal", score, exact))
         if bool((~observed).all(-1).any()) and bool((exact[(~observed).all(-1)] != 0).any()):
             case.fail(name, "log_marginal(X, observed=) is not zero for a row with nothing observed.")
-    case.report[name] = max(differences)
+    return differences
 
 
 def _weighted(case, pattern):
     """The weighted sum over masks shared by one pattern ``(D,)`` against the reference."""
-    method = getattr(case.model, "weighted_log_prob_sum", None)
-    if not accepts_observed(method) or not bool(pattern.any()):
+    if not bool(pattern.any()):
         return 0.0
     masks = all_masks(int(pattern.sum()), device=case.X.device)[: len(case.masks)]
     shared = masks.new_zeros(len(masks), len(pattern))
     shared[:, pattern] = masks
     weights = torch.linspace(0.5, 2.0, len(shared), dtype=case.X.dtype, device=case.X.device)
-    total = case.call(method, case.X, shared, weights, observed=pattern)
+    total = case.call(case.model.weighted_log_prob_sum, case.X, shared, weights, observed=pattern)
     reference = case.call(case.model.masked_log_prob, case.X, shared, observed=pattern)
     return _close(case, "weighted_log_prob_sum with a shared pattern", total, reference.sum(-1) @ weights)
 

@@ -302,3 +302,157 @@ def test_the_bring_your_own_model_page_runs():
     page = Path(__file__).parents[2] / "docs" / "user_guide" / "own_model.rst"
     result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 10 and result.failed == 0
+
+
+# ---------------------------------------------------------------------------- the declared contract
+class DuckGaussians(torch.nn.Module):
+    """A user's model that is not a MaskedModel: independent Gaussians, with no generator= or
+    observed= anywhere, an encoder that returns the prior and a likelihood that ignores z (so the
+    ELBO and the IWAE bound are log p(x) exactly)."""
+
+    def __init__(self, n_features):
+        super().__init__()
+        self.mean = torch.nn.Parameter(torch.linspace(-1.0, 1.0, n_features, dtype=torch.float64))
+        self.log_std = torch.nn.Parameter(torch.linspace(-0.5, 0.5, n_features, dtype=torch.float64))
+
+    def _token(self, X):
+        return torch.distributions.Normal(self.mean, self.log_std.exp()).log_prob(X)
+
+    def masked_log_prob(self, X, masks):
+        token = self._token(X).unsqueeze(1)
+        return torch.where(masks, token, torch.zeros_like(token))
+
+    def log_marginal(self, X):
+        return self._token(X).sum(-1)
+
+    def encode(self, X):
+        return X.new_zeros(X.shape[0], 1), X.new_zeros(X.shape[0], 1)
+
+    def log_likelihood(self, X, Z):
+        return self.log_marginal(X).reshape(X.shape[0], *([1] * (Z.ndim - 2)))
+
+
+def _duck():
+    g = torch.Generator().manual_seed(0)
+    return DuckGaussians(4), torch.randn(5, 4, generator=g, dtype=torch.float64)
+
+
+def test_a_duck_typed_model_is_wrapped_once_and_scored_through_every_objective(monkeypatch):
+    from skmpt.masks import uniform_size_masks
+    from skmpt.models import MaskedModelAdapter, as_masked_model, provides
+
+    model, X = _duck()
+    wrapped = as_masked_model(model)
+    assert isinstance(wrapped, MaskedModel) and wrapped.model is model and as_masked_model(wrapped) is wrapped
+    assert [provides(wrapped, name) for name in ("log_marginal", "encode", "posterior", "chain_log_prob")] == [
+        True, True, False, False]
+    # The same model as a MaskedModel subclass, sharing the parameters: the reference of every number.
+    subclass = type("SubclassGaussians", (MaskedModel,), {
+        name: vars(DuckGaussians)[name] for name in ("_token", "masked_log_prob", "log_marginal", "encode",
+                                                     "log_likelihood")})()
+    subclass.mean, subclass.log_std = model.mean, model.log_std
+    built = []
+    original = MaskedModelAdapter.__init__
+    monkeypatch.setattr(MaskedModelAdapter, "__init__", lambda self, m: built.append(m) or original(self, m))
+    masks = uniform_size_masks((len(X), 3), 4, random_state=0)
+    seeded = {"generator": torch.Generator().manual_seed(0)}
+    calls = {
+        **{f"cumulative_score/{method}": lambda m, method=method: objectives.cumulative_score(
+            m, X, method=method, score_masks=2, random_state=0) for method in objectives.SCORE_METHODS},
+        "mpt_curve": lambda m: objectives.mpt_curve(m, X, method="sweep", score_masks=2, random_state=0),
+        "score_at_size": lambda m: objectives.score_at_size(m, X, 2),
+        "fixed_rate_bias": lambda m: objectives.fixed_rate_bias(m, X, 0.5),
+        "masked_log_prob_sum": lambda m: objectives.masked_log_prob_sum(m, X, masks),
+        **{name: lambda m, f=f, name=name: f(m, X, masks) if name == "mpt" else f(m, X, **seeded)
+           for name, f in objectives.OBJECTIVES.items()},
+    }
+    exact = model.log_marginal(X).detach()
+    with torch.no_grad():
+        for name, call in calls.items():
+            built.clear()
+            value = call(model)
+            assert len(built) == 1, name  # one adapter per call, made where the model enters
+            seeded["generator"].manual_seed(0)
+            np.testing.assert_array_equal(value.numpy(), call(subclass).numpy(), err_msg=name)
+            seeded["generator"].manual_seed(0)
+            if name in ("cumulative_score/exhaustive", "cumulative_score/chain", "lml", "elbo", "iwae"):
+                np.testing.assert_allclose(value.numpy(), exact.numpy(), rtol=1e-12, err_msg=name)
+    assert check_masked_model(model, X)["identity"] < 1e-12
+
+
+class NoKeywords(MaskedModel):
+    """A subclass whose methods take neither generator= nor observed=."""
+
+    def masked_log_prob(self, X, masks):
+        token = torch.distributions.Normal(0.0, 1.0).log_prob(X).unsqueeze(1)
+        return torch.where(masks, token, torch.zeros_like(token))
+
+    def log_marginal(self, X):
+        return torch.distributions.Normal(0.0, 1.0).log_prob(X).sum(-1)
+
+
+@pytest.mark.parametrize("make", [NoKeywords, lambda: __import__("skmpt").models.as_masked_model(DuckGaussians(3))],
+                         ids=["subclass", "duck-typed"])
+def test_a_model_without_generator_or_observed_parameters_accepts_both(make):
+    import inspect
+
+    model = make()
+    X = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    masks = torch.tensor([[True, False, True], [False, True, False]])
+    for name in ("masked_log_prob", "log_marginal"):
+        parameters = inspect.signature(getattr(model, name)).parameters
+        assert {"generator", "observed"} <= parameters.keys() and parameters["observed"].kind.name == "KEYWORD_ONLY"
+    plain = model.masked_log_prob(X, masks)
+    same = model.masked_log_prob(X, masks, generator=torch.Generator().manual_seed(1), observed=None)
+    assert torch.equal(plain, same)
+    assert torch.equal(model.log_marginal(X, generator=None, observed=None), model.log_marginal(X))
+    assert not model.handles_missing
+    observed = torch.ones(4, 3, dtype=torch.bool)
+    owner = "NoKeywords" if isinstance(model, NoKeywords) else "DuckGaussians"
+    for call in (lambda: model.masked_log_prob(X, masks, observed=observed),
+                 lambda: objectives.cumulative_score(model, X, method="exhaustive", observed=~torch.eye(4, 3).bool())):
+        with pytest.raises(NotImplementedError, match=rf"{owner}\.masked_log_prob takes no observed="):
+            call()
+    report = check_masked_model(model, X)
+    assert report["incomplete rows"].startswith("skipped: handles_missing is False")
+
+
+def test_the_declared_defaults():
+    from skmpt.models import CONTRACT_KEYWORDS, provides
+    from skmpt.testing import TabularJoint
+
+    class Minimal(MaskedModel):
+        def masked_log_prob(self, X, masks, *, generator=None, observed=None):
+            return torch.zeros(X.shape[0], *masks.shape[-2:], dtype=X.dtype)
+
+    model = Minimal()
+    assert (model.stochastic, model.mask_chunk, model.handles_missing, model.shared_mask_chunk(10)) == (
+        False, None, True, None)
+    X, observed = torch.zeros(2, 3, dtype=torch.float64), torch.ones(2, 3, dtype=torch.bool)
+    optional = {
+        "log_marginal": lambda: model.log_marginal(X),
+        "posterior": lambda: model.posterior(X),
+        "decode": lambda: model.decode(X[:, :1]),
+        "encode": lambda: model.encode(X),
+        "log_likelihood": lambda: model.log_likelihood(X, X[:, :1]),
+        "impute": lambda: model.impute(X, observed),
+        "sample_missing": lambda: model.sample_missing(X, observed, 2),
+        "unstandardize_": lambda: model.unstandardize_(X[0], torch.tensor(1.0)),
+    }
+    for name, call in optional.items():
+        assert not provides(model, name)
+        with pytest.raises(NotImplementedError, match=rf"Minimal does not provide {name}, an optional member"):
+            call()
+    with pytest.raises(NotImplementedError, match="Minimal does not provide log_marginal"):
+        objectives.log_marginal(model, X)
+    with pytest.raises(ValueError, match="'fill' is not a method of the masked-model contract"):
+        provides(model, "fill")
+    # Every skmpt model takes every keyword the contract declares, in its own signature.
+    import inspect
+
+    for make in (*MODELS.values(), lambda: (TabularJoint.random(2, random_state=0), None)):
+        module = make()[0]
+        for name, keywords in CONTRACT_KEYWORDS.items():
+            if provides(module, name):
+                own = inspect.signature(inspect.unwrap(getattr(type(module), name))).parameters
+                assert set(keywords) <= own.keys(), (type(module).__name__, name)

@@ -513,3 +513,31 @@ def test_ppca_fast_paths_match_the_reference_for_every_shape_of_call(params, n_s
         np.testing.assert_array_less(((total - sums @ weights).abs() / (scale @ weights)).numpy(), 1e-9)
     if n_samples >= 2:  # the check itself, with n_masks check masks (it needs two samples)
         check_call_shapes(MaskedModelCase(module, X, n_check_masks=n_masks, rtol=1e-9, atol=1e-9, random_state=seed))
+
+
+class SumWithoutObserved(PPCAModule):
+    """Handles missing entries in its reference, but its per-mask sum takes no observed=."""
+
+    def masked_log_prob_sum(self, X, masks):
+        return super().masked_log_prob_sum(X, masks)
+
+
+def test_a_duck_typed_model_is_checked_wrapped_and_named_by_its_own_class():
+    joint = TabularJoint.random(3, concentration=0.5, random_state=0)
+    X = joint.sample(6, random_state=0)
+    report = check_masked_model(Tempered(joint, 1.0), X)
+    assert report["identity"] < 1e-12 and report["masked_log_prob_sum"] < 1e-12
+    assert report["posterior"].startswith("skipped") and report["incomplete rows"].startswith("skipped")
+    with pytest.raises(AssertionError, match=r"^Tempered fails the masked-model contract, 'identity'"):
+        check_masked_model(Tempered(joint, 0.5), X)
+
+
+def test_incomplete_rows_of_the_reference_table_and_a_fast_path_that_refuses_them():
+    joint = TabularJoint.random(4, random_state=0)
+    report = check_masked_model(joint, joint.sample(6, random_state=0))
+    assert isinstance(report["incomplete rows"], float) and report["incomplete rows"] < 1e-12
+    model, X = _ppca(SumWithoutObserved)
+    assert model.handles_missing
+    with pytest.raises(AssertionError, match=r"'incomplete rows': SumWithoutObserved\.masked_log_prob_sum takes no "
+                                             r"observed="):
+        check_incomplete_rows(MaskedModelCase(model, X))
