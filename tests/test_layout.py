@@ -16,7 +16,6 @@ The layers, bottom up (a part imports only parts below it, and its own modules):
 import ast
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "skmpt"
 

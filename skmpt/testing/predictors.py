@@ -219,7 +219,8 @@ def check_masked_predictor(predictor, tokenizer, *, rtol=1e-4, atol=1e-5):
     (:func:`check_logits_shape`); finite (:func:`check_finite_logits`); not the hidden states of
     a head-less encoder (:func:`check_not_hidden_states`); a mask id in range that is no special
     token's (:func:`check_mask_id`); deterministic in evaluation (:func:`check_deterministic`);
-    padding that does not change the real tokens' logits (:func:`check_padding_invariance`); and the module returned with its parameters and train/eval modes unchanged
+    padding that does not change the real tokens' logits (:func:`check_padding_invariance`); and
+    the module returned with its parameters and train/eval modes unchanged
     (:func:`check_module_unchanged`).
 
     Parameters
