@@ -104,6 +104,8 @@ def add_arguments(parser):
     add("--random-state", type=int, default=0, help="seed of the masks")
     add("--quiet", action="store_true", help="no progress bar and no messages")
     add("--debug", action="store_true", help="show the traceback of an error")
+
+
 def _plot_format(path):
     """The format of ``--plot``: its extension, lower case, or ``png`` without one."""
     return os.path.splitext(path)[1][1:].lower() or "png"
