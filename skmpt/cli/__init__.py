@@ -2,8 +2,9 @@
 
 Each command is a module of this package, named in :data:`COMMANDS`, that uses skmpt's public
 API only and defines ``HELP`` (one line for ``skmpt --help``), ``DESCRIPTION``,
-``add_arguments(parser)`` and ``run(args)``. A new command is one such module and one line of
-the table.
+``add_arguments(parser)`` and ``run(args)``. What every command needs (its integer arguments,
+input and output files, process group) is in :mod:`skmpt.cli.common`. A new command is one
+such module and one line of the table.
 
 Every argument is checked before any model loads. An error is one line on standard error, with
 exit status 2 for a usage error (a bad argument, a missing file, an output that exists without

@@ -14,7 +14,8 @@ file's permissions, and an output that is a symbolic link stays one: the file it
 replaced. Under ``torchrun`` every process
 scores its share of the texts and rank 0 alone writes; the process group is left, and the
 threads that could outlive it stopped, before the command returns, so a finished run exits
-cleanly.
+cleanly. The file handling, the integer arguments and the process group are
+:mod:`skmpt.cli.common`'s, which every command shares.
 """
 
 import argparse
@@ -23,13 +24,18 @@ import importlib.util
 import io
 import logging
 import os
-import stat
 import sys
-import tempfile
 import warnings
 
 from skmpt.cli import UsageError
-from skmpt.distributed import init_distributed, launcher_ranks
+from skmpt.cli.common import (
+    atomic_output,
+    check_outputs,
+    non_negative_int,
+    positive_int,
+    process_group,
+    read_lines,
+)
 from skmpt.masks import parse_mask_rates
 from skmpt.objectives import curve_area
 from skmpt._utils import DTYPES
@@ -56,29 +62,8 @@ def _mask_rates(text):
         raise argparse.ArgumentTypeError(message if repr(text) in message else f"{message} (from {text!r})") from None
 
 
-def _integer(text):
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-
-
-def _positive_int(text):
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
-    return value
-
-
-def _non_negative_int(text):
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {value}")
-    return value
-
-
 def _at_least_two(text):
-    value = _positive_int(text)
+    value = positive_int(text)
     if value < 2:
         raise argparse.ArgumentTypeError(f"must be at least 2 (room for the special tokens); got {value}")
     return value
@@ -96,15 +81,15 @@ def add_arguments(parser):
     add("--force", action="store_true", help="overwrite --out and --plot if they exist")
     add("--mask-rates", type=_mask_rates, default=DEFAULT_RATES,
         help="'start:stop:step' (stop included) or 'r1,r2,...'")
-    add("--score-masks", type=_positive_int, default=10, help="random masks per mask size, or orderings for the chain")
+    add("--score-masks", type=positive_int, default=10, help="random masks per mask size, or orderings for the chain")
     add("--score-method", choices=["sweep", "chain"], default="sweep", help="estimator of the cumulative score")
     add("--unit", choices=["nats", "bits"], default="nats", help="unit of every log-probability written")
     add("--whole-word-masking", action="store_true", help="draw the curve's masks over words, not tokens")
     add("--std", action="store_true", help="add the column score_std, the score's Monte Carlo standard error")
     add("--pll", choices=["original", "within_word_l2r"], default=None,
         help="add the column pll, the pseudo-log-likelihood with this metric")
-    add("--score-batch-size", type=_positive_int, default=64, help="most masked copies per forward pass")
-    add("--max-batch-tokens", type=_positive_int, default=16384, help="most tokens per forward pass")
+    add("--score-batch-size", type=positive_int, default=64, help="most masked copies per forward pass")
+    add("--max-batch-tokens", type=positive_int, default=16384, help="most tokens per forward pass")
     add("--max-length", type=_at_least_two, default=512, help="longest text in tokens; longer ones are truncated")
     add("--device", default="auto", help="'auto', 'cpu', 'cuda' or 'cuda:N'")
     add("--dtype", choices=["auto", *DTYPES], default="auto",
@@ -113,7 +98,7 @@ def add_arguments(parser):
     add("--revision", default=None, help="hub revision of the model (branch, tag or commit)")
     add("--local-files-only", action="store_true", help="never use the network, only the local cache")
     add("--trust-remote-code", action="store_true", help="allow a hub model's own code to run")
-    add("--mask-token-id", type=_non_negative_int, default=None,
+    add("--mask-token-id", type=non_negative_int, default=None,
         help="id that masks a token, for a tokenizer without a mask token (MDLM: 50257 with GPT-2's)")
     add("--shift-logits", action="store_true", help="the logits at position i predict token i + 1 (Dream)")
     add("--timestep-arg", default=None, metavar="NAME",
@@ -121,23 +106,6 @@ def add_arguments(parser):
     add("--random-state", type=int, default=0, help="seed of the masks")
     add("--quiet", action="store_true", help="no progress bar and no messages")
     add("--debug", action="store_true", help="show the traceback of an error")
-def _same_file(a, b):
-    if os.path.exists(a) and os.path.exists(b):
-        return os.path.samefile(a, b)
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-def _check_output(path, option, args):
-    """``path`` may be written: its directory exists, it is not the input, it is new or ``--force``."""
-    directory = os.path.dirname(os.path.realpath(path))  # a symbolic link's target is written
-    if not os.path.isdir(directory):
-        raise UsageError(f"{option} {path!r}: the directory {directory!r} does not exist")
-    if os.path.isdir(path):
-        raise UsageError(f"{option} {path!r} is a directory")
-    if args.texts != "-" and _same_file(path, args.texts):
-        raise UsageError(f"{option} {path!r} is the --texts input; it is never written to")
-    if os.path.exists(path) and not args.force:
-        raise UsageError(f"{option} {path!r} exists; pass --force to overwrite it")
 
 
 def _plot_format(path):
@@ -161,18 +129,7 @@ def _check_plot_format(path):
 
 def _read_texts(path):
     """``(line_numbers, texts)`` of every line, blank ones included (1-based numbers)."""
-    if path != "-" and os.path.isdir(path):
-        raise UsageError(f"--texts {path!r} is a directory, not a file of texts")
-    if path != "-" and not os.path.isfile(path):
-        raise UsageError(f"--texts {path!r}: no such file")
-    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
-    try:
-        lines = [line.rstrip("\r\n") for line in stream]
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"--texts {path!r} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
-    finally:
-        if stream is not sys.stdin:
-            stream.close()
+    lines = read_lines(path, "--texts")
     if not any(line.strip() for line in lines):
         raise UsageError(f"--texts {path!r} holds no text (it is empty or blank)")
     return list(range(1, len(lines) + 1)), lines
@@ -180,16 +137,12 @@ def _read_texts(path):
 
 def _validate(args):
     """Every check that needs no model; returns the texts with their line numbers."""
-    if args.out != "-":
-        _check_output(args.out, "--out", args)
+    if args.plot == "-":
+        raise UsageError("--plot must be a file, not '-'")
+    check_outputs({"--texts": args.texts}, {"--out": args.out, "--plot": args.plot}, overwrite=args.force)
     if args.std and args.score_masks < 2:
         raise UsageError(f"--std needs --score-masks 2 or more (a standard deviation); got {args.score_masks}")
     if args.plot is not None:
-        if args.plot == "-":
-            raise UsageError("--plot must be a file, not '-'")
-        _check_output(args.plot, "--plot", args)
-        if args.out != "-" and _same_file(args.plot, args.out):
-            raise UsageError("--plot and --out are the same file")
         _check_plot_format(args.plot)
     try:
         check_local_path(args.model, "--model")
@@ -208,32 +161,6 @@ class _TimestepArgument:
 
     def __call__(self, rate):
         return {self.name: rate}
-
-
-def _atomic_write(path, write, suffix=""):
-    """Write through ``write(file)`` to a temporary file beside ``path``; returns ``(temporary, target)``.
-
-    The caller renames the temporary file to the target: ``path`` itself, or the file a symbolic
-    link ``path`` points to (the link is kept and the file it names replaced). A replaced file's
-    permissions are kept; a new file gets those a plain ``open()`` would give.
-    """
-    target = os.path.realpath(path)
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.",
-                                         suffix=f".tmp{suffix}")
-    if os.path.exists(target):
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    else:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    os.chmod(temporary, mode)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            write(file)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    return temporary, target
 
 
 def _score_file(args, line_numbers, lines, context):
@@ -287,22 +214,14 @@ def _score_file(args, line_numbers, lines, context):
         writer.writerow([number, *rows.get(i, [""] * (3 + len(extra) + curve.shape[1]))])
     table = buffer.getvalue().encode("utf-8")
 
-    temporaries = []
-    try:
-        if args.out != "-":
-            temporaries.append(_atomic_write(args.out, lambda file: file.write(table)))
-        if args.plot is not None:
-            temporaries.append(_atomic_write(args.plot, lambda file: _plot(file, scorer, curve, args),
-                                             os.path.splitext(args.plot)[1]))
-        for _, target in temporaries:
-            if os.path.exists(target) and not args.force:
-                raise UsageError(f"{target!r} appeared while scoring; pass --force to overwrite it")
-        for temporary, target in temporaries:
-            os.replace(temporary, target)
-    finally:
-        for temporary, _ in temporaries:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
+    writers = []  # (path, write(file)) of each output file; both are written, or neither
+    if args.out != "-":
+        writers.append((args.out, lambda file: file.write(table)))
+    if args.plot is not None:
+        writers.append((args.plot, lambda file: _plot(file, scorer, curve, args)))
+    with atomic_output(*(path for path, _ in writers), overwrite=args.force) as files:
+        for (_, write), file in zip(writers, files, strict=True):
+            write(file)
     if args.out == "-":
         sys.stdout.write(table.decode("utf-8"))
         sys.stdout.flush()
@@ -330,24 +249,6 @@ def _plot(file, scorer, curve, args):
 def run(args):
     """Score the texts of ``args.texts`` and write the CSV (and the figure); rank 0 writes."""
     line_numbers, lines = _validate(args)
-    import torch.distributed as dist
-
-    launched = launcher_ranks(os.environ) is not None
-    if launched:
-        # no thread may outlive the process group: the tokenizers' pool and tqdm's monitor
-        # would otherwise still run at interpreter exit, where the C++ runtime aborts on them
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        from tqdm import tqdm
-
-        tqdm.monitor_interval = 0
-    # Under torchrun or accelerate launch every process scores its share of the texts; the
-    # group is joined here so that it is also left here, when the last collective is done.
-    joined = dist.is_available() and not dist.is_initialized()
-    context = init_distributed(args.device)
-    try:
+    # Under torchrun or accelerate launch every process scores its share of the texts.
+    with process_group(args.device) as context:
         _score_file(args, line_numbers, lines, context)
-        if joined and dist.is_initialized():
-            dist.barrier()  # every rank leaves together, once rank 0 has written
-    finally:
-        if joined and dist.is_initialized():
-            dist.destroy_process_group()

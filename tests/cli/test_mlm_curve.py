@@ -199,7 +199,7 @@ def test_console_script_and_python_m(model_dir, texts_file):
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
-# --- issue 20: errors found before scoring, --force and symbolic links ------------------------
+# --- errors found before scoring, --force and symbolic links ---------------------------------
 
 
 @pytest.mark.parametrize(
