@@ -36,9 +36,9 @@ from skmpt.cli.common import (
     process_group,
     read_lines,
 )
+from skmpt._utils import DTYPES
 from skmpt.masks import parse_mask_rates
 from skmpt.objectives import curve_area
-from skmpt._utils import DTYPES
 from skmpt.text import MLMCurveScorer, encode_texts
 from skmpt.text.loading import check_local_path
 
