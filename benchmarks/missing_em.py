@@ -2,12 +2,12 @@
 
 N=2000 samples, D=10 features, K=2 (latent dimensions or components), 20 % of the entries
 missing completely at random (seed 1). For each model, EM with missing values (the reference
-written in ``tests/em_missing.py``) and skmpt's estimator (masked pre-training among each
+written in ``tests/support/em_missing.py``) and skmpt's estimator (masked pre-training among each
 sample's observed entries) are fitted to the same incomplete data; the script prints the mean
 observed-data log-likelihood per sample of both (computed with scipy from each fit's
 parameters for EM, ``log_marginal_likelihood`` for skmpt), the gap, and the seconds.
 The bounds the issue sets: 0.02 nats per sample (PPCA, FA), 0.05 (mixture).
-``tests/test_missing_em.py`` runs the same comparison at a size the test suite can afford.
+``tests/estimators/test_missing_em.py`` runs the same comparison at a size the test suite can afford.
 
 Run ``python benchmarks/missing_em.py [--n-samples N] [--models ppca,fa,gmm]``.
 """
