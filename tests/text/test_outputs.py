@@ -9,7 +9,7 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from transformers import PreTrainedTokenizerFast  # noqa: E402
+from support.text import SPECIALS, JointMaskedLM, binary_tokenizer  # noqa: E402
 
 import skmpt.text as sktext  # noqa: E402
 from skmpt import MLMCurveScorer  # noqa: E402
@@ -50,46 +50,6 @@ def test_load_antiberty_error_without_the_package(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "distribution", missing)
     with pytest.raises(ImportError, match="antiberty==0.1.3"):
         sktext.load_antiberty()
-
-
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
-def binary_tokenizer():
-    """Whitespace tokenizer over the two words ``a`` and ``b`` with BERT's special tokens."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-
-    vocab = {token: i for i, token in enumerate([*SPECIALS, "a", "b"])}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-        mask_token="[MASK]",
-    )
-
-
-class JointMaskedLM(torch.nn.Module):
-    """A masked LM whose conditionals come from one explicit joint over binary sentences: at a
-    masked position the logits are ``log p(w_j | unmasked words)``, by brute force from the joint."""
-
-    def __init__(self, joint, tokenizer):
-        super().__init__()
-        self.joint = joint
-        self.a, self.b = tokenizer.convert_tokens_to_ids(["a", "b"])
-        self.mask_id, self.vocab_size = tokenizer.mask_token_id, len(tokenizer)
-
-    def forward(self, input_ids, attention_mask):
-        words = input_ids[:, 1:-1]
-        masks = (words == self.mask_id).unsqueeze(1)
-        logits = torch.full((*input_ids.shape, self.vocab_size), -torch.inf, dtype=torch.float64)
-        for value, token in ((0.0, self.a), (1.0, self.b)):
-            X = torch.where(words == self.b, 1.0, 0.0).double()
-            X[masks[:, 0]] = value
-            logits[:, 1:-1, token] = self.joint.masked_log_prob(X, masks)[:, 0]
-        return types.SimpleNamespace(logits=logits)
 
 
 class RecordingMaskedLM(torch.nn.Module):
