@@ -24,17 +24,9 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
-from .strategies import ChainMasks, ExhaustiveMasks, SweepMasks, UniformSizeMasks
+from .strategies import estimator_strategy
 
 __all__ = ["compare_conditional_estimators", "conditional_log_likelihood", "encode_pairs", "multiple_choice"]
-
-#: The conditional estimators, by name: ``n_masks`` to the strategy, with its standard error.
-METHODS = {
-    "chain": lambda n_masks: ChainMasks(n_masks, return_std=True),
-    "uniform": lambda n_masks: UniformSizeMasks(n_masks, return_std=True),
-    "sweep": lambda n_masks: SweepMasks(n_masks, return_std=True),
-    "exhaustive": lambda n_masks: ExhaustiveMasks(return_std=True),
-}
 
 #: Draws per text when ``n_masks`` is not given.
 DEFAULT_N_MASKS = 10
@@ -137,9 +129,7 @@ def conditional_log_likelihood(runner, contexts, continuations, *, method="chain
     >>> result.log_likelihood.shape, bool(result.std[0] >= 0)
     ((1,), True)
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {sorted(METHODS)}; got {method!r}.")
-    strategy = METHODS[method](n_masks)
+    strategy = estimator_strategy(method, n_masks, return_std=True)
     encoded = encode_pairs(contexts, continuations, runner.tokenizer, runner.max_length)
     results = runner.score(encoded, strategy, random_state=random_state, verbose=verbose)
     return Bunch(log_likelihood=results[:, 0], std=results[:, 1], n_tokens=encoded.n_tokens,

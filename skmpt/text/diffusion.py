@@ -27,7 +27,7 @@ from sklearn.utils import Bunch
 
 from ..masks import check_generator, nested_masks, random_orderings
 from .encoding import encode_texts
-from .strategies import ChainMasks, SweepMasks, UniformSizeMasks
+from .strategies import estimator_strategy
 
 __all__ = ["masked_diffusion_bound", "noise_schedule", "sample_any_order", "schedule_weights"]
 
@@ -105,18 +105,6 @@ def schedule_weights(schedule="linear", n_steps=None):
     return weights
 
 
-def _strategy(method, n_masks, weights):
-    if method == "sweep":
-        return SweepMasks(n_masks, return_std=True, weights=weights)
-    if weights is not None:
-        raise ValueError("The schedule's weights (n_steps) need method='sweep', the estimator of every S(x; M).")
-    if method == "chain":
-        return ChainMasks(n_masks, return_std=True)
-    if method == "uniform":
-        return UniformSizeMasks(n_masks, return_std=True)
-    raise ValueError(f"method must be 'sweep', 'chain' or 'uniform'; got {method!r}.")
-
-
 def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="linear", n_steps=None,
                            text_column=None, random_state=None, verbose=0):
     """Negative ELBO and perplexity bound of a masked diffusion LM for each text, with standard errors.
@@ -172,7 +160,9 @@ def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="l
         raise ValueError(f"n_masks must be an integer >= 2 (a standard error needs two draws); got {n_masks!r}.")
     weights = None if n_steps is None else schedule_weights(schedule, n_steps)
     noise_schedule(schedule)  # an unknown schedule is an error even in continuous time
-    strategy = _strategy(method, n_masks, weights)
+    if method not in ("sweep", "chain", "uniform"):
+        raise ValueError(f"method must be 'sweep', 'chain' or 'uniform'; got {method!r}.")
+    strategy = estimator_strategy(method, n_masks, return_std=True, weights=weights)
     encoded = encode_texts(X, runner.tokenizer, runner.max_length, text_column=text_column)
     results = runner.score(encoded, strategy, random_state=random_state, verbose=verbose)
     return bound_from_scores(results[:, 0], results[:, 1], encoded.n_tokens,

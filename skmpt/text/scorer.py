@@ -27,8 +27,8 @@ from .encoding import encode_texts, texts_of
 from .loading import load_masked_lm, model_max_length
 from .outputs import UNITS, scores_table, word_sums
 from .runner import MaskedLMRunner
-from .strategies import (ChainMasks, ChainSpread, CurveMasks, CurveTokenScores, SingleTokenMasks, SweepMasks,
-                         TokenScores, WholeWordMasks)
+from .strategies import (ChainSpread, CurveMasks, CurveTokenScores, SingleTokenMasks, TokenScores, WholeWordMasks,
+                         estimator_strategy)
 from .training import MaskedPretraining
 
 __all__ = ["DEFAULT_MASK_RATES", "MLMCurveScorer"]
@@ -390,8 +390,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
             Only with ``return_std=True``.
         """
         self._check_std(return_std)
-        strategy = ChainMasks if self.params_["score_method"] == "chain" else SweepMasks
-        strategy = strategy(self.params_["score_masks"], return_std)
+        strategy = estimator_strategy(self.params_["score_method"], self.params_["score_masks"], return_std=return_std)
         return self._with_std(self._score(X, self._masks(strategy)), return_std)
 
     def score(self, X, y=None):

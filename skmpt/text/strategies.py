@@ -50,6 +50,7 @@ __all__ = [
     "UniformSizeMasks",
     "WholeWordMasks",
     "chain_masks",
+    "estimator_strategy",
     "size_masks",
     "within_word_l2r_masks",
 ]
@@ -476,6 +477,31 @@ class CurveTokenScores(CurveMasks):
             return np.where(counts > 0, totals / np.maximum(counts, 1), np.nan).T
 
 
+def estimator_strategy(method, n_masks, *, return_std=False, weights=None):
+    """The strategy of an estimator of ``sum_M c_M S(x; M)`` named by ``method``: the one table of them.
+
+    ``"sweep"`` (:class:`SweepMasks`, the only one that takes ``weights``), ``"chain"``
+    (:class:`ChainMasks`), ``"uniform"`` (:class:`UniformSizeMasks`) and ``"exhaustive"``
+    (:class:`ExhaustiveMasks`, which ignores ``n_masks``). The scorer's ``score_method``, the
+    conditional functions' and the diffusion bound's ``method`` are read here.
+
+    Examples
+    --------
+    >>> from skmpt.text.strategies import estimator_strategy
+    >>> type(estimator_strategy("chain", 4)).__name__
+    'ChainMasks'
+    """
+    if method not in ESTIMATOR_METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, ESTIMATOR_METHODS))}; got {method!r}.")
+    if weights is not None and method != "sweep":
+        raise ValueError("The schedule's weights (n_steps) need method='sweep', the estimator of every S(x; M).")
+    if method == "sweep":
+        return SweepMasks(n_masks, return_std=return_std, weights=weights)
+    if method == "exhaustive":
+        return ExhaustiveMasks(return_std=return_std)
+    return ESTIMATOR_METHODS[method](n_masks, return_std=return_std)
+
+
 class WholeWordMasks(ScoringStrategy):
     """Another strategy's masks drawn over words instead of tokens: a masked word masks all its tokens.
 
@@ -517,3 +543,12 @@ class WholeWordMasks(ScoringStrategy):
         first = torch.ones(len(word_ids), dtype=torch.bool)
         first[1:] = word_ids[1:] != word_ids[:-1]  # a word's first token stands for the word
         return self.strategy.reduce(masked[:, first], values)
+
+
+#: The estimators of ``sum_M S(x; M)`` by the name ``method`` and ``score_method`` give them.
+ESTIMATOR_METHODS = {
+    "sweep": SweepMasks,
+    "chain": ChainMasks,
+    "uniform": UniformSizeMasks,
+    "exhaustive": ExhaustiveMasks,
+}
