@@ -19,7 +19,7 @@ from ..models.vae import ACTIVATIONS
 from ._base import _BaseMaskedEstimator, check_mask_array
 from ._docs import fill_docstring
 
-__all__ = ["MaskedVAE", "conditional_diagnostics", "warn_unreliable_conditionals"]
+__all__ = ["MaskedVAE"]
 
 
 # ====================================================================== diagnostics
