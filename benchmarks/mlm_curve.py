@@ -74,7 +74,7 @@ SKMPT_CHILD = textwrap.dedent(
         best = min(best, clock() - start)
     curve = float("inf")
     if args.get("curve"):  # the MPT curve's sum with one mask per size: L copies per text, as for the PLL
-        scorer.set_params(score_method="sweep", score_masks=1, random_state=0)
+        scorer.set_params(score_method="sweep", score_masks=1, random_state=0).fit()  # options act at fit
         for _ in range(args["repeats"]):
             start = clock()
             scorer.score_samples(texts)

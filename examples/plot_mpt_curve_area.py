@@ -72,10 +72,11 @@ def main(argv=None):
     X = make_ppca(args.n_samples, 50, 2, random_state=0).data
     # score_method="sweep": the paper's estimator, P random masks of every size (the default,
     # the chain, is exact for PPCA and would make every curve's area the LML).
-    ppca = MaskedPPCA(2, score_method="sweep", max_epochs=args.max_epochs, random_state=0).fit(X)
-    exact = ppca.log_marginal_likelihood(X).mean()
+    # score_masks is read at fit (set_params acts at the next fit): one fit per P, the same model
+    # (the same random_state), scored with P masks of every size.
     for ax, P in zip(axes[:2], (1, 100), strict=True):
-        ppca.set_params(score_masks=P)
+        ppca = MaskedPPCA(2, score_method="sweep", score_masks=P, max_epochs=args.max_epochs, random_state=0).fit(X)
+        exact = ppca.log_marginal_likelihood(X).mean()
         rates, mean_curve = draw(ax, ppca, X, f"P={P}", color="C0")
         ax.fill_between(rates, mean_curve, mean_curve.min() - 0.5, alpha=0.25, color="C0")
         ax.set_title(f"D=50, K=2, P={P}: area {mean_curve.sum():.2f} (LML {exact:.2f})", fontsize=9)

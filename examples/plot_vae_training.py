@@ -90,7 +90,7 @@ def main(argv=None):
             lml = [h["lml"] for h in vae.history_]
             ax.plot(epochs, lml, color=f"C{i}", lw=2, label=label)
             shown += lml[len(lml) // 4 :]
-            final = vae.set_params(n_lml_samples=args.final_lml_samples).log_marginal_likelihood(X).mean()
+            final = vae.log_marginal_likelihood(X, n_lml_samples=args.final_lml_samples).mean()
             print(f"  {label:<32} LML {final:10.3f} nats/image ({args.final_lml_samples} importance samples), "
                   f"{vae.n_iter_} epochs")
         ax.set(title=name, xlabel="epoch", ylabel="LML per image (thin: training objective)")

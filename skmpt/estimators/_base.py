@@ -1,33 +1,324 @@
-"""The base of the array estimators: parameters, validated data, fitted state and scoring.
+"""The base of the array estimators: parameters, validated data, training, fitted state and
+everything computed from a fitted ``module_``.
 
-A concrete estimator declares its parameters and implements two hooks, ``_build_module``
-(its :class:`skmpt.models.MaskedModel` on the training data) and ``_set_fitted_attributes``;
-the optional hooks have defaults. Training is a :class:`~skmpt.estimators._trainer.Trainer`;
-scoring is inherited from :class:`~skmpt.estimators._scoring._BaseFittedModel`.
+A concrete estimator declares its parameters and implements two hooks, ``_build_module`` (its
+:class:`skmpt.models.MaskedModel` on the training data) and ``_set_fitted_attributes``; the
+optional hooks have defaults. Training is a :class:`~skmpt.estimators._trainer.Trainer`.
+
+Fitted state stays fitted: ``fit`` (and ``partial_fit``) copies the constructor parameters into
+``params_``, and every method of a fitted estimator reads ``params_`` and the fitted ``module_``,
+never a parameter as it is now; ``set_params`` after ``fit`` acts at the next ``fit``, as in
+scikit-learn. The options of the score (``score_method``, ``score_masks``, ``random_state``)
+follow the same rule.
+
+Sections: data checks (binary data, magnitudes a dtype holds, the units training works in, user
+masks), sample weights, information criteria, and the base estimator itself (hooks, data,
+training, scoring, imputation, conversion from scikit-learn, persistence).
 """
 
 import abc
+import copy
+import math
 import time
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import objectives
 from .._utils import DTYPES, check_generator, resolve_device, seeded
-from .._validation import Interval, Options, validate_parameters
+from .._validation import Interval, Options, check_positive_int, validate_parameters
 from ..masks import MAX_EXHAUSTIVE_FEATURES, observed_masks, sample_masks
-from ._data import check_chunk_units, dtype_name, standardization
-from ._scoring import _BaseFittedModel
+from ..models.likelihoods import LIKELIHOODS
 from ._trainer import StreamState, Trainer, training_mode
-from ._weights import training_rows
 
-__all__ = []
+__all__ = [
+    "check_chunk_units",
+    "check_mask_array",
+    "check_missing",
+    "check_sample_weight",
+    "check_values",
+    "dtype_name",
+    "linear_gaussian_parameter_count",
+    "scale_limits",
+    "standardization",
+    "training_rows",
+    "weighted_mean",
+]
 
 
+# ====================================================================== data checks and units
+def dtype_name(dtype):
+    """``"float32"`` for ``torch.float32``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def scale_limits(dtype):
+    """Spreads (and magnitudes) whose squares, times a 1e-8 margin either way, ``dtype`` holds.
+
+    The margin leaves room for variances well below or above the data's own.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.estimators._base import scale_limits
+    >>> low, high = scale_limits(torch.float32)
+    >>> bool(low < 1e-10 < 1e10 < high)
+    True
+    """
+    info = torch.finfo(dtype)
+    return 1e4 * math.sqrt(info.tiny), 1e-4 * math.sqrt(info.max)
+
+
+def check_values(X, likelihood):
+    """Binary data for a Bernoulli likelihood; magnitudes whose squares the dtype holds for a Gaussian one."""
+    LIKELIHOODS[likelihood].check(X)
+    if likelihood != "gaussian":
+        return
+    largest = float(X.abs().max()) if X.numel() else 0.0
+    limit = scale_limits(X.dtype)[1]
+    if largest > limit:
+        raise ValueError(
+            f"X holds values as large as {largest:.3g}: a Gaussian log-density squares them, which "
+            f"overflows {dtype_name(X.dtype)} beyond {limit:.3g}. Rescale X (e.g. with "
+            f"sklearn.preprocessing.StandardScaler); the log-likelihood of c * X is that of X minus "
+            f"n_features * log(c)."
+        )
+
+
+def check_missing(X, *, reset):
+    """The missing (NaN) entries of a validated float64 array, or None when there are none.
+
+    At fit time (``reset``) every feature must be observed in some sample: a model cannot
+    learn anything about a feature it never sees.
+    """
+    missing = np.isnan(X)
+    if not missing.any():
+        return None
+    if reset:
+        never = np.flatnonzero(missing.all(0))
+        if never.size:
+            raise ValueError(
+                f"Feature(s) {never[:10].tolist()} are missing (NaN) in every training sample: a model "
+                f"cannot be fitted to a feature it never observes. Drop the column(s)."
+            )
+    return missing
+
+
+def standardization(X, likelihood, observed=None):
+    """Centre and overall scale that training divides out (zero and one when it does not).
+
+    Gaussian models are closed under such maps, so training on ``(X - centre) / scale`` and
+    mapping the module back is exact; binary data must stay binary and are left alone. With
+    ``observed`` (a boolean tensor of ``X``'s shape), the statistics of the observed entries.
+    """
+    n_features = X.shape[1]
+    if likelihood != "gaussian":
+        return X.new_zeros(n_features), X.new_ones(())
+    if observed is not None:
+        return _observed_standardization(X, observed)
+    center = X.mean(0)
+    deviation = X - center
+    # Divided by the largest deviation before squaring, so that no square under- or overflows.
+    largest = deviation.abs().max()
+    if largest == 0:
+        return center, X.new_ones(())  # constant data: nothing to rescale
+    scale = largest * (deviation / largest).square().mean().sqrt()
+    return center, _check_scale(scale, X.dtype)
+
+
+def _observed_standardization(X, observed):
+    """:func:`standardization` from the observed entries only (each feature's own mean).
+
+    A feature with no observed entry (possible in a ``partial_fit`` chunk of an already fitted
+    model, never at ``fit``) is centred at zero: the units are a choice, mapped back exactly.
+    """
+    seen = observed.to(X.dtype)
+    center = (X * seen).sum(0) / seen.sum(0).clamp_min(1)
+    deviation = (X - center) * seen
+    largest = deviation.abs().max()
+    if largest == 0:
+        return center, X.new_ones(())
+    scale = largest * ((deviation / largest).square().sum() / seen.sum()).sqrt()
+    return center, _check_scale(scale, X.dtype)
+
+
+def _check_scale(scale, dtype):
+    low, high = scale_limits(dtype)
+    if not low <= float(scale) <= high:
+        raise ValueError(
+            f"X's spread (root-mean-square deviation {float(scale):.3g}) is outside the range whose "
+            f"variances {dtype_name(dtype)} can hold, [{low:.3g}, {high:.3g}]. Rescale X (e.g. with "
+            f"sklearn.preprocessing.StandardScaler); the log-likelihood of c * X is that of X minus "
+            f"n_features * log(c)."
+        )
+    return scale
+
+
+def check_mask_array(masks, n_features):
+    """User masks as a boolean array of shape ``(n_masks, D)`` or ``(n_samples, n_masks, D)``."""
+    masks = np.asarray(masks)
+    if masks.dtype != bool:
+        if masks.size and not np.isin(masks, (0, 1)).all():
+            raise ValueError("masks must be boolean (True marks a masked token) or hold only 0 and 1.")
+        masks = masks.astype(bool)
+    if masks.ndim not in (2, 3) or masks.shape[-1] != n_features:
+        raise ValueError(
+            f"masks must have shape (n_masks, {n_features}) or (n_samples, n_masks, "
+            f"{n_features}); got {masks.shape}."
+        )
+    return masks
+
+
+def check_chunk_units(X, center, scale, *, first):
+    """Warn when a ``partial_fit`` chunk cannot set, or does not fit, the training units.
+
+    The first chunk's centre and overall scale are the units training works in; a feature
+    that is constant in it, or a later chunk whose spread in those units is a hundredfold
+    larger or smaller, means the first chunk was not representative of the data.
+    """
+    if first:
+        constant = (X == X[:1]).all(0) if len(X) > 1 else torch.ones(X.shape[1], dtype=torch.bool)
+        if bool(constant.any()):
+            features = torch.nonzero(constant).flatten().tolist()
+            warnings.warn(
+                f"The first partial_fit chunk ({len(X)} samples) is constant in feature(s) "
+                f"{features[:10]}: it sets the units training works in (centre and scale), and "
+                f"a model fitted from it starts with no spread there. Pass a representative first "
+                f"chunk (shuffle the data before splitting it).",
+                UserWarning,
+                stacklevel=3,
+            )
+        return
+    spread = float(((X - center) / scale).square().mean().sqrt())
+    if not 0.01 <= spread <= 100:
+        warnings.warn(
+            f"This partial_fit chunk's spread is {spread:.3g} times the first chunk's: training "
+            f"works in the first chunk's units, and a step size tuned to them may be far off "
+            f"here. Pass a representative first chunk (shuffle the data before splitting it).",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+# ====================================================================== sample weights
+# A weight ``w_i`` counts sample ``i`` ``w_i`` times: training maximises the weighted mean of the
+# per-sample objective, ``sum_i w_i f(x_i) / sum_i w_i``, whose optimum is that of the data with
+# every row repeated ``w_i`` times (for integer weights); mini-batch steps weight each sample's
+# gradient by ``w_i / mean(w)``, an unbiased estimate of the same mean. Rows of zero weight are
+# left out of training altogether, initialisation included.
+
+
+def check_sample_weight(sample_weight, n_samples):
+    """``sample_weight`` as a float64 array of shape ``(n_samples,)``, or None when it is None.
+
+    Weights must be finite and non-negative, with a positive sum; a ``ValueError`` names the
+    problem otherwise. The caller's array is never modified.
+    """
+    if sample_weight is None:
+        return None
+    try:
+        weights = np.array(sample_weight, dtype=np.float64)  # a copy
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"sample_weight must be an array of numbers; {exc}") from exc
+    if weights.ndim != 1 or weights.shape[0] != n_samples:
+        raise ValueError(
+            f"sample_weight must have shape ({n_samples},), one weight per sample; got shape {weights.shape}."
+        )
+    if not np.isfinite(weights).all():
+        raise ValueError("sample_weight holds NaN or infinite values.")
+    if (weights < 0).any():
+        raise ValueError(f"sample_weight must be non-negative; its smallest value is {weights.min():.6g}.")
+    if weights.sum() <= 0:
+        raise ValueError("sample_weight sums to zero: no sample would count.")
+    return weights
+
+
+def training_rows(X, observed, sample_weight, *, min_samples=1):
+    """The rows of the training tensor ``X`` (and of its ``observed`` entries, None when all
+    are) that count, and their weights scaled to mean one.
+
+    Returns ``(X, observed, None)`` without weights (the unweighted path, unchanged); otherwise
+    the rows of positive weight and a tensor of their weights divided by their mean, in ``X``'s
+    dtype and on its device.
+    """
+    weights = check_sample_weight(sample_weight, X.shape[0])
+    if weights is None:
+        return X, observed, None
+    keep = weights > 0
+    if keep.sum() < min_samples:
+        raise ValueError(
+            f"sample_weight gives {int(keep.sum())} sample(s) a positive weight; at least {min_samples} needed."
+        )
+    weights = weights[keep] / weights[keep].mean()
+    rows = torch.as_tensor(np.flatnonzero(keep), device=X.device)
+    observed = None if observed is None else observed[rows]
+    return X[rows], observed, torch.as_tensor(weights, dtype=X.dtype, device=X.device)
+
+
+def weighted_mean(values, sample_weight):
+    """Mean of ``values`` (a NumPy array) weighted by validated ``sample_weight`` (or unweighted)."""
+    weights = check_sample_weight(sample_weight, len(values))
+    return float(np.mean(values)) if weights is None else float(np.average(values, weights=weights))
+
+
+# ====================================================================== information criteria
+class _InformationCriteriaMixin:
+    """``bic(X)`` and ``aic(X)`` as in :class:`sklearn.mixture.GaussianMixture`, for an estimator
+    with an exact ``log_marginal_likelihood`` and a ``_n_parameters()`` method."""
+
+    def _n_parameters(self):
+        """Number of free parameters of the fitted model."""
+        raise NotImplementedError
+
+    def bic(self, X):
+        """Bayesian information criterion of the fitted model on ``X``; lower is better.
+
+        ``-2 * log L + n_parameters * log(n_samples)``, where ``log L`` is the sum over ``X`` of
+        the exact ``log_marginal_likelihood`` (``score(X) * n_samples`` with the default exact
+        chain scoring) and ``n_parameters`` is ``_n_parameters()``, as scikit-learn's mixtures.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        bic : float
+        """
+        log_likelihood = self.log_marginal_likelihood(X)
+        return float(-2 * log_likelihood.sum() + self._n_parameters() * np.log(len(log_likelihood)))
+
+    def aic(self, X):
+        """Akaike information criterion of the fitted model on ``X``; lower is better.
+
+        ``-2 * log L + 2 * n_parameters``, with ``log L`` and ``n_parameters`` as in :meth:`bic`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        aic : float
+        """
+        return float(-2 * self.log_marginal_likelihood(X).sum() + 2 * self._n_parameters())
+
+
+def linear_gaussian_parameter_count(n_features, n_components, n_noise):
+    """Free parameters of ``x = W z + mu + eps`` with ``n_noise`` noise variances.
+
+    ``W`` has ``D K`` entries less the ``K (K - 1) / 2`` of a rotation of ``z`` (which leaves
+    the likelihood unchanged), ``mu`` has ``D``.
+    """
+    return n_features * n_components - n_components * (n_components - 1) // 2 + n_features + n_noise
+
+
+# ====================================================================== the base estimator
 def _log_jacobian(X, scale, observed=None):
     # Every log-density in D dimensions shifts by -D log(scale) when mapped back (of the
     # observed entries: by -|o| log(scale), on average over the samples).
@@ -40,8 +331,12 @@ def _fill_missing(X, observed):
     return X if observed is None else torch.where(observed, X, torch.zeros_like(X))
 
 
-class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
-    """Base for estimators trained by masked pre-training and scored by its cumulative sum."""
+class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator, metaclass=abc.ABCMeta):
+    """Base for estimators trained by masked pre-training and scored by its cumulative sum.
+
+    Everything a fitted estimator computes comes from its fitted ``module_`` and ``params_``
+    (the parameters of the last ``fit``), never from a parameter as it is now.
+    """
 
     _parameter_constraints: dict = {
         "mask_rate": [Options({"uniform"}), Interval(Real, 0, 1, closed="right")],
@@ -63,11 +358,12 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
 
     # ------------------------------------------------------------------ hooks
     @abc.abstractmethod
-    def _build_module(self, X, generator):
+    def _build_module(self, X, generator, units):
         """The untrained :class:`skmpt.models.MaskedModel` for (standardised) training data ``X``.
 
-        ``X`` is ``(x - center) / scale``; ``self._training_units`` holds ``(center, scale)``
-        (for a start given in the data's units, e.g. a warm start)."""
+        ``X`` is ``(x - center) / scale`` with ``units = (center, scale)`` (for a start given in
+        the data's units, e.g. factor analysis' ``noise_variance_init``). Called during ``fit``:
+        it reads the parameters from ``params_``."""
 
     def _set_fitted_attributes(self):
         """Copy learned parameters out of ``module_`` into NumPy attributes; none by default."""
@@ -83,30 +379,109 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
     def _resolve_n_components(self, X):
         """The latent dimension to fit on (standardised) training data ``X``: ``n_components``
         by default; an estimator with a data-driven choice (PPCA's ``"mle"``) overrides it."""
-        return self.n_components
+        return self.params_["n_components"]
 
     def _check_data(self, X):
         """Data-dependent checks on the validated training array; subclasses extend them."""
-        if self.score_method == "exhaustive" and X.shape[1] > MAX_EXHAUSTIVE_FEATURES:
+        if self.params_["score_method"] == "exhaustive" and X.shape[1] > MAX_EXHAUSTIVE_FEATURES:
             raise ValueError(
                 f"score_method='exhaustive' enumerates 2**D - 1 masks, allowed for at most "
                 f"{MAX_EXHAUSTIVE_FEATURES} features; X has {X.shape[1]}. Use score_method='sweep', "
                 f"'nested' or 'chain'."
             )
 
+    def _likelihood(self):
+        """``"gaussian"`` (data standardised for training) or ``"bernoulli"`` (binary data)."""
+        return "gaussian"
+
+    def _log_marginal_kwargs(self):
+        """Keyword arguments of the module's ``log_marginal`` (e.g. a number of samples)."""
+        return {}
+
+    def _binarize_threshold(self):
+        """Values above it become 1 and the others 0 before a Bernoulli model sees them; None: none."""
+        return None
+
+    def _get_parameters(self):
+        """The learned parameters (a copy of ``module_``'s state), for :meth:`_set_parameters`:
+        ``n_init`` keeps the best of its starts with them, as scikit-learn's ``BaseMixture``."""
+        return copy.deepcopy(self.module_.state_dict())
+
+    def _set_parameters(self, params):
+        """Load parameters from :meth:`_get_parameters` into ``module_`` and the fitted attributes."""
+        self.module_.load_state_dict(params)
+        self._set_fitted_attributes()
+
     # ------------------------------------------------------------------ data
+    @property
+    def _dtype(self):
+        """The torch dtype of the fitted module, or the one ``dtype`` asks for before fit."""
+        module = getattr(self, "module_", None)
+        return DTYPES[self.params_["dtype"]] if module is None else next(module.parameters()).dtype
+
+    def _offset(self, center, dtype):
+        """What is subtracted from the data, in float64, before they are cast to ``dtype``.
+
+        Nothing in float64. In a lower precision a Gaussian model works on data centred in
+        float64 first: float32 holds about 7 significant digits, so the raw values of data
+        with an offset of 1e6 would lose their spread before any centring in float32 could
+        keep it. Binary data are never shifted.
+        """
+        if dtype == torch.float64 or self._likelihood() != "gaussian":
+            return np.zeros_like(center)
+        return np.asarray(center, dtype=np.float64)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # NaN marks an entry that was not observed
+        return tags
+
+    def _to_tensor(self, X, *, reset):
+        """Validated ``X`` as a tensor, and its ``observed`` entries (None when all are).
+
+        NaN marks an entry that was not observed; it becomes 0 in the tensor (models ignore
+        it there) and ``False`` in ``observed``. ``inf`` is an error.
+        """
+        # Fitting needs two samples to have any spread; scoring works sample by sample.
+        X = validate_data(
+            self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=2 if reset else 1,
+            ensure_all_finite="allow-nan",
+        )
+        dtype = DTYPES[self.params_["dtype"]] if reset else self._dtype
+        X = np.asarray(X, dtype=np.float64)
+        missing = check_missing(X, reset=reset)
+        if reset:
+            self.offset_ = self._offset(X.mean(0) if missing is None else np.nanmean(X, 0), dtype)
+        # A copy (the subtraction makes one): torch cannot wrap read-only arrays without warning.
+        X = X - self.offset_
+        if missing is not None:
+            X[missing] = 0.0
+        X_t = torch.tensor(X, dtype=dtype, device=self.device_)
+        threshold = self._binarize_threshold()
+        if threshold is not None:
+            X_t = (X_t > threshold).to(dtype)  # BernoulliNB's rule: above the threshold is 1
+        check_values(X_t, self._likelihood())
+        observed = None if missing is None else torch.as_tensor(~missing, device=self.device_)
+        return X_t, observed
+
     def _validate_training_data(self, X, *, reset, sample_weight=None):
         """Validated training tensor, its observed entries (None when all are) and weights: the
         rows of positive ``sample_weight``, and their weights scaled to mean one (None without
         ``sample_weight``)."""
         if reset:
-            validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
-            self.device_ = resolve_device(self.device)
+            self.device_ = resolve_device(self.params_["device"])
         X_t, observed = self._to_tensor(X, reset=reset)
         X_t, observed, weights = training_rows(X_t, observed, sample_weight, min_samples=2 if reset else 1)
         if reset:
             self._check_data(X_t)
         return X_t, observed, weights
+
+    def _set_params_(self):
+        """Validate the parameters and copy them into ``params_``: what this fit, and every method
+        of the fitted estimator until the next fit, reads."""
+        params = self.get_params(deep=False)
+        validate_parameters(params, self._parameter_constraints, type(self).__name__)
+        self.params_ = params
 
     def _map_back(self, center, scale):
         """Map ``module_`` fitted on ``(x - center) / scale`` to the units of ``x``."""
@@ -114,34 +489,47 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             with torch.no_grad():
                 self.module_.unstandardize_(center, scale)
 
+    def _start_module(self, X, generator, units, previous):
+        """``_build_module``'s module, or, for a warm start, the ``previous`` fit ``(module, offset)``
+        mapped to the training units ``(x - center) / scale``."""
+        if previous is None:
+            return self._build_module(X, generator, units)
+        module, offset = previous
+        module = copy.deepcopy(module).to(device=X.device, dtype=X.dtype)
+        center, scale = units
+        shift = center + X.new_tensor(self.offset_ - offset)
+        with torch.no_grad():
+            return module.unstandardize_(-shift / scale, 1 / scale)
+
     # ------------------------------------------------------------------ training
     def _trainer(self):
+        params = self.params_
+
         def objective(X, masks, observed=None):
             masks = () if masks is None else (masks,)
-            options = {**self._objective_kwargs(), **({} if observed is None else {"observed": observed})}
-            return objectives.OBJECTIVES[self._objective_name()](self.module_, X, *masks, **options)
+            return objectives.OBJECTIVES[self._objective_name()](self.module_, X, *masks, observed=observed,
+                                                                 **self._objective_kwargs())
 
         def draw_masks(shape, n_features, generator, device, observed=None):
             if observed is not None:  # among each sample's observed entries
-                return observed_masks(self.mask_rate, shape, observed, random_state=generator, device=device)
-            return sample_masks(self.mask_rate, shape, n_features, random_state=generator, device=device)
+                return observed_masks(params["mask_rate"], shape, observed, random_state=generator, device=device)
+            return sample_masks(params["mask_rate"], shape, n_features, random_state=generator, device=device)
 
         def monitor(X, observed=None):
-            options = {} if observed is None else {"observed": observed}
-            return self.module_.log_marginal(X, **self._log_marginal_kwargs(), **options)
+            return self.module_.log_marginal(X, **self._log_marginal_kwargs(), observed=observed)
 
         return Trainer(
             objective,
             draw_masks if self._objective_name() == "mpt" else None,
-            self.n_masks,
-            self.learning_rate,
-            batch_size=self.batch_size,
-            max_epochs=self.max_epochs,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
-            monitor=monitor if self.monitor == "lml" else None,
-            monitor_every=self.monitor_every,
-            verbose=self.verbose,
+            params["n_masks"],
+            params["learning_rate"],
+            batch_size=params["batch_size"],
+            max_epochs=params["max_epochs"],
+            tol=params["tol"],
+            n_iter_no_change=params["n_iter_no_change"],
+            monitor=monitor if params["monitor"] == "lml" else None,
+            monitor_every=params["monitor_every"],
+            verbose=params["verbose"],
         )
 
     def fit(self, X, y=None, sample_weight=None):
@@ -170,18 +558,24 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         self : object
             The fitted estimator.
         """
+        self._fit(X, sample_weight, random_state=self.random_state)
+        return self
+
+    def _fit(self, X, sample_weight, *, random_state, previous=None):
+        """One training run from ``random_state``'s start, or from the ``previous`` fit's
+        ``(module, offset)`` (a warm start); warns when it stops on its budget."""
         with training_mode(self.verbose):
+            self._set_params_()
             X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
-            generator = check_generator(self.random_state)
+            generator = check_generator(random_state)
             seed = int(torch.randint(2**62, (1,), generator=generator))
             center, scale = standardization(X_t, self._likelihood(), observed)
             X_train = _fill_missing((X_t - center) / scale, observed)
-            self._training_units = (center, scale)
             trainer = self._trainer()
             trainer.sample_weight = weights
             with seeded(seed, self.device_):
                 self.n_components_ = self._resolve_n_components(X_train)
-                self.module_ = self._build_module(X_train, generator)
+                self.module_ = self._start_module(X_train, generator, (center, scale), previous)
                 log_jacobian = _log_jacobian(X_t, scale, observed)
                 self.n_iter_, self.converged_ = trainer.fit(self.module_, X_train, generator, log_jacobian, observed)
             self.history_ = trainer.history
@@ -190,12 +584,11 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             self.__dict__.pop("_partial_fit_state", None)
         if not self.converged_:
             warnings.warn(
-                f"{type(self).__name__} stopped after max_epochs={self.max_epochs} epochs while the "
-                f"objective was still improving by more than tol={self.tol}; raise max_epochs.",
+                f"{type(self).__name__} stopped after max_epochs={self.params_['max_epochs']} epochs while the "
+                f"objective was still improving by more than tol={self.params_['tol']}; raise max_epochs.",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-        return self
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One more pass of the optimiser over a chunk of data, for data that do not fit in memory.
@@ -210,6 +603,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         (its centre and overall scale), so the first chunk should be representative: a chunk
         with a constant feature, or one whose spread differs a hundredfold from the first's,
         is warned about. ``module_`` is mapped back to the units of ``X`` after every call.
+        Each call is a fit: it copies the parameters into ``params_``, as ``fit`` does.
 
         Parameters
         ----------
@@ -241,12 +635,12 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
                 f"model cannot change precision between calls. Refit, or set dtype back."
             )
         with training_mode(self.verbose):
+            self._set_params_()
             X_t, observed, weights = self._validate_training_data(X, reset=first, sample_weight=sample_weight)
             if state is None:
-                seed = int(torch.randint(2**62, (1,), generator=check_generator(self.random_state)))
+                seed = int(torch.randint(2**62, (1,), generator=check_generator(self.params_["random_state"])))
                 center, scale = standardization(X_t, self._likelihood(), observed)
                 state = StreamState(center, scale, seed, X_t.dtype)
-                self._training_units = (center, scale)
                 self.history_, self.n_iter_ = [], 0
             if observed is not None:  # missing entries at the centre of the training units
                 X_t = torch.where(observed, X_t, state.center)
@@ -260,7 +654,7 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             with seeded(state.seed + state.calls, self.device_):
                 if first:
                     self.n_components_ = self._resolve_n_components(X_train)
-                    self.module_ = self._build_module(X_train, generator)
+                    self.module_ = self._build_module(X_train, generator, (state.center, state.scale))
                 else:
                     self._map_back(-state.center / state.scale, 1 / state.scale)  # to the training units
                 start = time.perf_counter()
@@ -276,6 +670,289 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
             trainer.record(record, start)
             self._set_fitted_attributes()
         return self
+
+    # ------------------------------------------------------------------ scoring
+    def _evaluate(self, X, function):
+        """``function(module_, X, observed)`` on validated ``X``, without gradients, as a NumPy array.
+
+        ``observed`` is None when nothing is missing. Scoring never changes the estimator or
+        its module (randomness comes in through generators made per call), so it is safe from
+        several threads at once.
+        """
+        check_is_fitted(self)
+        X_t, observed = self._to_tensor(X, reset=False)
+        with torch.no_grad():
+            return function(self.module_, X_t, observed).cpu().numpy()
+
+    def _score_kwargs(self):
+        # A fresh generator per call: with an int random_state every call scores with the
+        # same masks (and a stochastic model with the same noise), so scores are reproducible
+        # and comparable across estimators.
+        params = self.params_
+        return {"method": params["score_method"], "score_masks": params["score_masks"],
+                "random_state": params["random_state"]}
+
+    def _noise_generator(self):
+        """A fresh generator from ``random_state`` for a stochastic module's noise, else None."""
+        return check_generator(self.params_["random_state"]) if self.module_.stochastic else None
+
+    def score_samples(self, X):
+        """Cumulative MPT estimate of each sample's log-marginal likelihood, ``sum_M S(x; M)``.
+
+        Exact with ``score_method="exhaustive"`` (every mask); otherwise an estimate from
+        ``score_masks`` masks of every size, or orderings, by ``score_method``. It does not
+        depend on the ``mask_rate`` used in training.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+            In nats.
+        """
+        return self._evaluate(
+            X, lambda module, X_t, observed: objectives.cumulative_score(
+                module, X_t, observed=observed, **self._score_kwargs()
+            )
+        )
+
+    def score(self, X, y=None, sample_weight=None):
+        """Mean cumulative MPT estimate of the log-marginal likelihood (see ``score_samples``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights: the score is the weighted mean. None: the plain mean.
+
+        Returns
+        -------
+        score : float
+            Nats per sample.
+        """
+        return weighted_mean(self.score_samples(X), sample_weight)
+
+    def mpt_curve(self, X):
+        """The MPT curve ``S(x; M)`` at every mask rate ``M / D``, per sample.
+
+        Computed by the same method and masks as ``score_samples``; each row sums to the
+        sample's score.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        mask_rates : ndarray of shape (n_features,)
+            ``M / D`` for ``M = 1..D``.
+        curve : ndarray of shape (n_samples, n_features)
+            ``curve[:, M - 1]`` is ``S(x; M)`` in nats.
+        """
+        curve = self._evaluate(
+            X,
+            lambda module, X_t, observed: objectives.mpt_curve(
+                module, X_t, observed=observed, **self._score_kwargs()
+            ),
+        )
+        n_features = self.n_features_in_
+        return np.arange(1, n_features + 1) / n_features, curve
+
+    def fixed_rate_bias(self, X, mask_rate, *, score_masks="all"):
+        """Bias of the fixed-rate MPT estimate, ``D * S(x; M) - log p(x)``, per sample.
+
+        This is what training with ``mask_rate`` converges to, minus the log-marginal
+        likelihood. Exact with ``score_masks="all"`` (every mask of size
+        ``M = round(mask_rate * D)``); otherwise a Monte Carlo estimate over ``score_masks``
+        random masks.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        mask_rate : float in (0, 1]
+        score_masks : "all" or int, default="all"
+
+        Returns
+        -------
+        bias : ndarray of shape (n_samples,)
+            In nats. Positive where ``S(x; M)`` at this rate lies above the curve's mean,
+            as at low rates (more context, better predictions): a fixed low rate overstates
+            the log-marginal likelihood.
+        """
+
+        def bias(module, X_t, observed):
+            if observed is not None:
+                raise ValueError(
+                    "fixed_rate_bias compares D * S(x; M) with log p(x) on complete rows; X has missing "
+                    "(NaN) entries. Pass complete rows."
+                )
+            return objectives.fixed_rate_bias(
+                module, X_t, mask_rate, score_masks=score_masks, random_state=self.params_["random_state"]
+            )
+
+        return self._evaluate(X, bias)
+
+    def conditional_log_prob(self, X, masks):
+        """The masked conditionals ``log p(x_j | x_r)`` themselves, per token.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        masks : array-like of bool of shape (n_masks, n_features) or \
+                (n_samples, n_masks, n_features)
+            ``True`` marks a masked token (one to predict from the unmasked ones). Masks of
+            shape (n_masks, n_features) are shared by all samples.
+
+        Returns
+        -------
+        log_prob : ndarray of shape (n_samples, n_masks, n_features)
+            ``log p(x_j | x_r)`` at masked positions, zero at unmasked ones.
+        """
+        check_is_fitted(self)
+        masks = check_mask_array(masks, self.n_features_in_)
+
+        def conditionals(module, X_t, observed):
+            if masks.ndim == 3 and masks.shape[0] != X_t.shape[0]:
+                raise ValueError(f"masks hold {masks.shape[0]} samples' masks, but X has {X_t.shape[0]} samples.")
+            mask_t = torch.as_tensor(masks, device=X_t.device)
+            return module.masked_log_prob(X_t, mask_t, generator=self._noise_generator(), observed=observed)
+
+        return self._evaluate(X, conditionals)
+
+    def log_marginal_likelihood(self, X):
+        """The model's own log-marginal likelihood of each sample, ``log p(x)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_marginal : ndarray of shape (n_samples,)
+        """
+        return self._log_marginal_likelihood(X, self._log_marginal_kwargs())
+
+    def _log_marginal_likelihood(self, X, options):
+        """``log p(x)`` per sample, the model's ``log_marginal`` called with ``options``."""
+        return self._evaluate(
+            X,
+            lambda module, X_t, observed: objectives.log_marginal(
+                module, X_t, generator=self._noise_generator(), observed=observed, **options
+            ),
+        )
+
+    def transform(self, X):
+        """Posterior mean of the latent variables given each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_components)
+        """
+        return self._evaluate(
+            X,
+            lambda module, X_t, observed: module.posterior(X_t, observed=observed)[0],
+        )
+
+    def inverse_transform(self, Z):
+        """Mean of ``x`` given latent values (probabilities for a Bernoulli likelihood).
+
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_components)
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+        """
+        check_is_fitted(self)
+        Z = check_array(Z, dtype=np.float64)
+        if Z.shape[1] != self.n_components_:
+            raise ValueError(
+                f"Z must have shape (n_samples, {self.n_components_}) (the fitted n_components_); got {Z.shape}."
+            )
+        with torch.no_grad():
+            # torch.tensor copies: Z may be a read-only view of a pandas frame.
+            mean = self.module_.decode(torch.tensor(Z, dtype=self._dtype, device=self.device_)).cpu().numpy()
+        return mean + self.offset_
+
+    @property
+    def _n_features_out(self):
+        # The fitted dimension: set_params(n_components=...) does not change a fitted model.
+        return self.n_components_
+
+    # ------------------------------------------------------------------ imputation
+    def _with_missing(self, X, function):
+        """``function(module_, X_t, observed)`` for validated ``X`` with NaN, in ``X``'s units;
+        the observed entries are put back from ``X`` itself, bit for bit."""
+        check_is_fitted(self)
+        X_t, observed = self._to_tensor(X, reset=False)
+        X_array = np.asarray(validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite="allow-nan"))
+        if observed is None:
+            observed = torch.ones(X_t.shape, dtype=torch.bool, device=X_t.device)
+        with torch.no_grad():
+            values = function(self.module_, X_t, observed).cpu().numpy() + self.offset_
+        return np.where(np.isnan(X_array), values, X_array)
+
+    def impute(self, X):
+        """The conditional mean of each sample's missing (NaN) entries given its observed ones.
+
+        ``E[x_mis | x_obs]`` under the fitted model, exactly for the linear-Gaussian models,
+        the mixtures and the linear VAE (its grid); :class:`~skmpt.MaskedVAE` estimates it by
+        self-normalised importance sampling over its encoder's posterior, with 1000 particles
+        (MIWAE; Mattei and Frellsen, 2019), reproducibly from ``random_state``. The observed
+        entries are returned untouched, bit for bit; a row with nothing observed gets the
+        model's mean. Appropriate when the data are missing at random.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NaN marks a missing entry.
+
+        Returns
+        -------
+        X_imputed : ndarray of shape (n_samples, n_features)
+        """
+        return self._with_missing(
+            X,
+            lambda module, X_t, observed: module.impute(X_t, observed, generator=self._noise_generator()),
+        )
+
+    def sample_missing(self, X, n_draws=1, random_state=None):
+        """Draws of each sample's missing entries from ``p(x_mis | x_obs)``, for multiple imputation.
+
+        Exact draws for the linear-Gaussian models, the mixtures and the linear VAE;
+        :class:`~skmpt.MaskedVAE` draws by sampling importance resampling of its MIWAE
+        particles.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NaN marks a missing entry.
+        n_draws : int, default=1
+            Completed copies of ``X`` to draw.
+        random_state : int, RandomState instance or None, default=None
+            The draws' randomness (``None``: fresh draws on every call).
+
+        Returns
+        -------
+        X_draws : ndarray of shape (n_draws, n_samples, n_features)
+            ``X_draws[i]`` is ``X`` with its missing entries drawn; the observed entries are
+            ``X``'s own, bit for bit.
+        """
+        n_draws = check_positive_int(n_draws, "n_draws")
+        generator = check_generator(random_state)
+        return self._with_missing(
+            X,
+            lambda module, X_t, observed: module.sample_missing(X_t, observed, n_draws, generator=generator),
+        )
 
     # ------------------------------------------------------------------ conversion
     @classmethod
@@ -297,12 +974,13 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         if "n_components" in params:
             raise ValueError(f"n_components is taken from the {source_class.__name__}; do not pass it.")
         estimator = cls(**params)
-        validate_parameters(estimator.get_params(deep=False), cls._parameter_constraints, cls.__name__)
-        estimator.device_ = resolve_device(estimator.device)
+        estimator._set_params_()
+        estimator.device_ = resolve_device(estimator.params_["device"])
         estimator.offset_ = estimator._offset(np.asarray(center(source), dtype=np.float64), estimator._dtype)
         with torch.no_grad():
             n_components, module = build_module(estimator._dtype, estimator.device_, estimator.offset_)
         estimator.set_params(n_components=n_components)
+        estimator._set_params_()
         estimator.n_components_ = n_components
         estimator.n_features_in_ = source.n_features_in_
         if hasattr(source, "feature_names_in_"):
@@ -311,3 +989,28 @@ class _BaseMaskedEstimator(_BaseFittedModel, metaclass=abc.ABCMeta):
         estimator.history_, estimator.n_iter_ = [], 0
         estimator._set_fitted_attributes()
         return estimator
+
+    # ------------------------------------------------------------------ persistence
+    def __getstate__(self):
+        # A copy: on Python >= 3.11 the parent may hand back the live __dict__.
+        state = dict(super().__getstate__())
+        module = state.get("module_")
+        if module is not None and self.device_.type != "cpu":
+            # Pickles hold CPU tensors, so they load on machines without a GPU.
+            state["module_"] = copy.deepcopy(module).cpu()
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        device = getattr(self, "device_", None)
+        if device is not None and device.type == "cuda":
+            if torch.cuda.is_available():
+                self.module_.to(device)
+            else:
+                warnings.warn(
+                    f"This {type(self).__name__} was fitted on {device}; CUDA is not available here, "
+                    f"so it was loaded on the CPU.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                self.device_ = torch.device("cpu")

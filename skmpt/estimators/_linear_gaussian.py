@@ -1,17 +1,90 @@
 """What PPCA and factor analysis share as estimators: the loadings, mean and noise they fit, the
-covariance and precision scikit-learn's decompositions report, and their initialisation."""
+covariance and precision scikit-learn's decompositions report, their initialisation, and the
+variances along principal axes (PCA's choice of ``n_components`` from the data, by Minka's MLE
+or a fraction of the variance, and the fitted model's ``explained_variance_``)."""
 
+import math
 from numbers import Integral
 
 import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import _BaseMaskedEstimator
-from ._criteria import _InformationCriteriaMixin, linear_gaussian_parameter_count
-from ._spectrum import explained_variance
+from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count
 
-__all__ = []
+__all__ = ["choose_n_components", "explained_variance", "minka_dimension"]
+
+
+# ====================================================================== spectra
+def _minka_log_evidence(spectrum, rank, n_samples):
+    """Minka's (2000) Laplace approximation of the log-evidence of a PPCA of ``rank``
+    components, from the sample covariance's eigenvalues ``spectrum`` (descending)."""
+    n_features = len(spectrum)
+    if spectrum[rank - 1] < np.finfo(spectrum.dtype).eps:
+        return -np.inf  # the data span fewer than rank directions
+    log_uniform = -rank * math.log(2.0) + sum(
+        math.lgamma((n_features - i + 1) / 2.0) - math.log(math.pi) * (n_features - i + 1) / 2.0
+        for i in range(1, rank + 1)
+    )
+    log_eigenvalues = -np.log(spectrum[:rank]).sum() * n_samples / 2.0
+    noise = max(np.finfo(spectrum.dtype).eps, spectrum[rank:].sum() / (n_features - rank))
+    log_noise = -math.log(noise) * n_samples * (n_features - rank) / 2.0
+    n_free = n_features * rank - rank * (rank + 1.0) / 2.0
+    log_volume = math.log(2.0 * math.pi) * (n_free + rank) / 2.0
+    completed = spectrum.copy()
+    completed[rank:] = noise
+    log_hessian = sum(
+        math.log((spectrum[i] - spectrum[j]) * (1.0 / completed[j] - 1.0 / completed[i])) + math.log(n_samples)
+        for i in range(rank)
+        for j in range(i + 1, n_features)
+    )
+    return log_uniform + log_eigenvalues + log_noise + log_volume - log_hessian / 2.0 - rank * math.log(n_samples) / 2.0
+
+
+def minka_dimension(spectrum, n_samples):
+    """The rank in ``1..D-1`` of largest Minka evidence, as ``PCA(n_components="mle")``."""
+    evidence = [_minka_log_evidence(spectrum, rank, n_samples) for rank in range(1, len(spectrum))]
+    return int(np.argmax(evidence)) + 1
+
+
+def choose_n_components(X, n_components):
+    """``n_components`` resolved on centred data ``X`` (a NumPy array) as :class:`~sklearn.decomposition.PCA`
+    resolves it: an int as given; ``"mle"`` by Minka's MLE; a float in (0, 1) as the fewest
+    components whose share of the variance exceeds it."""
+    if not isinstance(n_components, (str, float)):
+        return int(n_components)
+    n_samples, n_features = X.shape
+    spectrum = np.linalg.svd(X, compute_uv=False) ** 2 / (n_samples - 1)
+    spectrum = np.concatenate([spectrum, np.zeros(n_features - len(spectrum))])
+    if n_components == "mle":
+        if n_samples < n_features:
+            raise ValueError(
+                f"n_components='mle' needs at least as many samples as features, as PCA's; X has "
+                f"{n_samples} samples and {n_features} features."
+            )
+        return minka_dimension(spectrum, n_samples)
+    ratio = np.cumsum(spectrum / spectrum.sum())
+    return min(int(np.searchsorted(ratio, n_components, side="right")) + 1, n_features)
+
+
+def explained_variance(components, noise_variance, isotropic):
+    """``(explained_variance_, explained_variance_ratio_)`` of a fitted ``x = W z + mu + eps``.
+
+    ``components`` is ``W^T`` of shape (K, D). Isotropic noise (PPCA): the model covariance's
+    ``W W^T + sigma^2 I`` variances along its ``K`` principal axes, ``eig(W^T W) + sigma^2``,
+    as :class:`~sklearn.decomposition.PCA`'s (whose maximum-likelihood PPCA has exactly
+    these). Per-feature noise (factor analysis): the variance the common factors explain,
+    the eigenvalues of ``W W^T``. Ratios are of the model's total variance ``trace(W W^T) +
+    trace(Psi)``; both descending.
+    """
+    shared = np.linalg.eigvalsh(components @ components.T)[::-1]
+    noise = np.broadcast_to(noise_variance, (components.shape[1],))
+    total = float((components**2).sum() + noise.sum())
+    variance = shared + noise_variance if isotropic else shared
+    return variance, variance / total
+
+
+# ====================================================================== the shared base
 
 
 class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
@@ -24,22 +97,24 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
     def _check_data(self, X):
         super()._check_data(X)
         n_features = X.shape[1]
-        if isinstance(self.n_components, Integral) and self.n_components > n_features:
+        n_components = self.params_["n_components"]
+        if isinstance(n_components, Integral) and n_components > n_features:
             raise ValueError(
-                f"n_components={self.n_components} must be at most the number of features, but X "
+                f"n_components={n_components} must be at most the number of features, but X "
                 f"has {n_features} feature(s)."
             )
 
-    def _build_module(self, X, generator):
+    def _build_module(self, X, generator, units):
         n_features = X.shape[1]
         # Small random loadings break the symmetry of W = 0 (a saddle point of every
         # objective); the data are standardised, so unit noise explains all variance at first.
         components = 0.1 * torch.randn(self.n_components_, n_features, generator=generator, dtype=X.dtype)
-        noise = self._initial_noise(X)
+        noise = self._initial_noise(X, units)
         return self._module_class(components.to(X.device), X.new_zeros(n_features), noise)
 
-    def _initial_noise(self, X):
-        """The first noise variance(s) in the training units: one, all of the data's variance."""
+    def _initial_noise(self, X, units):
+        """The first noise variance(s) in the training units ``units = (center, scale)``: one,
+        all of the data's variance."""
         return X.new_ones(()) if self._isotropic else X.new_ones(X.shape[1])
 
     def _set_fitted_attributes(self):

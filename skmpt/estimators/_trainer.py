@@ -136,7 +136,7 @@ class Trainer:
             masks = self._masks((len(batch), self.n_masks), n_features, generator, X.device, seen)
             optimizer.zero_grad()
             with self._diverging():
-                objective = self.objective(X[batch], masks, **_given(seen))
+                objective = self.objective(X[batch], masks, observed=seen)
                 if self.sample_weight is not None:
                     objective = objective * self.sample_weight[batch]
                 (-objective.mean()).backward()
@@ -161,7 +161,7 @@ class Trainer:
     def _masks(self, shape, n_features, generator, device, observed=None):
         if self.draw_masks is None:
             return None
-        return self.draw_masks(shape, n_features, generator, device, **_given(observed))
+        return self.draw_masks(shape, n_features, generator, device, observed=observed)
 
     def stopping_sample(self, X, generator, observed=None):
         """Samples, masks and a noise seed drawn once, on which the stopping rule compares epochs.
@@ -186,9 +186,9 @@ class Trainer:
         with torch.no_grad(), seeded(seed, X.device):
             for i in range(0, len(X), batch_size):
                 part = None if masks is None else masks[i : i + batch_size]
-                seen = _given(None if observed is None else observed[i : i + batch_size])
+                seen = None if observed is None else observed[i : i + batch_size]
                 with self._diverging():
-                    objective = self.objective(X[i : i + batch_size], part, **seen)
+                    objective = self.objective(X[i : i + batch_size], part, observed=seen)
                     if weights is not None:
                         objective = objective * weights[i : i + batch_size]
                     total += float(objective.sum(dtype=torch.float64))
@@ -224,7 +224,7 @@ class Trainer:
             record["stopping_objective"] = self.stopping_objective(*stopping) + log_jacobian
             if self.monitor is not None and epoch % self.monitor_every == 0:
                 with torch.no_grad():
-                    lml = self.monitor(X, **_given(observed))
+                    lml = self.monitor(X, observed=observed)
                     lml = lml if self.sample_weight is None else lml * self.sample_weight
                     record["lml"] = float(lml.mean(dtype=torch.float64)) + log_jacobian
             record["learning_rate"] = learning_rate
@@ -275,8 +275,3 @@ class Trainer:
 
 def _rows(observed, rows):
     return None if observed is None else observed[rows]
-
-
-def _given(observed):
-    """``observed=`` for a callable, only when some entry is missing (complete data: nothing)."""
-    return {} if observed is None else {"observed": observed}

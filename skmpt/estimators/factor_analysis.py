@@ -18,11 +18,13 @@ import torch
 
 from .._validation import Interval
 from ..models import FactorAnalysisModule
+from ._docs import fill_docstring
 from ._linear_gaussian import _BaseLinearGaussian
 
 __all__ = ["MaskedFactorAnalysis"]
 
 
+@fill_docstring
 class MaskedFactorAnalysis(_BaseLinearGaussian):
     """Factor analysis fitted by masked pre-training (MPT).
 
@@ -49,44 +51,21 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         The first noise variances ``psi``, in the data's units, as
         :class:`~sklearn.decomposition.FactorAnalysis`'s; None: the data's overall variance
         for every feature.
-    mask_rate : "uniform" or float in (0, 1], default="uniform"
-        Training masks: ``"uniform"`` draws the mask size uniformly from ``1..D``; a float
-        masks exactly ``round(mask_rate * D)`` tokens (at least one), a biased target.
-    n_masks : int, default=1
-        Masks per sample per training step.
-    score_masks : int, default=1
-        Masks per size (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``)
-        of the cumulative score; not used by ``"exhaustive"``.
-    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="chain"
-        Estimator of the cumulative score; see :func:`skmpt.objectives.mpt_curve`.
-        ``"exhaustive"`` enumerates every mask (``D <= 20``); ``"chain"`` is exact with one
-        ordering.
-    max_epochs : int, default=300
-        Most passes over the data.
-    batch_size : "auto" or int, default="auto"
-        Mini-batch size; ``"auto"`` is ``min(200, n_samples)``.
-    learning_rate : float, default=0.03
-        Adam's step size, on data centred and divided by its overall standard deviation.
-    tol : float, default=1e-3
-        Improvement of the epoch's objective (nats per sample) that counts as progress.
-    n_iter_no_change : int, default=10
-        Epochs without progress before the step size is halved (torch's
-        ``ReduceLROnPlateau``); the stall after the sixth cut is convergence, as in
-        :class:`MaskedPPCA`.
-    monitor : None or "lml", default=None
-        ``"lml"`` records the exact log-marginal likelihood of the training data in
-        ``history_`` every ``monitor_every`` epochs (a diagnostic; training does not use it).
-    monitor_every : int, default=1
-        Epochs between two ``monitor`` records.
-    dtype : {"float64", "float32"}, default="float64"
-        Precision of the module and of the computations (training sums over samples in
-        float64 either way).
-    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
-        ``"auto"`` uses CUDA when available.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the initialisation, the batches, the training masks and the scoring masks.
-    verbose : int, default=0
-        Print one line per epoch when positive.
+    {mask_rate}
+    {n_masks}
+    {score_masks}
+    {score_method}
+    {max_epochs}
+    {batch_size}
+    {learning_rate}
+    {tol}
+    {n_iter_no_change}
+    {monitor}
+    {monitor_every}
+    {dtype}
+    {device}
+    {random_state}
+    {verbose}
 
     Attributes
     ----------
@@ -105,24 +84,18 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         ``mu``.
     module_ : FactorAnalysisModule
         The fitted torch module, with the masked conditionals.
-    device_ : torch.device
-        Where the module lives.
+    {params_}
+    {device_}
     history_ : list of dict
         One dict per epoch (``epoch``, ``objective``, ``stopping_objective``,
         ``learning_rate``, ``lml`` with ``monitor="lml"``, ``seconds``), as in
         :class:`MaskedPPCA`; empty after :meth:`from_estimator`.
     n_iter_ : int
         Number of epochs run.
-    n_features_in_ : int
-        Number of features seen during fit.
-    n_components_ : int
-        The fitted ``n_components`` (``set_params`` does not change a fitted model).
-    offset_ : ndarray of shape (n_features,)
-        Subtracted from the data, in float64, before they are cast to ``dtype``: the training
-        data's mean for a Gaussian model in float32 (so that an offset does not cost the
-        data's precision), zeros otherwise.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during fit, when ``X`` has string column names.
+    {n_features_in_}
+    {n_components_}
+    {offset_}
+    {feature_names_in_}
 
     See Also
     --------
@@ -185,20 +158,21 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
 
     def _check_data(self, X):
         super()._check_data(X)
-        if self.noise_variance_init is not None:
-            init = np.asarray(self.noise_variance_init, dtype=np.float64)
+        if self.params_["noise_variance_init"] is not None:
+            init = np.asarray(self.params_["noise_variance_init"], dtype=np.float64)
             if init.shape != (X.shape[1],) or not (np.isfinite(init) & (init > 0)).all():
                 raise ValueError(
                     f"noise_variance_init must hold one positive, finite variance per feature, shape "
                     f"({X.shape[1]},); got shape {init.shape} with minimum {init.min() if init.size else None}."
                 )
 
-    def _initial_noise(self, X):
-        if self.noise_variance_init is None:
-            return super()._initial_noise(X)
+    def _initial_noise(self, X, units):
+        init = self.params_["noise_variance_init"]
+        if init is None:
+            return super()._initial_noise(X, units)
         # Given in the data's units; training divides the data by one overall scale.
-        scale = self._training_units[1]
-        return X.new_tensor(np.asarray(self.noise_variance_init, dtype=np.float64)) / scale.square()
+        scale = units[1]
+        return X.new_tensor(np.asarray(init, dtype=np.float64)) / scale.square()
 
     @classmethod
     def from_estimator(cls, estimator, **params):

@@ -11,25 +11,103 @@ cumulative MPT score is its log-marginal likelihood (Moreno-Muñoz, Recasens and
 and MPT with uniform mask sizes aims at EM's optimum.
 """
 
-import copy
+import warnings
 from numbers import Integral
 
 import numpy as np
 import torch
-from sklearn.utils.validation import check_is_fitted
+from sklearn.cluster import KMeans, kmeans_plusplus
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from .._utils import check_generator
-from .._validation import Interval, Options
+from .._validation import Interval, Options, check_positive_int
 from ..models import GaussianMixtureModule
-from ._base import _BaseMaskedEstimator
-from ._criteria import _InformationCriteriaMixin
-from ._mixture_init import INIT_PARAMS, best_of_inits, initial_parameters, sklearn_covariances
-from ._mixture_methods import _MixtureMethodsMixin
+from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
+from ._docs import fill_docstring
 
 __all__ = ["MaskedGaussianMixture"]
 
 
-class MaskedGaussianMixture(_MixtureMethodsMixin, _InformationCriteriaMixin, _BaseMaskedEstimator):
+# ====================================================================== initialisation
+# GaussianMixture's ``init_params``: responsibilities from k-means, k-means++ centres, random
+# numbers or random samples, then each component's proportion, mean and covariance.
+INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
+
+# Added to the diagonal of each initial covariance, as GaussianMixture's default reg_covar:
+# a cluster of one point (or of identical points) still gets a positive definite covariance.
+_INIT_REG_COVAR = 1e-6
+
+
+def _responsibilities(data, n_components, init_params, seed):
+    """Initial responsibilities ``(n, K)`` of the (standardised) training data, a NumPy array."""
+    n_samples = data.shape[0]
+    if init_params == "kmeans":
+        labels = KMeans(n_components, n_init=1, random_state=seed).fit(data).labels_
+        return np.eye(n_components)[labels]
+    rng = np.random.RandomState(seed)
+    if init_params == "random":
+        resp = rng.uniform(size=(n_samples, n_components))
+        return resp / resp.sum(1, keepdims=True)
+    if init_params == "k-means++":
+        centres = kmeans_plusplus(data, n_components, random_state=rng)[0]
+    else:  # "random_from_data"
+        centres = data[rng.choice(n_samples, size=n_components, replace=False)]
+    # GaussianMixture gives the chosen samples all the responsibility, and EM's first step
+    # spreads it; a gradient start from covariances of reg_covar alone would not move, so
+    # every sample goes to its nearest chosen centre.
+    distances = ((data[:, None, :] - centres[None]) ** 2).sum(-1)
+    return np.eye(n_components)[distances.argmin(1)]
+
+
+def initial_parameters(X, n_components, covariance_type, init_params, seed):
+    """``(weights, means, covariances)`` from the initial responsibilities, as GaussianMixture's
+    M-step computes them (``covariances`` in the module's layout of ``covariance_type``)."""
+    resp = X.new_tensor(_responsibilities(X.cpu().numpy(), n_components, init_params, seed))  # (n, K)
+    counts = resp.sum(0) + 10 * torch.finfo(X.dtype).eps  # guard against empty clusters
+    means = (resp.T @ X) / counts.unsqueeze(-1)
+    residual = X.unsqueeze(1) - means  # (n, K, D)
+    eye = torch.eye(X.shape[1], dtype=X.dtype, device=X.device)
+    if covariance_type == "full":
+        covariances = torch.einsum("nk,nkd,nke->kde", resp, residual, residual) / counts.view(-1, 1, 1)
+        covariances = covariances + _INIT_REG_COVAR * eye
+    elif covariance_type == "tied":  # GaussianMixture's: the pooled within-cluster covariance
+        covariances = torch.einsum("nk,nkd,nke->de", resp, residual, residual) / counts.sum()
+        covariances = covariances + _INIT_REG_COVAR * eye
+    else:
+        covariances = torch.einsum("nk,nkd->kd", resp, residual.square()) / counts.unsqueeze(-1)
+        covariances = covariances + _INIT_REG_COVAR
+        if covariance_type == "spherical":  # GaussianMixture's: the mean of the diagonal
+            covariances = covariances.mean(-1)
+    return counts / counts.sum(), means, covariances
+
+
+def sklearn_covariances(module):
+    """``(covariances_, precisions_cholesky_, precisions_)`` of a fitted module in
+    GaussianMixture's layout: a tied covariance once, a spherical one as one number per
+    component; precision factors upper triangular ``L^{-T}`` (full, tied) or
+    ``1 / sqrt(variance)`` (diag, spherical), and the precisions they factor."""
+    covariances = module.covariances()
+    if module.covariance_type in ("full", "tied"):
+        factor = module.cholesky()
+        eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
+        precisions_cholesky = torch.linalg.solve_triangular(factor, eye, upper=False).mT
+    else:
+        precisions_cholesky = (-0.5 * module.log_variances).exp().expand_as(covariances)
+    layout = {"tied": lambda a: a[0], "spherical": lambda a: a[:, 0]}.get(module.covariance_type, lambda a: a)
+    precisions_cholesky = layout(precisions_cholesky)
+    if module.covariance_type in ("full", "tied"):
+        precisions = precisions_cholesky @ precisions_cholesky.mT
+    else:
+        precisions = precisions_cholesky.square()
+    return layout(covariances).cpu().numpy(), precisions_cholesky.cpu().numpy(), precisions.cpu().numpy()
+
+
+# ====================================================================== the estimator
+
+
+@fill_docstring
+class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
     """Gaussian mixture fitted by masked pre-training (MPT).
 
     The model is scikit-learn's :class:`~sklearn.mixture.GaussianMixture`,
@@ -70,49 +148,21 @@ class MaskedGaussianMixture(_MixtureMethodsMixin, _InformationCriteriaMixin, _Ba
     warm_start : bool, default=False
         ``fit`` on a fitted mixture continues from its parameters (one start: ``n_init`` is
         not used), as GaussianMixture's ``warm_start``.
-    mask_rate : "uniform" or float in (0, 1], default="uniform"
-        Training masks: ``"uniform"`` draws the mask size uniformly from ``1..D``; a float
-        masks exactly ``round(mask_rate * D)`` tokens (at least one), a biased target.
-    n_masks : int, default=1
-        Masks per sample per training step.
-    score_masks : int, default=1
-        Masks per size (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``)
-        of the cumulative score; not used by ``"exhaustive"``.
-    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="chain"
-        Estimator of the cumulative score; see :func:`skmpt.objectives.mpt_curve`.
-        ``"exhaustive"`` enumerates every mask (``D <= 20``); ``"chain"`` is exact with one
-        ordering.
-    max_epochs : int, default=300
-        Most passes over the data.
-    batch_size : "auto" or int, default="auto"
-        Mini-batch size; ``"auto"`` is ``min(200, n_samples)``.
-    learning_rate : float, default=0.01
-        Adam's step size, on data centred and divided by its overall standard deviation.
-        Smaller than :class:`MaskedPPCA`'s: training starts from k-means, near an optimum,
-        and well-separated clusters are narrow on that scale (at 0.03 the first steps undo
-        much of the initialisation: on three clusters in D=4, 108 epochs against 66 to
-        converge, 0.010 nats short of EM against 0.004).
-    tol : float, default=1e-3
-        Improvement of the epoch's objective (nats per sample) that counts as progress.
-    n_iter_no_change : int, default=10
-        Epochs without progress before the step size is halved (torch's
-        ``ReduceLROnPlateau``); the stall after the sixth cut is convergence, as in
-        :class:`MaskedPPCA`.
-    monitor : None or "lml", default=None
-        ``"lml"`` records the exact log-marginal likelihood of the training data in
-        ``history_`` every ``monitor_every`` epochs (a diagnostic; training does not use it).
-    monitor_every : int, default=1
-        Epochs between two ``monitor`` records.
-    dtype : {"float64", "float32"}, default="float64"
-        Precision of the module and of the computations (training sums over samples in
-        float64 either way).
-    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
-        ``"auto"`` uses CUDA when available.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the k-means initialisation, the batches, the training and scoring masks, and
-        :meth:`sample`.
-    verbose : int, default=0
-        Print one line per epoch when positive.
+    {mask_rate}
+    {n_masks}
+    {score_masks}
+    {score_method}
+    {max_epochs}
+    {batch_size}
+    {learning_rate}
+    {tol}
+    {n_iter_no_change}
+    {monitor}
+    {monitor_every}
+    {dtype}
+    {device}
+    {random_state}
+    {verbose}
 
     Attributes
     ----------
@@ -133,28 +183,30 @@ class MaskedGaussianMixture(_MixtureMethodsMixin, _InformationCriteriaMixin, _Ba
         Inverses of ``covariances_``, of the same shape.
     module_ : GaussianMixtureModule
         The fitted torch module, with the masked conditionals.
-    device_ : torch.device
-        Where the module lives.
+    {params_}
+    {device_}
     history_ : list of dict
         One dict per epoch (``epoch``, ``objective``, ``stopping_objective``,
         ``learning_rate``, ``lml`` with ``monitor="lml"``, ``seconds``), as in
         :class:`MaskedPPCA`; empty after :meth:`from_estimator`.
     n_iter_ : int
         Number of epochs run.
-    n_features_in_ : int
-        Number of features seen during fit.
-    n_components_ : int
-        The fitted ``n_components`` (``set_params`` does not change a fitted model).
-    offset_ : ndarray of shape (n_features,)
-        Subtracted from the data, in float64, before they are cast to ``dtype``: the training
-        data's mean for a Gaussian model in float32 (so that an offset does not cost the
-        data's precision), zeros otherwise.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during fit, when ``X`` has string column names.
+    {n_features_in_}
+    {n_components_}
+    {offset_}
+    {feature_names_in_}
 
     See Also
     --------
     sklearn.mixture.GaussianMixture : the same model fitted by EM.
+
+    Notes
+    -----
+    The default ``learning_rate`` is smaller than :class:`MaskedPPCA`'s: training starts from
+    k-means, near an optimum, and well-separated clusters are narrow on the standardised scale
+    (at 0.03 the first steps undo much of the initialisation: on three clusters in D=4, 108
+    epochs against 66 to converge, 0.010 nats short of EM against 0.004). ``random_state`` also
+    seeds :meth:`sample`.
 
     References
     ----------
@@ -262,32 +314,29 @@ class MaskedGaussianMixture(_MixtureMethodsMixin, _InformationCriteriaMixin, _Ba
 
     def _check_data(self, X):
         super()._check_data(X)
-        if self.n_components > X.shape[0]:
+        if self.params_["n_components"] > X.shape[0]:
             raise ValueError(
-                f"n_components={self.n_components} must be at most the number of samples, but X has "
+                f"n_components={self.params_['n_components']} must be at most the number of samples, but X has "
                 f"{X.shape[0]} sample(s)."
             )
 
-    def _build_module(self, X, generator):
-        if getattr(self, "_warm_start_from", None) is not None:
-            # The previous fit, mapped to the training units: (x - center) / scale.
-            module, offset = self._warm_start_from
-            module = copy.deepcopy(module).to(device=X.device, dtype=X.dtype)
-            center, scale = self._training_units
-            shift = center + X.new_tensor(self.offset_ - offset)
-            with torch.no_grad():
-                return module.unstandardize_(-shift / scale, 1 / scale)
+    def _build_module(self, X, generator, units):
         # GaussianMixture's initialisation: responsibilities, then each component's
         # proportion, mean and covariance.
+        params = self.params_
         seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
         weights, means, covariances = initial_parameters(
-            X, self.n_components, self.covariance_type, self.init_params, seed
+            X, params["n_components"], params["covariance_type"], params["init_params"], seed
         )
-        return GaussianMixtureModule(weights, means, covariances, self.covariance_type)
+        return GaussianMixtureModule(weights, means, covariances, params["covariance_type"])
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit by MPT from ``n_init`` starts, keeping the best (or from the previous fit with
         ``warm_start=True``); otherwise as :meth:`skmpt.estimators.MaskedPPCA.fit`.
+
+        A warm start continues the fitted mixture, so it must still match the parameters and the
+        data: a ``covariance_type`` or ``n_components`` set since, or data of another number of
+        features, is a ``ValueError`` (refit with ``warm_start=False``).
 
         Parameters
         ----------
@@ -301,22 +350,52 @@ class MaskedGaussianMixture(_MixtureMethodsMixin, _InformationCriteriaMixin, _Ba
         -------
         self : MaskedGaussianMixture
         """
-        warm = self.warm_start and hasattr(self, "module_")
-        if warm and self.module_.covariance_type != self.covariance_type:
+        previous = self._warm_start_source(X)
+        if previous is not None or self.n_init == 1:
+            self._fit(X, sample_weight, random_state=self.random_state, previous=previous)
+        else:
+            self._fit_best_of_inits(X, sample_weight)
+        return self
+
+    def _warm_start_source(self, X):
+        """The previous fit's ``(module_, offset_)`` to continue from, or None; a ``ValueError``
+        when it no longer matches the parameters or the data's width (checked before the
+        estimator changes)."""
+        if not (self.warm_start and hasattr(self, "module_")):
+            return None
+        fitted = {"covariance_type": self.module_.covariance_type, "n_components": self.n_components_}
+        for name, value in fitted.items():
+            if getattr(self, name) != value:
+                raise ValueError(
+                    f"warm_start=True continues the fitted mixture, whose {name} is {value!r}; {name} is now "
+                    f"{getattr(self, name)!r}. Refit with warm_start=False."
+                )
+        n_features = check_array(X, dtype=None, ensure_all_finite=False).shape[1]
+        if n_features != self.n_features_in_:
             raise ValueError(
-                f"warm_start=True continues the fitted {self.module_.covariance_type!r} mixture; "
-                f"covariance_type is now {self.covariance_type!r}. Refit with warm_start=False."
+                f"warm_start=True continues the fitted mixture of {self.n_features_in_} features; X has "
+                f"{n_features}. Refit with warm_start=False."
             )
-        self._warm_start_from = (self.module_, self.offset_.copy()) if warm else None
-        try:
-            if warm or self.n_init == 1:
-                return super().fit(X, sample_weight=sample_weight)
-            seeds = torch.randint(2**31 - 1, (self.n_init - 1,), generator=check_generator(self.random_state))
-            weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-            return best_of_inits(self, lambda e: _BaseMaskedEstimator.fit(e, X, sample_weight=sample_weight),
-                                 seeds.tolist(), X, weights)
-        finally:
-            self.__dict__.pop("_warm_start_from", None)
+        return self.module_, self.offset_.copy()
+
+    def _fit_best_of_inits(self, X, sample_weight):
+        """Fit from ``n_init`` starts and keep the parameters of highest (weighted) mean exact
+        log-likelihood on ``X``, as GaussianMixture keeps the best of its runs
+        (``_get_parameters`` / ``_set_parameters``). The first start uses ``random_state``, the
+        others seeds drawn from it; only the first warns about convergence."""
+        seeds = torch.randint(2**31 - 1, (self.n_init - 1,), generator=check_generator(self.random_state))
+        weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        best = None
+        for start, random_state in enumerate([self.random_state, *seeds.tolist()]):
+            with warnings.catch_warnings():
+                if start:  # warned about by the first run only
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                self._fit(X, sample_weight, random_state=random_state)
+            value = float(np.average(self.log_marginal_likelihood(X), weights=weights))
+            if best is None or value > best[0]:
+                best = (value, self._get_parameters(), self.history_, self.n_iter_, self.converged_)
+        _, params, self.history_, self.n_iter_, self.converged_ = best
+        self._set_parameters(params)
 
     def _set_fitted_attributes(self):
         module = self.module_
@@ -332,4 +411,68 @@ class MaskedGaussianMixture(_MixtureMethodsMixin, _InformationCriteriaMixin, _Ba
         check_is_fitted(self)
         K, D = self.n_components_, self.n_features_in_
         covariance = {"full": K * D * (D + 1) // 2, "tied": D * (D + 1) // 2, "diag": K * D, "spherical": K}
-        return covariance[self.covariance_type] + K * D + K - 1
+        return covariance[self.module_.covariance_type] + K * D + K - 1
+
+    def predict_proba(self, X):
+        """Responsibilities: the posterior probability of each component given each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_components)
+        """
+        return self.transform(X)
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fit, then return the most probable component of each training sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        return self.fit(X, sample_weight=sample_weight).predict(X)
+
+    def predict(self, X):
+        """The most probable component of each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        return self.predict_proba(X).argmax(1)
+
+    def sample(self, n_samples=1):
+        """Draw samples from the fitted mixture.
+
+        With an int ``random_state`` every call returns the same draws, as
+        :meth:`sklearn.mixture.GaussianMixture.sample` does.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+        labels : ndarray of shape (n_samples,)
+            The component each sample was drawn from.
+        """
+        check_is_fitted(self)
+        n_samples = check_positive_int(n_samples, "n_samples")
+        with torch.no_grad():
+            X, labels = self.module_.sample(int(n_samples), generator=check_generator(self.params_["random_state"]))
+        return X.cpu().numpy() + self.offset_, labels.cpu().numpy()

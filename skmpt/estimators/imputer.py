@@ -66,6 +66,9 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         The fitted model, on the features observed at fit time.
     indicator_ : MissingIndicator or None
         With ``add_indicator=True``.
+    params_ : dict
+        The parameters as they were at the last ``fit``: ``transform`` and ``score`` read these
+        (``missing_values``, ``sample_posterior``), so ``set_params`` acts at the next ``fit``.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Where ``X`` has string column names.
@@ -131,12 +134,14 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ data
     def _validate(self, X, *, reset):
-        """``X`` as float64 with NaN at the missing entries, and the missing mask."""
-        nan_marker = _is_nan(self.missing_values)
+        """``X`` as float64 with NaN at the missing entries, and the missing mask (``missing_values``
+        as it was at fit)."""
+        missing_values = self.params_["missing_values"]
         X = validate_data(
-            self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan" if nan_marker else True, copy=True
+            self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan" if _is_nan(missing_values) else True,
+            copy=True,
         )
-        missing = _missing_mask(X, self.missing_values)
+        missing = _missing_mask(X, missing_values)
         X[missing] = np.nan
         return X, missing
 
@@ -164,7 +169,9 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         -------
         self : MaskedImputer
         """
-        validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
+        params = self.get_params(deep=False)
+        validate_parameters(params, self._parameter_constraints, type(self).__name__)
+        self.params_ = params
         estimator = MaskedPPCA() if self.estimator is None else self.estimator
         self._check_marker(estimator)
         X, missing = self._validate(X, reset=True)
@@ -198,7 +205,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         X, missing = self._validate(X, reset=False)
         out = np.zeros_like(X)
         part = X[:, self._valid]
-        if self.sample_posterior:
+        if self.params_["sample_posterior"]:
             seed = int(self.random_state_.randint(np.iinfo(np.int32).max))
             out[:, self._valid] = self.estimator_.sample_missing(part, 1, random_state=seed)[0]
         else:

@@ -19,8 +19,8 @@ from sklearn.utils.validation import check_is_fitted
 from .._utils import chunk_budget
 from .._validation import Interval, Options
 from ..models import LinearVAEModule
-from ._base import _BaseMaskedEstimator
-from ._criteria import _InformationCriteriaMixin, linear_gaussian_parameter_count
+from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count
+from ._docs import fill_docstring
 
 __all__ = ["MaskedLinearVAE"]
 
@@ -34,6 +34,7 @@ MAX_QUADRATURE = 360
 MAX_GRID_POINTS = 2**16
 
 
+@fill_docstring
 class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
     """Linear latent-variable model with exact conditionals on a quadrature grid, fitted by MPT.
 
@@ -61,44 +62,26 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
         baseline, an amortised linear Gaussian encoder with one reparameterised sample and the
         analytic KL (a bound for the continuous prior). ``"lml"``: the grid LML itself, the
         optimum the other two should approach.
-    mask_rate : "uniform" or float in (0, 1], default="uniform"
-        Training masks for ``objective="mpt"``, as in :class:`MaskedPPCA`.
-    n_masks : int, default=1
-        Masks per sample per step.
+    {mask_rate}
+    {n_masks}
     n_quadrature : "auto" or int, default="auto"
         Nodes per latent dimension; ``"auto"`` is 64, 32 or 12 for K = 1, 2, 3. At most 360
         (beyond, the normalised Gauss–Hermite weights underflow float64), with at most
         ``2**16`` grid points and four times the working memory in grid-by-feature entries (``2**26`` by
         default, see :func:`skmpt.working_memory`); ``fit`` checks both first.
-    score_masks : int, default=1
-        As in :class:`MaskedPPCA`; with the default ``"chain"`` method one ordering already
-        gives the exact cumulative score of this model.
-    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="chain"
-        The chain reveals one token at a time and updates the grid posterior, ``O(n G D)``
-        per ordering; the sweep costs ``O(n G D)`` per *mask*, ``D * score_masks`` masks;
-        ``"exhaustive"`` enumerates every mask (``D <= 20``).
-    max_epochs : int, default=300
-    batch_size : "auto" or int, default="auto"
-        ``"auto"`` is ``min(200, n_samples)``.
-    learning_rate : float, default=0.03
-        Adam's initial step size.
-    tol : float, default=1e-3
-        Improvement of the stopping objective (nats per sample) that counts as progress.
-    n_iter_no_change : int, default=10
-        Epochs without progress of the stopping objective (the training objective on a
-        quarter of the samples, at least 100, with masks and noise fixed before training)
-        before the step size is halved (torch's ``ReduceLROnPlateau``); the stall after the
-        sixth cut is convergence.
-    monitor : None or "lml", default=None
-        ``"lml"`` records the grid log-marginal likelihood of the training data in
-        ``history_`` every ``monitor_every`` epochs.
-    monitor_every : int, default=1
-    dtype : {"float64", "float32"}, default="float64"
-        Precision of the module and of the computations (training sums over samples in
-        float64 either way).
-    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
-    random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    {score_masks}
+    {score_method}
+    {max_epochs}
+    {batch_size}
+    {learning_rate}
+    {tol}
+    {n_iter_no_change}
+    {monitor}
+    {monitor_every}
+    {dtype}
+    {device}
+    {random_state}
+    {verbose}
 
     Attributes
     ----------
@@ -110,7 +93,8 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
         ``sigma^2`` (Gaussian likelihood only).
     module_ : LinearVAEModule
         The fitted torch module, with ``masked_log_prob`` and ``chain_log_prob``.
-    device_ : torch.device
+    {params_}
+    {device_}
     history_ : list of dict
         Per epoch: ``epoch``, ``objective`` (mean training objective over the epoch, nats per
         sample), ``stopping_objective`` (the objective on the stopping rule's fixed samples,
@@ -122,14 +106,18 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
         Epochs run by ``fit``, or ``partial_fit`` calls.
     converged_ : bool
         Whether ``fit`` met its stopping rule before ``max_epochs``.
-    n_features_in_ : int
-    n_components_ : int
-        The fitted ``n_components`` (``set_params`` does not change a fitted model).
-    offset_ : ndarray of shape (n_features,)
-        Subtracted from the data, in float64, before they are cast to ``dtype``: the training
-        data's mean for a Gaussian model in float32 (so that an offset does not cost the
-        data's precision), zeros otherwise.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+    {n_features_in_}
+    {n_components_}
+    {offset_}
+    {feature_names_in_}
+
+    Notes
+    -----
+    With the default ``score_method="chain"`` one ordering already gives the exact cumulative
+    score of this model: the chain reveals one token at a time and updates the grid posterior,
+    ``O(n G D)`` per ordering for ``G`` grid points, whereas the sweep costs ``O(n G D)`` per
+    *mask*, ``D * score_masks`` masks. ``monitor="lml"`` records the grid log-marginal
+    likelihood.
 
     Examples
     --------
@@ -180,16 +168,17 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
         self.verbose = verbose
 
     def _likelihood(self):
-        return self.likelihood
+        return self.params_["likelihood"]
 
     def _objective_name(self):
-        return self.objective
+        return self.params_["objective"]
 
     def _binarize_threshold(self):
-        return self.binarize if self.likelihood == "bernoulli" else None
+        return self.params_["binarize"] if self.params_["likelihood"] == "bernoulli" else None
 
     def _n_points(self):
-        return AUTO_QUADRATURE[self.n_components] if self.n_quadrature == "auto" else self.n_quadrature
+        n_quadrature = self.params_["n_quadrature"]
+        return AUTO_QUADRATURE[self.params_["n_components"]] if n_quadrature == "auto" else n_quadrature
 
     def _check_data(self, X):
         super()._check_data(X)
@@ -199,20 +188,20 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
                 f"n_quadrature={n_points}: beyond {MAX_QUADRATURE} nodes the normalised Gauss–Hermite "
                 f"weights underflow float64."
             )
-        grid = n_points**self.n_components
+        grid = n_points**self.params_["n_components"]
         if grid > MAX_GRID_POINTS or grid * X.shape[1] > chunk_budget(4):
             raise ValueError(
-                f"n_quadrature={n_points} with n_components={self.n_components} makes a grid of {grid} "
+                f"n_quadrature={n_points} with n_components={self.params_['n_components']} makes a grid of {grid} "
                 f"points, and tables of {grid} x {X.shape[1]} features; the limits are {MAX_GRID_POINTS} "
                 f"points and {chunk_budget(4)} entries (four times skmpt.working_memory). Use fewer nodes."
             )
 
-    def _build_module(self, X, generator):
+    def _build_module(self, X, generator, units):
         n_features = X.shape[1]
         # Small random loadings break the symmetry of W = 0, a saddle point of every objective.
-        components = 0.1 * torch.randn(self.n_components, n_features, generator=generator, dtype=X.dtype)
+        components = 0.1 * torch.randn(self.params_["n_components"], n_features, generator=generator, dtype=X.dtype)
         intercept = X.new_zeros(n_features)
-        if self.likelihood == "bernoulli":
+        if self.params_["likelihood"] == "bernoulli":
             # Start at the independent-pixel fit; clamping keeps all-0 or all-1 pixels finite.
             mean = X.mean(0).clamp(1e-3, 1 - 1e-3)
             intercept = torch.log(mean) - torch.log1p(-mean)
@@ -220,8 +209,8 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
             components.to(X.device),
             intercept,
             self._n_points(),
-            likelihood=self.likelihood,
-            encoder=self.objective == "elbo",
+            likelihood=self.params_["likelihood"],
+            encoder=self.params_["objective"] == "elbo",
         )
 
     def _n_parameters(self):
@@ -229,11 +218,11 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
         invariant), ``D`` intercepts, and the noise variance of the Gaussian likelihood; the
         amortised encoder of ``objective="elbo"`` is a training device, not part of the model."""
         check_is_fitted(self)
-        n_noise = 1 if self.likelihood == "gaussian" else 0
+        n_noise = 1 if self.params_["likelihood"] == "gaussian" else 0
         return linear_gaussian_parameter_count(self.n_features_in_, self.n_components_, n_noise)
 
     def _set_fitted_attributes(self):
         self.components_ = self.module_.components.detach().cpu().numpy()
         self.intercept_ = self.module_.intercept.detach().cpu().numpy().astype(np.float64) + self.offset_
-        if self.likelihood == "gaussian":
+        if self.params_["likelihood"] == "gaussian":
             self.noise_variance_ = float(self.module_.noise_variance.detach())

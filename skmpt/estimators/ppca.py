@@ -17,12 +17,13 @@ import torch
 
 from .._validation import Interval, Options
 from ..models import PPCAModule
-from ._linear_gaussian import _BaseLinearGaussian
-from ._spectrum import choose_n_components
+from ._docs import fill_docstring
+from ._linear_gaussian import _BaseLinearGaussian, choose_n_components
 
 __all__ = ["MaskedPPCA"]
 
 
+@fill_docstring
 class MaskedPPCA(_BaseLinearGaussian):
     """Probabilistic PCA fitted by masked pre-training (MPT).
 
@@ -45,51 +46,21 @@ class MaskedPPCA(_BaseLinearGaussian):
         ``"mle"`` by Minka's MLE of the dimension (at least as many samples as features), a
         float as the fewest components whose share of the variance exceeds it. The chosen
         ``K`` is ``n_components_`` (by ``partial_fit``: from the first chunk).
-    mask_rate : "uniform" or float in (0, 1], default="uniform"
-        Training masks: ``"uniform"`` draws the mask size uniformly from ``1..D`` (the rate
-        the theory favours); a float masks exactly ``round(mask_rate * D)`` tokens (at least
-        one), which trains towards a biased target (``D * S(x; M)``).
-    n_masks : int, default=4
-        Masks per sample per training step (the paper's ``P``). Their gradient noise is what
-        stops Adam short of the optimum: with one mask per sample the fit of N=500 samples
-        ends about 0.005 nats per sample below the maximum likelihood, with four about 0.002.
-    score_masks : int, default=1
-        Masks per size (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``)
-        of the cumulative score; not used by ``"exhaustive"``.
-    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="chain"
-        Estimator of the cumulative score; see :func:`skmpt.objectives.mpt_curve`.
-        ``"exhaustive"`` enumerates every mask (``D <= 20``); ``"chain"`` is exact for PPCA
-        with one ordering, so the default score has no Monte Carlo noise to blur a model
-        selection.
-    max_epochs : int, default=300
-        Most passes over the data.
-    batch_size : "auto" or int, default="auto"
-        Mini-batch size; ``"auto"`` is ``min(200, n_samples)``.
-    learning_rate : float, default=0.03
-        Adam's initial step size, on data centred and divided by its overall standard
-        deviation (so the default suits data of any scale).
-    tol : float, default=1e-3
-        Improvement of the stopping objective (nats per sample) that counts as progress.
-    n_iter_no_change : int, default=10
-        After this many epochs without progress of the stopping objective (the training
-        objective on a quarter of the samples, at least 100, with masks fixed before
-        training) the step size is halved (torch's ``ReduceLROnPlateau``); the stall after
-        the sixth cut is convergence.
-    monitor : None or "lml", default=None
-        ``"lml"`` records the exact log-marginal likelihood of the training data in
-        ``history_`` every ``monitor_every`` epochs (a diagnostic; training does not use it).
-    monitor_every : int, default=1
-        Epochs between two ``monitor`` records.
-    dtype : {"float64", "float32"}, default="float64"
-        Precision of the module and of the computations (training sums over samples in
-        float64 either way).
-    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
-        ``"auto"`` uses CUDA when available.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the initialisation, the batches, the training masks and the scoring masks.
-    verbose : int, default=0
-        Log one line per epoch (logger ``"skmpt"``, level INFO) when positive; shown on
-        standard error when logging is not configured.
+    {mask_rate}
+    {n_masks}
+    {score_masks}
+    {score_method}
+    {max_epochs}
+    {batch_size}
+    {learning_rate}
+    {tol}
+    {n_iter_no_change}
+    {monitor}
+    {monitor_every}
+    {dtype}
+    {device}
+    {random_state}
+    {verbose}
 
     Attributes
     ----------
@@ -108,8 +79,8 @@ class MaskedPPCA(_BaseLinearGaussian):
     module_ : PPCAModule
         The fitted torch module, with the masked conditionals (``masked_log_prob_sum``,
         ``masked_log_prob``) for power users.
-    device_ : torch.device
-        Where the module lives.
+    {params_}
+    {device_}
     history_ : list of dict
         One dict per epoch: ``epoch``, ``objective`` (mean MPT objective over the epoch's
         batches, nats per sample), ``stopping_objective`` (the objective at the end of the
@@ -124,21 +95,23 @@ class MaskedPPCA(_BaseLinearGaussian):
     converged_ : bool
         Whether ``fit`` stopped by its stopping rule rather than at ``max_epochs`` (``fit``
         only).
-    n_features_in_ : int
-        Number of features seen during fit.
-    n_components_ : int
-        The fitted ``n_components`` (``set_params`` does not change a fitted model).
-    offset_ : ndarray of shape (n_features,)
-        Subtracted from the data, in float64, before they are cast to ``dtype``: the training
-        data's mean for a Gaussian model in float32 (so that an offset does not cost the
-        data's precision), zeros otherwise.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during fit, when ``X`` has string column names.
+    {n_features_in_}
+    {n_components_}
+    {offset_}
+    {feature_names_in_}
 
     See Also
     --------
     sklearn.decomposition.PCA : whose ``score`` is the maximum-likelihood PPCA's LML.
     sklearn.decomposition.FactorAnalysis : the same model with per-feature noise.
+
+    Notes
+    -----
+    The gradient noise of the training masks is what stops Adam short of the optimum: with one
+    mask per sample (``n_masks=1``) the fit of N=500 samples ends about 0.005 nats per sample
+    below the maximum likelihood, with the default four about 0.002. The default
+    ``score_method="chain"`` is exact for PPCA with one ordering, so the default score has no
+    Monte Carlo noise to blur a model selection.
 
     References
     ----------
@@ -174,7 +147,7 @@ class MaskedPPCA(_BaseLinearGaussian):
     }
 
     def _resolve_n_components(self, X):
-        return choose_n_components(X.detach().cpu().numpy().astype(np.float64), self.n_components)
+        return choose_n_components(X.detach().cpu().numpy().astype(np.float64), self.params_["n_components"])
 
     def __init__(
         self, n_components=2, *, mask_rate="uniform", n_masks=4, score_masks=1, score_method="chain",

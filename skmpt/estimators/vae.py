@@ -16,13 +16,60 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import Interval, Options
 from ..models import VAEModule, conditioning_set, importance_diagnostics, pareto_k_threshold
 from ..models.vae import ACTIVATIONS
-from ._base import _BaseMaskedEstimator
-from ._data import check_mask_array
-from ._vae_diagnostics import conditional_diagnostics, warn_unreliable_conditionals
+from ._base import _BaseMaskedEstimator, check_mask_array
+from ._docs import fill_docstring
 
 __all__ = ["MaskedVAE"]
 
 
+# ====================================================================== diagnostics
+# With ``conditional="importance"`` each conditional is a self-normalised importance-sampling
+# estimate ``p_hat = sum_s w_s p(x_j | z_s)`` from ``S = n_particles`` particles whose weights
+# ``w_s`` (normalised) depend on the sample and the mask, not on the predicted token ``j``.
+
+
+def conditional_diagnostics(log_weights, token_log_prob, masks, log_prob):
+    """Per-sample-and-mask ESS, Pareto ``k_hat`` and reliability, per-token standard error.
+
+    ``log_weights`` ``(n, P, S)`` (normalised), ``token_log_prob`` ``(n, P, S, D)``, ``masks``
+    and ``log_prob`` ``(n, P, D)``: torch tensors. The standard error of ``log p_hat`` is the
+    delta-method one of a self-normalised estimate (Owen, 2013, eq. 9.8),
+    ``sqrt(sum_s w_s^2 (p(x_j | z_s) / p_hat - 1)^2)``; zero at unmasked tokens.
+    """
+    n_samples, n_masks, n_particles = log_weights.shape
+    flat = importance_diagnostics(log_weights.reshape(-1, n_particles).cpu().numpy())
+    ratio = torch.expm1(token_log_prob - log_prob.unsqueeze(-2))  # p(x_j | z_s) / p_hat - 1
+    variance = (torch.exp(2 * log_weights).unsqueeze(-1) * ratio.square()).sum(-2)
+    standard_error = torch.where(masks, variance.sqrt(), torch.zeros_like(variance))
+    return Bunch(
+        log_prob=log_prob.cpu().numpy(),
+        ess=flat["ess"].reshape(n_samples, n_masks),
+        standard_error=standard_error.cpu().numpy(),
+        pareto_k=flat["pareto_k"].reshape(n_samples, n_masks),
+        reliable=flat["reliable"].reshape(n_samples, n_masks),
+        threshold=pareto_k_threshold(n_particles),
+    )
+
+
+def warn_unreliable_conditionals(diagnostics, n_particles, stacklevel=3):
+    """The documented rule: warn when a (sample, mask)'s ``k_hat`` is above the threshold."""
+    n_unreliable = int((~diagnostics.reliable).sum())
+    if n_unreliable:
+        warnings.warn(
+            f"The importance-sampled conditionals of {n_unreliable} of {diagnostics.reliable.size} "
+            f"(sample, mask) pair(s) are unreliable: Pareto k_hat above {diagnostics.threshold:.2f} with "
+            f"n_particles={n_particles} (inf: too few particles to fit the tail, at least 20 needed). "
+            f"Raise n_particles; if k_hat stays high, the encoder is a poor proposal given those masks.",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+    return diagnostics
+
+
+# ====================================================================== the estimator
+
+
+@fill_docstring
 class MaskedVAE(_BaseMaskedEstimator):
     """Variational autoencoder fitted by masked pre-training, with Monte Carlo conditionals.
 
@@ -46,50 +93,35 @@ class MaskedVAE(_BaseMaskedEstimator):
     likelihood : {"gaussian", "bernoulli"}, default="gaussian"
     objective : {"mpt", "elbo", "iwae"}, default="mpt"
         ``"iwae"`` is the importance-weighted bound with ``n_particles`` draws.
-    mask_rate : "uniform" or float in (0, 1], default="uniform"
-    n_masks : int, default=1
+    {mask_rate}
+    {n_masks}
     conditional : {"importance", "pseudo_gibbs"}, default="importance"
     n_particles : int, default=16
         Particles per sample and mask for the conditionals (and draws for ``"iwae"``).
     n_gibbs : int, default=5
         Encode-decode rounds of ``"pseudo_gibbs"``.
-    score_masks : int, default=10
-        Masks per size (``score_method="sweep"``) or orderings (``"nested"``, ``"chain"``)
-        of the cumulative score; not used by ``"exhaustive"``.
-    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="sweep"
-        Estimator of the cumulative score; see :func:`skmpt.objectives.mpt_curve`.
+    {score_masks}
+    {score_method}
     n_lml_samples : int, default=100
         Importance samples per datum for ``log_marginal_likelihood`` and the ``"lml"``
         monitor; the IWAE literature reports final numbers with 5000.
-    max_epochs : int, default=100
-    batch_size : "auto" or int, default="auto"
-    learning_rate : float, default=1e-3
-        Adam's initial step size.
-    tol : float, default=1e-3
-        Improvement of the stopping objective (nats per sample) that counts as progress.
-    n_iter_no_change : int, default=10
-        Epochs without progress of the stopping objective (the training objective on a
-        quarter of the samples, at least 100, with masks and particle noise fixed before
-        training: forward passes only, under a tenth of an epoch) before the step size is
-        halved (torch's ``ReduceLROnPlateau``); the stall after the sixth cut is convergence.
-    monitor : None or "lml", default=None
-        ``"lml"`` records the importance-sampled log-marginal likelihood of the training
-        data (``n_lml_samples`` draws) in ``history_`` every ``monitor_every`` epochs; it
-        costs more than a training epoch at D=784, so it is off unless asked for.
-    monitor_every : int, default=1
-    dtype : {"float64", "float32"}, default="float64"
-        Precision of the module and of the computations (training sums over samples in
-        float64 either way).
-    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
-    random_state : int, RandomState instance or None, default=None
-        Seeds training and, with an int, makes every score reproducible (the particles'
-        noise is drawn from it afresh at each call).
-    verbose : int, default=0
+    {max_epochs}
+    {batch_size}
+    {learning_rate}
+    {tol}
+    {n_iter_no_change}
+    {monitor}
+    {monitor_every}
+    {dtype}
+    {device}
+    {random_state}
+    {verbose}
 
     Attributes
     ----------
     module_ : VAEModule
-    device_ : torch.device
+    {params_}
+    {device_}
     history_ : list of dict
         Per epoch: ``epoch``, ``objective``, ``stopping_objective``, ``learning_rate``,
         ``lml`` (``monitor="lml"`` only, on the epochs it records) and ``seconds``; after
@@ -99,14 +131,16 @@ class MaskedVAE(_BaseMaskedEstimator):
         Epochs run by ``fit``, or ``partial_fit`` calls.
     converged_ : bool
         Whether ``fit`` met its stopping rule before ``max_epochs``.
-    n_features_in_ : int
-    n_components_ : int
-        The fitted ``n_components`` (``set_params`` does not change a fitted model).
-    offset_ : ndarray of shape (n_features,)
-        Subtracted from the data, in float64, before they are cast to ``dtype``: the training
-        data's mean for a Gaussian model in float32 (so that an offset does not cost the
-        data's precision), zeros otherwise.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+    {n_features_in_}
+    {n_components_}
+    {offset_}
+    {feature_names_in_}
+
+    Notes
+    -----
+    ``monitor="lml"`` records the importance-sampled log-marginal likelihood with
+    ``n_lml_samples`` draws; it costs more than a training epoch at D=784, so it is off unless
+    asked for.
 
     Examples
     --------
@@ -165,41 +199,46 @@ class MaskedVAE(_BaseMaskedEstimator):
         self.verbose = verbose
 
     def _likelihood(self):
-        return self.likelihood
+        return self.params_["likelihood"]
 
     def _objective_name(self):
-        return self.objective
+        return self.params_["objective"]
 
     def _check_data(self, X):
         super()._check_data(X)
-        if any(not isinstance(h, Integral) or h < 1 for h in self.hidden_layer_sizes):
-            raise ValueError(f"hidden_layer_sizes must hold positive integers; got {self.hidden_layer_sizes!r}.")
+        sizes = self.params_["hidden_layer_sizes"]
+        if any(not isinstance(h, Integral) or h < 1 for h in sizes):
+            raise ValueError(f"hidden_layer_sizes must hold positive integers; got {sizes!r}.")
 
-    def _build_module(self, X, generator):
+    def _build_module(self, X, generator, units):
         # The module's weights come from torch's generator, which fit has seeded from random_state.
         return VAEModule(
             X.shape[1],
-            self.n_components,
-            tuple(self.hidden_layer_sizes),
-            self.activation,
-            self.likelihood,
-            conditional=self.conditional,
-            n_particles=self.n_particles,
-            n_gibbs=self.n_gibbs,
+            self.params_["n_components"],
+            tuple(self.params_["hidden_layer_sizes"]),
+            self.params_["activation"],
+            self.params_["likelihood"],
+            conditional=self.params_["conditional"],
+            n_particles=self.params_["n_particles"],
+            n_gibbs=self.params_["n_gibbs"],
             fill=X.mean(0),
             dtype=X.dtype,
         ).to(X.device)
 
     def _objective_kwargs(self):
         # The IWAE bound draws n_particles particles per sample, like the conditionals.
-        return {"n_particles": self.n_particles} if self.objective == "iwae" else {}
+        return {"n_particles": self.params_["n_particles"]} if self.params_["objective"] == "iwae" else {}
 
-    def log_marginal_likelihood(self, X, *, return_diagnostics=False):
+    def log_marginal_likelihood(self, X, *, n_lml_samples=None, return_diagnostics=False):
         """Importance-sampled ``log p(x)`` of each sample, with ``n_lml_samples`` draws.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+        n_lml_samples : int or None, default=None
+            Importance draws of this call; ``None`` is the fitted ``n_lml_samples`` (as
+            scikit-learn's ``KNeighborsMixin.kneighbors`` takes ``n_neighbors``): more draws
+            for a final estimate without refitting.
         return_diagnostics : bool, default=False
             Also return :meth:`importance_diagnostics` (computed from the same draws, and
             warning as it does).
@@ -211,11 +250,20 @@ class MaskedVAE(_BaseMaskedEstimator):
             Only with ``return_diagnostics=True``.
         """
         if not return_diagnostics:
-            return super().log_marginal_likelihood(X)
-        diagnostics = self.importance_diagnostics(X)
+            return self._log_marginal_likelihood(X, {"n_lml_samples": self._draws(n_lml_samples)})
+        diagnostics = self.importance_diagnostics(X, n_lml_samples=n_lml_samples)
         return diagnostics.log_marginal, diagnostics
 
-    def importance_diagnostics(self, X):
+    def _draws(self, n_lml_samples):
+        """Importance draws of one call: ``n_lml_samples``, or the fitted number."""
+        check_is_fitted(self)
+        if n_lml_samples is None:
+            return self.params_["n_lml_samples"]
+        if isinstance(n_lml_samples, bool) or not isinstance(n_lml_samples, Integral) or n_lml_samples < 1:
+            raise ValueError(f"n_lml_samples must be a positive integer or None; got {n_lml_samples!r}.")
+        return int(n_lml_samples)
+
+    def importance_diagnostics(self, X, *, n_lml_samples=None):
         """How far the importance-sampled ``log_marginal_likelihood`` can be trusted, per sample.
 
         From the ``S = n_lml_samples`` weights ``w_s = p(x, z_s) / q(z_s | x)`` of each
@@ -234,6 +282,8 @@ class MaskedVAE(_BaseMaskedEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+        n_lml_samples : int or None, default=None
+            Importance draws of this call; ``None`` is the fitted ``n_lml_samples``.
 
         Returns
         -------
@@ -255,13 +305,13 @@ class MaskedVAE(_BaseMaskedEstimator):
         True
         """
 
+        draws = self._draws(n_lml_samples)
+
         def log_weights(module, X_t, observed):
-            return module.log_importance_weights(
-                X_t, self.n_lml_samples, observed=observed, generator=self._noise_generator()
-            )
+            return module.log_importance_weights(X_t, draws, observed=observed, generator=self._noise_generator())
 
         diagnostics = importance_diagnostics(self._evaluate(X, log_weights))
-        threshold = pareto_k_threshold(self.n_lml_samples)
+        threshold = pareto_k_threshold(draws)
         result = Bunch(
             log_marginal=diagnostics["log_mean"],
             ess=diagnostics["ess"],
@@ -274,7 +324,7 @@ class MaskedVAE(_BaseMaskedEstimator):
         if n_unreliable:
             warnings.warn(
                 f"The importance-sampled log-likelihood of {n_unreliable} of {len(result.reliable)} sample(s) "
-                f"is unreliable: Pareto k_hat above {threshold:.2f} with n_lml_samples={self.n_lml_samples} "
+                f"is unreliable: Pareto k_hat above {threshold:.2f} with n_lml_samples={self.params_['n_lml_samples']} "
                 f"(inf: too few draws to fit the tail, at least 20 needed). Raise n_lml_samples; if k_hat "
                 f"stays high, the encoder is a poor proposal for those samples.",
                 UserWarning,
@@ -344,9 +394,9 @@ class MaskedVAE(_BaseMaskedEstimator):
         >>> d.ess.shape, d.standard_error.shape
         ((5, 4), (5, 4, 4))
         """
-        if self.conditional != "importance":
+        if self.params_["conditional"] != "importance":
             raise ValueError("conditional_diagnostics needs conditional='importance'; "
-                             f"the {self.conditional!r} conditionals have no importance weights.")
+                             f"the {self.params_['conditional']!r} conditionals have no importance weights.")
         log_prob = self.conditional_log_prob(X, masks)
         check_is_fitted(self)
         X_t, observed = self._to_tensor(X, reset=False)
@@ -357,8 +407,8 @@ class MaskedVAE(_BaseMaskedEstimator):
             )
         scored = conditioning_set(mask_t, observed)[0].expand(log_prob.shape)
         diagnostics = conditional_diagnostics(log_w, token, scored, torch.as_tensor(log_prob, device=X_t.device))
-        return warn_unreliable_conditionals(diagnostics, self.n_particles)
+        return warn_unreliable_conditionals(diagnostics, self.params_["n_particles"])
 
     def _log_marginal_kwargs(self):
         # log_marginal_likelihood and history_["lml"] are importance-sampled with this many draws.
-        return {"n_lml_samples": self.n_lml_samples}
+        return {"n_lml_samples": self.params_["n_lml_samples"]}

@@ -189,8 +189,25 @@ def test_mixture_warm_start_continues(dtype):
     rtol = 1e-10 if dtype == "float64" else 1e-5
     np.testing.assert_allclose(gmm.log_marginal_likelihood(X + 1.0), before, rtol=rtol)
     assert np.abs(cold.log_marginal_likelihood(X + 1.0) - before).max() > 1e-3
-    with pytest.raises(ValueError, match="warm_start=True continues the fitted 'spherical' mixture"):
+    with pytest.raises(ValueError, match="whose covariance_type is 'spherical'; covariance_type is now 'diag'"):
         gmm.set_params(covariance_type="diag").fit(X)
+
+
+def test_mixture_warm_start_that_no_longer_matches_is_refused_before_anything_changes():
+    """A warm start continues the fitted parameters, so a new n_components (which kept the old model
+    while n_components_ and bic counted the new one) or a new width (a raw broadcast error) is refused."""
+    X, _, _ = weighted_data(clustered=True)
+    gmm = MaskedGaussianMixture(2, warm_start=True, max_epochs=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gmm.fit(X)
+    before = gmm.bic(X)
+    with pytest.raises(ValueError, match="whose n_components is 2; n_components is now 3"):
+        gmm.set_params(n_components=3).fit(X)
+    gmm.set_params(n_components=2)
+    with pytest.raises(ValueError, match=f"mixture of {X.shape[1]} features; X has {X.shape[1] + 1}"):
+        gmm.fit(np.hstack([X, X[:, :1]]))
+    assert gmm.n_components_ == 2 and gmm.n_features_in_ == X.shape[1] and gmm.bic(X) == before
 
 
 def test_factor_analysis_noise_variance_init():
