@@ -153,3 +153,19 @@ def test_in_a_pipeline():
 def test_bad_parameters(params, message):
     with pytest.raises(ValueError, match=message):
         MaskedVAE(**params).fit(np.random.RandomState(0).randn(20, 3))
+
+
+def test_log_marginal_likelihood_takes_the_draws_of_one_call():
+    """More importance draws for one estimate without refitting (as kneighbors takes n_neighbors)."""
+    from skmpt.datasets import make_ppca
+
+    X = make_ppca(60, 4, 1, random_state=0).data
+    vae = MaskedVAE(1, hidden_layer_sizes=(4,), n_lml_samples=5, max_epochs=2, random_state=0).fit(X)
+    fitted = vae.log_marginal_likelihood(X[:5])
+    np.testing.assert_array_equal(vae.log_marginal_likelihood(X[:5], n_lml_samples=5), fitted)
+    more = vae.log_marginal_likelihood(X[:5], n_lml_samples=50)
+    assert not np.allclose(more, fitted) and vae.params_["n_lml_samples"] == 5
+    assert vae.importance_diagnostics(X[:5], n_lml_samples=50).ess.max() > 5  # more than the fitted 5 draws
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="n_lml_samples must be a positive integer or None"):
+            vae.log_marginal_likelihood(X[:5], n_lml_samples=bad)
