@@ -339,7 +339,7 @@ def test_wordpiece_tokenizer_is_the_same_in_every_call_and_process():
        st.integers(10, 80))
 def test_wordpiece_tokenizer_depends_on_its_arguments_only(texts, vocab_size):
     first = datasets.make_wordpiece_tokenizer(texts, vocab_size=vocab_size)
-    second = datasets.make_wordpiece_tokenizer(list(reversed(texts))[::-1], vocab_size=vocab_size)
+    second = datasets.make_wordpiece_tokenizer(texts, vocab_size=vocab_size)
     assert first.get_vocab() == second.get_vocab()
     for text in texts:  # every character seen in training has its piece: nothing becomes [UNK]
         assert first.unk_token not in first.tokenize(text)
