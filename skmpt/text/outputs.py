@@ -19,7 +19,7 @@ def unit_factor(unit):
     Examples
     --------
     >>> from skmpt.text.outputs import unit_factor
-    >>> unit_factor("nats"), round(unit_factor("bits"), 4)
+    >>> unit_factor("nats"), round(float(unit_factor("bits")), 4)
     (1.0, 1.4427)
     """
     if not isinstance(unit, str) or unit not in UNITS:
