@@ -76,8 +76,12 @@ def make_wordpiece_tokenizer(texts, *, vocab_size=8000, lowercase=True):
     >>> tokenizer.convert_ids_to_tokens(tokenizer("the cat")["input_ids"])
     ['[CLS]', 'the', 'cat', '[SEP]']
     """
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
+    try:
+        from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+        from transformers import PreTrainedTokenizerFast
+    except ImportError as error:
+        raise ImportError(f'make_wordpiece_tokenizer needs tokenizers and transformers ({error}), of skmpt\'s text '
+                          'extra. Install it with: pip install "skmpt[text]"') from error
 
     specials = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]"}
     specials["mask_token"] = "[MASK]"

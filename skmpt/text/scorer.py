@@ -24,7 +24,7 @@ from ..masks import check_mask_rates
 from ..objectives import curve_area
 from .conditional import conditional_log_likelihood, encode_pairs
 from .encoding import encode_texts, texts_of
-from .loading import load_masked_lm, model_max_length
+from .loading import load_masked_lm, model_max_length, require_text_extra
 from .outputs import UNITS, scores_table, word_sums
 from .runner import MaskedLMRunner
 from .strategies import (ChainSpread, CurveMasks, CurveTokenScores, SingleTokenMasks, TokenScores, WholeWordMasks,
@@ -305,6 +305,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         self : MLMCurveScorer
         """
         validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
+        require_text_extra(f"{type(self).__name__}.fit")
         # what every method of the fitted scorer reads: set_params after fit acts at the next fit
         self.params_ = self.get_params(deep=False)
         training = MaskedPretraining(**{name: getattr(self, name) for name in _TRAINING_PARAMETERS})
