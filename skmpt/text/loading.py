@@ -39,19 +39,26 @@ def require_text_extra(what):
     what : str
         What needs them, for the message (``"MLMCurveScorer.fit"``).
 
+    Returns
+    -------
+    transformers : module
+
     Examples
     --------
     >>> from skmpt.text.loading import require_text_extra
-    >>> require_text_extra("this example")
+    >>> require_text_extra("this example").__name__
+    'transformers'
     """
+    modules = []
     for name in TEXT_EXTRA:
         try:
-            importlib.import_module(name)
+            modules.append(importlib.import_module(name))
         except ImportError as error:
             raise ImportError(
                 f"{what} needs {name}, one of the packages of skmpt's text extra ({', '.join(TEXT_EXTRA)}), which "
                 f'cannot be imported ({error}). Install it with: pip install "skmpt[text]"'
             ) from error
+    return modules[0]
 
 
 @contextlib.contextmanager
@@ -293,8 +300,7 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
     >>> type(predictor).__name__, type(predictor.module).__name__, predictor.module.training
     ('MaskedLMPredictor', 'BertForMaskedLM', False)
     """
-    require_text_extra("load_masked_lm")
-    import transformers
+    transformers = require_text_extra("load_masked_lm")
 
     kwargs = _check_model_kwargs(model_kwargs)
     own = model if isinstance(model, MaskedPredictor) else None
