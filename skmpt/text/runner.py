@@ -302,7 +302,7 @@ class MaskedLMRunner:
                     progress.update(n_copies)
         return results
 
-    def score(self, encoded, strategy, *, random_state=None, verbose=0):
+    def score(self, encoded, strategy, *, random_state=None, verbose=0, description=None):
         """Each text's result under ``strategy``, a group of texts at a time, split over the processes.
 
         Under a launcher (a process group of ``torch.distributed``), each process scores a shard
@@ -318,6 +318,9 @@ class MaskedLMRunner:
             Seeds the masks, with each text's tokens.
         verbose : int, default=0
             When > 0, a progress bar on the main process counts the masked copies.
+        description : str or None, default=None
+            The bar's label; None is ``"scoring (<strategy's class>)"``, which says the stage
+            and what it computes.
 
         Returns
         -------
@@ -333,16 +336,18 @@ class MaskedLMRunner:
         base = int(check_random_state(random_state).randint(2**32, dtype=np.uint64))
         context = current_context(self.device)
         show = bool(verbose) and context.is_main  # one bar, on the main process, counting its share
+        description = f"scoring ({type(strategy).__name__})" if description is None else description
 
         def score_shard(indices):
-            return self._score_shard(encoded.subset(indices), strategy, base, show)
+            return self._score_shard(encoded.subset(indices), strategy, base, description if show else None)
 
         results = sharded_map(score_shard, len(encoded), context=context, costs=work)
         return list(results) if strategy.per_target else np.array(results)
 
-    def _score_shard(self, encoded, strategy, base, show):
+    def _score_shard(self, encoded, strategy, base, label):
         """The results of the texts of ``encoded``, in its order; texts go shortest first, in groups
-        holding at most the working-memory budget of mask entries."""
+        holding at most the working-memory budget of mask entries. ``label``: the progress bar's, or
+        None for no bar."""
         from tqdm.auto import tqdm
 
         order = sorted(range(len(encoded)), key=lambda i: len(encoded.input_ids[i]))
@@ -350,7 +355,7 @@ class MaskedLMRunner:
         words = encoded.word_ids if strategy.needs_words else [None] * len(encoded)
         total = int(sum(strategy.n_copies(int(n), w) for n, w in zip(encoded.n_tokens, words, strict=True)))
         budget = chunk_budget()
-        with tqdm(total=total, desc="scoring", unit="copy", disable=not show) as progress:
+        with tqdm(total=total, desc=label, unit="copy", disable=label is None) as progress:
             group, copies, load = [], [], 0
             for position, i in enumerate(order):
                 ids, own = encoded.input_ids[i], encoded.content_positions[i]
