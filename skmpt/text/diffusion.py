@@ -19,6 +19,7 @@ Read more in the :ref:`User Guide <diffusion>`.
 """
 
 import numbers
+import warnings
 
 import numpy as np
 import torch
@@ -244,7 +245,9 @@ def bound_from_scores(scores, std, n_tokens, forward_passes=None, unit="nats"):
 
 def _template(runner):
     """The ids the tokenizer puts before and after a text's own tokens."""
-    encoded = encode_texts(["x"], runner.tokenizer, runner.max_length)
+    with warnings.catch_warnings():  # "x" is a probe of the layout: its unknown token (if any) is never scored
+        warnings.filterwarnings("ignore", message=".* tokens the tokenizer does not know", category=UserWarning)
+        encoded = encode_texts(["x"], runner.tokenizer, runner.max_length)
     ids, own = encoded.input_ids[0], encoded.content_positions[0]
     return ids[: int(own[0])], ids[int(own[-1]) + 1 :]
 
@@ -309,5 +312,18 @@ def sample_any_order(runner, n_texts, length, *, temperature=1.0, random_state=N
                                           rows.to(runner.device), column.to(runner.device))
             logits = logits.double().cpu()[:, : len(tokenizer)] / temperature
             logits[:, excluded[excluded < logits.shape[1]]] = -torch.inf
+            _check_sampling_logits(logits, length - t)
             ids[rows, column] = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
     return tokenizer.batch_decode(ids[:, own], skip_special_tokens=True)
+
+
+def _check_sampling_logits(logits, step):
+    """A NaN or ``+inf`` logit, or a row with no finite logit left, is an error naming the step and the count."""
+    bad = torch.isnan(logits) | (logits == torch.inf)
+    empty = ~torch.isfinite(logits).any(1)
+    if bool(bad.any()) or bool(empty.any()):
+        raise ValueError(
+            f"The predictor returned {int(bad.sum())} NaN or +inf logits at step {step} of any-order sampling, and "
+            f"{int(empty.sum())} of {len(logits)} samples have no finite logit outside the special tokens: nothing "
+            "can be drawn. Check the model (its weights, its dtype's range)."
+        )

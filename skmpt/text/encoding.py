@@ -1,5 +1,7 @@
 """Texts, whatever container holds them, to checked token ids (:class:`EncodedTexts`)."""
 
+import os
+import sys
 import warnings
 from collections.abc import ItemsView, KeysView, Mapping, ValuesView
 from collections.abc import Set as AbstractSet
@@ -321,8 +323,17 @@ def warn_unknown_tokens(plain, texts, names, tokenizer, shown=5):
         f"{len(flagged)} of {len(plain)} texts hold {sum(counts)} tokens the tokenizer does not know, each scored as "
         f"{tokenizer.unk_token!r}: {'; '.join(described)}{more}.{''.join(' ' + text for text in hints)}",
         UserWarning,
-        stacklevel=4,
+        stacklevel=_caller_outside_skmpt(),
     )
+
+
+def _caller_outside_skmpt():
+    """The ``stacklevel`` of the first caller outside skmpt, seen from the function that calls this one."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def check_max_length(tokenizer, max_length, name="max_length"):

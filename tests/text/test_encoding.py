@@ -57,10 +57,11 @@ def test_a_scorer_warns_at_each_scoring_call_and_a_word_tokenizer_names_the_word
     scorer = MLMCurveScorer(sktext.ModulePredictor(lambda input_ids, attention_mask: input_ids[..., None].new_zeros(
         (*input_ids.shape, len(tokenizer)), dtype=float), tokenizer.mask_token_id), tokenizer=tokenizer, device="cpu",
         score_masks=2, random_state=0).fit()
+    message = re.escape("1 of 2 texts hold 1 tokens") + ".*Text 0 \\(1: 'ab' 1\\)"
     for _ in range(2):
-        with pytest.warns(UserWarning, match=re.escape("1 of 2 texts hold 1 tokens") + ".*Text 0 \\(1: 'ab' 1\\)"):
+        with pytest.warns(UserWarning, match=message) as caught:
             scores = scorer.score_samples(["a ab b", "a b"])
-        assert np.isfinite(scores).all()
+        assert np.isfinite(scores).all() and caught[0].filename == __file__  # the warning points at this call
 
 
 @settings(max_examples=40, deadline=None)
@@ -88,3 +89,10 @@ def test_antiberty_says_residues_are_upper_case_one_letter_codes():
     _, tokenizer = sktext.load_antiberty(pretrained=False, random_state=0)
     with pytest.warns(UserWarning, match="AntiBERTy's residues are upper-case one-letter amino-acid codes"):
         sktext.encode_texts(["evqlvesgg"], tokenizer, 64)
+
+
+def test_the_warning_points_at_the_users_call():
+    tokenizer = character_tokenizer("ACDE")
+    with pytest.warns(UserWarning, match="does not know") as caught:
+        sktext.encode_texts(["acE"], tokenizer, 32)
+    assert caught[0].filename == __file__

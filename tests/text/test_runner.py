@@ -56,3 +56,13 @@ def test_a_score_is_finite_or_refused(position, token, value):
 def test_forbidden_tokens_at_minus_infinity_are_accepted():
     scorer = poisoned(2, TOKENIZER.convert_tokens_to_ids("[PAD]"), -np.inf)
     np.testing.assert_allclose(scorer.pseudo_log_likelihood(["a b a"]), -(2 * np.log(7) + np.log(6)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_any_order_sampling_refuses_non_finite_logits(value):
+    from skmpt.text import sample_any_order
+
+    scorer = poisoned(2, A, value)
+    with pytest.raises(ValueError, match=r"returned \d+ NaN or \+inf logits at step \d+ of any-order sampling"):
+        sample_any_order(scorer.runner_, 2, 3, random_state=0)
+    assert len(sample_any_order(poisoned(2, A, -np.inf).runner_, 2, 3, random_state=0)) == 2  # b is left
