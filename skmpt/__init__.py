@@ -9,7 +9,7 @@ The estimators import torch; ``import skmpt`` alone does not, so it stays cheap.
 
 import importlib
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"  # the one version source: pyproject.toml reads it
 
 _ESTIMATORS = {
     "MLMCurveScorer": ".text",

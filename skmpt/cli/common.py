@@ -15,6 +15,8 @@ A command (a module named in :data:`skmpt.cli.COMMANDS`) builds on these instead
   all are written, so that an interrupted command leaves no partial file.
 - :func:`process_group`: under ``torchrun`` or ``accelerate launch``, the process group joined for
   the command and left before it returns, so that no rank aborts at exit.
+- :func:`library_bars`: the progress bars of the libraries underneath (Hugging Face hub downloads,
+  transformers' weight loading) hidden for ``--quiet`` and restored after the command.
 
 In both mappings of :func:`check_outputs`, ``-`` (a standard stream) and ``None`` (an option not
 given) are no files and are skipped: a command that refuses ``-`` for an option says so itself.
@@ -40,6 +42,7 @@ __all__ = [
     "check_outputs",
     "atomic_output",
     "process_group",
+    "library_bars",
 ]
 
 
@@ -385,3 +388,42 @@ def process_group(device="auto"):
     finally:
         if joined and dist.is_initialized():
             dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def library_bars(shown):
+    """Within the block, the libraries' own progress bars are shown or hidden, and restored after it.
+
+    Hugging Face hub's download bars and transformers' ("Loading weights") are switched by their
+    own settings; skmpt's bars follow ``verbose``. Libraries not installed are left alone.
+
+    Parameters
+    ----------
+    shown : bool
+        ``False`` for ``--quiet``.
+
+    Examples
+    --------
+    >>> from skmpt.cli.common import library_bars
+    >>> with library_bars(shown=False):
+    ...     pass
+    """
+    switches = []  # (is_disabled, disable, enable) of each library
+    with contextlib.suppress(ImportError):
+        from huggingface_hub import utils as hub
+
+        switches.append((hub.are_progress_bars_disabled, hub.disable_progress_bars, hub.enable_progress_bars))
+    with contextlib.suppress(ImportError):
+        from transformers.utils import logging as transformers_logging
+
+        switches.append((lambda: not transformers_logging.is_progress_bar_enabled(),
+                         transformers_logging.disable_progress_bar, transformers_logging.enable_progress_bar))
+    before = [is_disabled() for is_disabled, _, _ in switches]
+    if not shown:
+        for _, disable, _ in switches:
+            disable()
+    try:
+        yield
+    finally:
+        for (_, disable, enable), disabled in zip(switches, before, strict=True):
+            (disable if disabled else enable)()

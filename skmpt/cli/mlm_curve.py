@@ -33,6 +33,7 @@ from skmpt.cli.common import (
     check_outputs,
     non_negative_int,
     positive_int,
+    library_bars,
     process_group,
     read_lines,
 )
@@ -166,6 +167,8 @@ class _TimestepArgument:
 def _score_file(args, line_numbers, lines, context):
     options = {"revision": args.revision, "local_files_only": args.local_files_only,
                "trust_remote_code": args.trust_remote_code}
+    if context.is_main:
+        logger.info("loading: the model %s", args.model)
     scorer = MLMCurveScorer(
         args.model,
         tokenizer=args.tokenizer,
@@ -192,8 +195,12 @@ def _score_file(args, line_numbers, lines, context):
     texts = [lines[i] for i in kept]
     names = [f"line {line_numbers[i]}" for i in kept]
     lengths = encode_texts(texts, scorer.tokenizer_, scorer.max_length_, names=names).n_tokens
-    with warnings.catch_warnings():  # the truncation warning was given once, just above
+    with warnings.catch_warnings():  # the truncation and unknown-token warnings were given once, just above
         warnings.filterwarnings("ignore", message=".* longer than max_length", category=UserWarning)
+        warnings.filterwarnings("ignore", message=".* tokens the tokenizer does not know", category=UserWarning)
+        stages = ["the curve S(x; M)", "the score", *(["the pseudo-log-likelihood"] if args.pll is not None else [])]
+        if context.is_main:  # the bars that follow, one per stage, are the scorer's "scoring" bars
+            logger.info("scoring: %d texts, %s", len(texts), ", then ".join(stages))
         curve = scorer.transform(texts)
         scores = scorer.score_samples(texts, return_std=args.std)
         extra = {}  # the optional columns, each one value per text
@@ -250,5 +257,5 @@ def run(args):
     """Score the texts of ``args.texts`` and write the CSV (and the figure); rank 0 writes."""
     line_numbers, lines = _validate(args)
     # Under torchrun or accelerate launch every process scores its share of the texts.
-    with process_group(args.device) as context:
+    with process_group(args.device) as context, library_bars(shown=not args.quiet and context.is_main):
         _score_file(args, line_numbers, lines, context)

@@ -61,10 +61,13 @@ def make_wordpiece_tokenizer(texts, *, vocab_size=8000, lowercase=True):
 
     Notes
     -----
-    The vocabulary is not reproducible from one process to the next: ``tokenizers`` numbers the
-    ``##`` continuation pieces in hash-map order and breaks ties between merge counts by those
-    numbers (huggingface/tokenizers issue 1794). Within a process the result is fixed; to share
-    one vocabulary between processes or runs, save the tokenizer (``save_pretrained``) and load it.
+    The vocabulary is a function of ``texts``, ``vocab_size`` and ``lowercase`` alone: the same in
+    every call and every process. ``tokenizers``' own WordPiece trainer numbers the ``##``
+    continuation pieces in hash-map order and breaks ties between merge counts by those numbers
+    (huggingface/tokenizers issue 1794), so two calls in one process could give two vocabularies.
+    Here its BPE trainer learns the merges instead, with each continuation character written as a
+    character of Unicode's private use area ``U+F0000..``: the alphabet is then numbered in sorted
+    order, ties are broken by those numbers, and the merges are mapped back to ``##`` pieces.
 
     Examples
     --------
@@ -73,21 +76,59 @@ def make_wordpiece_tokenizer(texts, *, vocab_size=8000, lowercase=True):
     >>> tokenizer.convert_ids_to_tokens(tokenizer("the cat")["input_ids"])
     ['[CLS]', 'the', 'cat', '[SEP]']
     """
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    try:
+        from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+        from transformers import PreTrainedTokenizerFast
+    except ImportError as error:
+        raise ImportError(f'make_wordpiece_tokenizer needs tokenizers and transformers ({error}), of skmpt\'s text '
+                          'extra. Install it with: pip install "skmpt[text]"') from error
 
     specials = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]"}
     specials["mask_token"] = "[MASK]"
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(specials.values()))
-    tokenizer.train_from_iterator(texts, trainer)
+    normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    vocab = _wordpiece_vocab(texts, normalizer, pre_tokenizer, vocab_size, list(specials.values()))
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizer
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, **specials)
+
+
+# Continuation characters are trained as characters of the supplementary private use area A.
+_PRIVATE_USE_START, _PRIVATE_USE_SIZE = 0xF0000, 65534
+
+
+def _wordpiece_vocab(texts, normalizer, pre_tokenizer, vocab_size, special_tokens):
+    """A WordPiece vocabulary (token -> id) learnt by BPE merges in an order fixed by ``texts`` alone."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    words = [[word for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))] for text in texts]
+    characters = sorted({c for text_words in words for word in text_words for c in word})
+    # BERT's normaliser removes private-use characters from the texts: the codes cannot collide
+    if len(characters) > _PRIVATE_USE_SIZE:
+        raise ValueError(f"make_wordpiece_tokenizer takes texts of at most {_PRIVATE_USE_SIZE} distinct characters; "
+                         f"got {len(characters)}.")
+    coded = {c: chr(_PRIVATE_USE_START + i) for i, c in enumerate(characters)}
+    decoded = {code: c for c, code in coded.items()}
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special_tokens, show_progress=False)
+    bpe.train_from_iterator(
+        (" ".join(word[0] + "".join(coded[c] for c in word[1:]) for word in text_words) for text_words in words),
+        trainer,
+    )
+    vocab = {}
+    for token, index in sorted(bpe.get_vocab().items(), key=lambda item: item[1]):
+        if token not in special_tokens:
+            # a token that starts inside a word is a continuation piece
+            head = "##" + decoded[token[0]] if token[0] in decoded else token[0]
+            token = head + "".join(decoded[c] for c in token[1:])
+        vocab[token] = index
+    return vocab
 
 
 # The official GLUE layout (the files of gluebenchmark.com's download script): per task a

@@ -24,6 +24,7 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
+from .outputs import unit_factor
 from .strategies import estimator_strategy
 
 __all__ = ["compare_conditional_estimators", "conditional_log_likelihood", "encode_pairs", "multiple_choice"]
@@ -90,7 +91,7 @@ def encode_pairs(contexts, continuations, tokenizer, max_length):
 
 
 def conditional_log_likelihood(runner, contexts, continuations, *, method="chain", n_masks=DEFAULT_N_MASKS,
-                               random_state=None, verbose=0):
+                               unit="nats", random_state=None, verbose=0):
     """``log p(continuation | context)`` per pair, with its standard error.
 
     Parameters
@@ -104,6 +105,8 @@ def conditional_log_likelihood(runner, contexts, continuations, *, method="chain
         ``"uniform"`` is LLaDA's protocol; ``"exhaustive"`` is exact (``2**L - 1`` copies).
     n_masks : int >= 2, default=10
         Orderings (chain), masks (uniform) or masks per size (sweep); unused by ``"exhaustive"``.
+    unit : {"nats", "bits"}, default="nats"
+        The unit of ``log_likelihood`` and ``std``.
     random_state : int, RandomState instance or None, default=None
         Seeds the masks, with each pair's tokens.
     verbose : int, default=0
@@ -112,8 +115,8 @@ def conditional_log_likelihood(runner, contexts, continuations, *, method="chain
     Returns
     -------
     result : Bunch
-        ``log_likelihood``, ``std``, ``n_tokens`` (the continuation's) and ``forward_passes``
-        (masked copies run), each of shape (n_pairs,); nats.
+        ``log_likelihood``, ``std`` (in ``unit``), ``n_tokens`` (the continuation's) and
+        ``forward_passes`` (masked copies run), each of shape (n_pairs,).
 
     Examples
     --------
@@ -129,9 +132,10 @@ def conditional_log_likelihood(runner, contexts, continuations, *, method="chain
     >>> result.log_likelihood.shape, bool(result.std[0] >= 0)
     ((1,), True)
     """
+    factor = unit_factor(unit)
     strategy = estimator_strategy(method, n_masks, return_std=True)
     encoded = encode_pairs(contexts, continuations, runner.tokenizer, runner.max_length)
-    results = runner.score(encoded, strategy, random_state=random_state, verbose=verbose)
+    results = runner.score(encoded, strategy, random_state=random_state, verbose=verbose) * factor
     return Bunch(log_likelihood=results[:, 0], std=results[:, 1], n_tokens=encoded.n_tokens,
                  forward_passes=np.array([strategy.n_copies(int(n)) for n in encoded.n_tokens]))
 

@@ -19,6 +19,7 @@ Read more in the :ref:`User Guide <diffusion>`.
 """
 
 import numbers
+import warnings
 
 import numpy as np
 import torch
@@ -27,6 +28,7 @@ from sklearn.utils import Bunch
 
 from ..masks import check_generator, nested_masks, random_orderings
 from .encoding import encode_texts
+from .outputs import unit_factor
 from .strategies import estimator_strategy
 
 __all__ = ["masked_diffusion_bound", "noise_schedule", "sample_any_order", "schedule_weights"]
@@ -40,22 +42,63 @@ def noise_schedule(schedule):
     schedule : {"linear", "cosine"} or callable
         ``"linear"``: ``alpha_t = 1 - t`` (MDLM, RADD, LLaDA, skmpt's ``mask_rate="uniform"``);
         ``"cosine"``: ``alpha_t = 1 - cos(pi / 2 * (1 - t))`` (MD4); a callable is taken as
-        ``alpha`` itself (decreasing from 1 at ``t = 0`` to 0 at ``t = 1``).
+        ``alpha`` itself (decreasing from 1 at ``t = 0`` to 0 at ``t = 1``): one taking arrays
+        is called once, one taking only scalars (``math`` functions) once per time.
+
+    Returns
+    -------
+    alpha : callable
+        ``alpha(t)`` is an ndarray of float64 of the shape of ``t``.
 
     Examples
     --------
+    >>> import math
     >>> import numpy as np
     >>> from skmpt.text import noise_schedule
     >>> noise_schedule("linear")(np.array([0.0, 0.25, 1.0])).tolist()
     [1.0, 0.75, 0.0]
+    >>> noise_schedule(lambda t: math.cos(math.pi / 2 * t))(np.array([0.0, 1.0])).round(12).tolist()
+    [1.0, 0.0]
     """
     if callable(schedule):
-        return schedule
+        return _vectorised(schedule)
     if schedule == "linear":
         return lambda t: 1.0 - np.asarray(t, dtype=np.float64)
     if schedule == "cosine":
         return lambda t: 1.0 - np.cos(np.pi / 2 * (1.0 - np.asarray(t, dtype=np.float64)))
     raise ValueError(f"schedule must be 'linear', 'cosine' or a callable alpha(t); got {schedule!r}.")
+
+
+def _vectorised(function):
+    """``function`` over arrays of times: called on the array, or once per time when it takes scalars only."""
+
+    def alpha(t):
+        t = np.asarray(t, dtype=np.float64)
+        try:
+            values = np.asarray(function(t), dtype=np.float64)
+        except (TypeError, ValueError):  # e.g. math.cos: "only length-1 arrays can be converted"
+            values = None
+        if values is None or values.shape != t.shape:
+            values = np.array([function(float(time)) for time in t.ravel()], dtype=np.float64).reshape(t.shape)
+        return values
+
+    return alpha
+
+
+def check_n_steps(n_steps):
+    """``n_steps`` as an int >= 1, or None; anything else (2.7, "3", True, NaN) is a ValueError naming it.
+
+    Examples
+    --------
+    >>> from skmpt.text.diffusion import check_n_steps
+    >>> check_n_steps(4), check_n_steps(None)
+    (4, None)
+    """
+    if n_steps is None:
+        return None
+    if isinstance(n_steps, bool) or not isinstance(n_steps, numbers.Integral) or n_steps < 1:
+        raise ValueError(f"n_steps must be a positive integer or None; got {n_steps!r}.")
+    return int(n_steps)
 
 
 def schedule_weights(schedule="linear", n_steps=None):
@@ -88,15 +131,19 @@ def schedule_weights(schedule="linear", n_steps=None):
     [1.0, 1.0, 1.0]
     """
     alpha = noise_schedule(schedule)
+    n_steps = check_n_steps(n_steps)
     if n_steps is None:
         return lambda length: np.ones(int(length))
-    if int(n_steps) < 1:
-        raise ValueError(f"n_steps must be a positive integer or None; got {n_steps!r}.")
-    times = np.arange(int(n_steps) + 1) / int(n_steps)
+    times = np.arange(n_steps + 1) / n_steps
     alphas = alpha(times)
-    if not (np.all(np.diff(alphas) <= 0) and np.isclose(alphas[0], 1) and np.isclose(alphas[-1], 0)):
-        raise ValueError("The schedule's alpha(t) must decrease from 1 at t = 0 to 0 at t = 1.")
-    step = (alphas[:-1] - alphas[1:]) / (1 - alphas[1:])
+    if not (np.all(np.isfinite(alphas)) and np.all(np.diff(alphas) <= 0) and np.isclose(alphas[0], 1)
+            and np.isclose(alphas[-1], 0)):
+        shown = np.array2string(alphas, threshold=8, precision=4)
+        raise ValueError(f"The schedule's alpha(t) must decrease from 1 at t = 0 to 0 at t = 1; at t = i / n_steps "
+                         f"it is {shown}.")
+    # where alpha stays at 1 nothing is masked: the step's term is 0 (its limit), not 0 / 0
+    unmasked = alphas[1:] >= 1
+    step = np.where(unmasked, 0.0, alphas[:-1] - alphas[1:]) / np.where(unmasked, 1.0, 1 - alphas[1:])
 
     def weights(length):
         sizes = np.arange(1, int(length) + 1)
@@ -106,11 +153,12 @@ def schedule_weights(schedule="linear", n_steps=None):
 
 
 def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="linear", n_steps=None,
-                           text_column=None, random_state=None, verbose=0):
+                           text_column=None, unit="nats", random_state=None, verbose=0):
     """Negative ELBO and perplexity bound of a masked diffusion LM for each text, with standard errors.
 
     ``nelbo = -sum_M c_M S(x; M)`` (``c_M = 1`` in continuous time) and the perplexity bound
-    ``exp(nelbo / L)``, whose standard error is the delta method's ``perplexity * nelbo_std / L``.
+    ``exp(nelbo / L)`` (``nelbo`` in nats), whose standard error is the delta method's
+    ``perplexity * nelbo_std / L``.
 
     Parameters
     ----------
@@ -129,6 +177,8 @@ def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="l
         Steps of a discrete-time ELBO (:func:`schedule_weights`); ``None`` is continuous time.
     text_column : str or None, default=None
         The texts' column in a DataFrame or dataset (:func:`~skmpt.text.encode_texts`).
+    unit : {"nats", "bits"}, default="nats"
+        The unit of ``nelbo`` and ``nelbo_std``; perplexities have none (they are the same).
     random_state : int, RandomState instance or None, default=None
         Seeds the masks, with each text's tokens.
     verbose : int, default=0
@@ -137,7 +187,7 @@ def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="l
     Returns
     -------
     result : Bunch
-        ``nelbo``, ``nelbo_std``, ``n_tokens``, ``perplexity``, ``perplexity_std`` and
+        ``nelbo``, ``nelbo_std`` (in ``unit``), ``n_tokens``, ``perplexity``, ``perplexity_std`` and
         ``forward_passes`` (masked copies run), each of shape (n_texts,); ``corpus_perplexity``
         ``exp(sum nelbo / sum L)`` and ``corpus_perplexity_std``.
 
@@ -158,19 +208,22 @@ def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="l
     """
     if isinstance(n_masks, bool) or not isinstance(n_masks, numbers.Integral) or n_masks < 2:
         raise ValueError(f"n_masks must be an integer >= 2 (a standard error needs two draws); got {n_masks!r}.")
-    weights = None if n_steps is None else schedule_weights(schedule, n_steps)
+    weights = None if check_n_steps(n_steps) is None else schedule_weights(schedule, n_steps)
     noise_schedule(schedule)  # an unknown schedule is an error even in continuous time
+    unit_factor(unit)  # a unit it does not know is an error before any pass
     if method not in ("sweep", "chain", "uniform"):
         raise ValueError(f"method must be 'sweep', 'chain' or 'uniform'; got {method!r}.")
     strategy = estimator_strategy(method, n_masks, return_std=True, weights=weights)
     encoded = encode_texts(X, runner.tokenizer, runner.max_length, text_column=text_column)
     results = runner.score(encoded, strategy, random_state=random_state, verbose=verbose)
     return bound_from_scores(results[:, 0], results[:, 1], encoded.n_tokens,
-                             np.array([strategy.n_copies(int(n)) for n in encoded.n_tokens]))
+                             np.array([strategy.n_copies(int(n)) for n in encoded.n_tokens]), unit=unit)
 
 
-def bound_from_scores(scores, std, n_tokens, forward_passes=None):
+def bound_from_scores(scores, std, n_tokens, forward_passes=None, unit="nats"):
     """The :func:`masked_diffusion_bound` Bunch from estimates of ``sum_M S(x; M)`` and their standard errors.
+
+    ``scores`` and ``std`` are in nats; the Bunch's ``nelbo`` and ``nelbo_std`` in ``unit``.
 
     Examples
     --------
@@ -183,7 +236,8 @@ def bound_from_scores(scores, std, n_tokens, forward_passes=None):
     nelbo, nelbo_std, n_tokens = -np.asarray(scores, float), np.asarray(std, float), np.asarray(n_tokens)
     perplexity = np.exp(nelbo / n_tokens)
     corpus = float(np.exp(nelbo.sum() / n_tokens.sum()))
-    return Bunch(nelbo=nelbo, nelbo_std=nelbo_std, n_tokens=n_tokens, perplexity=perplexity,
+    factor = unit_factor(unit)
+    return Bunch(nelbo=nelbo * factor, nelbo_std=nelbo_std * factor, n_tokens=n_tokens, perplexity=perplexity,
                  perplexity_std=perplexity * nelbo_std / n_tokens, corpus_perplexity=corpus,
                  corpus_perplexity_std=corpus * float(np.sqrt((nelbo_std**2).sum())) / float(n_tokens.sum()),
                  forward_passes=forward_passes)
@@ -191,7 +245,9 @@ def bound_from_scores(scores, std, n_tokens, forward_passes=None):
 
 def _template(runner):
     """The ids the tokenizer puts before and after a text's own tokens."""
-    encoded = encode_texts(["x"], runner.tokenizer, runner.max_length)
+    with warnings.catch_warnings():  # "x" is a probe of the layout: its unknown token (if any) is never scored
+        warnings.filterwarnings("ignore", message=".* tokens the tokenizer does not know", category=UserWarning)
+        encoded = encode_texts(["x"], runner.tokenizer, runner.max_length)
     ids, own = encoded.input_ids[0], encoded.content_positions[0]
     return ids[: int(own[0])], ids[int(own[-1]) + 1 :]
 
@@ -256,5 +312,18 @@ def sample_any_order(runner, n_texts, length, *, temperature=1.0, random_state=N
                                           rows.to(runner.device), column.to(runner.device))
             logits = logits.double().cpu()[:, : len(tokenizer)] / temperature
             logits[:, excluded[excluded < logits.shape[1]]] = -torch.inf
+            _check_sampling_logits(logits, length - t)
             ids[rows, column] = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
     return tokenizer.batch_decode(ids[:, own], skip_special_tokens=True)
+
+
+def _check_sampling_logits(logits, step):
+    """A NaN or ``+inf`` logit, or a row with no finite logit left, is an error naming the step and the count."""
+    bad = torch.isnan(logits) | (logits == torch.inf)
+    empty = ~torch.isfinite(logits).any(1)
+    if bool(bad.any()) or bool(empty.any()):
+        raise ValueError(
+            f"The predictor returned {int(bad.sum())} NaN or +inf logits at step {step} of any-order sampling, and "
+            f"{int(empty.sum())} of {len(logits)} samples have no finite logit outside the special tokens: nothing "
+            "can be drawn. Check the model (its weights, its dtype's range)."
+        )

@@ -1,5 +1,7 @@
 """Texts, whatever container holds them, to checked token ids (:class:`EncodedTexts`)."""
 
+import os
+import sys
 import warnings
 from collections.abc import ItemsView, KeysView, Mapping, ValuesView
 from collections.abc import Set as AbstractSet
@@ -256,6 +258,84 @@ def _check_special_tokens(plain, names, tokenizer):
             )
 
 
+# What a tokenizer's unknown tokens usually mean, by the tokenizer's name (``name_or_path``).
+UNKNOWN_TOKEN_HINTS = {
+    "antiberty": "AntiBERTy's residues are upper-case one-letter amino-acid codes (A C D E F G H I K L M N P Q R S T V "
+                 "W Y): lower case, gaps, X, * and digits have no token.",
+}
+
+
+def warn_unknown_tokens(plain, texts, names, tokenizer, shown=5):
+    """One ``UserWarning`` for the texts whose own tokens include the unknown token: each text's count and characters.
+
+    An unknown token is scored as any other, so a text spelt in characters the tokenizer does
+    not know (a lower-case antibody sequence for AntiBERTy) gets a score that says little of
+    it. The characters come from the tokenizer's offsets (fast tokenizers only).
+
+    Parameters
+    ----------
+    plain : list of list of int
+        Each text's own ids (no special tokens).
+    texts : list of str
+    names : list of str
+        What names each text in the warning.
+    tokenizer : transformers tokenizer
+    shown : int, default=5
+        Most texts named in the warning.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from skmpt.datasets import make_wordpiece_tokenizer
+    >>> from skmpt.text.encoding import warn_unknown_tokens
+    >>> tokenizer = make_wordpiece_tokenizer(["abc"], vocab_size=20)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_unknown_tokens([tokenizer("a z", add_special_tokens=False)["input_ids"]], ["a z"], ["Text 0"],
+    ...                         tokenizer)
+    >>> print(caught[0].message)
+    1 of 1 texts hold 1 tokens the tokenizer does not know, each scored as '[UNK]': Text 0 (1: 'z' 1).
+    """
+    unknown = tokenizer.unk_token_id
+    counts = [sum(token == unknown for token in ids) for ids in plain] if unknown is not None else []
+    flagged = [i for i, count in enumerate(counts) if count]
+    if not flagged:
+        return
+    spans = {}
+    if getattr(tokenizer, "is_fast", False):
+        offsets = tokenizer([texts[i] for i in flagged[:shown]], add_special_tokens=False,
+                            return_offsets_mapping=True)
+        for i, ids, pairs in zip(flagged, offsets["input_ids"], offsets["offset_mapping"], strict=False):
+            found = [texts[i][start:stop] for token, (start, stop) in zip(ids, pairs, strict=True) if token == unknown]
+            spans[i] = {span: found.count(span) for span in dict.fromkeys(found)}
+    described = []
+    for i in flagged[:shown]:
+        characters = ", ".join(f"{span!r} {count}" for span, count in spans.get(i, {}).items())
+        described.append(f"{names[i]} ({counts[i]}{': ' + characters if characters else ''})")
+    more = f" and {len(flagged) - shown} more" if len(flagged) > shown else ""
+    vocab = tokenizer.get_vocab()
+    upper = sorted({span for found in spans.values() for span in found
+                    if span != span.upper() and span.upper() in vocab})
+    hints = [f"{', '.join(map(repr, upper))} are in the vocabulary in upper case."] if upper else []
+    hint = UNKNOWN_TOKEN_HINTS.get(str(getattr(tokenizer, "name_or_path", "")))
+    hints += [hint] if hint else []
+    warnings.warn(
+        f"{len(flagged)} of {len(plain)} texts hold {sum(counts)} tokens the tokenizer does not know, each scored as "
+        f"{tokenizer.unk_token!r}: {'; '.join(described)}{more}.{''.join(' ' + text for text in hints)}",
+        UserWarning,
+        stacklevel=_caller_outside_skmpt(),
+    )
+
+
+def _caller_outside_skmpt():
+    """The ``stacklevel`` of the first caller outside skmpt, seen from the function that calls this one."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def check_max_length(tokenizer, max_length, name="max_length"):
     """The number of the text's own tokens that fit in ``max_length``; at least one, else an error.
 
@@ -366,6 +446,7 @@ def encode_texts(X, tokenizer, max_length, *, text_column=None, names=None, word
     limit = check_max_length(tokenizer, max_length)
     plain, texts = _plain_ids(texts, names, tokenizer, limit)  # a text too long to fit comes back cut
     _check_special_tokens([ids[:limit] for ids in plain], names, tokenizer)
+    warn_unknown_tokens([ids[:limit] for ids in plain], texts, names, tokenizer)
     n_long = sum(len(ids) > limit for ids in plain)
     if n_long:
         warnings.warn(

@@ -2,6 +2,7 @@
 
 import contextlib
 import copy
+import importlib
 import logging
 import os
 
@@ -11,7 +12,7 @@ from sklearn.utils import check_random_state
 from .predictors import MaskedPredictor, as_predictor, check_mask_token_id
 from .encoding import check_max_length
 
-__all__ = ["check_local_path", "load_masked_lm", "load_tokenizer", "model_max_length"]
+__all__ = ["check_local_path", "load_masked_lm", "load_tokenizer", "model_max_length", "require_text_extra"]
 
 logger = logging.getLogger("skmpt.text")
 
@@ -25,6 +26,40 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.*", "merge
 
 # Options of ``from_pretrained`` that say where and how to fetch; they apply to the tokenizer too.
 _HUB_OPTIONS = ("revision", "trust_remote_code", "local_files_only", "cache_dir", "token")
+
+#: The packages of skmpt's "text" extra that every masked LM needs.
+TEXT_EXTRA = ("transformers", "tokenizers")
+
+
+def require_text_extra(what):
+    """Import the text extra's packages, or raise an ``ImportError`` naming the extra to install.
+
+    Parameters
+    ----------
+    what : str
+        What needs them, for the message (``"MLMCurveScorer.fit"``).
+
+    Returns
+    -------
+    transformers : module
+
+    Examples
+    --------
+    >>> from skmpt.text.loading import require_text_extra
+    >>> require_text_extra("this example").__name__
+    'transformers'
+    """
+    modules = []
+    for name in TEXT_EXTRA:
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError as error:
+            raise ImportError(
+                f"{what} needs {name}, one of the packages of skmpt's text extra ({', '.join(TEXT_EXTRA)}), which "
+                f'cannot be imported ({error}). Install it with: pip install "skmpt[text]"'
+            ) from error
+    return modules[0]
+
 
 @contextlib.contextmanager
 def hidden_transformers_bars(hidden=True):
@@ -265,7 +300,7 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
     >>> type(predictor).__name__, type(predictor.module).__name__, predictor.module.training
     ('MaskedLMPredictor', 'BertForMaskedLM', False)
     """
-    import transformers
+    transformers = require_text_extra("load_masked_lm")
 
     kwargs = _check_model_kwargs(model_kwargs)
     own = model if isinstance(model, MaskedPredictor) else None

@@ -29,6 +29,7 @@ past its vocabulary) needs ``mask_token_id``, checked by :func:`check_mask_token
 import abc
 import contextlib
 import copy
+import inspect
 import numbers
 
 import torch
@@ -449,8 +450,33 @@ class ModulePredictor(MaskedPredictor):
 
     def logits(self, input_ids, attention_mask, rates):
         extra = {key: value.to(input_ids.device) for key, value in self.forward_kwargs(rates).items()}
-        return _checked(output_logits(self.module(input_ids=input_ids, attention_mask=attention_mask, **extra)),
-                        input_ids)
+        try:
+            output = self.module(input_ids=input_ids, attention_mask=attention_mask, **extra)
+        except TypeError:
+            self.check_signature(["input_ids", "attention_mask", *extra])
+            raise  # the call's arguments fit: a TypeError of the model's own
+        return _checked(output_logits(output), input_ids)
+
+    def check_signature(self, names):
+        """Refuse a module whose ``forward`` (or a callable) cannot take the keyword arguments ``names``.
+
+        Raises :class:`MaskedPredictorError` naming what it must accept; returns quietly when they
+        fit or when the signature cannot be read.
+        """
+        function = self.module.function if isinstance(self.module, _CallableModule) else self.module.forward
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError):  # a builtin without a readable signature: its own error stands
+            return
+        try:
+            signature.bind(**dict.fromkeys(names))
+        except TypeError as error:
+            arguments = ", ".join(f"{name}=..." for name in names)
+            raise MaskedPredictorError(
+                f"{type(self).__name__} calls its model as model({arguments}), but the model's signature is "
+                f"{signature} ({error}). A model or callable must accept these keyword arguments (ignore those it "
+                "does not need, e.g. lambda input_ids, attention_mask: f(input_ids))."
+            ) from None
 
 
 class ShiftedLogitsPredictor(ModulePredictor):

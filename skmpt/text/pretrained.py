@@ -63,7 +63,7 @@ def _antiberty_tokenizer(vocab_file):
     )
     return PreTrainedTokenizerFast(
         tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-        mask_token="[MASK]", model_max_length=512,
+        mask_token="[MASK]", model_max_length=512, name_or_path="antiberty",
     )
 
 

@@ -196,8 +196,11 @@ class MaskedLMRunner:
             self.vocab_size = check_vocab_size(logits.shape[-1], self.tokenizer, self.mask_token_id)
         return logits
 
-    def forward(self, encoded, copies, pieces, predictor=None, per_target=False):
+    def forward(self, encoded, copies, pieces, predictor=None, per_target=False, check_finite=True):
         """Summed log-probability of each copy's target tokens, for one forward pass.
+
+        With ``check_finite`` a non-finite log-probability is an error (:meth:`check_finite`);
+        training turns it off, its own rule names the step where the loss diverged.
 
         Returns
         -------
@@ -210,10 +213,36 @@ class MaskedLMRunner:
         )
         logits = self.target_logits(input_ids, attention_mask, rates, target_rows, target_cols, predictor)
         log_probs = target_log_probs(logits, target_ids)
+        if check_finite:
+            self.check_finite(log_probs, logits, encoded, pieces, target_rows)
         if per_target:
             return log_probs
         sums = torch.zeros(n_rows, dtype=torch.float64, device=self.device)
         return sums.index_add(0, target_rows, log_probs)
+
+    def check_finite(self, log_probs, logits, encoded, pieces, target_rows):
+        """Refuse a pass whose target log-probabilities are not finite, naming the text and its non-finite logits.
+
+        A NaN or infinite logit (NaN, ``+inf``, or ``-inf`` at the target) makes a NaN or ``-inf``
+        score; a ``-inf`` logit at another token (a token the model forbids) is accepted.
+        """
+        bad = ~torch.isfinite(log_probs)
+        if not bool(bad.any()):
+            return
+        row = int(target_rows[bad.nonzero()[0, 0]])
+        # the text of the pass's first copy with a non-finite target
+        ends = np.cumsum([stop - start for _, start, stop in pieces])
+        i = pieces[int(np.searchsorted(ends, row, side="right"))][0]
+        ids, own = encoded.input_ids[i], encoded.content_positions[i]
+        text = self.tokenizer.decode(ids[own])
+        text = text if len(text) <= 80 else text[:77] + "..."
+        in_text = ~torch.isfinite(logits[target_rows == row])
+        raise ValueError(
+            f"The predictor returned {int(in_text.sum())} non-finite logits (NaN or infinite) for a masked copy of "
+            f"the text {text!r}, and {int((~torch.isfinite(logits)).sum())} in its forward pass of "
+            f"{len(log_probs)} targets: its log-probabilities would be {log_probs[bad][0].item()}. Check the model "
+            "(its weights, its dtype's range) before scoring."
+        )
 
     def probe(self):
         """One pass of two copies of three ids before any text, so that a predictor's errors come first.
@@ -273,7 +302,7 @@ class MaskedLMRunner:
                     progress.update(n_copies)
         return results
 
-    def score(self, encoded, strategy, *, random_state=None, verbose=0):
+    def score(self, encoded, strategy, *, random_state=None, verbose=0, description=None):
         """Each text's result under ``strategy``, a group of texts at a time, split over the processes.
 
         Under a launcher (a process group of ``torch.distributed``), each process scores a shard
@@ -289,6 +318,9 @@ class MaskedLMRunner:
             Seeds the masks, with each text's tokens.
         verbose : int, default=0
             When > 0, a progress bar on the main process counts the masked copies.
+        description : str or None, default=None
+            The bar's label; None is ``"scoring (<strategy's class>)"``, which says the stage
+            and what it computes.
 
         Returns
         -------
@@ -304,16 +336,18 @@ class MaskedLMRunner:
         base = int(check_random_state(random_state).randint(2**32, dtype=np.uint64))
         context = current_context(self.device)
         show = bool(verbose) and context.is_main  # one bar, on the main process, counting its share
+        description = f"scoring ({type(strategy).__name__})" if description is None else description
 
         def score_shard(indices):
-            return self._score_shard(encoded.subset(indices), strategy, base, show)
+            return self._score_shard(encoded.subset(indices), strategy, base, description if show else None)
 
         results = sharded_map(score_shard, len(encoded), context=context, costs=work)
         return list(results) if strategy.per_target else np.array(results)
 
-    def _score_shard(self, encoded, strategy, base, show):
+    def _score_shard(self, encoded, strategy, base, label):
         """The results of the texts of ``encoded``, in its order; texts go shortest first, in groups
-        holding at most the working-memory budget of mask entries."""
+        holding at most the working-memory budget of mask entries. ``label``: the progress bar's, or
+        None for no bar."""
         from tqdm.auto import tqdm
 
         order = sorted(range(len(encoded)), key=lambda i: len(encoded.input_ids[i]))
@@ -321,7 +355,7 @@ class MaskedLMRunner:
         words = encoded.word_ids if strategy.needs_words else [None] * len(encoded)
         total = int(sum(strategy.n_copies(int(n), w) for n, w in zip(encoded.n_tokens, words, strict=True)))
         budget = chunk_budget()
-        with tqdm(total=total, desc="scoring", unit="copy", disable=not show) as progress:
+        with tqdm(total=total, desc=label, unit="copy", disable=label is None) as progress:
             group, copies, load = [], [], 0
             for position, i in enumerate(order):
                 ids, own = encoded.input_ids[i], encoded.content_positions[i]

@@ -24,7 +24,7 @@ from ..masks import check_mask_rates
 from ..objectives import curve_area
 from .conditional import conditional_log_likelihood, encode_pairs
 from .encoding import encode_texts, texts_of
-from .loading import load_masked_lm, model_max_length
+from .loading import load_masked_lm, model_max_length, require_text_extra
 from .outputs import UNITS, scores_table, word_sums
 from .runner import MaskedLMRunner
 from .strategies import (ChainSpread, CurveMasks, CurveTokenScores, SingleTokenMasks, TokenScores, WholeWordMasks,
@@ -305,6 +305,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         self : MLMCurveScorer
         """
         validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
+        require_text_extra(f"{type(self).__name__}.fit")
         # what every method of the fitted scorer reads: set_params after fit acts at the next fit
         self.params_ = self.get_params(deep=False)
         training = MaskedPretraining(**{name: getattr(self, name) for name in _TRAINING_PARAMETERS})
@@ -366,6 +367,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         Returns
         -------
         curve : ndarray of shape (n_texts, n_rates)
+            In the scorer's ``unit`` per token.
         curve_std : ndarray of shape (n_texts, n_rates)
             Only with ``return_std=True``.
         """
@@ -386,6 +388,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         Returns
         -------
         scores : ndarray of shape (n_texts,)
+            In the scorer's ``unit``.
         scores_std : ndarray of shape (n_texts,)
             Only with ``return_std=True``.
         """
@@ -394,7 +397,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         return self._with_std(self._score(X, self._masks(strategy)), return_std)
 
     def score(self, X, y=None):
-        """Mean of :meth:`score_samples` over the texts (nats per text).
+        """Mean of :meth:`score_samples` over the texts, in the scorer's ``unit`` (nats or bits) per text.
 
         Parameters
         ----------
@@ -622,10 +625,9 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         self._check_std(return_std)  # as every estimate's: one mask gives no standard error
         method = self.params_["score_method"] if method is None else method
         result = conditional_log_likelihood(self.runner_, contexts, continuations, method=method,
-                                            n_masks=max(2, self.params_["score_masks"]),
+                                            n_masks=max(2, self.params_["score_masks"]), unit=self.params_["unit"],
                                             random_state=self.params_["random_state"], verbose=self.params_["verbose"])
-        scores = self._unit(result.log_likelihood)
-        return (scores, self._unit(result.std)) if return_std else scores
+        return (result.log_likelihood, result.std) if return_std else result.log_likelihood
 
     def get_feature_names_out(self, input_features=None):
         """Names of the columns of :meth:`transform`: ``"S@<rate>"`` for each rate of ``mask_rates_``.

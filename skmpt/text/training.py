@@ -249,7 +249,7 @@ class MaskedPretraining:
         loss_value = torch.zeros((), dtype=torch.float64, device=runner.device)
         for number, pieces in enumerate(passes, start=1):
             with sync_gradients(predictor.module, sync=number == len(passes)):
-                sums = runner.forward(subset, copies, pieces, predictor=predictor)
+                sums = runner.forward(subset, copies, pieces, predictor=predictor, check_finite=False)
                 index = torch.tensor([i for i, _, _ in pieces], device=runner.device)
                 loss = -(weights[index] * sums).sum() * scale
                 loss.backward()

@@ -127,10 +127,12 @@ def test_runtime_errors_exit_1_and_debug_shows_the_traceback(model_dir, texts_fi
     BertForMaskedLM.from_pretrained(model_dir).save_pretrained(weights_only)
     capsys.readouterr()
     assert run(weights_only, texts_file, tmp_path / "curve.csv") == 1
-    err = one_line_error(capsys)
+    stage, err = capsys.readouterr().err.split("\n", 1)  # the stage it failed in, then the error on one line
+    assert stage == f"loading: the model {weights_only}" and err.count("\n") == 1 and "Traceback" not in err
     assert "No tokenizer was found in model=" in err and "(--tokenizer on the command line)" in err
     with pytest.raises(ValueError, match="No tokenizer was found"):
         run(weights_only, texts_file, tmp_path / "curve.csv", "--debug")
+    capsys.readouterr()
     texts_file.write_text("a b\n\nb [MASK] a\n", encoding="utf-8")
     assert run(model_dir, texts_file, tmp_path / "curve.csv", "--quiet") == 1
     assert "line 3 contains the special token '[MASK]'" in one_line_error(capsys)
@@ -263,3 +265,23 @@ def test_a_long_line_is_warned_about_once_and_verbose_0_shows_no_bar(model_dir, 
     assert "Loading weights" not in capsys.readouterr().err
     MLMCurveScorer(str(model_dir), device="cpu", verbose=1).fit()
     assert "Loading weights" in capsys.readouterr().err
+
+
+def test_each_progress_bar_says_its_stage_and_quiet_hides_the_libraries_bars(model_dir, texts_file, tmp_path, capsys,
+                                                                             monkeypatch):
+    from huggingface_hub import utils as hub
+    from transformers.utils import logging as transformers_logging
+
+    assert run(model_dir, texts_file, tmp_path / "curve.csv", "--pll", "original") == 0
+    err = capsys.readouterr().err
+    assert f"loading: the model {model_dir}" in err and "Loading weights" in err
+    assert "scoring: 3 texts, the curve S(x; M), then the score, then the pseudo-log-likelihood" in err
+    for strategy in ("CurveMasks", "SweepMasks", "SingleTokenMasks"):
+        assert f"scoring ({strategy})" in err, strategy
+    seen = []  # the state of the libraries' bars while the command runs
+    fit = MLMCurveScorer.fit
+    monkeypatch.setattr(MLMCurveScorer, "fit", lambda self, *a: seen.append(
+        (hub.are_progress_bars_disabled(), transformers_logging.is_progress_bar_enabled())) or fit(self, *a))
+    assert run(model_dir, texts_file, tmp_path / "quiet.csv", "--pll", "original", "--quiet") == 0
+    assert capsys.readouterr().err == "" and seen == [(True, False)]
+    assert not hub.are_progress_bars_disabled() and transformers_logging.is_progress_bar_enabled()  # restored

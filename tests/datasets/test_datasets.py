@@ -1,6 +1,10 @@
 """Loaders tested on small files the tests write themselves; downloads from a local server."""
 
 import functools
+import json
+import os
+import subprocess
+import sys
 import re
 import gzip
 import http.server
@@ -11,6 +15,8 @@ from types import SimpleNamespace
 import numpy as np
 import pooch
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skmpt import datasets
 from support.datasets import write_glue, write_idx, write_mnist
@@ -311,3 +317,38 @@ def test_load_glue_names_a_file_that_is_not_utf8(tmp_path):
     (tmp_path / "CoLA" / "dev.tsv").write_bytes(b"gj04\t1\t\tCaf\xe9.\n")
     with pytest.raises(ValueError, match=r"dev\.tsv is not UTF-8"):
         datasets.load_glue("cola", data_dir=tmp_path)
+
+
+def test_wordpiece_tokenizer_is_the_same_in_every_call_and_process():
+    texts = datasets.load_wordnet_sentences()[:300]
+    vocabularies = [datasets.make_wordpiece_tokenizer(texts, vocab_size=300).get_vocab() for _ in range(4)]
+    assert all(vocabulary == vocabularies[0] for vocabulary in vocabularies)
+    script = ("import json; from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer; "
+              "print(json.dumps(make_wordpiece_tokenizer(load_wordnet_sentences()[:300], vocab_size=300).get_vocab()))")
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": os.pathsep.join(sys.path)}
+    output = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(output.stdout.strip().splitlines()[-1]) == vocabularies[0]
+    tokenizer = datasets.make_wordpiece_tokenizer(texts, vocab_size=300)
+    pieces = tokenizer.tokenize(texts[0])
+    assert "[UNK]" not in pieces and tokenizer.convert_tokens_to_string(pieces) == tokenizer.decode(
+        tokenizer(texts[0], add_special_tokens=False)["input_ids"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.text(alphabet="abcdeé é-.,", min_size=1, max_size=30), min_size=1, max_size=8),
+       st.integers(10, 80))
+def test_wordpiece_tokenizer_depends_on_its_arguments_only(texts, vocab_size):
+    first = datasets.make_wordpiece_tokenizer(texts, vocab_size=vocab_size)
+    second = datasets.make_wordpiece_tokenizer(texts, vocab_size=vocab_size)
+    assert first.get_vocab() == second.get_vocab()
+    for text in texts:  # every character seen in training has its piece: nothing becomes [UNK]
+        assert first.unk_token not in first.tokenize(text)
+
+
+def test_wordpiece_tokenizer_names_too_many_characters(monkeypatch):
+    from skmpt.datasets import text as text_data
+
+    monkeypatch.setattr(text_data, "_PRIVATE_USE_SIZE", 3)  # 65534 distinct characters, scaled down
+    assert len(datasets.make_wordpiece_tokenizer(["abc"], vocab_size=20)) > 0
+    with pytest.raises(ValueError, match="at most 3 distinct characters; got 4"):
+        datasets.make_wordpiece_tokenizer(["ab cd"], vocab_size=20)

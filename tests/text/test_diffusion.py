@@ -1,7 +1,11 @@
 """Conditional scoring and masked-diffusion quantities: exact on an explicit joint, and MDLM's own loss."""
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.base import clone
 import torch
 
@@ -193,3 +197,76 @@ def test_the_masked_diffusion_example_runs_small(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("perplexity bound on 4 held-out sentences") == 2 and "any-order generation" in out
     assert (tmp_path / "figure.png").exists()
+
+
+def test_a_schedule_that_stays_unmasked_for_a_while_has_the_limit_not_nan():
+    alpha = lambda t: np.clip(2 - 2 * np.asarray(t), 0, 1)  # noqa: E731 - alpha = 1 until t = 1/2, then linear
+    weights = schedule_weights(alpha, n_steps=10)(4)
+    assert np.isfinite(weights).all() and (weights >= 0).all()
+    np.testing.assert_allclose(weights.sum(), 4, rtol=1e-12)
+    np.testing.assert_allclose(schedule_weights(alpha, n_steps=20_000)(3), 1, atol=1e-3)  # continuous-time limit
+
+
+@pytest.mark.parametrize("n_steps", [2.7, 1.5, "3", True, float("nan"), 0, -2, np.float64(3.0)])
+def test_n_steps_is_an_integer_or_none_named_when_not(joint_scorer, n_steps):
+    with pytest.raises(ValueError, match=r"n_steps must be a positive integer or None; got "):
+        schedule_weights("linear", n_steps)
+    with pytest.raises(ValueError, match=r"n_steps must be a positive integer or None; got "):
+        masked_diffusion_bound(joint_scorer[1].runner_, ["a b"], n_steps=n_steps)
+    assert schedule_weights("linear", np.int64(3))(2).shape == (2,)
+
+
+def test_a_scalar_only_schedule_is_vectorised_and_a_wrong_one_named():
+    scalar = lambda t: 1 - math.cos(math.pi / 2 * (1 - t))  # noqa: E731 - MD4's cosine, math functions only
+    np.testing.assert_allclose(schedule_weights(scalar, n_steps=7)(5), schedule_weights("cosine", n_steps=7)(5),
+                               rtol=1e-12)
+    np.testing.assert_allclose(noise_schedule(scalar)(np.array([0.0, 0.5])), [1, 1 - math.cos(math.pi / 4)])
+    with pytest.raises(ValueError, match=r"must decrease from 1 at t = 0 to 0 at t = 1; at t = i / n_steps it is"):
+        schedule_weights(math.sin, n_steps=4)
+    with pytest.raises(ValueError, match="must decrease"):
+        schedule_weights(lambda t: np.full_like(t, np.nan), n_steps=4)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=6), st.integers(1, 40), st.integers(1, 12))
+def test_schedule_weights_sum_to_the_length_for_any_valid_schedule(knots, n_steps, length):
+    """``sum_M c_M = L``: the steps' masked fractions telescope, whatever the (flat or steep) schedule."""
+    values = np.concatenate([[1.0], np.sort(knots)[::-1], [0.0]])
+    alpha = lambda t: np.interp(t, np.linspace(0, 1, len(values)), values)  # noqa: E731
+    weights = schedule_weights(alpha, n_steps)(length)
+    assert np.isfinite(weights).all() and (weights >= -1e-12).all()
+    np.testing.assert_allclose(weights.sum(), length, rtol=1e-9)
+
+
+def test_the_bound_and_the_conditional_functions_take_a_unit(joint_scorer):
+    runner = joint_scorer[1].runner_
+    nats = masked_diffusion_bound(runner, ["a b a b b", "b b a a a"], n_masks=2, random_state=0)
+    bits = masked_diffusion_bound(runner, ["a b a b b", "b b a a a"], n_masks=2, random_state=0, unit="bits")
+    np.testing.assert_allclose(bits.nelbo, nats.nelbo / np.log(2), rtol=1e-12)
+    np.testing.assert_allclose(bits.nelbo_std, nats.nelbo_std / np.log(2), rtol=1e-12)
+    np.testing.assert_array_equal(bits.perplexity, nats.perplexity)
+    assert bits.corpus_perplexity == nats.corpus_perplexity
+    pairs = (["a b"], [" a b a"])
+    nats = conditional_log_likelihood(runner, *pairs, n_masks=2, random_state=0)
+    bits = conditional_log_likelihood(runner, *pairs, n_masks=2, random_state=0, unit="bits")
+    np.testing.assert_allclose(bits.log_likelihood, nats.log_likelihood / np.log(2), rtol=1e-12)
+    for function in (masked_diffusion_bound, lambda runner, texts, **kw: conditional_log_likelihood(
+            runner, ["a b"], texts, **kw)):
+        with pytest.raises(ValueError, match=r"unit must be one of \['bits', 'nats'\]; got 'nat'"):
+            function(runner, [" a b a"], unit="nat")
+
+
+def test_every_log_probability_output_of_the_scorer_follows_its_unit(joint_scorer):
+    scorer = joint_scorer[1]
+    in_bits = clone(scorer).set_params(unit="bits").fit()
+    texts, contexts, continuations = ["a b a b b", "b b a a a"], ["a b"], [" a b a"]
+    for method, args in [("score_samples", (texts,)), ("transform", (texts,)), ("pseudo_log_likelihood", (texts,)),
+                         ("paper_area", (texts,)), ("inconsistency", (texts,)),
+                         ("conditional_score_samples", (contexts, continuations)),
+                         ("conditional_transform", (contexts, continuations))]:
+        np.testing.assert_allclose(getattr(in_bits, method)(*args), getattr(scorer, method)(*args) / np.log(2),
+                                   rtol=1e-12, err_msg=method)
+    np.testing.assert_allclose(in_bits.score(texts), scorer.score(texts) / np.log(2), rtol=1e-12)
+    np.testing.assert_allclose(np.concatenate(in_bits.token_scores(texts)),
+                               np.concatenate(scorer.token_scores(texts)) / np.log(2), rtol=1e-12)
+    np.testing.assert_allclose(in_bits.pseudo_perplexity(texts), scorer.pseudo_perplexity(texts), rtol=1e-12)

@@ -101,3 +101,24 @@ def test_fit_and_scores_leave_the_users_module_as_it_was():
     assert all(module.training for module in model.modules())
     np.testing.assert_array_equal(scorer.score_samples(["a b a", "b b"]), first)  # dropout was off while scoring
     assert all(torch.equal(before[name], tensor) for name, tensor in model.state_dict().items())
+
+
+@pytest.mark.parametrize("model", [
+    lambda input_ids: torch.zeros(*input_ids.shape, 7),
+    lambda ids, mask: torch.zeros(*ids.shape, 7),
+])
+def test_a_callable_that_cannot_take_the_attention_mask_is_refused_at_fit(model):
+    tokenizer = binary_tokenizer()
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_token_id=tokenizer.mask_token_id, device="cpu")
+    with pytest.raises(ValueError, match=r"calls its model as model\(input_ids=..., attention_mask=...\).*must accept"):
+        scorer.fit()
+
+
+def test_a_models_own_type_error_is_not_blamed_on_its_signature():
+    def model(input_ids, attention_mask, **kwargs):
+        raise TypeError("the model's own bug")
+
+    tokenizer = binary_tokenizer()
+    scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_token_id=tokenizer.mask_token_id, device="cpu").fit()
+    with pytest.raises(TypeError, match="the model's own bug"):
+        scorer.score_samples(["a b"])

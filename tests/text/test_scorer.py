@@ -1,5 +1,6 @@
 """MLMCurveScorer: the identity on an explicit joint, exact masking, batching, loading, fitting."""
 
+import sys
 import types
 import warnings
 
@@ -827,3 +828,14 @@ def test_set_params_after_fit_acts_at_the_next_fit(tiny_bert):
     assert scorer.params_["score_masks"] == 2
     refitted = scorer.fit()
     assert refitted.params_["unit"] == "bits" and not np.allclose(refitted.score_samples(texts[:3]), before[0])
+
+
+@pytest.mark.parametrize("missing", ["transformers", "tokenizers"])
+def test_a_missing_text_extra_is_an_import_error_naming_the_extra(monkeypatch, missing):
+    from skmpt.datasets import make_wordpiece_tokenizer
+
+    monkeypatch.setitem(sys.modules, missing, None)  # import of it fails as when it is not installed
+    with pytest.raises(ImportError, match=rf"MLMCurveScorer.fit needs {missing}.*pip install \"skmpt\[text\]\""):
+        MLMCurveScorer("bert-base-uncased", device="cpu").fit()
+    with pytest.raises(ImportError, match=r"pip install \"skmpt\[text\]\""):
+        make_wordpiece_tokenizer(["a b"], vocab_size=10)
