@@ -595,7 +595,7 @@ def test_mlm_pretraining_resumed_from_a_checkpoint_equals_uninterrupted(tmp_path
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
-# --- issue 20: checkpoints are never lost, and a damaged or foreign one is named -------------
+# --- checkpoints are never lost, and a damaged or foreign one is named -------------
 
 
 def test_a_run_deletes_only_the_checkpoints_it_wrote(tmp_path):

@@ -45,7 +45,7 @@ def test_objectives_score_every_model_reproducibly_and_sample_by_sample(name):
 
 # ---------------------------------------------------------------------------- broken models
 class DiagonalNoisePPCA(PPCAModule):
-    """Factor analysis sketched by subclassing PPCA (issue 12): per-feature noise ``psi``.
+    """Factor analysis sketched by subclassing PPCA: per-feature noise ``psi``.
 
     Its reference conditionals (dense Gaussian conditioning), per-mask sums and LML are right,
     but it inherits PPCA's ``weighted_log_prob_sum`` (one quadratic form for all masks) and

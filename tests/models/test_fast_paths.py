@@ -1,4 +1,4 @@
-"""Issue 24, part 3: the training step's own fast paths give the numbers of the plain ones.
+"""The training step's own fast paths give the numbers of the plain ones.
 
 The linear-Gaussian per-sample masked sum with its gradient written out, the mask samplers
 without their checks, and ``seeded`` without ``torch.manual_seed``."""

@@ -1,8 +1,8 @@
 """Outputs of every estimator, of the MLM scorer and of the command line on fixed seeds.
 
-``python tests/golden.py`` writes them to ``tests/data/golden.npz``; ``tests/test_golden.py``
-recomputes them and compares. They were first recorded before the package was restructured
-(issue 19), so the test shows that the move changed no number. Regenerate the file only for a
+``python tests/support/golden.py`` writes them to ``tests/data/golden.npz``; ``tests/test_golden.py``
+recomputes them and compares. They were first recorded before the package was restructured, so
+the test shows that every move since changed no number. Regenerate the file only for a
 change that is meant to move the numbers, and say so in the commit.
 """
 

@@ -671,7 +671,7 @@ def test_target_log_probs_match_a_float64_log_softmax():
         np.testing.assert_allclose(target_log_probs(lower, targets).numpy(), reference.numpy(), rtol=0, atol=3e-7)
 
 
-# --- issue 20: containers, bounded work on one text, text that cannot be encoded --------------
+# --- containers, bounded work on one text, text that cannot be encoded --------------
 
 _WORDS = st.lists(st.sampled_from(["a", "b"]), min_size=1, max_size=4).map(" ".join)
 
