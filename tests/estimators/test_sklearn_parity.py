@@ -249,6 +249,16 @@ def test_weights_whose_sum_overflows_are_rescaled_as_relative_weights():
     assert np.isfinite(ppca.score(X, sample_weight=huge))
 
 
+def test_mixture_n_init_compares_starts_under_weights_whose_sum_overflows():
+    X, _, _ = weighted_data(clustered=True)
+    params = {"init_params": "random", "max_epochs": 3, "n_init": 3, "random_state": 1}  # a later start wins
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        huge = MaskedGaussianMixture(2, **params).fit(X, sample_weight=np.full(len(X), 1e308))
+        plain = MaskedGaussianMixture(2, **params).fit(X)
+    np.testing.assert_array_equal(huge.means_, plain.means_)
+
+
 def weighted_low_rank(rank_of_the_rest):
     """Rank-one rows, then rows of rank ``rank_of_the_rest``: weighting the first up changes the spectrum."""
     rng = np.random.RandomState(1)
