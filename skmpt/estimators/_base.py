@@ -565,7 +565,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             Non-negative weights: sample ``i`` counts ``sample_weight[i]`` times, so integer
             weights aim at the optimum of the data with rows repeated (each mini-batch step
             weights a sample's objective by its weight over the mean weight). Rows of zero
-            weight are left out, initialisation included. None: equal weights.
+            weight are left out, initialisation included: a feature observed only in them is
+            an error that names it. Only relative weights matter (they are rescaled to a largest
+            of one, so a sum beyond float64 is fine). None: equal weights.
 
         Returns
         -------
