@@ -214,10 +214,15 @@ def check_chunk_units(X, center, scale, *, first):
 
 
 def check_sample_weight(sample_weight, n_samples):
-    """``sample_weight`` as a float64 array of shape ``(n_samples,)``, or None when it is None.
+    """``sample_weight`` as a float64 array of shape ``(n_samples,)``, divided by its largest
+    value, or None when it is None.
 
     Weights must be finite and non-negative, with a positive sum; a ``ValueError`` names the
-    problem otherwise. The caller's array is never modified.
+    problem otherwise. The caller's array is never modified. Weights only matter relative to
+    each other, so they are rescaled (to a largest weight of one) rather than refused when
+    their sum would overflow (e.g. ``1e308`` each): fitting and scoring then give what equal
+    weights give. A weight below ``1e-308`` times the largest becomes zero, as it counts for
+    nothing next to it.
     """
     if sample_weight is None:
         return None
@@ -233,9 +238,10 @@ def check_sample_weight(sample_weight, n_samples):
         raise ValueError("sample_weight holds NaN or infinite values.")
     if (weights < 0).any():
         raise ValueError(f"sample_weight must be non-negative; its smallest value is {weights.min():.6g}.")
-    if weights.sum() <= 0:
+    largest = weights.max(initial=0.0)
+    if largest <= 0:
         raise ValueError("sample_weight sums to zero: no sample would count.")
-    return weights
+    return weights / largest
 
 
 def training_rows(X, observed, sample_weight, *, min_samples=1):
@@ -376,9 +382,10 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """Keyword arguments of the training objective (e.g. IWAE's number of particles)."""
         return {}
 
-    def _resolve_n_components(self, X):
-        """The latent dimension to fit on (standardised) training data ``X``: ``n_components``
-        by default; an estimator with a data-driven choice (PPCA's ``"mle"``) overrides it."""
+    def _resolve_n_components(self, X, sample_weight):
+        """The latent dimension to fit on (standardised) training data ``X`` with its training
+        weights (a tensor of mean one, or None): ``n_components`` by default; an estimator with a
+        data-driven choice (PPCA's ``"mle"``) overrides it."""
         return self.params_["n_components"]
 
     def _check_data(self, X):
@@ -472,6 +479,13 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             self.device_ = resolve_device(self.params_["device"])
         X_t, observed = self._to_tensor(X, reset=reset)
         X_t, observed, weights = training_rows(X_t, observed, sample_weight, min_samples=2 if reset else 1)
+        if reset and observed is not None:
+            never = torch.nonzero(~observed.any(0)).flatten().tolist()
+            if never:
+                raise ValueError(
+                    f"Feature(s) {never[:10]} are observed only in samples of zero sample_weight: a model "
+                    f"cannot be fitted to a feature it never observes. Drop the column(s) or weight those samples."
+                )
         if reset:
             self._check_data(X_t)
         return X_t, observed, weights
@@ -551,7 +565,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             Non-negative weights: sample ``i`` counts ``sample_weight[i]`` times, so integer
             weights aim at the optimum of the data with rows repeated (each mini-batch step
             weights a sample's objective by its weight over the mean weight). Rows of zero
-            weight are left out, initialisation included. None: equal weights.
+            weight are left out, initialisation included: a feature observed only in them is
+            an error that names it. Only relative weights matter (they are rescaled to a largest
+            of one, so a sum beyond float64 is fine). None: equal weights.
 
         Returns
         -------
@@ -574,7 +590,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             trainer = self._trainer()
             trainer.sample_weight = weights
             with seeded(seed, self.device_):
-                self.n_components_ = self._resolve_n_components(X_train)
+                self.n_components_ = self._resolve_n_components(X_train, weights)
                 self.module_ = self._start_module(X_train, generator, (center, scale), previous)
                 log_jacobian = _log_jacobian(X_t, scale, observed)
                 self.n_iter_, self.converged_ = trainer.fit(self.module_, X_train, generator, log_jacobian, observed)
@@ -653,7 +669,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             generator = torch.Generator().manual_seed(state.seed + state.calls)
             with seeded(state.seed + state.calls, self.device_):
                 if first:
-                    self.n_components_ = self._resolve_n_components(X_train)
+                    self.n_components_ = self._resolve_n_components(X_train, weights)
                     self.module_ = self._build_module(X_train, generator, (state.center, state.scale))
                 else:
                     self._map_back(-state.center / state.scale, 1 / state.scale)  # to the training units

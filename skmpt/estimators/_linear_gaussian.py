@@ -47,13 +47,20 @@ def minka_dimension(spectrum, n_samples):
     return int(np.argmax(evidence)) + 1
 
 
-def choose_n_components(X, n_components):
+def choose_n_components(X, n_components, sample_weight=None):
     """``n_components`` resolved on centred data ``X`` (a NumPy array) as :class:`~sklearn.decomposition.PCA`
     resolves it: an int as given; ``"mle"`` by Minka's MLE; a float in (0, 1) as the fewest
-    components whose share of the variance exceeds it."""
+    components whose share of the variance exceeds it.
+
+    With ``sample_weight`` (positive, of mean one, as training uses them), the spectrum is that
+    of the weighted covariance, about the weighted mean, so a sample counts as often as it
+    does in training; Minka's MLE still counts the ``n_samples`` rows.
+    """
     if not isinstance(n_components, (str, float)):
         return int(n_components)
     n_samples, n_features = X.shape
+    if sample_weight is not None:
+        X = (X - np.average(X, axis=0, weights=sample_weight)) * np.sqrt(sample_weight)[:, None]
     spectrum = np.linalg.svd(X, compute_uv=False) ** 2 / (n_samples - 1)
     spectrum = np.concatenate([spectrum, np.zeros(n_features - len(spectrum))])
     if n_components == "mle":

@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from .._utils import check_generator
 from .._validation import Interval, Options, check_positive_int
 from ..models import GaussianMixtureModule
-from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
+from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, weighted_mean
 from ._docs import fill_docstring
 
 __all__ = ["MaskedGaussianMixture"]
@@ -384,14 +384,13 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         (``_get_parameters`` / ``_set_parameters``). The first start uses ``random_state``, the
         others seeds drawn from it; only the first warns about convergence."""
         seeds = torch.randint(2**31 - 1, (self.n_init - 1,), generator=check_generator(self.random_state))
-        weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         best = None
         for start, random_state in enumerate([self.random_state, *seeds.tolist()]):
             with warnings.catch_warnings():
                 if start:  # warned about by the first run only
                     warnings.simplefilter("ignore", ConvergenceWarning)
                 self._fit(X, sample_weight, random_state=random_state)
-            value = float(np.average(self.log_marginal_likelihood(X), weights=weights))
+            value = weighted_mean(self.log_marginal_likelihood(X), sample_weight)
             if best is None or value > best[0]:
                 best = (value, self._get_parameters(), self.history_, self.n_iter_, self.converged_)
         _, params, self.history_, self.n_iter_, self.converged_ = best

@@ -55,8 +55,9 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         Append a :class:`~sklearn.impute.MissingIndicator`'s columns (features with missing
         values at fit time) to the output.
     keep_empty_features : bool, default=False
-        Keep features missing in every training sample, imputed with 0 (as scikit-learn's
-        imputers do); if False such a feature is an error, since no model can learn it.
+        Keep features missing in every training sample: their missing entries are imputed with
+        0 and their observed entries (at ``transform``) are returned unchanged, as scikit-learn's
+        imputers do; if False such a feature is an error, since no model can learn it.
     random_state : int, RandomState instance or None, default=None
         The draws of ``sample_posterior=True``.
 
@@ -203,7 +204,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X, missing = self._validate(X, reset=False)
-        out = np.zeros_like(X)
+        out = np.where(missing, 0.0, X)
         part = X[:, self._valid]
         if self.params_["sample_posterior"]:
             seed = int(self.random_state_.randint(np.iinfo(np.int32).max))

@@ -42,7 +42,8 @@ class MaskedPPCA(_BaseLinearGaussian):
     ----------
     n_components : int, float in (0, 1) or "mle", default=2
         Latent dimension ``K``, at most the number of features; or chosen from the training
-        data's covariance spectrum as :class:`~sklearn.decomposition.PCA` chooses it:
+        data's covariance spectrum (weighted by ``sample_weight``, when given) as
+        :class:`~sklearn.decomposition.PCA` chooses it:
         ``"mle"`` by Minka's MLE of the dimension (at least as many samples as features), a
         float as the fewest components whose share of the variance exceeds it. The chosen
         ``K`` is ``n_components_`` (by ``partial_fit``: from the first chunk).
@@ -146,8 +147,9 @@ class MaskedPPCA(_BaseLinearGaussian):
         ],
     }
 
-    def _resolve_n_components(self, X):
-        return choose_n_components(X.detach().cpu().numpy().astype(np.float64), self.params_["n_components"])
+    def _resolve_n_components(self, X, sample_weight):
+        weights = None if sample_weight is None else sample_weight.detach().cpu().numpy().astype(np.float64)
+        return choose_n_components(X.detach().cpu().numpy().astype(np.float64), self.params_["n_components"], weights)
 
     def __init__(
         self, n_components=2, *, mask_rate="uniform", n_masks=4, score_masks=1, score_method="chain",

@@ -9,6 +9,7 @@ LML by importance sampling. The paper published no code for this model.
 import warnings
 from numbers import Integral, Real
 
+import numpy as np
 import torch
 from sklearn.utils import Bunch
 from sklearn.utils.validation import check_is_fitted
@@ -277,7 +278,10 @@ class MaskedVAE(_BaseMaskedEstimator):
         at ``S = 100``; 0.7 from ``S = 2200``): the weights' variance is then infinite or
         nearly, and the standard error means little. A ``UserWarning`` names how many samples
         break it. With ``S < 20`` no tail can be fitted (``k_hat`` is inf) and every sample
-        is flagged: raise ``n_lml_samples``.
+        is flagged: raise ``n_lml_samples``. A sample with nothing observed has ``p(x_o) = 1``
+        exactly: its log-likelihood is 0, as :meth:`log_marginal_likelihood` gives, and its
+        diagnostics those of equal weights (ESS ``S``, standard error 0, ``k_hat`` -inf: no
+        tail), reliable.
 
         Parameters
         ----------
@@ -307,10 +311,19 @@ class MaskedVAE(_BaseMaskedEstimator):
 
         draws = self._draws(n_lml_samples)
 
+        empty = None  # the samples with nothing observed, set by log_weights
+
         def log_weights(module, X_t, observed):
-            return module.log_importance_weights(X_t, draws, observed=observed, generator=self._noise_generator())
+            nonlocal empty
+            weights = module.log_importance_weights(X_t, draws, observed=observed, generator=self._noise_generator())
+            empty = np.zeros(len(X_t), dtype=bool) if observed is None else ~observed.any(1).cpu().numpy()
+            # Nothing observed: p(x_o) = 1 exactly, as the plain path scores it; every weight is one.
+            return weights if observed is None else torch.where(observed.any(1, keepdim=True), weights, 0.0)
 
         diagnostics = importance_diagnostics(self._evaluate(X, log_weights))
+        # Equal weights, exactly (their float ESS and standard error are off by rounding): no tail.
+        for key, value in [("ess", draws), ("standard_error", 0.0), ("pareto_k", -np.inf), ("reliable", True)]:
+            diagnostics[key][empty] = value
         threshold = pareto_k_threshold(draws)
         result = Bunch(
             log_marginal=diagnostics["log_mean"],

@@ -8,6 +8,7 @@ import torch
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 from sklearn.base import clone
+from sklearn.impute import SimpleImputer
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -170,6 +171,29 @@ def test_grid_search_chooses_n_components_by_held_out_likelihood():
     assert search.best_params_ == {"estimator__n_components": 2}
     scores = search.cv_results_["mean_test_score"]
     assert scores[1] > scores[0]
+
+
+@pytest.mark.parametrize("sample_posterior", [False, True])
+def test_masked_imputer_keeps_observed_entries_of_a_feature_empty_at_fit(sample_posterior):
+    """A feature empty at fit (``keep_empty_features=True``): its observed entries at transform are
+    returned unchanged and its missing ones are 0, as ``SimpleImputer`` does; every other observed
+    entry is unchanged too."""
+    _, X_missing = _data()
+    train = X_missing.copy()
+    train[:, 2] = np.nan
+    imputer = MaskedImputer(
+        MaskedPPCA(1, max_epochs=2), keep_empty_features=True, sample_posterior=sample_posterior, random_state=0,
+    ).fit(train)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        X = rng.normal(size=(30, 5))
+        X[rng.random(X.shape) < 0.4] = np.nan
+        out = imputer.transform(X)
+        observed = ~np.isnan(X)
+        np.testing.assert_array_equal(out[observed], X[observed])
+        assert not np.isnan(out).any()
+        reference = SimpleImputer(keep_empty_features=True).fit(train).transform(X)
+        np.testing.assert_array_equal(out[:, 2], reference[:, 2])
 
 
 def test_masked_imputer_errors_and_accepted_cases():

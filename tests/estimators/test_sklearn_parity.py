@@ -224,3 +224,67 @@ def test_factor_analysis_noise_variance_init():
     for bad in (init[:-1], -init, np.full(6, np.nan)):
         with pytest.raises(ValueError, match="noise_variance_init must hold one positive"):
             MaskedFactorAnalysis(2, noise_variance_init=bad).fit(X)
+
+
+def test_a_feature_observed_only_in_rows_of_zero_weight_is_refused_by_name():
+    X, weights, _ = weighted_data()
+    X[weights > 0, 2] = np.nan  # feature 2 is observed only where the weight is zero
+    with pytest.raises(ValueError, match=r"Feature\(s\) \[2\] are observed only in samples of zero sample_weight"):
+        MaskedPPCA(1, max_epochs=2, random_state=0).fit(X, sample_weight=weights)
+    with pytest.raises(ValueError, match=r"Feature\(s\) \[2\] are observed only in samples of zero sample_weight"):
+        MaskedPPCA(1, random_state=0).partial_fit(X, sample_weight=weights)
+
+
+def test_weights_whose_sum_overflows_are_rescaled_as_relative_weights():
+    X, _, _ = weighted_data()
+    huge = np.full(len(X), 1e308)
+    with np.errstate(over="ignore"):
+        assert np.isinf(huge.sum())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ppca = MaskedPPCA(1, max_epochs=3, random_state=0).fit(X, sample_weight=huge)
+        ones = MaskedPPCA(1, max_epochs=3, random_state=0).fit(X, sample_weight=np.ones(len(X)))
+    np.testing.assert_array_equal(ppca.components_, ones.components_)
+    assert ppca.score(X, sample_weight=huge) == ppca.score(X)
+    assert np.isfinite(ppca.score(X, sample_weight=huge))
+
+
+def test_mixture_n_init_compares_starts_under_weights_whose_sum_overflows():
+    X, _, _ = weighted_data(clustered=True)
+    params = {"init_params": "random", "max_epochs": 3, "n_init": 3, "random_state": 1}  # a later start wins
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        huge = MaskedGaussianMixture(2, **params).fit(X, sample_weight=np.full(len(X), 1e308))
+        plain = MaskedGaussianMixture(2, **params).fit(X)
+    np.testing.assert_array_equal(huge.means_, plain.means_)
+
+
+def weighted_low_rank(rank_of_the_rest):
+    """Rank-one rows, then rows of rank ``rank_of_the_rest``: weighting the first up changes the spectrum."""
+    rng = np.random.RandomState(1)
+    signal = 3 * rng.randn(100, 1) @ rng.randn(1, 6) + 0.1 * rng.randn(100, 6)
+    rest = rng.randn(100, rank_of_the_rest) @ rng.randn(rank_of_the_rest, 6) + 0.1 * rng.randn(100, 6)
+    return signal, np.vstack([signal, rest])
+
+
+def test_a_variance_fraction_is_chosen_on_the_weighted_spectrum():
+    signal, X = weighted_low_rank(2)
+    weights = np.r_[np.full(100, 10), np.ones(100, dtype=int)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        weighted = MaskedPPCA(0.8, max_epochs=2, random_state=0).fit(X, sample_weight=weights)
+        plain = MaskedPPCA(0.8, max_epochs=2, random_state=0).fit(X)
+    # Integer weights are repeated rows, whose PCA spectrum has the weighted spectrum's shares.
+    assert weighted.n_components_ == PCA(0.8).fit(np.repeat(X, weights, axis=0)).n_components_ == 1
+    assert plain.n_components_ == PCA(0.8).fit(X).n_components_ == 2
+
+
+def test_mle_n_components_is_chosen_on_the_weighted_spectrum():
+    signal, X = weighted_low_rank(3)
+    weights = np.r_[np.ones(100), np.full(100, 1e-6)]  # the rank-three rows all but left out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        weighted = MaskedPPCA("mle", max_epochs=2, random_state=0).fit(X, sample_weight=weights)
+        plain = MaskedPPCA("mle", max_epochs=2, random_state=0).fit(X)
+    assert weighted.n_components_ == PCA("mle").fit(signal).n_components_ == 1
+    assert plain.n_components_ == PCA("mle").fit(X).n_components_ == 4

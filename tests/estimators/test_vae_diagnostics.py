@@ -51,6 +51,23 @@ def test_diagnostics_agree_with_log_marginal_likelihood(fitted):
     np.testing.assert_array_equal(d.reliable, d.pareto_k <= d.threshold)
 
 
+def test_a_sample_with_nothing_observed_scores_exactly_zero_on_both_paths(fitted):
+    vae, X = fitted
+    X = X.copy()
+    X[1] = np.nan
+    X[2, :2] = np.nan
+    plain = vae.log_marginal_likelihood(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        log_marginal, d = vae.log_marginal_likelihood(X, return_diagnostics=True)
+    assert plain[1] == log_marginal[1] == 0.0
+    assert d.ess[1] == 200 and d.standard_error[1] == 0.0
+    assert d.pareto_k[1] == -np.inf and d.reliable[1]
+    # The other samples, partly observed or not, keep their importance-sampled estimates.
+    np.testing.assert_allclose(log_marginal, plain, rtol=1e-12)
+    assert (log_marginal[[0, 2]] < 0).all()
+
+
 def test_standard_error_matches_the_spread_of_repeats(fitted):
     vae, X = fitted
     module = vae.module_
