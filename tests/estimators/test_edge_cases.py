@@ -37,7 +37,7 @@ def _data(offset, scale, n_samples=200, n_features=4):
 )
 def test_offsets_and_scales_keep_their_precision(source, offset, scale, dtype):
     """from_estimator in either dtype gives scikit-learn's log-likelihood, whatever the offset:
-    float32 loses its ~7 digits on the data's spread, not on the offset (issue 20)."""
+    float32 loses its ~7 digits on the data's spread, not on the offset."""
     # Beyond an offset of 1e9 spreads float64 itself, and scikit-learn with it, loses the data.
     assume(abs(offset) / scale <= 1e9)
     make, cls = SOURCES[source]

@@ -98,7 +98,7 @@ def test_equal_noise_is_ppca():
 
 
 def test_ppca_rank_one_chain_is_wrong_for_per_feature_noise():
-    """The chain derived for per-feature noise is exact; PPCA's isotropic one is not (issue 12)."""
+    """The chain derived for per-feature noise is exact; PPCA's isotropic one is not."""
     rng = np.random.RandomState(1)
     components, mean, noise = rng.randn(2, 6), rng.randn(6), np.array([0.05, 0.1, 0.5, 1.0, 2.0, 4.0])
     X = torch.as_tensor(rng.randn(5, 6) + mean)

@@ -1,4 +1,4 @@
-"""Incomplete data (issue 21): impute, sample_missing and MaskedImputer."""
+"""Incomplete data: impute, sample_missing and MaskedImputer."""
 
 import pickle
 

@@ -155,7 +155,7 @@ def test_binary_input_is_required(binary_digits):
         vae.score_samples(X)
     with pytest.raises(ValueError, match="infinity"):
         vae.transform(np.full((2, 64), np.inf))
-    # NaN is "not observed" (issue 21): a row with nothing observed gets the prior's posterior.
+    # NaN is "not observed": a row with nothing observed gets the prior's posterior.
     assert np.isfinite(vae.transform(np.full((2, 64), np.nan))).all()
 
 

@@ -1,4 +1,4 @@
-"""Incomplete data (issue 21): MPT among the observed entries reaches the optimum of EM with
+"""Incomplete data: MPT among the observed entries reaches the optimum of EM with
 missing values (the references of ``tests/em_missing.py``).
 
 The issue's size, N=2000, D=10, K=2 with 20 % MCAR, is ``benchmarks/missing_em.py`` (its fits

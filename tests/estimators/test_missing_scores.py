@@ -1,4 +1,4 @@
-"""Incomplete data (issue 21): exact scores of the observed sub-vector, the contract on
+"""Incomplete data: exact scores of the observed sub-vector, the contract on
 incomplete rows, and the estimators' handling of NaN."""
 
 import math

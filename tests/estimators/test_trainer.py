@@ -16,7 +16,7 @@ from skmpt.datasets import make_ppca
 
 
 def test_gridsearch_picks_the_true_dimension_as_pca_does():
-    """Issue 14: N=500, D=10, K=3. Training must reach the optimum for the grid to be right."""
+    """N=500, D=10, K=3. Training must reach the optimum for the grid to be right."""
     X = make_ppca(500, 10, 3, random_state=0).data
     grid = {"n_components": [2, 3, 4, 5]}  # today's failure picked 5
     assert GridSearchCV(PCA(), grid, cv=3).fit(X).best_params_ == {"n_components": 3}
