@@ -11,7 +11,7 @@ lists them in the order :func:`check_masked_predictor` runs them.
 import torch
 
 from ..text.encoding import encode_texts
-from ..text.predictors import check_mask_token_id
+from ..text.predictors import MaskedPredictor, check_mask_token_id
 
 __all__ = [
     "MASKED_PREDICTOR_CHECKS",
@@ -56,6 +56,11 @@ class MaskedPredictorCase:
     """
 
     def __init__(self, predictor, tokenizer, *, n_tokens=5, rtol=1e-4, atol=1e-5):
+        if not isinstance(predictor, MaskedPredictor):
+            raise TypeError(
+                f"The checks take a MaskedPredictor; got {type(predictor).__name__}. Wrap a model with "
+                "skmpt.text.as_predictor(model, mask_token_id), or subclass skmpt.text.MaskedPredictor."
+            )
         self.predictor, self.tokenizer, self.rtol, self.atol = predictor, tokenizer, rtol, atol
         self.name = type(predictor).__name__
         self.state = _module_state(predictor.module)
@@ -241,6 +246,8 @@ def check_masked_predictor(predictor, tokenizer, *, rtol=1e-4, atol=1e-5):
     ------
     AssertionError
         Naming the predictor and the rule it breaks.
+    TypeError
+        When ``predictor`` is not a :class:`~skmpt.text.MaskedPredictor` (a bare model).
 
     Examples
     --------

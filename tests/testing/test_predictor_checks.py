@@ -100,3 +100,9 @@ def test_a_case_needs_a_tokenizer_with_text():
     tokenizer = binary_tokenizer()
     case = MaskedPredictorCase(as_predictor(bert(tokenizer), tokenizer.mask_token_id), tokenizer)
     assert case.input_ids.shape == (len(case.own), len(case.own) + 2)  # [CLS] a b [SEP], one copy per own token
+
+
+def test_a_model_that_is_not_a_predictor_is_named():
+    tokenizer = binary_tokenizer()
+    with pytest.raises(TypeError, match="The checks take a MaskedPredictor; got BertForMaskedLM.*as_predictor"):
+        check_masked_predictor(bert(tokenizer), tokenizer)
