@@ -18,6 +18,7 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
+from support.ranks import free_port, run_two_ranks
 
 from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE
 from skmpt.distributed import (
@@ -405,32 +406,15 @@ def _rank_main(rank, world_size, port, directory, tokenizer):
         torch.distributed.destroy_process_group()
 
 
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     """The scenarios on 2 gloo processes spawned here, and in this process as a world of one."""
-    import time
 
     pytest.importorskip("transformers")
     directory = tmp_path_factory.mktemp("ranks")
     tokenizer = str(tmp_path_factory.mktemp("tokenizer"))
     _save_tokenizer(tokenizer)
-    processes = torch.multiprocessing.start_processes(
-        _rank_main, args=(2, _free_port(), str(directory), tokenizer), nprocs=2, join=False, start_method="spawn"
-    )
-    deadline = time.monotonic() + 240
-    while not processes.join(timeout=5):
-        if time.monotonic() > deadline:
-            for process in processes.processes:
-                process.kill()
-            pytest.fail("The 2 spawned ranks did not finish within 240 s.")
+    run_two_ranks(_rank_main, (2, free_port(), str(directory), tokenizer), timeout=240)
     ranks = [torch.load(directory / f"rank{r}.pt", weights_only=False) for r in range(2)]
     with torch.random.fork_rng(devices=[]):
         single = _scenarios(DistributedContext(), tmp_path_factory.mktemp("single"), tokenizer)

@@ -1,11 +1,10 @@
 """The tiny masked predictors under a launcher: 2 CPU processes (gloo) give the numbers of one process."""
 
 import os
-import socket
-import time
 
 import numpy as np
 import pytest
+from support.ranks import free_port, run_two_ranks
 
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
@@ -55,19 +54,8 @@ def _rank(rank, port, directory):
 
 
 def test_tiny_predictors_on_two_ranks_equal_one_process(tmp_path):
-    import torch
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    processes = torch.multiprocessing.start_processes(_rank, args=(port, str(tmp_path)), nprocs=2, join=False,
-                                                      start_method="spawn")
-    deadline = time.monotonic() + 180
-    while not processes.join(timeout=2):
-        if time.monotonic() > deadline:
-            for process in processes.processes:
-                process.kill()
-            pytest.fail("The 2 spawned ranks did not finish within 180 s.")
+    run_two_ranks(_rank, (free_port(), str(tmp_path)), timeout=180)
     single = _compute()
     for rank in range(2):
         got = np.load(tmp_path / f"rank{rank}.npz")

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
+from support.ranks import free_port, run_two_ranks  # noqa: E402
 from support.text import TEXTS  # noqa: E402
 
 from skmpt.cli import main  # noqa: E402
@@ -93,23 +94,9 @@ def _training_rank(rank, port, directory):
 
 
 def test_pretraining_on_two_ranks_equals_one_process_on_the_same_global_batch(tmp_path):
-    import socket
-    import time
-
     import torch
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    processes = torch.multiprocessing.start_processes(
-        _training_rank, args=(port, str(tmp_path)), nprocs=2, join=False, start_method="spawn"
-    )
-    deadline = time.monotonic() + 180
-    while not processes.join(timeout=2):
-        if time.monotonic() > deadline:
-            for process in processes.processes:
-                process.kill()
-            pytest.fail("The 2 spawned ranks did not finish within 180 s.")
+    run_two_ranks(_training_rank, (free_port(), str(tmp_path)), timeout=180)
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
     single = _fit()
     want = [h["loss"] for h in single.history_]
