@@ -27,8 +27,8 @@ a held-out quarter of the data, whose area is its score. Fixed-rate training opt
 point of that curve (a biased target), so it is expected to score at most as high as uniform
 mask sizes. The chosen parameters are printed, not assumed.
 
-The gallery runs it with small arguments (``SMALL_ARGS`` in ``docs/conf.py``); run the script
-without arguments for the full size. Saves ``grid_search.png``.
+The gallery runs it with small arguments; run the script without arguments for the full
+size. Saves ``grid_search.png``.
 """
 
 import argparse

@@ -13,7 +13,7 @@ everything below runs the same code.
   masks from ``random_state`` and the text, never from its batch or rank).
 - Training wraps the model in ``DistributedDataParallel`` (:func:`wrap_model`; gradients are
   averaged over ranks, and :func:`sync_gradients` synchronises only a step's last backward
-  pass). :mod:`skmpt.text.training` draws the same global batch and the same masks on every
+  pass). :meth:`MLMCurveScorer.fit <skmpt.MLMCurveScorer.fit>` draws the same global batch and the same masks on every
   rank from one shared generator, and each rank computes the loss of its own share of the
   texts, so a step equals one process's step on the whole batch. A caller that wants
   different draws per rank instead seeds them with :func:`rank_generator`.
@@ -23,7 +23,7 @@ everything below runs the same code.
   ``written`` list it passes), and :func:`check_checkpoint_dir` refuses to start a new run in a
   directory that holds another's.
 
-This module depends on :mod:`skmpt._utils` only.
+It needs none of skmpt's models or estimators, so it serves any torch training loop.
 """
 
 import contextlib

@@ -206,7 +206,7 @@ def _same_file(a, b):
 
 
 def check_outputs(inputs, outputs, *, overwrite=False):
-    """Check, before any work, that every output may be written; a :class:`UsageError` names the first that may not.
+    """Check, before any work, that every output may be written; a ``UsageError`` names the first that may not.
 
     An output may be written when its folder exists (for a symbolic link, the folder of the file it
     points to, which is the file written), it is not a folder, it is none of the inputs and no

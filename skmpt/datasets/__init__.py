@@ -2,11 +2,11 @@
 
 Everything works offline by default; a download happens only when asked for by name.
 
-- :mod:`skmpt.datasets.synthetic`: :func:`make_ppca`.
-- :mod:`skmpt.datasets.images`: :func:`fetch_mnist` (MNIST and Fashion-MNIST from their IDX
+- Synthetic: :func:`make_ppca`.
+- Images: :func:`fetch_mnist` (MNIST and Fashion-MNIST from their IDX
   files, found on disk or downloaded on request), :func:`load_idx`, :func:`load_mnist_5k`,
   :func:`from_torchvision` and :func:`load_binarized_digits` (scikit-learn's embedded digits).
-- :mod:`skmpt.datasets.text`: :func:`load_wordnet_sentences` (embedded), :func:`load_glue` and
+- Text: :func:`load_wordnet_sentences` (embedded), :func:`load_glue` and
   :func:`make_wordpiece_tokenizer`.
 
 Examples

@@ -286,7 +286,9 @@ class _InformationCriteriaMixin:
 
         ``-2 * log L + n_parameters * log(n_samples)``, where ``log L`` is the sum over ``X`` of
         the exact ``log_marginal_likelihood`` (``score(X) * n_samples`` with the default exact
-        chain scoring) and ``n_parameters`` is ``_n_parameters()``, as scikit-learn's mixtures.
+        chain scoring) and ``n_parameters`` is the number of free parameters of the fitted model
+        (the user guide's page on scikit-learn parity lists it for each estimator), as
+        scikit-learn's mixtures count them.
 
         Parameters
         ----------

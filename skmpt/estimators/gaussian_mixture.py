@@ -332,7 +332,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit by MPT from ``n_init`` starts, keeping the best (or from the previous fit with
-        ``warm_start=True``); otherwise as :meth:`skmpt.estimators.MaskedPPCA.fit`.
+        ``warm_start=True``); otherwise as :meth:`skmpt.MaskedPPCA.fit`.
 
         A warm start continues the fitted mixture, so it must still match the parameters and the
         data: a ``covariance_type`` or ``n_components`` set since, or data of another number of
@@ -344,7 +344,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         y : None
             Ignored.
         sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights, as in :meth:`skmpt.estimators.MaskedPPCA.fit`.
+            Non-negative weights, as in :meth:`skmpt.MaskedPPCA.fit`.
 
         Returns
         -------

@@ -1,6 +1,6 @@
 """Torch modules, one per probabilistic model, and the contract they follow.
 
-:class:`MaskedModel` (:mod:`skmpt.models.contract`) states the contract: the reference
+:class:`MaskedModel` states the contract: the reference
 per-token conditionals ``masked_log_prob(X, masks)``, the fast paths computed from them by
 default (``masked_log_prob_sum``, ``weighted_log_prob_sum``, ``chain_log_prob``), and every
 optional member with its default (``stochastic``, ``mask_chunk``, ``handles_missing``,
@@ -10,10 +10,10 @@ an object that is not a subclass.
 :mod:`skmpt.objectives` builds everything else from those;
 :func:`skmpt.testing.check_masked_model` checks that a model keeps the contract.
 
-The models: :class:`LinearGaussianModule` (:mod:`skmpt.models.linear_gaussian`) with its
+The models: :class:`LinearGaussianModule` with its
 isotropic case :class:`PPCAModule` and its diagonal case :class:`FactorAnalysisModule`;
 :class:`GaussianMixtureModule`; and the VAEs, :class:`LinearVAEModule` and :class:`VAEModule`,
-whose observation models are the likelihood objects of :mod:`skmpt.models.likelihoods`.
+whose observation models are Bernoulli or Gaussian likelihood objects.
 """
 
 from .contract import (

@@ -66,7 +66,7 @@ def pareto_khat(log_weights):
     ``k_hat < 0.5``: the weights have a finite variance, the estimate converges at the
     Monte Carlo rate; above :func:`pareto_k_threshold` (0.7 for ``S >= 2200``) too few draws
     land where the integrand's mass is, and the estimate is unreliable. Inf when fewer than
-    five weights are in the tail (``S < 20``) or the tail is flat.
+    five weights are in the tail (``S <= 20``: the tail needs at least 21 draws) or the tail is flat.
 
     Parameters
     ----------
@@ -109,7 +109,8 @@ def importance_diagnostics(log_weights):
     """Estimate and diagnostics of ``log mean(w)`` per row of ``log_weights`` ``(n, S)``.
 
     Returns a dict of arrays of shape ``(n,)``: ``log_mean`` (the estimate), ``ess``
-    (:func:`effective_sample_size`), ``standard_error`` (:func:`log_mean_standard_error`),
+    (the effective sample size ``(sum w)^2 / sum w^2``), ``standard_error`` (its delta-method
+    standard error),
     ``pareto_k`` (:func:`pareto_khat`), and ``reliable`` (``pareto_k`` at most
     :func:`pareto_k_threshold` of ``S``).
 

@@ -331,7 +331,7 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
     lists for it, keyword-only: ``generator`` and ``observed`` for the conditionals and
     ``log_marginal``. A subclass may leave them out of its own methods' signatures: the class
     then accepts them for it, drops ``generator`` and raises ``NotImplementedError`` for an
-    ``observed`` that is not None (and :attr:`handles_missing` is False when the reference
+    ``observed`` that is not None (and ``handles_missing`` is False when the reference
     leaves ``observed`` out).
 
     **Randomness.** A model whose conditionals are Monte Carlo estimates sets
@@ -455,7 +455,7 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
                 (n_features,), default=None
             ``True`` for an observed entry (``None``: all are). Masks must lie among the
             observed entries (:func:`conditioning_set` checks it). A model that leaves the
-            argument out of its signature handles complete data only (:attr:`handles_missing`).
+            argument out of its signature handles complete data only (``handles_missing``).
 
         Returns
         -------
@@ -482,7 +482,7 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
     def chain_log_prob(self, X, orderings, *, generator=None, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})`` of each ordering ``s``.
 
-        Defaults to :func:`reference_chain_log_prob` (``D`` nested masks per ordering); a
+        Defaults to :func:`~skmpt.models.reference_chain_log_prob` (``D`` nested masks per ordering); a
         model may update its posterior one token at a time instead.
 
         Parameters

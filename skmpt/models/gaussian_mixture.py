@@ -221,8 +221,8 @@ class GaussianMixtureModule(MaskedModel):
         """``sum_{j in m} log p(x_j | x_r)`` for every sample and mask, shape ``(n_samples, n_masks)``.
 
         For a diagonal (or spherical) covariance and masks shared by the samples (and by the
-        pattern of observed entries, if any), the sums over the components are matrix products
-        (:func:`skmpt.models._mixture_sums.diagonal_mixture_sums`); otherwise, and where those
+        pattern of observed entries, if any), the sums over the components are matrix products;
+        otherwise, and where those
         would lose precision, :meth:`masked_log_prob` summed over the features.
         """
         if self.covariance_type not in _CHOLESKY_TYPES and masks.ndim == 2 and (observed is None or observed.ndim == 1):
@@ -240,7 +240,7 @@ class GaussianMixtureModule(MaskedModel):
         from one Cholesky factor of its covariance permuted to the ordering, and one
         triangular solve gives every step's log-density for all samples at once (a diagonal
         covariance needs neither). A step's term is then the difference of the cumulative
-        ``log sum_k pi_k p_k(x_revealed)`` (:mod:`skmpt.models._chains`). An ordering costs
+        ``log sum_k pi_k p_k(x_revealed)``. An ordering costs
         ``O(K D^3)`` plus ``O(n K D^2)``, the closed form's cost. With one pattern of observed
         entries per sample, each revealed token updates every component's conditional mean
         and covariance by a rank-one step instead.

@@ -396,7 +396,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         """``sum_p weights_p sum_{j in m_p} log p(x_j | x_{r_p})`` per sample, for shared masks.
 
         Each mask's quadratic is ``e^T (diag(u_p) + R_{0p}^T R_{1p}) e`` with the ``K x D``
-        maps of :meth:`_shared_rows`, so the weighted sum over the masks is one quadratic form
+        maps of each mask, so the weighted sum over the masks is one quadratic form
         ``e^T Q e``: ``Q`` costs ``P K D^2`` multiply-adds, independent of the number of
         samples, and the samples ``n D^2``. The per-mask sums cost ``n P D (2 K + 1)``; the
         cheaper of the two is used, with the same result up to rounding.
@@ -467,7 +467,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         each step (a Kalman update with that token's noise variance) gives every step's
         variance and the weights of its prediction on the earlier tokens, a strictly
         lower-triangular map of rank ``K``, applied to all samples by blocks of matrix
-        products (:func:`skmpt.models._chains.linear_gaussian_chain`): ``O(D K^3)`` per
+        products: ``O(D K^3)`` per
         ordering plus ``O(n D (2 K + 32))`` for its samples. With one pattern of observed
         entries per sample the posterior is per sample, and the updates run token by token.
 

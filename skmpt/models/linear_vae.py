@@ -80,7 +80,7 @@ class LinearVAEModule(MaskedModel):
     n_quadrature : int
         Gauss–Hermite nodes per latent dimension.
     likelihood : {"bernoulli", "gaussian"}
-        Becomes the :attr:`likelihood` object (:mod:`skmpt.models.likelihoods`).
+        Becomes the ``likelihood`` attribute, the observation model's object.
     noise_variance : float, default=1.0
         ``sigma^2`` of the Gaussian likelihood (a parameter of the likelihood; unused for Bernoulli).
     encoder : bool, default=False

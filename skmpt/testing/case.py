@@ -40,7 +40,7 @@ class MaskedModelCase:
     The masks and orderings are drawn once, from ``random_state``, so that every check sees
     the same ones; the reference values (:attr:`reference`, ...) are computed once, on first
     use, and checked for shape, dtype and device then. Each check records what it measured in
-    :attr:`report`.
+    ``report``.
 
     Parameters
     ----------

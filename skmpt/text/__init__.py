@@ -8,20 +8,21 @@ model whose conditionals come from one joint; the pseudo-log-likelihood is ``L *
 
 Three seams, as the array side's model contract (:mod:`skmpt.models`):
 
-- a **predictor** (:class:`MaskedPredictor`, :mod:`.predictors`): any model that predicts masked
+- a **predictor** (:class:`MaskedPredictor`, :mod:`~skmpt.text.predictors`): any model that predicts masked
   tokens, one class per family (:class:`MaskedLMPredictor`, :class:`ModulePredictor`,
   :class:`ShiftedLogitsPredictor`, :class:`TimeConditionedPredictor`; your own is a subclass,
   checked by :func:`skmpt.testing.check_masked_predictor`); :func:`load_masked_lm` returns one;
-- a **strategy** (:class:`~skmpt.text.strategies.ScoringStrategy`, :mod:`.strategies`): which
+- a **strategy** (:class:`~skmpt.text.strategies.ScoringStrategy`, :mod:`~skmpt.text.strategies`): which
   masked copies of a text to run and how their log-probabilities reduce to a score and its
   standard error (sweep, chain, uniform sizes, exhaustive, the PLL and its variants);
-- the **runner** (:class:`MaskedLMRunner`, :mod:`.runner`): the one loop that batches the copies
+- the **runner** (:class:`MaskedLMRunner`): the one loop that batches the copies
   within the memory budget, calls the predictor, gathers the target log-probabilities and
   shares the texts out over processes.
 
-Conditional scores (:mod:`.conditional`), diffusion bounds and sampling (:mod:`.diffusion`) and
-per-token and per-word tables (:mod:`.outputs`) are functions of a runner, encoded texts and a
-strategy; :class:`MLMCurveScorer` (:mod:`.scorer`) is their scikit-learn face: ``transform(texts)``
+Conditional scores (:func:`conditional_log_likelihood`), diffusion bounds and sampling
+(:func:`masked_diffusion_bound`, :func:`sample_any_order`) and per-token and per-word tables
+(:func:`scores_table`, :func:`word_sums`) are functions of a runner, encoded texts and a
+strategy; :class:`~skmpt.MLMCurveScorer` is their scikit-learn face: ``transform(texts)``
 is ``runner_.score(encode_texts(texts, ...), CurveMasks(mask_rates_, score_masks))``.
 
 **Texts.** Texts may be a list, tuple or array of strings of shape (n,) or (n, 1), a pandas Series or
@@ -31,7 +32,7 @@ DataFrame (``str``, ``string[pyarrow]``/``string[python]`` or object columns), o
 keys are never scored), and an iterator or generator is read once, in its order. Refused with a
 message that says what to pass: a single string, a ``datasets.DatasetDict`` (what
 ``load_dataset`` returns without ``split=``: pass ``ds["train"]``), a mapping without
-``text_column`` and unordered collections (set, frozenset, dict views) (:func:`skmpt.text.encoding.texts_of`).
+``text_column`` and unordered collections (set, frozenset, dict views).
 Every method rejects, with a ``ValueError`` naming the text's index: a text that is not a
 string, is blank or is not valid Unicode (a lone surrogate), and a text that holds a special
 token literally (``[CLS]``,
@@ -49,11 +50,11 @@ a directory without tokenizer files when the tokenizer is to be read from it, an
 that can produce ids beyond the model's embedding. A string is a hub name only when it is not on
 disk, has the form ``name`` or ``org/name`` and does not end in a file extension (``.bin``,
 ``.json``, ...); any other string (``./model``, ``../model``, ``a/b/c``, ``~/model``,
-``C:\\model``) is a path, and one that does not exist is a ``ValueError`` naming it
-(:func:`skmpt.text.loading.check_local_path`).
+``C:\\model``) is a path, and one that does not exist is a ``ValueError`` naming it.
 
-**Data parallelism.** Started by ``torchrun --nproc-per-node N`` or ``accelerate launch``, :meth:`MLMCurveScorer.fit`
-joins the launcher's process group (``torch.distributed``; gloo on the CPU, NCCL with each
+**Data parallelism.** Started by ``torchrun --nproc-per-node N`` or ``accelerate launch``,
+:meth:`MLMCurveScorer.fit <skmpt.MLMCurveScorer.fit>` joins the launcher's process group
+(``torch.distributed``; gloo on the CPU, NCCL with each
 process on ``cuda:LOCAL_RANK``), and ``transform``, ``score_samples``,
 ``pseudo_log_likelihood`` and ``paper_area`` split the texts over the processes
 (:func:`skmpt.distributed.sharded_map`); every process returns all results, in input order,

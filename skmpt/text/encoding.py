@@ -402,13 +402,13 @@ def encode_texts(X, tokenizer, max_length, *, text_column=None, names=None, word
     ----------
     X : list, tuple or array of str, pandas Series or DataFrame, datasets.Dataset or IterableDataset, \
             mapping with ``text_column``, iterator
-        Read by :func:`texts_of`.
+        The texts (see :mod:`skmpt.text` for what each container means).
     tokenizer : transformers tokenizer
         With a padding token.
     max_length : int
         Longest tokenised text, special tokens included.
     text_column : str or None, default=None
-        As in :func:`texts_of`.
+        The column of a DataFrame, dataset or mapping that holds the texts.
     names : list of str or None, default=None
         ``names[i]`` names text ``i`` in errors (default ``"Text i"``; the command line gives
         line numbers).
@@ -425,8 +425,7 @@ def encode_texts(X, tokenizer, max_length, *, text_column=None, names=None, word
     ValueError
         Naming the text: one that is not a string, is blank, is not valid Unicode (a lone
         surrogate), holds a special token literally, or has no token of its own after
-        tokenisation; also when ``max_length`` leaves no room for a token
-        (:func:`check_max_length`).
+        tokenisation; also when ``max_length`` leaves no room for a token.
 
     Examples
     --------

@@ -256,7 +256,7 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
     ----------
     model : str, path, transformers.PreTrainedModel, transformers.PretrainedConfig, MaskedPredictor, \
             torch.nn.Module or callable
-        As :class:`~skmpt.text.MLMCurveScorer`'s ``model``.
+        As :class:`~skmpt.MLMCurveScorer`'s ``model``.
     tokenizer : str, path, tokenizer object or None, default=None
         As :func:`load_tokenizer`'s ``tokenizer``.
     device : torch.device
@@ -395,7 +395,7 @@ def load_tokenizer(tokenizer, source, model_kwargs=None, *, mask_token_id=None):
         ``AutoTokenizer.from_pretrained`` (``revision`` only when the tokenizer comes from
         ``source``).
     mask_token_id : int or None, default=None
-        The mask id when the tokenizer has no mask token (:func:`~skmpt.text.check_mask_token_id`).
+        The mask id when the tokenizer has no mask token (:func:`~skmpt.text.predictors.check_mask_token_id`).
 
     Returns
     -------
@@ -440,7 +440,7 @@ def model_max_length(model, tokenizer, max_length):
     """``max_length`` capped by the model's position embeddings and the tokenizer's own limit.
 
     RoBERTa-style models reserve the first ``padding_idx + 1`` positions. A length that leaves no
-    room for a token beside the special ones is a ``ValueError`` (:func:`check_max_length`).
+    room for a token beside the special ones is a ``ValueError``.
 
     Examples
     --------

@@ -325,7 +325,7 @@ class MaskedPredictor(abc.ABC):
         Parameters
         ----------
         input_ids : torch.Tensor of dtype long and shape (batch, length)
-            Masked copies, padded; masked tokens hold :attr:`mask_token_id`.
+            Masked copies, padded; masked tokens hold ``mask_token_id``.
         attention_mask : torch.Tensor of dtype long and shape (batch, length)
             1 at real tokens, 0 at padding.
         rates : torch.Tensor of dtype float64 and shape (batch,)
@@ -419,7 +419,7 @@ class ModulePredictor(MaskedPredictor):
     """A module or callable mapping ``input_ids`` and ``attention_mask`` to logits (or an output holding them).
 
     Plain ``torch.nn.Module`` objects, callables, and ``transformers`` models loaded with
-    ``AutoModel`` whose output holds logits (:func:`output_logits`). It is called as
+    ``AutoModel`` whose output holds logits (:func:`~skmpt.text.predictors.output_logits`). It is called as
     ``module(input_ids=..., attention_mask=..., **forward_kwargs(rates))``.
 
     Parameters
@@ -460,8 +460,8 @@ class ModulePredictor(MaskedPredictor):
     def check_signature(self, names):
         """Refuse a module whose ``forward`` (or a callable) cannot take the keyword arguments ``names``.
 
-        Raises :class:`MaskedPredictorError` naming what it must accept; returns quietly when they
-        fit or when the signature cannot be read.
+        Raises :class:`~skmpt.text.predictors.MaskedPredictorError` naming what it must accept;
+        returns quietly when they fit or when the signature cannot be read.
         """
         function = self.module.function if isinstance(self.module, _CallableModule) else self.module.forward
         try:
@@ -514,7 +514,7 @@ class TimeConditionedPredictor(ModulePredictor):
     timestep_fn : callable
         From each copy's masking rate ``M / L`` (float64 tensor of shape ``(n_copies,)``) to a
         dict of keyword arguments of the forward, each a tensor of first dimension ``n_copies``
-        (:func:`timestep_kwargs`), e.g. ``lambda rate: {"timesteps": rate}``: under the linear
+        (:func:`~skmpt.text.predictors.timestep_kwargs`), e.g. ``lambda rate: {"timesteps": rate}``: under the linear
         schedule ``alpha_t = 1 - t`` a token is masked with probability ``M / L`` at ``t = M / L``.
 
     Examples
@@ -559,7 +559,7 @@ def as_predictor(model, mask_token_id, *, shift_logits=False, timestep_fn=None):
         A masked LM of ``transformers`` becomes a :class:`MaskedLMPredictor`; another module or
         callable a :class:`ModulePredictor`, :class:`ShiftedLogitsPredictor` (``shift_logits``),
         :class:`TimeConditionedPredictor` (``timestep_fn``) or, with both,
-        :class:`ShiftedTimeConditionedPredictor`.
+        :class:`~skmpt.text.predictors.ShiftedTimeConditionedPredictor`.
     mask_token_id : int
     shift_logits : bool, default=False
     timestep_fn : callable or None, default=None

@@ -98,7 +98,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
     modified: :meth:`fit` trains, moves or casts a copy).
 
     Texts may be a list, array, pandas Series or DataFrame, a ``datasets`` dataset (one split),
-    an iterator, or a mapping with ``text_column`` (:func:`~skmpt.text.texts_of`). The checks
+    an iterator, or a mapping with ``text_column`` . The checks
     made on texts and models before any text is scored, and the split of the work under
     ``torchrun`` or ``accelerate launch`` (every process calls a method with the same texts and
     gets all results, equal to one process's), are told in :mod:`skmpt.text`.
@@ -156,7 +156,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         Masking used by :meth:`fit` when ``max_steps > 0``: a fixed rate (``round(rate * L)``
         tokens), or ``"uniform"`` for a uniformly random size in ``1..L`` per text, whose
         objective ``(L / M) * sum log p`` is unbiased for ``log p(x)``: masked-diffusion
-        training with the linear schedule (:mod:`skmpt.text.diffusion`).
+        training with the linear schedule (:func:`~skmpt.text.masked_diffusion_bound`).
     max_steps : int, default=0
         Optimisation steps of masked pre-training in :meth:`fit`; 0 only loads the model.
     learning_rate : float, default=5e-5
@@ -484,7 +484,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         (a masked word masks, and scores, all its tokens). ``level="word"`` sums a word's tokens
         (the tokenizer's word ids). With
         ``set_output(transform="pandas")`` the result is one long table
-        (:func:`scores_table`: ``text, position, token, word, score``, or one ``S@<rate>``
+        (:func:`~skmpt.text.scores_table`: ``text, position, token, word, score``, or one ``S@<rate>``
         column per rate with ``curve=True``).
 
         Parameters
