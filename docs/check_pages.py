@@ -46,7 +46,8 @@ const label = (el) => {
 };
 const reported = [];
 for (const el of article.querySelectorAll('*')) {
-  if (reported.some((outer) => outer.contains(el))) continue;
+  // MathJax's copy of each formula for screen readers is clipped to nothing on purpose.
+  if (el.closest('mjx-assistive-mml') || reported.some((outer) => outer.contains(el))) continue;
   const box = el.getBoundingClientRect();
   if (box.width === 0) continue;
   const overflowX = getComputedStyle(el).overflowX;

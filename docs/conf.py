@@ -107,6 +107,8 @@ sphinx_gallery_conf = {
     "image_scrapers": ("matplotlib",),
     "abort_on_example_error": True,
     "run_stale_examples": False,
+    # Its page of run times loads jQuery and DataTables from a CDN: the site must read offline.
+    "write_computation_times": False,
 }
 
 

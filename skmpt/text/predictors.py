@@ -19,9 +19,9 @@ one class:
 - :class:`TimeConditionedPredictor`: a denoiser that takes a timestep or noise level, given by
   a hook from each copy's masking rate (MDLM's).
 
-:func:`as_predictor` picks the family from a model and the options, and
+:func:`~skmpt.text.as_predictor` picks the family from a model and the options, and
 :func:`skmpt.text.load_masked_lm` returns one. A family of your own is a subclass of
-:class:`MaskedPredictor` with :meth:`~MaskedPredictor.logits`; :func:`skmpt.testing.check_masked_predictor`
+:class:`MaskedPredictor` with :meth:`~skmpt.text.MaskedPredictor.logits`; :func:`skmpt.testing.check_masked_predictor`
 checks it. A tokenizer without a mask token (MDLM uses GPT-2's, masking with the id 50257, one
 past its vocabulary) needs ``mask_token_id``, checked by :func:`check_mask_token_id`.
 """
