@@ -69,6 +69,7 @@ for (const table of article.querySelectorAll('table')) {
 }
 for (const img of article.querySelectorAll('img')) {
   if (!img.naturalWidth) { problems.push(`${label(img)} did not load`); continue; }
+  if (img.closest('.sphx-glr-thumbcontainer')) continue;  // a thumbnail: its card opens the example
   const shown = img.getBoundingClientRect().width / img.naturalWidth;
   if (shown < 0.6 && !img.closest('a')) {
     problems.push(`${label(img)} is shown at ${Math.round(100 * shown)} % of its width with no link to full size`);

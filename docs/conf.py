@@ -118,13 +118,27 @@ def _skip_metadata_requests(app, what, name, obj, skip, options):
     return True if name.startswith("set_") and name.endswith("_request") else None
 
 
+SKLEARN_DOCS = "https://scikit-learn.org/stable/"
+
+
+def _sklearn_link(match):
+    """scikit-learn's own ``:ref:`` as a link to its site: an example of its gallery
+    (``sphx_glr_auto_examples_miscellaneous_plot_set_output.py``) to that example's page, any
+    other label to its user guide."""
+    text, label = match.group(1).strip(), (match.group(2) or match.group(1)).strip()
+    if label.startswith("sphx_glr_auto_examples_"):
+        folder, _, name = label.removeprefix("sphx_glr_auto_examples_").removesuffix(".py").partition("_plot_")
+        return f"`scikit-learn's example <{SKLEARN_DOCS}auto_examples/{folder}/plot_{name}.html>`__"
+    return f"`{text} of scikit-learn <{SKLEARN_DOCS}user_guide.html>`__"
+
+
 def _sklearn_references_as_text(app, what, name, obj, options, lines):
     """Inherited scikit-learn methods (``set_output``, ``get_metadata_routing``) are listed with
-    their docstrings, whose ``:ref:`` labels live in scikit-learn's documentation (no network at
-    build time for intersphinx): keep their text, drop the link."""
+    their docstrings, whose ``:ref:`` labels live in scikit-learn's documentation (this build
+    fetches no inventory): each becomes a plain link to scikit-learn's site."""
     if (getattr(obj, "__module__", None) or "").startswith("sklearn"):
         reference = re.compile(r":ref:`([^`<]*?)\s*(?:<([^>]*)>)?`")
-        lines[:] = [reference.sub(lambda m: m.group(1) or m.group(2), line) for line in lines]
+        lines[:] = [reference.sub(_sklearn_link, line) for line in lines]
 
 
 def _registry_docstrings(app, what, name, obj, options, lines):
