@@ -73,6 +73,7 @@ html_theme_options = {
 }
 html_static_path = ["_static"]
 html_css_files = ["skmpt.css"]
+html_js_files = ["skmpt.js"]
 
 # Arguments each example runs with in the gallery: small sizes, same code paths.
 SMALL_ARGS = {
