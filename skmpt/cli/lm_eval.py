@@ -8,6 +8,7 @@ file (and, with ``--log_samples``, its samples, each with its standard error, ex
 forward passes under ``"skmpt"``). Needs lm-eval: ``pip install "skmpt[eval]"``.
 """
 
+import argparse
 import json
 import logging
 from pathlib import Path
@@ -26,9 +27,10 @@ def _limit(text):
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"--limit must be a number (documents, or a fraction below 1); got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"--limit must be a number (documents, or a fraction below 1); "
+                                         f"got {text!r}") from None
     if not value > 0:
-        raise ValueError(f"--limit must be positive; got {text!r}")
+        raise argparse.ArgumentTypeError(f"--limit must be positive; got {text!r}")
     return int(value) if value >= 1 else value
 
 
@@ -85,7 +87,8 @@ def run(args):
                          "local YAML)")
     tracker = None if args.output_path is None else EvaluationTracker(output_path=args.output_path)
     results = lm_eval.simple_evaluate(
-        model="skmpt", evaluation_tracker=tracker, model_args=model_args, tasks=tasks, task_manager=manager, num_fewshot=args.num_fewshot,
+        model="skmpt", evaluation_tracker=tracker, model_args=model_args, tasks=tasks, task_manager=manager,
+        num_fewshot=args.num_fewshot,
         batch_size=args.batch_size, limit=args.limit, log_samples=args.log_samples, random_seed=args.seed,
         numpy_random_seed=args.seed, torch_random_seed=args.seed, fewshot_random_seed=args.seed,
     )

@@ -462,7 +462,7 @@ class MaskedLMHarness(LM):
         return results
 
     def _windows(self, index, text):
-        """``(input_ids, positions, key)`` of each window of ``text``: up to ``rolling_context`` tokens visible before it."""
+        """``(input_ids, positions, key ids)`` of each window of ``text``, ``rolling_context`` tokens visible before it."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"Request {index}: the text {text!r} is empty; loglikelihood_rolling needs a text.")
         encode_texts([text], self.runner.tokenizer, 10**9)  # the checks every text gets (no special tokens, ...)
@@ -483,7 +483,7 @@ class MaskedLMHarness(LM):
         windows = [self._windows(i, request.args[0]) for i, request in enumerate(requests)]  # checks first
         budget = chunk_budget()
         results, pending = [], []
-        for i, request in enumerate(requests):
+        for i in range(len(requests)):
             pending.append(i)
             load = sum(len(w[0]) for j in pending for w in windows[j]) * self.max_forward_passes
             if load < budget and i < len(requests) - 1:

@@ -30,7 +30,8 @@ strategy                      result per text                                   
 With ``return_std=True`` the Monte Carlo strategies give ``[value, standard error]`` per text
 (per rate for the curve). The estimators of ``sum_M S(x; M)`` also give each independent draw's
 estimate (:meth:`~UniformSizeMasks.draws`: an ordering's, a mask's), whose mean is the result:
-what an adaptive budget or a paired comparison of two texts reads. :meth:`skmpt.text.MaskedLMRunner.score` runs any strategy.
+what an adaptive budget or a paired comparison of two texts reads.
+:meth:`skmpt.text.MaskedLMRunner.score` runs any strategy.
 """
 
 import abc
