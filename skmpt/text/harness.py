@@ -462,7 +462,7 @@ class MaskedLMHarness(LM):
         return results
 
     def _windows(self, index, text):
-        """``(input_ids, positions, key ids)`` of each window of ``text``, ``rolling_context`` tokens visible before it."""
+        """``(input_ids, positions, key ids)`` of each window of ``text``, ``rolling_context`` tokens before it."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"Request {index}: the text {text!r} is empty; loglikelihood_rolling needs a text.")
         encode_texts([text], self.runner.tokenizer, 10**9)  # the checks every text gets (no special tokens, ...)

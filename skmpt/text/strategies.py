@@ -385,7 +385,8 @@ def stratified_sizes(n_masks, length, generator):
     [1, 3, 5, 7]
     """
     start = int(torch.randint(1, length + 1, (), generator=generator))
-    sizes = np.round(start + np.arange(n_masks) * (length / n_masks)).astype(np.int64)
+    # floor, not round: LLaDA's torch.round rounds halves to even, which favours even sizes for some (L, n)
+    sizes = start + np.floor(np.arange(n_masks) * (length / n_masks)).astype(np.int64)
     return (sizes - 1) % length + 1
 
 
