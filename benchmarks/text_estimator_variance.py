@@ -1,20 +1,24 @@
 """Variance per forward pass of the estimators of ``log p(continuation | context)`` and of ``sum_M S(x; M)``.
 
-Each estimator gets the same budget of forward passes (masked copies) per text; its estimate is
-repeated with ``--runs`` seeds and the spread across runs is its variance at that budget. The
-table gives each estimator's variance and LLaDA's (``stratified``) over it: how many times fewer
-passes it needs for LLaDA's certainty. Three models:
+For a continuation (or a text) of ``T = 12`` tokens the model is run once on every one of its
+``2**T - 1 = 4095`` masks, each target's log-probability kept: a table from which any estimator's
+draws are read without another forward pass. Each estimator (:mod:`skmpt.text.strategies`, the
+copies the lm-eval backend runs) is then repeated with ``--runs`` seeds at a budget of
+``--passes`` forward passes, and the spread of its estimates is its variance; the exact value is
+the enumeration's. The table gives, per estimator, the mean, the variance, the passes it used and
+LLaDA's variance per pass over its own (``stratified`` is LLaDA's count-stratified estimator,
+here with sizes rounded down; ``llada_round`` is LLaDA's own rounding, halves to even). Three models:
 
-- ``joint``: a masked LM whose conditionals come from an explicit joint over 8 binary words
-  (:class:`skmpt.testing.TabularJoint`): the answer ``log p(y | c)`` is known;
+- ``joint``: a masked LM whose conditionals come from an explicit joint over 14 binary words
+  (:class:`skmpt.testing.TabularJoint`), 12 words given 2 and 12 words alone;
 - ``antiberty``: AntiBERTy (installed offline), a VH chain's last 12 residues given the rest
-  (conditional) and a 30-residue CDR-bearing stretch alone (unconditional);
+  and 12 residues alone;
 - ``diffusion``: the tiny masked diffusion LM that ``examples/plot_masked_diffusion.py`` trains
-  (``mask_rate="uniform"``), at its small size; held-out sentences, last 6 tokens given the rest
-  and whole sentences.
+  (``mask_rate="uniform"``) at its small size, a held-out sentence's last 12 tokens given the
+  rest and 12 tokens alone.
 
-Run ``python benchmarks/text_estimator_variance.py`` (a few minutes on a CPU; ``--quick`` for
-fewer runs). The machine's load does not change the variances, only the time.
+Run ``python benchmarks/text_estimator_variance.py`` (4095 passes per table; AntiBERTy's take a
+few minutes on one CPU thread).
 """
 
 import argparse
@@ -25,10 +29,71 @@ import numpy as np
 import torch
 
 from skmpt.testing import TabularJoint
-from skmpt.text.harness import MaskedLMHarness
+from skmpt.text import MaskedLMRunner, encode_pairs, encode_texts, load_masked_lm
+from skmpt.text.strategies import ESTIMATOR_METHODS, ExhaustiveMasks, StratifiedSizeMasks, size_masks
 
-ESTIMATORS = ("stratified", "uniform", "low_discrepancy", "time", "sweep", "chain", "controlled")
+ESTIMATORS = ("llada_round", "stratified", "uniform", "low_discrepancy", "time", "sweep", "chain", "controlled")
 VH = "EVQLVESGGGLVQPGGSLRLSCAASGFTFSSYAMSWVRQAPGKGLEWVSAISGSGGSTYYADSVKGRFTISRDNSKNTLYLQMNSLRAEDTAVYYCAK"
+
+
+class LLaDARounding(StratifiedSizeMasks):
+    """LLaDA's sizes exactly as its evaluation code draws them (``torch.round``: halves to even)."""
+
+    def copies(self, length, generator, word_ids=None):
+        start = int(torch.randint(1, length + 1, (), generator=generator))
+        sizes = torch.round(torch.linspace(float(start), start + (self.n_masks - 1) * (length / self.n_masks),
+                                           self.n_masks, dtype=torch.float64)).long()
+        return size_masks(((sizes - 1) % length + 1).numpy(), length, generator)
+
+
+def strategy(name, length, passes):
+    """The estimator ``name`` at ``passes`` forward passes for ``length`` tokens (at least two draws)."""
+    factory = LLaDARounding if name == "llada_round" else ESTIMATOR_METHODS[name]
+    per_draw = factory(2).n_copies(length) // 2
+    return factory(max(2, passes // per_draw))
+
+
+def mask_table(runner, encoded):
+    """Each target's log-probability under each of the ``2**T - 1`` masks: shape (2**T - 1, T), NaN if unmasked."""
+    length = int(encoded.n_tokens[0])
+    copies = ExhaustiveMasks(max_tokens=length).copies(length, None)
+    return runner.run_copies(encoded, [copies], per_target=True)[0]
+
+
+def simulate(table, name, passes, runs):
+    """Mean, variance and passes of the estimator ``name`` over ``runs`` seeds, its copies read from ``table``."""
+    length = table.shape[1]
+    weights = 2 ** np.arange(length)
+    estimates = []
+    for seed in range(runs):
+        chosen = strategy(name, length, passes)
+        masked, targets = chosen.copies(length, torch.Generator().manual_seed(seed))
+        codes = masked.numpy() @ weights
+        values = np.where(targets.numpy(), table[np.maximum(codes, 1) - 1], np.nan)
+        if not chosen.per_target:
+            values = np.nansum(values, 1)  # each copy's summed target log-probabilities (0 for an empty mask)
+        estimates.append(chosen.draws(masked, values).mean())
+    estimates = np.array(estimates)
+    return estimates.mean(), estimates.var(ddof=1), chosen.n_copies(length)
+
+
+def report(title, table, args):
+    exact = ExhaustiveMasks(max_tokens=table.shape[1]).draws(torch.from_numpy(~np.isnan(table)),
+                                                            np.nansum(table, 1))[0]
+    rows = {name: simulate(table, name, args.passes, args.runs) for name in ESTIMATORS}
+    reference = rows["llada_round"][1] * rows["llada_round"][2]
+    print(f"\n{title}: exact {exact:.4f} ({args.passes} forward passes, {args.runs} runs)")
+    print(f"{'estimator':<16} {'mean':>10} {'variance':>10} {'passes':>7} {'LLaDA/it per pass':>18}")
+    for name, (mean, variance, passes) in rows.items():
+        ratio = reference / max(variance * passes, 1e-300)
+        print(f"{name:<16} {mean:10.4f} {variance:10.4g} {passes:7d} {ratio:18.2f}")
+
+
+def tables(runner, context, continuation, alone):
+    """The mask tables of ``continuation`` given ``context`` and of ``alone``."""
+    conditional = encode_pairs([context], [continuation], runner.tokenizer, runner.max_length)
+    unconditional = encode_texts([alone], runner.tokenizer, runner.max_length)
+    return mask_table(runner, conditional), mask_table(runner, unconditional)
 
 
 class JointLM(torch.nn.Module):
@@ -63,62 +128,26 @@ def binary_tokenizer():
                                    sep_token="[SEP]", mask_token="[MASK]")
 
 
-def spread(lm, run, estimator, runs):
-    """Mean, variance and forward passes of ``run(lm)`` over ``runs`` seeds, with ``estimator``."""
-    lm.estimator = estimator
-    values = []
-    for seed in range(runs):
-        lm.seed = seed
-        values.append(run(lm))
-    estimates = np.array([value for value, _ in values])
-    return estimates.mean(), estimates.var(ddof=1), values[0][1]
-
-
-def table(name, lm, run, runs, answer=None):
-    """Print each estimator's mean, variance, passes, and LLaDA's variance per pass over its own."""
-    rows = {estimator: spread(lm, run, estimator, runs) for estimator in ESTIMATORS}
-    reference = rows["stratified"][1] * rows["stratified"][2]
-    print(f"\n{name} (budget {lm.max_forward_passes} forward passes, {runs} runs)"
-          + ("" if answer is None else f"; exact answer {answer:.4f}"))
-    print(f"{'estimator':<16} {'mean':>10} {'variance':>10} {'passes':>7} {'LLaDA/it per pass':>18}")
-    for estimator, (mean, variance, passes) in rows.items():
-        ratio = reference / max(variance * passes, 1e-300)
-        print(f"{estimator:<16} {mean:10.4f} {variance:10.4g} {passes:7d} {ratio:18.2f}")
-
-
-def conditional(context, continuation):
-    def run(lm):
-        result = lm.loglikelihood([types.SimpleNamespace(args=(context, continuation), task_name="b", doc_id=None)])
-        return result[0][0], result[0].forward_passes
-
-    return run
-
-
-def unconditional(text):
-    def run(lm):
-        result = lm.loglikelihood_rolling([types.SimpleNamespace(args=(text,))])[0]
-        return float(result), result.forward_passes
-
-    return run
-
-
 def joint_model(args):
     tokenizer = binary_tokenizer()
-    joint = TabularJoint.random(8, concentration=0.3, random_state=0)
-    lm = MaskedLMHarness(pretrained=JointLM(joint, tokenizer), tokenizer=tokenizer, max_length=10,
-                         max_forward_passes=args.passes, adaptive=False, check_greedy=False)
-    words = "a b b a b a a b".split()
-    x = torch.tensor([[float(w == "b") for w in words]], dtype=torch.float64)
-    observed = torch.tensor([True, True] + [False] * 6)
-    answer = float(joint.log_marginal(x) - joint.log_marginal(x, observed=observed))
-    table("explicit joint: 6 words given 2", lm, conditional("a b", " " + " ".join(words[2:])), args.runs, answer)
-    table("explicit joint: 8 words", lm, unconditional(" ".join(words)), args.runs, float(joint.log_marginal(x)))
+    joint = TabularJoint.random(14, concentration=0.3, random_state=0)
+    predictor, tokenizer = load_masked_lm(JointLM(joint, tokenizer), tokenizer=tokenizer, device=torch.device("cpu"),
+                                          mask_token_id=tokenizer.mask_token_id)
+    runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), max_length=16)
+    words = " ".join("ab"[bit] for bit in np.random.default_rng(0).integers(0, 2, 14))
+    given, alone = tables(runner, words[:3], words[3:], words[:3] + words[3:])  # 12 words given 2; 14 alone
+    report("explicit joint: 12 words given 2", given, args)
 
 
 def antiberty(args):
-    lm = MaskedLMHarness(pretrained="antiberty", max_forward_passes=args.passes, adaptive=False, check_greedy=False)
-    table("AntiBERTy: a VH chain's last 12 residues given the rest", lm, conditional(VH[:-12], VH[-12:]), args.runs)
-    table("AntiBERTy: 30 residues (CDR-H2 to FR3) alone", lm, unconditional(VH[40:70]), args.runs)
+    from skmpt.text import load_antiberty
+
+    model, tokenizer = load_antiberty()
+    predictor, tokenizer = load_masked_lm(model, tokenizer=tokenizer, device=torch.device("cpu"))
+    runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), score_batch_size=64)
+    given, alone = tables(runner, VH[:-12], VH[-12:], VH[-12:])
+    report("AntiBERTy: a VH chain's last 12 residues given the rest", given, args)
+    report("AntiBERTy: the same 12 residues alone", alone, args)
 
 
 def diffusion(args):
@@ -135,25 +164,24 @@ def diffusion(args):
                         intermediate_size=64, max_position_embeddings=128)
     scorer = MLMCurveScorer(config, tokenizer=tokenizer, device="cpu", random_state=0, max_length=128,
                             mask_rate="uniform", max_steps=args.steps, batch_size=32, learning_rate=3e-3).fit(train)
-    lm = MaskedLMHarness(pretrained=scorer.runner_.predictor, tokenizer=tokenizer, max_forward_passes=args.passes,
-                         adaptive=False, check_greedy=False)
-    sentence = max(test[:10], key=len)
-    words = sentence.split()
-    table(f"diffusion LM ({args.steps} steps): {sentence!r}, its last 3 words given the rest", lm,
-          conditional(" ".join(words[:-3]), " " + " ".join(words[-3:])), args.runs)
-    table("diffusion LM: the same sentence alone", lm, unconditional(sentence), args.runs)
+    runner = scorer.runner_
+    ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in test]
+    long = next(text for text, tokens in zip(test, ids, strict=True) if len(tokens) >= 18)
+    offsets = tokenizer(long, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    cut = offsets[-12][0]
+    twelve = next(text for text, tokens in zip(test, ids, strict=True) if len(tokens) == 12)
+    given, alone = tables(runner, long[:cut].rstrip(), " " + long[cut:].lstrip(), twelve)
+    report(f"diffusion LM ({args.steps} steps): a sentence's last 12 tokens given the rest", given, args)
+    report("diffusion LM: a 12-token sentence alone", alone, args)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passes", type=int, default=32, help="forward passes per estimate")
-    parser.add_argument("--runs", type=int, default=24, help="repeats (seeds) per estimator")
+    parser.add_argument("--runs", type=int, default=2000, help="repeats (seeds) per estimator")
     parser.add_argument("--steps", type=int, default=300, help="training steps of the diffusion LM")
     parser.add_argument("--models", default="joint,antiberty,diffusion")
-    parser.add_argument("--quick", action="store_true", help="8 runs, 100 training steps")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.runs, args.steps = 8, 100
     torch.set_num_threads(1)
     start = time.process_time()
     for name in args.models.split(","):

@@ -50,6 +50,7 @@ __all__ = [
     "CurveMasks",
     "CurveTokenScores",
     "ExhaustiveMasks",
+    "NestedMasks",
     "ScoringStrategy",
     "SingleTokenMasks",
     "StratifiedSizeMasks",
@@ -82,8 +83,10 @@ def size_masks(sizes, length, generator):
     return masked, masked
 
 
-def chain_masks(n_orderings, length, generator):
+def chain_masks(n_orderings, length, generator, antithetic=False):
     """Nested masks along random orderings; each copy's target is the token it adds.
+
+    With ``antithetic=True`` every second ordering is the one before it reversed.
 
     Examples
     --------
@@ -94,6 +97,8 @@ def chain_masks(n_orderings, length, generator):
     (torch.Size([6, 3]), [1, 1, 1, 1, 1, 1])
     """
     orderings = random_orderings(n_orderings, length, random_state=generator)
+    if antithetic:
+        orderings[1::2] = orderings[0 : n_orderings - n_orderings % 2 : 2].flip(1)
     masked = nested_masks(orderings).reshape(-1, length)
     targets = torch.zeros_like(masked)
     targets[torch.arange(len(masked)), orderings.reshape(-1)] = True
@@ -268,14 +273,19 @@ class SweepMasks(ScoringStrategy):
 class ChainMasks(ScoringStrategy):
     """``n_masks`` random orderings, each token scored given those before it; their mean chain-rule sum.
 
-    Exact for a model whose conditionals come from one joint, whatever the ordering.
+    Exact for a model whose conditionals come from one joint, whatever the ordering. With
+    ``antithetic=True`` the orderings come in pairs, the second the first reversed (a token
+    revealed early in one is revealed late in the other), and a pair is one draw: the same
+    expectation, and far less spread for a model whose conditionals are nearly those of a joint.
 
     Parameters
     ----------
     n_masks : int
-        Orderings.
+        Orderings; even with ``antithetic``.
     return_std : bool, default=False
-        ``[estimate, standard error]``: the spread of the orderings' sums over ``sqrt(n_masks)``.
+        ``[estimate, standard error]``: the spread of the draws' sums over the square root of
+        their number.
+    antithetic : bool, default=False
 
     Examples
     --------
@@ -287,24 +297,28 @@ class ChainMasks(ScoringStrategy):
     (6, [-3.0, 0.0])
     """
 
-    def __init__(self, n_masks, return_std=False):
-        self.n_masks, self.return_std = _check_draws(n_masks, return_std), return_std
+    def __init__(self, n_masks, return_std=False, antithetic=False):
+        self.n_masks, self.return_std, self.antithetic = _check_draws(n_masks, return_std), return_std, antithetic
+        if antithetic and (self.n_masks % 2 or (return_std and self.n_masks < 4)):
+            raise ValueError(f"Antithetic orderings come in pairs: n_masks must be even (at least 4 for a standard "
+                             f"error); got {n_masks}.")
 
     def n_copies(self, length, word_ids=None):
         return self.n_masks * length
 
     def copies(self, length, generator, word_ids=None):
-        return chain_masks(self.n_masks, length, generator)
+        return chain_masks(self.n_masks, length, generator, antithetic=self.antithetic)
 
     def draws(self, masked, values):
-        """Each ordering's chain-rule sum, shape (n_masks,)."""
-        return np.asarray(values, dtype=np.float64).reshape(self.n_masks, -1).sum(1)
+        """Each ordering's chain-rule sum (each antithetic pair's mean), shape (n_masks,) or (n_masks / 2,)."""
+        totals = np.asarray(values, dtype=np.float64).reshape(self.n_masks, -1).sum(1)
+        return totals.reshape(-1, 2).mean(1) if self.antithetic else totals
 
     def reduce(self, masked, values, word_ids=None):
         if not self.return_std:
             return values.sum() / self.n_masks
         totals = self.draws(masked, values)
-        return np.array([totals.mean(), totals.std(ddof=1) / np.sqrt(self.n_masks)])
+        return np.array([totals.mean(), totals.std(ddof=1) / np.sqrt(len(totals))])
 
 
 class ChainSpread(ChainMasks):
@@ -448,6 +462,73 @@ class ControlledMasks(StratifiedSizeMasks):
             baseline = token_effects(masked[others], values[others])
             terms[k] = length / sizes[k] * (values[k] - baseline)[masked[k]].sum() + baseline.sum()
         return terms
+
+
+class NestedMasks(ScoringStrategy):
+    """The chain's nested masks, every masked token scored: the chain rule and the sweep from the same copies, mixed.
+
+    Along a random ordering ``s`` the copy of size ``M`` masks ``m_M = {s_1..s_M}``. It gives the
+    chain's term ``c_M = l_{s_M}(m_M)`` (the token the mask adds) and the mean over all its masked
+    tokens ``w_M``. Given ``m_M``, ``s_M`` is uniform within it, so ``E[c_M | m_M] = w_M``: the
+    estimate ``sum_M w_M + chain_weight * (c_M - w_M)`` has the expectation of both for any fixed
+    ``chain_weight``. 1 is the chain (exact for conditionals of one joint), 0 the sweep over
+    nested masks (which averages the masked tokens' spread away). With ``antithetic=True`` the
+    orderings come in pairs, one the other reversed: a token revealed early in one is revealed
+    late in the other, and a pair is one draw.
+
+    Parameters
+    ----------
+    n_masks : int
+        Orderings (``L`` copies each); even with ``antithetic``.
+    return_std : bool, default=False
+    chain_weight : float, default=0.5
+    antithetic : bool, default=True
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from skmpt.text.strategies import NestedMasks
+    >>> strategy = NestedMasks(n_masks=4, return_std=True)
+    >>> masked, _ = strategy.copies(3, torch.Generator().manual_seed(0))
+    >>> values = np.where(masked.numpy(), -1.0, np.nan)  # every token has log-probability -1
+    >>> strategy.n_copies(3), strategy.reduce(masked, values).tolist()
+    (12, [-3.0, 0.0])
+    """
+
+    per_target = True
+
+    def __init__(self, n_masks, return_std=False, chain_weight=0.5, antithetic=True):
+        self.n_masks = _check_draws(n_masks, return_std)
+        if antithetic and self.n_masks % 2:
+            raise ValueError(f"antithetic orderings come in pairs: n_masks must be even; got {n_masks}.")
+        self.return_std, self.chain_weight, self.antithetic = return_std, float(chain_weight), antithetic
+
+    def n_copies(self, length, word_ids=None):
+        return self.n_masks * length
+
+    def copies(self, length, generator, word_ids=None):
+        orderings = random_orderings(self.n_masks, length, random_state=generator)
+        if self.antithetic:
+            orderings[1::2] = orderings[0::2].flip(1)
+        masked = nested_masks(orderings).reshape(-1, length)
+        return masked, masked
+
+    def draws(self, masked, values):
+        """Each ordering's (each antithetic pair's) estimate, shape (n_masks,) (or (n_masks / 2,))."""
+        length = masked.shape[1]
+        masks = masked.numpy().reshape(self.n_masks, length, length)
+        values = np.asarray(values, dtype=np.float64).reshape(self.n_masks, length, length)
+        added = masks.copy()
+        added[:, 1:] &= ~masks[:, :-1]  # the token each copy adds to the one before it
+        chain = np.where(added, values, 0.0).sum(2)
+        sweep = np.where(masks, values, 0.0).sum(2) / masks.sum(2)
+        totals = (sweep + self.chain_weight * (chain - sweep)).sum(1)
+        return totals.reshape(-1, 2).mean(1) if self.antithetic else totals
+
+    def reduce(self, masked, values, word_ids=None):
+        totals = self.draws(masked, values)
+        std = totals.std(ddof=1) / np.sqrt(len(totals)) if len(totals) > 1 else np.nan
+        return _with_std(totals.mean(), std, self.return_std)
 
 
 def token_effects(masked, values, n_iter=10):
@@ -659,7 +740,8 @@ def estimator_strategy(method, n_masks, *, return_std=False, weights=None):
     """The strategy of an estimator of ``sum_M c_M S(x; M)`` named by ``method``: the one table of them.
 
     ``"sweep"`` (:class:`SweepMasks`, the only one that takes ``weights``), ``"chain"``
-    (:class:`ChainMasks`), ``"uniform"`` (:class:`UniformSizeMasks`), ``"stratified"``
+    (:class:`ChainMasks`), ``"antithetic"`` (:class:`ChainMasks` with antithetic orderings),
+    ``"nested"`` (:class:`NestedMasks`), ``"uniform"`` (:class:`UniformSizeMasks`), ``"stratified"``
     (:class:`StratifiedSizeMasks`, LLaDA's), ``"controlled"`` (:class:`ControlledMasks`),
     ``"time"`` and ``"low_discrepancy"`` (:class:`TimeMasks`, i.i.d. or MDLM's times) and
     ``"exhaustive"`` (:class:`ExhaustiveMasks`, which ignores ``n_masks``). The scorer's ``score_method``, the
@@ -732,6 +814,8 @@ ESTIMATOR_METHODS = {
     "uniform": UniformSizeMasks,
     "stratified": StratifiedSizeMasks,
     "controlled": ControlledMasks,
+    "nested": NestedMasks,
+    "antithetic": lambda n_masks, return_std=False: ChainMasks(n_masks, return_std, antithetic=True),
     "time": lambda n_masks, return_std=False: TimeMasks(n_masks, return_std, low_discrepancy=False),
     "low_discrepancy": TimeMasks,
     "exhaustive": ExhaustiveMasks,

@@ -61,7 +61,7 @@ def test_short_continuations_are_exact_by_enumeration(joint, tokenizer):
         assert result[0] == pytest.approx(conditional(joint, words), abs=1e-10)
 
 
-@pytest.mark.parametrize("estimator", ["controlled", "stratified", "chain", "low_discrepancy"])
+@pytest.mark.parametrize("estimator", ["auto", "antithetic", "controlled", "stratified", "chain", "low_discrepancy"])
 def test_monte_carlo_estimates_carry_a_standard_error_and_agree_with_the_answer(joint, tokenizer, estimator):
     lm = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=6,
                          max_forward_passes=2, estimator=estimator)
@@ -92,8 +92,9 @@ def test_choices_of_one_question_share_random_numbers(tiny_bert, tokenizer):
 
 def test_adaptive_budget_stops_once_the_ranking_is_settled(tiny_bert, tokenizer):
     choices = [request("a b", " a b a b a b"), request("a b", " b b b b b b b b b b")]  # 63 and 1023 masks
-    settled = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=32, round_passes=4)
-    fixed = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=32, adaptive=False)
+    options = {"pretrained": tiny_bert, "tokenizer": tokenizer, "max_forward_passes": 32, "estimator": "controlled"}
+    settled = MaskedLMHarness(**options, round_passes=4)
+    fixed = MaskedLMHarness(**options, adaptive=False)
     adaptive_passes = [result.forward_passes for result in settled.loglikelihood(choices)]
     fixed_passes = [result.forward_passes for result in fixed.loglikelihood(choices)]
     assert fixed_passes == [32, 32]
