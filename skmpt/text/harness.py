@@ -253,7 +253,7 @@ class MaskedLMHarness(LM):
         self._group()
         parts = [torch.zeros_like(tensor) for _ in range(self.world_size)]
         torch.distributed.all_gather(parts, tensor)
-        return torch.cat(parts)
+        return torch.stack(parts) if tensor.ndim == 0 else torch.cat(parts)
 
     def barrier(self):
         """Wait for every process."""
