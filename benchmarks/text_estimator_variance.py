@@ -148,15 +148,20 @@ def binary_tokenizer():
 
 
 def joint_model(args):
-    tokenizer = binary_tokenizer()
-    joint = TabularJoint.random(14, concentration=0.3, random_state=0)
-    predictor, tokenizer = load_masked_lm(JointLM(joint, tokenizer), tokenizer=tokenizer, device=torch.device("cpu"),
-                                          mask_token_id=tokenizer.mask_token_id)
-    runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), max_length=16)
     words = " ".join("ab"[bit] for bit in np.random.default_rng(0).integers(0, 2, 14))
-    given, alone = tables(runner, words[:3], words[3:], words[4:])
-    report("explicit joint: 12 words given 2", given, args)
-    report("explicit joint: 12 words alone", alone, args)
+    found = []
+    for n_words, context, continuation in ((14, words[:3], words[3:]), (12, None, words[4:])):
+        tokenizer = binary_tokenizer()
+        joint = TabularJoint.random(n_words, concentration=0.3, random_state=0)
+        predictor, tokenizer = load_masked_lm(JointLM(joint, tokenizer), tokenizer=tokenizer,
+                                              device=torch.device("cpu"), mask_token_id=tokenizer.mask_token_id)
+        runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), max_length=16)
+        if context is None:
+            found.append(mask_table(runner, encode_texts([continuation], tokenizer, 16)))
+        else:
+            found.append(mask_table(runner, encode_pairs([context], [continuation], tokenizer, 16)))
+    report("explicit joint: 12 words given 2", found[0], args)
+    report("explicit joint: 12 words alone", found[1], args)
 
 
 def antiberty(args):
