@@ -57,7 +57,7 @@ from .strategies import ESTIMATOR_METHODS, ExhaustiveMasks, estimator_strategy
 #: Estimators whose orderings come in antithetic pairs.
 PAIRED = ("antithetic", "nested")
 
-__all__ = ["LoglikelihoodEstimate", "MaskedLMHarness", "RollingEstimate", "annotate_samples"]
+__all__ = ["LoglikelihoodEstimate", "MaskedLMHarness", "RollingEstimate", "annotate_samples", "generate_masked"]
 
 logger = logging.getLogger(__name__)
 
@@ -151,12 +151,14 @@ class MaskedLMHarness(LM):
         ``"antiberty"`` (:func:`~skmpt.text.load_antiberty`), a directory, a hub name or an object,
         as :func:`~skmpt.text.load_masked_lm` takes.
     tokenizer : str, path, tokenizer or None, default=None
-    estimator : str, default="auto"
+    estimator : str, default="controlled"
         The Monte Carlo estimator (:func:`~skmpt.text.strategies.estimator_strategy`):
-        ``"auto"`` (antithetic chains when four orderings fit the budget, else ``"controlled"``:
-        the least variance per pass measured, ``benchmarks/text_estimator_variance.py``),
-        ``"antithetic"``, ``"controlled"``, ``"nested"``, ``"stratified"`` (LLaDA's), ``"chain"``,
-        ``"sweep"``, ``"uniform"``, ``"low_discrepancy"`` (MDLM's), ``"time"``.
+        ``"controlled"`` (LLaDA's stratified sizes with a control variate per token: never far
+        from LLaDA's variance per pass on AntiBERTy, 100 times less or more on a small diffusion
+        LM; ``benchmarks/text_estimator_variance.py``), ``"antithetic"`` (antithetic chains:
+        far less for models close to one joint, more on AntiBERTy), ``"nested"``,
+        ``"stratified"`` (LLaDA's), ``"chain"``, ``"sweep"``, ``"uniform"``,
+        ``"low_discrepancy"`` (MDLM's), ``"time"``.
     max_forward_passes : int, default=128
         Masked copies per request at most (each one forward pass of one sequence); a continuation
         of ``T`` tokens with ``2**T - 1`` at most this is scored exactly.
@@ -202,12 +204,12 @@ class MaskedLMHarness(LM):
     True
     """
 
-    def __init__(self, pretrained="antiberty", *, tokenizer=None, estimator="auto", max_forward_passes=128,
+    def __init__(self, pretrained="antiberty", *, tokenizer=None, estimator="controlled", max_forward_passes=128,
                  adaptive=True, confidence=0.95, round_passes=16, check_greedy=True, rolling_context=None,
                  dtype=None, device="cpu", batch_size=64, max_batch_size=None, max_length=None,
                  trust_remote_code=False, mask_token_id=None, shift_logits=False, timestep_arg=None, seed=0):
         super().__init__()
-        _check_choice("estimator", estimator, ["auto", *(name for name in ESTIMATOR_METHODS if name != "exhaustive")])
+        _check_choice("estimator", estimator, [name for name in ESTIMATOR_METHODS if name != "exhaustive"])
         for name, value in (("max_forward_passes", max_forward_passes), ("round_passes", round_passes)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 2:
                 raise ValueError(f"{name} must be an integer >= 2 (two draws give a standard error); got {value!r}.")
@@ -309,14 +311,8 @@ class MaskedLMHarness(LM):
         return 2**length - 1 <= self.max_forward_passes
 
     def _strategy(self, length, budget):
-        """The strategy of ``budget`` copies of a text of ``length`` tokens (at least two draws).
-
-        ``"auto"``: antithetic chains when four orderings fit the budget, else the controlled
-        estimator (any budget of two passes or more).
-        """
+        """The strategy of ``budget`` copies of a text of ``length`` tokens (at least two draws)."""
         method = self.estimator
-        if method == "auto":
-            method = "antithetic" if 4 * length <= budget else "controlled"
         per_copy = estimator_strategy(method, 2).n_copies(length) // 2
         count = max(2, budget // per_copy)
         if method in PAIRED:  # orderings in pairs, two pairs for a standard error
