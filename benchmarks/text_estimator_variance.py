@@ -11,8 +11,8 @@ here with sizes rounded down; ``llada_round`` is LLaDA's own rounding, halves to
 
 - ``joint``: a masked LM whose conditionals come from an explicit joint over 14 binary words
   (:class:`skmpt.testing.TabularJoint`), 12 words given 2 and 12 words alone;
-- ``antiberty``: AntiBERTy (installed offline), a VH chain's last 12 residues given the rest
-  and 12 residues alone;
+- ``antiberty``: AntiBERTy (installed offline), a VH chain's last 12 residues given the 28
+  before them, and the same 12 residues alone;
 - ``diffusion``: the tiny masked diffusion LM that ``examples/plot_masked_diffusion.py`` trains
   (``mask_rate="uniform"``) at its small size, a held-out sentence's last 12 tokens given the
   rest and 12 tokens alone.
@@ -170,8 +170,8 @@ def antiberty(args):
     model, tokenizer = load_antiberty()
     predictor, tokenizer = load_masked_lm(model, tokenizer=tokenizer, device=torch.device("cpu"))
     runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), score_batch_size=64)
-    given, alone = tables(runner, VH[:-12], VH[-12:], VH[-12:])
-    report("AntiBERTy: a VH chain's last 12 residues given the rest", given, args)
+    given, alone = tables(runner, VH[-40:-12], VH[-12:], VH[-12:])
+    report("AntiBERTy: a VH chain's last 12 residues given the 28 before them", given, args)
     report("AntiBERTy: the same 12 residues alone", alone, args)
 
 
