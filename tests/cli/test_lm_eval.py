@@ -1,6 +1,10 @@
 """``skmpt lm-eval``: lm-eval's flags, a local task run offline, the estimates in the logged samples."""
 
+import importlib
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -61,3 +65,17 @@ def test_bad_arguments_are_usage_errors(extra, message, capsys):
 def test_an_unknown_task_is_named(include_path, capsys):
     assert main(["lm-eval", "--tasks", "no_such_task", "--include_path", str(include_path)]) == 2
     assert "unknown task 'no_such_task'" in capsys.readouterr().err
+
+
+def test_lm_eval_is_imported_only_when_used():
+    code = ("import sys, skmpt.text, skmpt.cli; skmpt.cli._parser(); "
+            "assert 'lm_eval' not in sys.modules and 'skmpt.text.harness' not in sys.modules")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=environment)
+
+
+def test_without_lm_eval_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "lm_eval", None)  # as if lm-eval were not installed
+    monkeypatch.delitem(sys.modules, "skmpt.text.harness", raising=False)
+    with pytest.raises(ImportError, match=r'pip install "skmpt\[eval\]"'):
+        importlib.import_module("skmpt.text.harness")
