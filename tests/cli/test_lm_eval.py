@@ -75,7 +75,8 @@ def test_lm_eval_is_imported_only_when_used():
 
 
 def test_without_lm_eval_the_error_names_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "lm_eval", None)  # as if lm-eval were not installed
+    for name in ("lm_eval", "lm_eval.api", "lm_eval.api.model", "lm_eval.api.registry"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if lm-eval were not installed
     monkeypatch.delitem(sys.modules, "skmpt.text.harness", raising=False)
     with pytest.raises(ImportError, match=r'pip install "skmpt\[eval\]"'):
         importlib.import_module("skmpt.text.harness")
