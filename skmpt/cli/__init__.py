@@ -26,6 +26,7 @@ __all__ = ["COMMANDS", "UsageError", "main"]
 
 #: Command name -> module (in this package) that implements it.
 COMMANDS = {
+    "lm-eval": "skmpt.cli.lm_eval",
     "mlm-curve": "skmpt.cli.mlm_curve",
 }
 

@@ -40,7 +40,7 @@ from skmpt.cli.common import (
 from skmpt._utils import DTYPES
 from skmpt.masks import parse_mask_rates
 from skmpt.objectives import curve_area
-from skmpt.text import MLMCurveScorer, encode_texts
+from skmpt.text import MLMCurveScorer, encode_texts, load_antiberty
 from skmpt.text.loading import check_local_path
 
 __all__ = ["DEFAULT_RATES", "DESCRIPTION", "HELP", "add_arguments", "run"]
@@ -74,7 +74,8 @@ def add_arguments(parser):
     """The options of ``skmpt mlm-curve``."""
     add = parser.add_argument
     add("--model", required=True,
-        help="name or directory for AutoModelForMaskedLM.from_pretrained (AutoModel with --trust-remote-code)")
+        help="name or directory for AutoModelForMaskedLM.from_pretrained (AutoModel with --trust-remote-code); "
+             "'antiberty': the installed AntiBERTy, as skmpt.text.load_antiberty loads it")
     add("--tokenizer", default=None, help="name or directory of the tokenizer (None: the model's)")
     add("--texts", required=True, help="UTF-8 file with one text per line ('-' for standard input)")
     add("--out", required=True, help="CSV file to write ('-' for standard output)")
@@ -169,9 +170,13 @@ def _score_file(args, line_numbers, lines, context):
                "trust_remote_code": args.trust_remote_code}
     if context.is_main:
         logger.info("loading: the model %s", args.model)
+    model, tokenizer = args.model, args.tokenizer
+    if model == "antiberty" and not os.path.exists(model):  # the installed AntiBERTy, not a hub name
+        model, own = load_antiberty()
+        tokenizer = own if tokenizer is None else tokenizer
     scorer = MLMCurveScorer(
-        args.model,
-        tokenizer=args.tokenizer,
+        model,
+        tokenizer=tokenizer,
         mask_rates=args.mask_rates,
         score_masks=args.score_masks,
         score_method=args.score_method,

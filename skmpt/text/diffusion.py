@@ -243,8 +243,21 @@ def bound_from_scores(scores, std, n_tokens, forward_passes=None, unit="nats"):
                  forward_passes=forward_passes)
 
 
-def _template(runner):
-    """The ids the tokenizer puts before and after a text's own tokens."""
+def special_ids(runner):
+    """``(before, after)``: the ids the tokenizer puts before and after a text's own tokens.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import MaskedLMRunner, as_predictor
+    >>> from skmpt.text.diffusion import special_ids
+    >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:50], vocab_size=200)
+    >>> runner = MaskedLMRunner(as_predictor(lambda input_ids, attention_mask: None, tokenizer.mask_token_id),
+    ...                         tokenizer, torch.device("cpu"))
+    >>> [tokenizer.convert_ids_to_tokens(ids.tolist()) for ids in special_ids(runner)]
+    [['[CLS]'], ['[SEP]']]
+    """
     with warnings.catch_warnings():  # "x" is a probe of the layout: its unknown token (if any) is never scored
         warnings.filterwarnings("ignore", message=".* tokens the tokenizer does not know", category=UserWarning)
         encoded = encode_texts(["x"], runner.tokenizer, runner.max_length)
@@ -295,7 +308,7 @@ def sample_any_order(runner, n_texts, length, *, temperature=1.0, random_state=N
     if int(length) < 1 or int(n_texts) < 1 or not temperature > 0:
         raise ValueError("n_texts and length must be positive integers and temperature positive.")
     generator = check_generator(random_state)
-    before, after = _template(runner)
+    before, after = special_ids(runner)
     own = torch.arange(len(before), len(before) + length)
     runner.predictor.check_positions(int(own[0]))
     ids = torch.cat([before, torch.full((length,), runner.mask_token_id), after]).repeat(n_texts, 1)

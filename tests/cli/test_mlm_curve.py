@@ -285,3 +285,13 @@ def test_each_progress_bar_says_its_stage_and_quiet_hides_the_libraries_bars(mod
     assert run(model_dir, texts_file, tmp_path / "quiet.csv", "--pll", "original", "--quiet") == 0
     assert capsys.readouterr().err == "" and seen == [(True, False)]
     assert not hub.are_progress_bars_disabled() and transformers_logging.is_progress_bar_enabled()  # restored
+
+
+def test_the_model_antiberty_is_the_installed_antiberty(tmp_path, capsys):
+    pytest.importorskip("antiberty")
+    texts = tmp_path / "chains.txt"
+    texts.write_text("EVQLVESGGGLVQPGG\n", encoding="utf-8")
+    assert main(["mlm-curve", "--model", "antiberty", "--texts", str(texts), "--out", "-", "--mask-rates", "0.5",
+                 "--score-masks", "2", "--device", "cpu", "--quiet", "--random-state", "0"]) == 0
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert rows[1][:2] == ["1", "16"] and float(rows[1][2]) < 0

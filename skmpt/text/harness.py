@@ -1,0 +1,582 @@
+"""skmpt as a backend of EleutherAI's lm-evaluation-harness: the model ``skmpt`` of ``lm_eval``.
+
+Importing this module registers :class:`MaskedLMHarness` with lm-eval under the name ``skmpt``
+(``lm_eval.simple_evaluate(model="skmpt", model_args="pretrained=antiberty", ...)``); it needs
+lm-eval (``pip install "skmpt[eval]"``); ``import skmpt.text`` does not.
+
+A masked or masked-diffusion LM has no left-to-right likelihood; it has the MPT identity
+``log p(y | c) = sum_{M=1..T} S(y | c; M)`` over the continuation's ``T`` tokens ``y`` with the
+context ``c`` visible, exact for conditionals of one joint and a lower bound (the negative
+ELBO's) for a masked diffusion LM. lm-eval's three requests become:
+
+- ``loglikelihood(context, continuation)``: that sum, **exact** (its expectation, by enumerating
+  the ``2**T - 1`` masks of the continuation) when ``2**T - 1 <= max_forward_passes``, else a
+  Monte Carlo estimate from ``max_forward_passes`` masked copies with its standard error. The
+  choices of one question share their random numbers and, with ``adaptive=True``, draws stop
+  as soon as the likeliest choice beats every other at ``confidence``. ``is_greedy``: unmasking
+  the continuation from the context alone, one token per pass, the most confident masked
+  position first (LLaDA's ``suffix_greedy_prediction``), rebuilds the continuation exactly.
+- ``loglikelihood_rolling(text)``: the same sum over the whole text (no context): minus its
+  negative ELBO with the linear schedule. A text longer than the model's context is cut into
+  windows of ``limit - rolling_context`` tokens, each scored with up to ``rolling_context``
+  preceding tokens visible, so the bound is that of ``sum_w log p(window_w | its preceding
+  rolling_context tokens)``.
+- ``generate_until(context, gen_kwargs)``: LLaDA's sampler, blocks of masks after the context
+  unmasked a few per step, the most confident first (low-confidence remasking).
+
+Every result carries its standard error, exactness and forward passes: lm-eval logs each result
+object in its samples, and :func:`annotate_samples` turns them into numbers per sample and a
+summary per task.
+"""
+
+import logging
+import math
+import warnings
+import zlib
+
+import numpy as np
+import torch
+from scipy.stats import norm
+
+try:
+    from lm_eval.api.model import LM
+    from lm_eval.api.registry import register_model
+except ImportError as exc:  # pragma: no cover - the eval extra is absent
+    raise ImportError('skmpt.text.harness needs lm-evaluation-harness: pip install "skmpt[eval]"') from exc
+
+from .._utils import chunk_budget, resolve_device, resolve_dtype
+from ..distributed import launcher_ranks
+from .conditional import encode_pairs
+from .diffusion import special_ids
+from .encoding import EncodedTexts, check_max_length, encode_texts
+from .loading import load_masked_lm, model_max_length
+from .pretrained import load_antiberty
+from .runner import MaskedLMRunner
+from .strategies import ESTIMATOR_METHODS, ExhaustiveMasks, estimator_strategy
+
+#: Estimators whose orderings come in antithetic pairs.
+PAIRED = ("antithetic", "nested")
+
+__all__ = ["LoglikelihoodEstimate", "MaskedLMHarness", "RollingEstimate", "annotate_samples", "generate_masked"]
+
+logger = logging.getLogger(__name__)
+
+
+class LoglikelihoodEstimate(tuple):
+    """``(log_likelihood, is_greedy)`` as lm-eval expects, with ``std``, ``exact`` and ``forward_passes``."""
+
+    def __new__(cls, log_likelihood, is_greedy, std, exact, forward_passes):
+        result = super().__new__(cls, (float(log_likelihood), bool(is_greedy)))
+        result.std, result.exact, result.forward_passes = float(std), bool(exact), int(forward_passes)
+        return result
+
+    def __getnewargs__(self):  # pickled when lm-eval gathers samples over processes
+        return (*self, self.std, self.exact, self.forward_passes)
+
+
+class RollingEstimate(float):
+    """A text's log-likelihood bound as lm-eval expects (a float), with ``std``, ``exact`` and ``forward_passes``."""
+
+    def __new__(cls, log_likelihood, std, exact, forward_passes):
+        result = super().__new__(cls, float(log_likelihood))
+        result.std, result.exact, result.forward_passes = float(std), bool(exact), int(forward_passes)
+        return result
+
+    def __getnewargs__(self):
+        return (float(self), self.std, self.exact, self.forward_passes)
+
+
+def _estimate_fields(response):
+    return {"std": response.std, "exact": response.exact, "forward_passes": response.forward_passes}
+
+
+def annotate_samples(results):
+    """Write each request's standard error, exactness and forward passes into lm-eval's logged samples.
+
+    Each logged sample of ``results["samples"]`` (``simple_evaluate(..., log_samples=True)``)
+    gets ``"skmpt"``: one dict per request (``std``, ``exact``, ``forward_passes``), and
+    ``results["skmpt"][task]`` sums them up: requests, how many were exact, forward passes
+    in all and per request, and the root mean square standard error.
+
+    Parameters
+    ----------
+    results : dict
+        What ``lm_eval.simple_evaluate`` returned; changed in place and returned.
+
+    Returns
+    -------
+    results : dict
+    """
+    summary = {}
+    for task, samples in (results or {}).get("samples", {}).items():
+        fields = []
+        for sample in samples:
+            sample["skmpt"] = [_estimate_fields(resps[0]) for resps in sample["resps"]
+                               if resps and hasattr(resps[0], "forward_passes")]
+            fields.extend(sample["skmpt"])
+        if fields:
+            passes = np.array([field["forward_passes"] for field in fields])
+            std = np.array([field["std"] for field in fields])
+            summary[task] = {"requests": len(fields), "exact": int(sum(field["exact"] for field in fields)),
+                             "forward_passes": int(passes.sum()), "forward_passes_per_request": float(passes.mean()),
+                             "rms_std": float(np.sqrt(np.mean(std**2)))}
+    if results is not None:
+        results["skmpt"] = summary
+    return results
+
+
+def _load(pretrained, tokenizer, device, dtype, trust_remote_code, mask_token_id, shift_logits, timestep_arg):
+    """The predictor and tokenizer of ``pretrained``: AntiBERTy by the name ``antiberty``, else any masked LM."""
+    if isinstance(pretrained, str) and pretrained == "antiberty":
+        pretrained, tokenizer = load_antiberty()
+    timestep_fn = None if timestep_arg is None else (lambda rates: {timestep_arg: rates})
+    return load_masked_lm(pretrained, tokenizer=tokenizer, device=device, dtype=dtype,
+                          model_kwargs={"trust_remote_code": True} if trust_remote_code else None,
+                          mask_token_id=mask_token_id, shift_logits=shift_logits, timestep_fn=timestep_fn)
+
+
+def _check_choice(name, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}.")
+    return value
+
+
+@register_model("skmpt")
+class MaskedLMHarness(LM):
+    """An lm-eval model over any masked predictor skmpt loads: exact where the masks can be enumerated.
+
+    Parameters
+    ----------
+    pretrained : str, path, model or MaskedPredictor, default="antiberty"
+        ``"antiberty"`` (:func:`~skmpt.text.load_antiberty`), a directory, a hub name or an object,
+        as :func:`~skmpt.text.load_masked_lm` takes.
+    tokenizer : str, path, tokenizer or None, default=None
+    estimator : str, default="controlled"
+        The Monte Carlo estimator (:func:`~skmpt.text.strategies.estimator_strategy`):
+        ``"controlled"`` (LLaDA's stratified sizes with a control variate per token: never far
+        from LLaDA's variance per pass on AntiBERTy, 100 times less or more on a small diffusion
+        LM; ``benchmarks/text_estimator_variance.py``), ``"antithetic"`` (antithetic chains:
+        far less for models close to one joint, more on AntiBERTy), ``"nested"``,
+        ``"stratified"`` (LLaDA's), ``"chain"``, ``"sweep"``, ``"uniform"``,
+        ``"low_discrepancy"`` (MDLM's), ``"time"``.
+    max_forward_passes : int, default=128
+        Masked copies per request at most (each one forward pass of one sequence); a continuation
+        of ``T`` tokens with ``2**T - 1`` at most this is scored exactly.
+    adaptive : bool, default=True
+        Multiple choice: draw in rounds of ``round_passes`` and stop once the ranking is settled.
+    confidence : float in (0.5, 1), default=0.95
+        The likeliest choice must beat each other one by ``norm.ppf(confidence)`` standard errors
+        of their paired difference.
+    round_passes : int, default=16
+        Passes per choice per round of the adaptive budget.
+    check_greedy : bool, default=True
+        Compute ``is_greedy`` (up to ``T`` more passes per request); ``False`` reports ``False``.
+    rolling_context : int or None, default=None
+        Tokens kept visible before each window of ``loglikelihood_rolling``; ``None`` is half
+        the model's context.
+    dtype : str or None, default=None
+        ``"float32"``, ``"bfloat16"``, ...; ``None`` keeps the model's own.
+    device : str, default="cpu"
+        ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+    batch_size : int, default=64
+        Masked copies per forward pass.
+    max_batch_size : int or None, default=None
+        Accepted for lm-eval's interface; unused.
+    max_length : int or None, default=None
+        Longest sequence, special tokens included; ``None`` is the model's.
+    trust_remote_code : bool, default=False
+    mask_token_id : int or None, default=None
+        For a tokenizer without a mask token.
+    shift_logits : bool, default=False
+        Logits at ``i`` predict token ``i + 1`` (Dream).
+    timestep_arg : str or None, default=None
+        Pass each copy's masking rate to the model's forward as this keyword.
+    seed : int, default=0
+        Seeds the masks, with each request's text: a request's result does not depend on the batch or process.
+
+    Examples
+    --------
+    >>> from skmpt.text.harness import MaskedLMHarness
+    >>> lm = MaskedLMHarness(pretrained="antiberty", max_forward_passes=15)  # doctest: +SKIP
+    >>> from lm_eval.api.instance import Instance  # doctest: +SKIP
+    >>> request = Instance("loglikelihood", {}, ("EVQLVESGG", "GLV"), 0)  # doctest: +SKIP
+    >>> lm.loglikelihood([request])[0].exact  # 2**3 - 1 = 7 masks <= 15: enumerated  # doctest: +SKIP
+    True
+    """
+
+    def __init__(self, pretrained="antiberty", *, tokenizer=None, estimator="controlled", max_forward_passes=128,
+                 adaptive=True, confidence=0.95, round_passes=16, check_greedy=True, rolling_context=None,
+                 dtype=None, device="cpu", batch_size=64, max_batch_size=None, max_length=None,
+                 trust_remote_code=False, mask_token_id=None, shift_logits=False, timestep_arg=None, seed=0):
+        super().__init__()
+        _check_choice("estimator", estimator, [name for name in ESTIMATOR_METHODS if name != "exhaustive"])
+        for name, value in (("max_forward_passes", max_forward_passes), ("round_passes", round_passes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+                raise ValueError(f"{name} must be an integer >= 2 (two draws give a standard error); got {value!r}.")
+        if not 0.5 < float(confidence) < 1:
+            raise ValueError(f"confidence must be in (0.5, 1); got {confidence!r}.")
+        self.estimator, self.max_forward_passes, self.adaptive = estimator, max_forward_passes, bool(adaptive)
+        self.confidence, self.round_passes, self.check_greedy = float(confidence), round_passes, bool(check_greedy)
+        self.seed = int(seed)
+        batch_size = batch_size if isinstance(batch_size, int) and batch_size > 0 else 64  # lm-eval's "auto"
+        device = resolve_device(device)
+        predictor, tokenizer = _load(pretrained, tokenizer, device, None if dtype is None else resolve_dtype(dtype),
+                                     trust_remote_code, mask_token_id, shift_logits, timestep_arg)
+        length = model_max_length(predictor.module, tokenizer, 512 if max_length is None else int(max_length))
+        self.runner = MaskedLMRunner(predictor, tokenizer, device, max_length=length, score_batch_size=batch_size)
+        self.limit = check_max_length(tokenizer, length)  # the text's own tokens that fit
+        context = self.limit // 2 if rolling_context is None else int(rolling_context)
+        if not 0 <= context < self.limit:
+            raise ValueError(f"rolling_context must be in [0, {self.limit}) (the model's context); got {context!r}.")
+        self.rolling_context = context
+        self._device = device
+        ranks = launcher_ranks(__import__("os").environ)
+        if ranks is not None:
+            self._rank, self._world_size = ranks[0], ranks[1]
+
+    # -- several processes: lm-eval deals the documents out by rank; results are gathered here
+    def _group(self):
+        if self.world_size > 1 and not torch.distributed.is_initialized():
+            torch.distributed.init_process_group("gloo" if self._device.type == "cpu" else "nccl")
+
+    def gather_object(self, obj, dst=0):
+        """All processes' ``obj`` on ``dst`` (``None`` elsewhere); ``[obj]`` in one process."""
+        if self.world_size == 1:
+            return [obj]
+        self._group()
+        gathered = [None] * self.world_size
+        torch.distributed.all_gather_object(gathered, obj)
+        return gathered if self.rank == dst else None
+
+    def all_gather(self, tensor):
+        """Every process's ``tensor``, concatenated."""
+        if self.world_size == 1:
+            return tensor
+        self._group()
+        parts = [torch.zeros_like(tensor) for _ in range(self.world_size)]
+        torch.distributed.all_gather(parts, tensor)
+        return torch.stack(parts) if tensor.ndim == 0 else torch.cat(parts)
+
+    def barrier(self):
+        """Wait for every process."""
+        if self.world_size > 1:
+            self._group()
+            torch.distributed.barrier()
+
+    @property
+    def tokenizer_name(self):
+        return str(getattr(self.runner.tokenizer, "name_or_path", "skmpt")).replace("/", "__")
+
+    # -- encoding
+    def _pair(self, index, context, continuation):
+        """``(context, continuation)`` as lm-eval's Hugging Face backend splits them, the context cut to fit."""
+        if not isinstance(continuation, str) or not continuation.strip():
+            raise ValueError(f"Request {index}: the continuation {continuation!r} is empty; lm-eval asks for the "
+                             "log-likelihood of a non-empty continuation.")
+        spaces = len(context) - len(context.rstrip())
+        if spaces:  # the space before a word belongs to the word
+            context, continuation = context[:-spaces], context[-spaces:] + continuation
+        if not context.strip():
+            return "", continuation, False
+        tokens = self.runner.tokenizer(context + continuation, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = tokens["offset_mapping"]
+        n_context = sum(start < len(context) for start, _ in offsets)
+        if len(offsets) - n_context > self.limit - 1:
+            raise ValueError(f"Request {index}: the continuation has {len(offsets) - n_context} tokens; at most "
+                             f"{self.limit - 1} fit the model's context beside one token of context.")
+        excess = len(offsets) - self.limit
+        if excess > 0:  # cut from the left, as lm-eval's Hugging Face backend does
+            context = context[offsets[excess][0]:]
+        return context, continuation, excess > 0
+
+    def _encode_requests(self, requests):
+        """The pairs of ``requests`` encoded, context visible, with one warning for every context cut."""
+        pairs = [self._pair(i, *request.args[:2]) for i, request in enumerate(requests)]
+        cut = sum(was_cut for _, _, was_cut in pairs)
+        if cut:
+            warnings.warn(f"{cut} of {len(pairs)} contexts were longer than the model's {self.limit} tokens "
+                          "(with the continuation); they were cut from the left.", UserWarning, stacklevel=3)
+        input_ids, positions = [], []
+        for context, continuation, _ in pairs:
+            if context:
+                encoded = encode_pairs([context], [continuation], self.runner.tokenizer, self.runner.max_length)
+            else:
+                encoded = encode_texts([continuation.lstrip()], self.runner.tokenizer, self.runner.max_length)
+            input_ids.append(encoded.input_ids[0])
+            positions.append(encoded.content_positions[0])
+        return EncodedTexts(input_ids, positions), [context for context, _, _ in pairs]
+
+    # -- estimation
+    def _is_exact(self, length):
+        return 2**length - 1 <= self.max_forward_passes
+
+    def _strategy(self, length, budget):
+        """The strategy of ``budget`` copies of a text of ``length`` tokens (at least two draws)."""
+        method = self.estimator
+        per_copy = estimator_strategy(method, 2).n_copies(length) // 2
+        count = max(2, budget // per_copy)
+        if method in PAIRED:  # orderings in pairs, two pairs for a standard error
+            count = max(4, count - count % 2)
+        return estimator_strategy(method, count)
+
+    def _run(self, encoded, items, strategies, seeds):
+        """Run one round: each item's strategy's copies; returns each item's draws and copies run."""
+        copies = []
+        for i, strategy, seed in zip(items, strategies, seeds, strict=True):
+            copies.append(strategy.copies(int(encoded.n_tokens[i]), torch.Generator().manual_seed(seed)))
+        per_target = [strategy.per_target for strategy in strategies]
+        draws = [None] * len(items)
+        budget, start = chunk_budget(), 0
+        while start < len(items):  # groups of items within the working-memory budget of mask entries
+            stop, load = start, 0
+            while stop < len(items) and (stop == start or load + copies[stop][0].numel() <= budget):
+                load += copies[stop][0].numel()
+                stop += 1
+            for flag in (False, True):
+                chosen = [k for k in range(start, stop) if per_target[k] == flag]
+                if not chosen:
+                    continue
+                values = self.runner.run_copies(encoded.subset([items[k] for k in chosen]),
+                                                [copies[k] for k in chosen], per_target=flag)
+                for k, value in zip(chosen, values, strict=True):
+                    draws[k] = strategies[k].draws(copies[k][0], value)
+            start = stop
+        return draws, [len(masked) for masked, _ in copies]
+
+    def _next_round(self, length, spent, compared):
+        """The strategy of an item's next round, or None when it is exact, done or out of budget."""
+        if self._is_exact(length) or (spent is not None and not compared):
+            return None
+        spent = spent or 0
+        budget = self.max_forward_passes - spent
+        if compared:
+            budget = min(budget, self.round_passes)
+        strategy = self._strategy(length, budget)
+        if spent and spent + strategy.n_copies(length) > self.max_forward_passes:
+            return None
+        return strategy
+
+    def _seed(self, key, round_index):
+        return zlib.crc32(f"{round_index}\x00{key}".encode(), self.seed)
+
+    def _estimate(self, encoded, groups, keys):
+        """Each item's ``(value, std, exact, passes)``; ``groups`` share random numbers (the choices of a question)."""
+        n_tokens = encoded.n_tokens
+        draws, passes = {}, {}
+        exact = [i for group in groups for i in group if self._is_exact(int(n_tokens[i]))]
+        if exact:
+            strategies = [ExhaustiveMasks(max_tokens=int(n_tokens[i])) for i in exact]
+            values, counts = self._run(encoded, exact, strategies, [0] * len(exact))
+            for i, value, count in zip(exact, values, counts, strict=True):
+                draws[i], passes[i] = value, count
+        compared = [self.adaptive and len(group) > 1 for group in groups]
+        round_index, active = 0, list(range(len(groups)))
+        while active:
+            items, strategies, seeds = [], [], []
+            for g in active:
+                for i in groups[g]:
+                    strategy = self._next_round(int(n_tokens[i]), passes.get(i), compared[g])
+                    if strategy is not None:
+                        items.append(i)
+                        strategies.append(strategy)
+                        seeds.append(self._seed(keys[g], round_index))  # one seed per question: common random numbers
+            if not items:
+                break
+            values, counts = self._run(encoded, items, strategies, seeds)
+            for i, value, count in zip(items, values, counts, strict=True):
+                draws[i] = value if i not in draws else np.concatenate([draws[i], value])
+                passes[i] = passes.get(i, 0) + count
+            active = [g for g in active if compared[g] and not self._settled(groups[g], draws)]
+            round_index += 1
+        results = {}
+        for group in groups:
+            for i in group:
+                is_exact = self._is_exact(int(n_tokens[i]))
+                std = 0.0 if is_exact else float(draws[i].std(ddof=1) / np.sqrt(len(draws[i])))
+                results[i] = (float(draws[i].mean()), std, is_exact, passes[i])
+        return results
+
+    def _settled(self, group, draws):
+        """Whether the likeliest item beats every other by ``z`` standard errors of their paired difference."""
+        means = {i: draws[i].mean() for i in group}
+        best = max(group, key=means.get)
+        z = norm.ppf(self.confidence)
+        for i in group:
+            if i == best:
+                continue
+            a, b = draws[best], draws[i]
+            if len(a) == len(b):
+                difference = a - b
+                se = difference.std(ddof=1) / np.sqrt(len(a)) if len(a) > 1 else np.inf
+            else:  # an exact value against draws: only the draws vary
+                se = np.sqrt(sum(d.var(ddof=1) / len(d) for d in (a, b) if len(d) > 1))
+            if not means[best] - means[i] > z * se:
+                return False
+        return True
+
+    def _greedy(self, encoded, items):
+        """For each item: does greedy unmasking from the context, most confident position first, rebuild it?"""
+        runner, result = self.runner, {}
+        for start in range(0, len(items), runner.score_batch_size):
+            chunk = items[start : start + runner.score_batch_size]
+            width = max(len(encoded.input_ids[i]) for i in chunk)
+            ids = torch.full((len(chunk), width), runner.pad_token_id, dtype=torch.long)
+            attention = torch.zeros_like(ids)
+            masked = torch.zeros_like(ids, dtype=torch.bool)
+            for row, i in enumerate(chunk):
+                ids[row, : len(encoded.input_ids[i])] = encoded.input_ids[i]
+                attention[row, : len(encoded.input_ids[i])] = 1
+                masked[row, encoded.content_positions[i]] = True
+            truth = ids.clone()
+            ids[masked] = runner.mask_token_id
+            alive = torch.ones(len(chunk), dtype=torch.bool)
+            lengths = masked.sum(1, dtype=torch.float64)
+            with torch.inference_mode(), runner.predictor.evaluating():
+                while bool((alive & masked.any(1)).any()):
+                    step = alive & masked.any(1)
+                    rows, columns = (masked & step[:, None]).nonzero(as_tuple=True)
+                    rates = masked.sum(1, dtype=torch.float64) / lengths
+                    logits = runner.target_logits(ids.to(runner.device), attention.to(runner.device), rates,
+                                                  rows.to(runner.device), columns.to(runner.device)).double().cpu()
+                    confidence, guess = torch.softmax(logits, -1).max(-1)
+                    for row in step.nonzero().flatten().tolist():
+                        here = (rows == row).nonzero().flatten()
+                        pick = here[confidence[here].argmax()]
+                        column = int(columns[pick])
+                        alive[row] &= bool(guess[pick] == truth[row, column])
+                        ids[row, column], masked[row, column] = guess[pick], False
+            for row, i in enumerate(chunk):
+                result[i] = bool(alive[row])
+        return result
+
+    # -- lm-eval's three requests
+    def loglikelihood(self, requests, disable_tqdm=False):
+        """``(log p(continuation | context), is_greedy)`` per request, as :class:`LoglikelihoodEstimate`."""
+        if not requests:
+            return []
+        encoded, contexts = self._encode_requests(requests)
+        groups, keys, where = [], [], {}
+        for i, request in enumerate(requests):  # the choices of one question: same task, document and context
+            key = (request.task_name, request.doc_id, contexts[i])
+            if key not in where or request.doc_id is None:
+                where[key] = len(groups)
+                groups.append([])
+                keys.append(f"{contexts[i]}\x00{request.args[1] if request.doc_id is None else ''}")
+            groups[where[key]].append(i)
+        estimates = self._estimate(encoded, groups, keys)
+        greedy = self._greedy(encoded, list(range(len(requests)))) if self.check_greedy else {}
+        results = []
+        for i, request in enumerate(requests):
+            value, std, exact, passes = estimates[i]
+            results.append(LoglikelihoodEstimate(value, greedy.get(i, False), std, exact, passes))
+            self.cache_hook.add_partial("loglikelihood", request.args, results[-1])
+        return results
+
+    def _windows(self, index, text):
+        """``(input_ids, positions, key ids)`` of each window of ``text``, ``rolling_context`` tokens before it."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"Request {index}: the text {text!r} is empty; loglikelihood_rolling needs a text.")
+        encode_texts([text], self.runner.tokenizer, 10**9)  # the checks every text gets (no special tokens, ...)
+        ids = torch.tensor(self.runner.tokenizer(text, add_special_tokens=False)["input_ids"], dtype=torch.long)
+        before, after = special_ids(self.runner)
+        windows, start, step = [], 0, self.limit - self.rolling_context
+        while start < len(ids):
+            stop = min(len(ids), start + (self.limit if start == 0 else step))
+            visible = ids[max(0, start - self.rolling_context) : start]
+            sequence = torch.cat([before, visible, ids[start:stop], after])
+            positions = torch.arange(len(before) + len(visible), len(before) + len(visible) + stop - start)
+            windows.append((sequence, positions, ids[max(0, start - self.rolling_context) : stop]))
+            start = stop
+        return windows
+
+    def loglikelihood_rolling(self, requests, disable_tqdm=False):
+        """Each text's bound ``sum_M S(x; M)`` (minus its negative ELBO), by windows, as :class:`RollingEstimate`."""
+        windows = [self._windows(i, request.args[0]) for i, request in enumerate(requests)]  # checks first
+        budget = chunk_budget()
+        results, pending = [], []
+        for i in range(len(requests)):
+            pending.append(i)
+            load = sum(len(w[0]) for j in pending for w in windows[j]) * self.max_forward_passes
+            if load < budget and i < len(requests) - 1:
+                continue
+            flat = [w for j in pending for w in windows[j]]
+            encoded = EncodedTexts([w[0] for w in flat], [w[1] for w in flat])
+            keys = [w[2].numpy().astype(np.int64).tobytes().hex() for w in flat]
+            estimates = self._estimate(encoded, [[k] for k in range(len(flat))], keys)
+            k = 0
+            for j in pending:
+                parts = [estimates[k + n] for n in range(len(windows[j]))]
+                k += len(windows[j])
+                results.append(RollingEstimate(sum(p[0] for p in parts), math.sqrt(sum(p[1] ** 2 for p in parts)),
+                                               all(p[2] for p in parts), sum(p[3] for p in parts)))
+                self.cache_hook.add_partial("loglikelihood_rolling", requests[j].args, results[-1])
+            pending = []
+        return results
+
+    def generate_until(self, requests, disable_tqdm=False):
+        """Text after each context, by LLaDA's sampler (:func:`generate_masked`), cut at the first stop sequence."""
+        results = []
+        for index, request in enumerate(requests):
+            context, options = request.args[0], dict(request.args[1] if len(request.args) > 1 else {})
+            until = options.pop("until", None) or []
+            until = [until] if isinstance(until, str) else list(until)
+            text = generate_masked(self.runner, context, max_gen_toks=int(options.pop("max_gen_toks", 32)),
+                                   steps=options.pop("steps", None), block_length=options.pop("block_length", None),
+                                   temperature=float(options.pop("temperature", 0.0) or 0.0),
+                                   random_state=zlib.crc32(f"{index}\x00{context}".encode(), self.seed))
+            for stop in until:
+                if stop and stop in text:
+                    text = text[: text.index(stop)]
+            results.append(text)
+            self.cache_hook.add_partial("generate_until", request.args, text)
+        return results
+
+
+def generate_masked(runner, context, *, max_gen_toks=32, steps=None, block_length=None, temperature=0.0,
+                    random_state=None):
+    """LLaDA's sampler: ``max_gen_toks`` masks after the context, unmasked block by block, the most confident first.
+
+    Each block of ``block_length`` masks (``None``: one block) is unmasked in ``steps / n_blocks``
+    forward passes (``steps=None``: one token per pass); each pass predicts every masked position
+    of the block and keeps the most confident (low-confidence remasking), drawn at ``temperature``
+    (0 is the argmax). The context is cut from the left to fit.
+
+    Returns
+    -------
+    text : str
+        The generated tokens, decoded without special tokens.
+    """
+    tokenizer = runner.tokenizer
+    limit = check_max_length(tokenizer, runner.max_length)
+    length = min(int(max_gen_toks), limit - 1)
+    if length < 1:
+        raise ValueError(f"max_gen_toks must be at least 1; got {max_gen_toks!r}.")
+    block = length if block_length is None else max(1, min(int(block_length), length))
+    n_blocks = math.ceil(length / block)
+    per_block = block if steps is None else max(1, int(steps) // n_blocks)
+    context_ids = tokenizer(context, add_special_tokens=False)["input_ids"][-(limit - length):] if context else []
+    before, after = special_ids(runner)
+    ids = torch.cat([before, torch.tensor(context_ids, dtype=torch.long),
+                     torch.full((length,), runner.mask_token_id), after]).unsqueeze(0)
+    first = len(before) + len(context_ids)
+    generator = torch.Generator().manual_seed(int(random_state or 0) % 2**32)
+    excluded = torch.tensor(sorted({*tokenizer.all_special_ids, runner.mask_token_id}))
+    with torch.inference_mode(), runner.predictor.evaluating():
+        for b in range(n_blocks):
+            columns_all = torch.arange(first + b * block, first + min(length, (b + 1) * block))
+            schedule = np.diff(np.round(np.linspace(0, len(columns_all), per_block + 1)).astype(int))
+            for count in schedule[schedule > 0]:
+                columns = columns_all[ids[0, columns_all] == runner.mask_token_id]
+                rates = torch.tensor([float((ids == runner.mask_token_id).sum()) / (length + len(context_ids))],
+                                     dtype=torch.float64)
+                logits = runner.target_logits(ids.to(runner.device), torch.ones_like(ids).to(runner.device), rates,
+                                              torch.zeros(len(columns), dtype=torch.long, device=runner.device),
+                                              columns.to(runner.device)).double().cpu()[:, : len(tokenizer)]
+                logits[:, excluded[excluded < logits.shape[1]]] = -torch.inf
+                probs = torch.softmax(logits / temperature if temperature > 0 else logits, -1)
+                tokens = (torch.multinomial(probs, 1, generator=generator).squeeze(1) if temperature > 0
+                          else probs.argmax(-1))
+                confidence = probs.gather(1, tokens[:, None]).squeeze(1)
+                keep = confidence.argsort(descending=True)[: int(count)]
+                ids[0, columns[keep]] = tokens[keep]
+    return tokenizer.decode(ids[0, first : first + length], skip_special_tokens=True)

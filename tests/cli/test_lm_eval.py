@@ -1,0 +1,82 @@
+"""``skmpt lm-eval``: lm-eval's flags, a local task run offline, the estimates in the logged samples."""
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("lm_eval")
+
+from support.text import model_dir  # noqa: E402, F401
+
+from skmpt.cli import COMMANDS, main  # noqa: E402
+
+
+@pytest.fixture
+def include_path(tmp_path):
+    docs = [{"context": "a b a", "choices": ["b a", "a a b b"], "label": 0},
+            {"context": "b b", "choices": ["a", "b b b"], "label": 1}]
+    (tmp_path / "mc.jsonl").write_text("\n".join(json.dumps(doc) for doc in docs), encoding="utf-8")
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    (folder / "toy_mc.yaml").write_text(
+        f"task: toy_mc\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {tmp_path / 'mc.jsonl'}\n"
+        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{context}}'\n"
+        "doc_to_choice: '{{choices}}'\ndoc_to_target: '{{label}}'\nmetric_list:\n  - metric: acc\n",
+        encoding="utf-8")
+    return folder
+
+
+def test_lm_eval_is_a_command():
+    assert COMMANDS["lm-eval"] == "skmpt.cli.lm_eval"
+
+
+def test_a_local_task_runs_and_its_samples_carry_the_estimates(model_dir, include_path, tmp_path, capsys,  # noqa: F811
+                                                               monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    out = tmp_path / "out"
+    status = main(["lm-eval", "--model_args", f"pretrained={model_dir},max_forward_passes=8", "--tasks", "toy_mc",
+                   "--include_path", str(include_path), "--output_path", str(out), "--log_samples", "--seed", "3"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert "toy_mc: 3 of 4 requests exact" in captured.out
+    samples = [json.loads(line) for path in out.rglob("samples_toy_mc_*.jsonl") for line in path.open()]
+    assert len(samples) == 2
+    fields = [field for sample in samples for field in sample["skmpt"]]
+    assert sum(field["exact"] for field in fields) == 3 and all(field["forward_passes"] > 0 for field in fields)
+    results = json.loads(next(out.rglob("results_*.json")).read_text())
+    assert results["skmpt"]["toy_mc"]["requests"] == 4
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--include_path", "no/such/folder"], "is not a folder"),
+    (["--log_samples"], "--log_samples needs --output_path"),
+    (["--limit", "0"], "--limit must be positive"),
+])
+def test_bad_arguments_are_usage_errors(extra, message, capsys):
+    assert main(["lm-eval", "--tasks", "toy_mc", *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_unknown_task_is_named(include_path, capsys):
+    assert main(["lm-eval", "--tasks", "no_such_task", "--include_path", str(include_path)]) == 2
+    assert "unknown task 'no_such_task'" in capsys.readouterr().err
+
+
+def test_lm_eval_is_imported_only_when_used():
+    code = ("import sys, skmpt.text, skmpt.cli; skmpt.cli._parser(); "
+            "assert 'lm_eval' not in sys.modules and 'skmpt.text.harness' not in sys.modules")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=environment)
+
+
+def test_without_lm_eval_the_error_names_the_extra(monkeypatch):
+    for name in ("lm_eval", "lm_eval.api", "lm_eval.api.model", "lm_eval.api.registry"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if lm-eval were not installed
+    monkeypatch.delitem(sys.modules, "skmpt.text.harness", raising=False)
+    with pytest.raises(ImportError, match=r'pip install "skmpt\[eval\]"'):
+        importlib.import_module("skmpt.text.harness")

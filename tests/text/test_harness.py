@@ -1,0 +1,205 @@
+"""The lm-eval backend: exact by enumeration, Monte Carlo with standard errors, lm-eval's three requests."""
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+pytest.importorskip("lm_eval")
+
+from lm_eval.api.instance import Instance  # noqa: E402
+from support.text import JointMaskedLM, binary_tokenizer  # noqa: E402
+from transformers import BertConfig, BertForMaskedLM  # noqa: E402
+
+from skmpt.testing import TabularJoint  # noqa: E402
+from skmpt.text.harness import MaskedLMHarness, annotate_samples  # noqa: E402
+
+
+def request(context, continuation, doc_id=0, kind="loglikelihood", task="toy"):
+    args = (context, continuation) if kind != "loglikelihood_rolling" else (context,)
+    return Instance(kind, {}, args, 0, (task, doc_id, 1))
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return binary_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def joint():
+    return TabularJoint.random(4, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tokenizer):
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16, max_position_embeddings=16)
+    return BertForMaskedLM(config).eval()
+
+
+def joint_harness(joint, tokenizer, **options):
+    return MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=6, **options)
+
+
+def conditional(joint, words):
+    """log p(last two words | first two) from the table."""
+    x = torch.tensor([[1.0 if w == "b" else 0.0 for w in words]], dtype=torch.float64)
+    context = torch.tensor([True, True, False, False])
+    return float(joint.log_marginal(x) - joint.log_marginal(x, observed=context))
+
+
+def test_short_continuations_are_exact_by_enumeration(joint, tokenizer):
+    lm = joint_harness(joint, tokenizer, max_forward_passes=3)
+    results = lm.loglikelihood([request("a b", " b a"), request("b b", " a a", doc_id=1)])
+    for result, words in zip(results, (["a", "b", "b", "a"], ["b", "b", "a", "a"]), strict=True):
+        assert result.exact and result.std == 0.0 and result.forward_passes == 3
+        assert result[0] == pytest.approx(conditional(joint, words), abs=1e-10)
+
+
+@pytest.mark.parametrize("estimator", ["nested", "antithetic", "controlled", "stratified", "chain", "low_discrepancy"])
+def test_monte_carlo_estimates_carry_a_standard_error_and_agree_with_the_answer(joint, tokenizer, estimator):
+    lm = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=6,
+                         max_forward_passes=2, estimator=estimator)
+    # two tokens need 3 masks to be exact: the budget of 2 forces Monte Carlo
+    result = lm.loglikelihood([request("a b", " b a")])[0]
+    assert not result.exact and result.forward_passes >= 2
+    assert abs(result[0] - conditional(joint, ["a", "b", "b", "a"])) <= 6 * result.std + 1e-9
+
+
+def test_is_greedy_rebuilds_the_continuation_by_greedy_unmasking(joint, tokenizer):
+    lm = joint_harness(joint, tokenizer)
+    words = ["a", "b"]
+    best = max(((u, v) for u in words for v in words), key=lambda uv: conditional(joint, ["a", "b", *uv]))
+    results = lm.loglikelihood([request("a b", f" {u} {v}") for u in words for v in words])
+    greedy = [result[1] for result in results]
+    assert sum(greedy) == 1  # exactly one continuation is what greedy unmasking rebuilds
+    assert greedy[[(u, v) for u in words for v in words].index(best)] or sum(greedy) == 1
+
+
+def test_choices_of_one_question_share_random_numbers(tiny_bert, tokenizer):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=8, adaptive=False)
+    same = lm.loglikelihood([request("a b", " a b a b"), request("a b", " a b a b")])
+    assert same[0][0] == same[1][0]
+    alone = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=8, adaptive=False,
+                            seed=1).loglikelihood([request("a b", " a b a b")])[0]
+    assert alone[0] != same[0][0]  # other random numbers give another estimate: the equality is not by chance
+
+
+def test_adaptive_budget_stops_once_the_ranking_is_settled(tiny_bert, tokenizer):
+    choices = [request("a b", " a b a b a b"), request("a b", " b b b b b b b b b b")]  # 63 and 1023 masks
+    options = {"pretrained": tiny_bert, "tokenizer": tokenizer, "max_forward_passes": 32, "estimator": "controlled"}
+    settled = MaskedLMHarness(**options, round_passes=4)
+    fixed = MaskedLMHarness(**options, adaptive=False)
+    adaptive_passes = [result.forward_passes for result in settled.loglikelihood(choices)]
+    fixed_passes = [result.forward_passes for result in fixed.loglikelihood(choices)]
+    assert fixed_passes == [32, 32]
+    assert max(adaptive_passes) < 32
+
+
+def test_results_do_not_depend_on_the_batch_or_the_process(tiny_bert, tokenizer):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=8)
+    requests = [request("a b", " a b a b", doc_id=i) for i in range(4)]
+    together = [result[0] for result in lm.loglikelihood(requests)]
+    # what lm-eval gives two ranks: every other document
+    split = {}
+    for rank in (0, 1):
+        for i, result in zip(range(rank, 4, 2), lm.loglikelihood(requests[rank::2]), strict=True):
+            split[i] = result[0]
+    assert together == [split[i] for i in range(4)]
+
+
+def test_rolling_scores_texts_longer_than_the_context_by_windows(tiny_bert, tokenizer):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=8, rolling_context=6)
+    text = " ".join("ab"[i % 3 == 0] for i in range(40))  # 40 tokens, the model sees 14 at a time
+    windows = lm._windows(0, text)
+    assert len(windows) == 1 + math.ceil((40 - 14) / 8)
+    assert all(len(ids) <= 16 for ids, _, _ in windows)
+    result = lm.loglikelihood_rolling([request(text, None, kind="loglikelihood_rolling")])[0]
+    assert np.isfinite(result) and result < 0 and result.std > 0
+    sizes = [len(positions) for _, positions, _ in windows]
+    assert sum(sizes) == 40  # every token scored once
+    assert result.forward_passes == sum(2**n - 1 if 2**n - 1 <= 8 else 8 for n in sizes)
+
+
+def test_generate_until_stops_at_stop_sequences_and_max_gen_toks(tiny_bert, tokenizer):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer)
+    text = lm.generate_until([Instance("generate_until", {}, ("a b", {"max_gen_toks": 6}), 0)])[0]
+    assert len(text.split()) == 6 and set(text.split()) <= {"a", "b"}
+    first = text.split()[0]
+    cut = lm.generate_until([Instance("generate_until", {}, ("a b", {"max_gen_toks": 6, "until": [first]}), 0)])[0]
+    assert cut == ""
+
+
+def test_bad_inputs_are_named_before_any_pass(tiny_bert, tokenizer):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="continuation '' is empty"):
+        lm.loglikelihood([request("a b", " a"), request("a b", "")])
+    with pytest.raises(ValueError, match="text '' is empty"):
+        lm.loglikelihood_rolling([request("", None, kind="loglikelihood_rolling")])
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, estimator="llada")
+    with pytest.raises(ValueError, match="max_forward_passes"):
+        MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=1)
+
+
+def test_a_model_with_no_mask_token_is_refused(tiny_bert):
+    from support.tiny_predictors import gpt2_style_tokenizer
+
+    with pytest.raises(ValueError, match="mask"):
+        MaskedLMHarness(pretrained=tiny_bert, tokenizer=gpt2_style_tokenizer())
+
+
+def test_long_contexts_are_cut_from_the_left_with_one_warning(tiny_bert, tokenizer):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=3)
+    long = " ".join(["a"] * 30)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = lm.loglikelihood([request(long, " a b", doc_id=0), request(long, " b a", doc_id=1)])
+    assert [str(w.message).startswith("2 of 2 contexts") for w in caught] == [True]
+    short = lm.loglikelihood([request(" ".join(["a"] * 12), " a b")])[0]
+    assert results[0][0] == pytest.approx(short[0])  # what was kept: the last 12 tokens of the context
+
+
+@pytest.fixture
+def local_tasks(tmp_path):
+    """A multiple-choice and a perplexity task over the words a and b, as lm-eval reads local tasks."""
+    docs = [{"context": "a b a", "choices": ["b a", "a a b b"], "label": 0},
+            {"context": "b b", "choices": ["a", "b b b"], "label": 1}]
+    (tmp_path / "mc.jsonl").write_text("\n".join(json.dumps(doc) for doc in docs), encoding="utf-8")
+    (tmp_path / "ppl.jsonl").write_text(json.dumps({"text": "a b " * 12}), encoding="utf-8")
+    (tmp_path / "toy_mc.yaml").write_text(
+        f"task: toy_mc\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {tmp_path / 'mc.jsonl'}\n"
+        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{context}}'\n"
+        "doc_to_choice: '{{choices}}'\ndoc_to_target: '{{label}}'\nmetric_list:\n  - metric: acc\n",
+        encoding="utf-8")
+    (tmp_path / "toy_ppl.yaml").write_text(
+        f"task: toy_ppl\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {tmp_path / 'ppl.jsonl'}\n"
+        "test_split: test\noutput_type: loglikelihood_rolling\ndoc_to_text: ''\ndoc_to_target: '{{text}}'\n"
+        "metric_list:\n  - metric: word_perplexity\n  - metric: bits_per_byte\n", encoding="utf-8")
+    return tmp_path
+
+
+def test_simple_evaluate_runs_local_tasks_offline_and_logs_the_estimates(tiny_bert, tokenizer, local_tasks,
+                                                                         monkeypatch):
+    import lm_eval
+    import lm_eval.tasks
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=8)
+    results = lm_eval.simple_evaluate(model=lm, tasks=["toy_mc", "toy_ppl"], log_samples=True,
+                                      task_manager=lm_eval.tasks.TaskManager(include_path=str(local_tasks)))
+    annotate_samples(results)
+    assert 0 <= results["results"]["toy_mc"]["acc,none"] <= 1
+    assert results["results"]["toy_ppl"]["bits_per_byte,none"] > 0
+    fields = results["samples"]["toy_mc"][0]["skmpt"]
+    assert len(fields) == 2 and fields[0]["exact"] and fields[0]["forward_passes"] == 3  # "b a": 2 tokens
+    assert not fields[1]["exact"] and fields[1]["std"] > 0  # "a a b b": 15 masks > 8
+    summary = results["skmpt"]["toy_mc"]
+    assert summary["requests"] == 4 and summary["exact"] == 3
+    assert summary["forward_passes"] == sum(f["forward_passes"] for s in results["samples"]["toy_mc"]
+                                            for f in s["skmpt"])

@@ -1,0 +1,67 @@
+"""The estimators of sum_M S(x; M): each one's expectation is the enumeration's, read from a table of every mask."""
+
+import numpy as np
+import pytest
+import torch
+
+from skmpt.text.strategies import (ChainMasks, ControlledMasks, ExhaustiveMasks, NestedMasks, estimator_strategy,
+                                   stratified_sizes)
+
+LENGTH = 5
+
+
+@pytest.fixture(scope="module")
+def table():
+    """A log-probability for each token under each of the 31 masks: conditionals of no joint at all."""
+    masked, _ = ExhaustiveMasks().copies(LENGTH, None)
+    values = -np.random.default_rng(0).gamma(2.0, 1.0, masked.shape)
+    return np.where(masked.numpy(), values, np.nan)
+
+
+def estimate(table, strategy, seed):
+    masked, targets = strategy.copies(LENGTH, torch.Generator().manual_seed(seed))
+    rows = masked.numpy() @ (2 ** np.arange(LENGTH))
+    values = np.where(targets.numpy(), table[np.maximum(rows, 1) - 1], np.nan)
+    if not strategy.per_target:
+        values = np.nansum(values, 1)
+    return strategy.draws(masked, values).mean()
+
+
+@pytest.mark.parametrize("method", ["stratified", "controlled", "antithetic", "nested", "chain", "sweep", "uniform",
+                                    "low_discrepancy", "time"])
+def test_every_estimator_has_the_enumerations_expectation(table, method):
+    exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
+    estimates = np.array([estimate(table, estimator_strategy(method, 4), seed) for seed in range(1500)])
+    error = estimates.std(ddof=1) / np.sqrt(len(estimates))
+    assert abs(estimates.mean() - exact) < 4 * error + 1e-12
+
+
+def test_stratified_sizes_are_each_uniform():
+    # every start gives each copy a size; over the starts each copy's size is uniform on 1..L
+    sizes = np.array([stratified_sizes(7, 3, torch.Generator().manual_seed(seed)) for seed in range(3000)])
+    for column in sizes.T:
+        counts = np.bincount(column, minlength=4)[1:] / len(column)
+        assert np.allclose(counts, 1 / 3, atol=0.04)
+    # the spacing rounds down: LLaDA's rounding of halves to even would favour even sizes here
+    assert sorted(stratified_sizes(4, 6, torch.Generator().manual_seed(0)) - 1) in ([0, 1, 3, 4], [1, 2, 4, 5],
+                                                                                   [0, 2, 3, 5])
+
+
+def test_antithetic_orderings_come_in_reversed_pairs():
+    masked, targets = ChainMasks(4, antithetic=True).copies(LENGTH, torch.Generator().manual_seed(0))
+    order = targets.numpy().reshape(4, LENGTH, LENGTH).argmax(2)  # the token each step adds
+    assert (order[1] == order[0][::-1]).all() and (order[3] == order[2][::-1]).all()
+    with pytest.raises(ValueError, match="pairs"):
+        ChainMasks(3, antithetic=True)
+    with pytest.raises(ValueError, match="pairs"):
+        NestedMasks(3)
+
+
+def test_the_control_variate_removes_the_spread_of_additive_token_effects():
+    masked, _ = ControlledMasks(8).copies(LENGTH, torch.Generator().manual_seed(1))
+    effects = np.array([-0.5, -3.0, -1.0, -6.0, -2.0])
+    values = np.where(masked.numpy(), effects, np.nan)  # each token as hard whatever else is masked
+    controlled = ControlledMasks(8).draws(masked, values)
+    plain = estimator_strategy("stratified", 8).draws(masked, np.nansum(values, 1))
+    assert controlled.std() < 0.05 * plain.std()
+    assert controlled.mean() == pytest.approx(effects.sum(), abs=0.05)
