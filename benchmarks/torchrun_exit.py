@@ -19,10 +19,11 @@ bt``: the native stacks). A run counts as failed when its exit status is not 0, 
 error mentions ``terminate called``, ``SIGABRT`` or ``Fatal Python error``, or when the CSV is
 missing or incomplete. The exit status is 1 when any run failed.
 
-The cause found (torch 2.13, transformers 5.24): loading the model imports
-``torch.distributed.nn``, whose functions take ``group=group.WORLD`` as a default argument,
-bound at import time; imported after the group was joined, the default keeps the world group
-(and gloo's threads) alive after ``destroy_process_group``, until interpreter exit.
+The threads found alive at exit (torch 2.13, transformers 5.24): gloo's three (``gloo_tcp_loop``
+and two ``pt_gloo_runloop``), in every run. Loading the model imports ``torch.distributed.nn``,
+whose functions take ``group=group.WORLD`` as a default argument, bound at import time; imported
+after the group was joined, that default kept the world group, and its threads, alive after
+``destroy_process_group``, until interpreter exit.
 :func:`skmpt.distributed.init_distributed` imports those modules before it joins the group.
 """
 
