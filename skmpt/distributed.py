@@ -27,6 +27,7 @@ It needs none of skmpt's models or estimators, so it serves any torch training l
 """
 
 import contextlib
+import importlib
 import os
 import re
 import shutil
@@ -56,6 +57,17 @@ __all__ = [
 ]
 
 _LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+#: torch modules whose functions take ``group=group.WORLD`` as a default argument, evaluated when the module is
+#: imported: imported after the group is joined (transformers' ``from_pretrained`` imports the first), that
+#: default holds the world group, and gloo's threads with it, after ``destroy_process_group``, until the
+#: interpreter exits, where a rank could abort ("terminate called without an active exception").
+#: :func:`init_distributed` imports them before it joins the group, so their default is ``None``.
+_MODULES_BINDING_THE_WORLD_GROUP = (
+    "torch.distributed.nn.functional",
+    "torch.distributed.optim.zero_redundancy_optimizer",
+    "torch.distributed.fsdp.sharded_grad_scaler",
+)
 
 
 @dataclass(frozen=True)
@@ -157,6 +169,11 @@ def init_distributed(device="auto", *, backend=None, environ=None):
     one process, no process group is created and the context is rank 0 of 1. A process group
     that already exists (created by the caller, or by an earlier call) is used as it is.
 
+    Before it joins the group, it imports the torch modules that would otherwise bind the world
+    group as a default argument when imported later (transformers' ``from_pretrained`` imports
+    one): the group, and gloo's threads, then end with ``destroy_process_group``, and no rank
+    aborts at interpreter exit.
+
     Parameters
     ----------
     device : str or torch.device, default="auto"
@@ -193,6 +210,8 @@ def init_distributed(device="auto", *, backend=None, environ=None):
         raise RuntimeError("This torch build has no torch.distributed; it cannot run with WORLD_SIZE > 1.")
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    for module in _MODULES_BINDING_THE_WORLD_GROUP:
+        importlib.import_module(module)
     dist.init_process_group(
         backend or ("nccl" if device.type == "cuda" else "gloo"),
         init_method="env://",

@@ -349,9 +349,10 @@ def process_group(device="auto"):
     process runs the command; the group is joined here (:func:`skmpt.distributed.init_distributed`)
     so that it is also left here: when the block ends normally the ranks wait for each other (one
     of them may still be writing), and in every case the group is destroyed before the command
-    returns, so that no rank aborts at exit. The threads that could outlive the group (the
-    tokenizers' pool, tqdm's monitor) are not started under a launcher. A group that the caller
-    had joined already is left to the caller. Without a launcher it is a world of one process.
+    returns, so that no rank aborts at exit: gloo's threads end with the group (no torch module
+    keeps it, see :func:`skmpt.distributed.init_distributed`), and the threads that could outlive
+    it (the tokenizers' pool, tqdm's monitor) are not started under a launcher. A group that the
+    caller had joined already is left to the caller. Without a launcher it is a world of one process.
 
     Parameters
     ----------

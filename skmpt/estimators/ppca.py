@@ -73,10 +73,11 @@ class MaskedPPCA(_BaseLinearGaussian):
         ``sigma^2``.
     explained_variance_ : ndarray of shape (n_components,)
         The model's variances along its principal axes, ``eig(W^T W) + sigma^2``, descending:
-        :class:`~sklearn.decomposition.PCA`'s ``explained_variance_`` (equal to it after
-        :meth:`from_estimator`).
+        :class:`~sklearn.decomposition.PCA`'s ``explained_variance_``; after :meth:`from_estimator`,
+        the PCA's own, also with ``whiten=True``.
     explained_variance_ratio_ : ndarray of shape (n_components,)
-        ``explained_variance_`` over the model's total variance ``trace(W W^T) + D sigma^2``.
+        ``explained_variance_`` over the model's total variance ``trace(W W^T) + D sigma^2``; after
+        :meth:`from_estimator`, the PCA's own.
     module_ : PPCAModule
         The fitted torch module, with the masked conditionals (``masked_log_prob_sum``,
         ``masked_log_prob``) for power users.
@@ -232,4 +233,8 @@ class MaskedPPCA(_BaseLinearGaussian):
             mean = torch.as_tensor(estimator.mean_ - offset, dtype=dtype, device=device)
             return len(components), PPCAModule(components, mean, torch.as_tensor(noise, dtype=dtype, device=device))
 
-        return cls._from_fitted(estimator, PCA, params, build, lambda pca: pca.mean_)
+        fitted = cls._from_fitted(estimator, PCA, params, build, lambda pca: pca.mean_)
+        # The PCA's own: with whiten=True, get_covariance's spectrum is not its explained_variance_.
+        fitted.explained_variance_ = np.array(estimator.explained_variance_, dtype=np.float64)
+        fitted.explained_variance_ratio_ = np.array(estimator.explained_variance_ratio_, dtype=np.float64)
+        return fitted
