@@ -27,6 +27,7 @@ __all__ = ["COMMANDS", "UsageError", "main"]
 #: Command name -> module (in this package) that implements it.
 COMMANDS = {
     "mlm-curve": "skmpt.cli.mlm_curve",
+    "impute": "skmpt.cli.impute",
 }
 
 
