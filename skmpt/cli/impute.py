@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from . import UsageError
-from .common import atomic_output, check_outputs, non_negative_int
+from .common import atomic_output, check_outputs, non_negative_int, positive_int
 
 HELP = "fill the missing cells of a CSV, TSV or Parquet table"
 DESCRIPTION = ("Fill the missing cells of the numeric columns of a table with a latent-variable model chosen by the "
@@ -44,6 +44,8 @@ def add_arguments(parser):
         help="a cell equal to MARKER is missing too (besides empty cells and NaN)")
     add("--model", choices=MODELS, default="auto",
         help="'auto': the family and size chosen by held-out likelihood; a family: its size chosen")
+    add("--max-epochs", type=positive_int, default=None,
+        help="most epochs of each candidate's fit (default: the candidates' own, 200)")
     add("--seed", type=non_negative_int, default=0, help="random_state of the imputer")
     add("--force", action="store_true", help="overwrite OUT if it exists")
     add("--quiet", action="store_true", help="no progress messages")
@@ -137,12 +139,21 @@ def _check_marker(name, numbers, missing, marker, text):
                          f"never hold")
 
 
-def imputer_for(model, n_features, seed, verbose):
-    """The :class:`skmpt.MaskedImputer` that ``--model`` and ``--seed`` name (``auto``: the default one)."""
+def imputer_for(model, n_features, seed, *, max_epochs=None, verbose=0):
+    """The :class:`skmpt.MaskedImputer` that ``--model``, ``--max-epochs`` and ``--seed`` name.
+
+    ``auto`` without ``max_epochs`` is ``MaskedImputer(random_state=seed)``, the default one.
+    """
     from ..estimators import MaskedImputer, MaskedModelSearch
     from ..estimators.selection import default_candidates
 
-    candidates = None if model == "auto" else default_candidates(n_features, families=[model], random_state=seed)
+    candidates = None
+    if model != "auto" or max_epochs is not None:
+        families = "auto" if model == "auto" else [model]
+        candidates = default_candidates(n_features, families=families, random_state=seed)
+        for models in candidates.values():
+            for candidate in models:
+                candidate.set_params(max_epochs=max_epochs or candidate.max_epochs)
     return MaskedImputer(MaskedModelSearch(candidates, random_state=seed, verbose=verbose), random_state=seed)
 
 
@@ -166,9 +177,10 @@ def run(args):
     X, names, missing = numeric_columns(table, args.missing_values)
     logger.info("read %d rows; imputing %d missing cells of %d numeric columns (%d text columns kept)",
                 len(table), int(missing.sum()), len(names), table.shape[1] - len(names))
-    imputer = imputer_for(args.model, len(names), args.seed, verbose=0 if args.quiet else 1)
+    imputer = imputer_for(args.model, len(names), args.seed, max_epochs=args.max_epochs,
+                          verbose=0 if args.quiet else 1)
     imputed = imputer.fit_transform(X)
-    logger.info("imputed with %r", imputer.estimator_)
+    logger.info("imputed with %s", " ".join(repr(imputer.estimator_).split()))
     out = table.copy()
     for j, name in enumerate(names):
         if fmt_in == "parquet" or fmt_out == "parquet":

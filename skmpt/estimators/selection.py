@@ -122,15 +122,15 @@ def _split_rows(observed, validation_fraction, random_state):
     rng = check_random_state(random_state)
     held_out = np.zeros(n_samples, dtype=bool)
     n_held_out = max(2, int(round(validation_fraction * n_samples)))  # a standard error needs two rows
+    if n_held_out > n_samples - 2:
+        raise ValueError(
+            f"validation_fraction={validation_fraction} of {n_samples} samples leaves {n_samples - n_held_out} "
+            f"training samples; at least 2 are needed."
+        )
     held_out[rng.permutation(n_samples)[:n_held_out]] = True
     for feature in np.flatnonzero(~observed[~held_out].any(0)):
         # A feature seen only in held-out rows: move one such row to training.
         held_out[np.flatnonzero(held_out & observed[:, feature])[0]] = False
-    if held_out.sum() < 2 or (~held_out).sum() < 2:
-        raise ValueError(
-            f"validation_fraction={validation_fraction} of {n_samples} samples leaves {int(held_out.sum())} "
-            f"held-out and {int((~held_out).sum())} training samples; at least 2 of each are needed."
-        )
     return ~held_out, held_out
 
 
