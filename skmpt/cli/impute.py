@@ -93,13 +93,13 @@ def numeric_columns(table, marker):
             continue
         if text is None:
             numbers = column.astype(np.float64)
-            missing = numbers.isna().to_numpy()
+            missing = np.array(numbers.isna(), dtype=bool)
         else:
-            missing = ((text == "") | text.str.lower().isin(MISSING_WORDS)).to_numpy()
+            missing = np.array((text == "") | text.str.lower().isin(MISSING_WORDS), dtype=bool)
             if marker is not None:
-                missing |= (text == marker).to_numpy()
+                missing |= np.array(text == marker, dtype=bool)
             numbers = pd.to_numeric(text.where(~missing), errors="coerce")
-            bad = ~missing & numbers.isna().to_numpy()
+            bad = ~missing & np.array(numbers.isna(), dtype=bool)
             if bad.any() and not (~missing & ~bad).any():
                 continue  # a text column: no observed cell is a number
             if bad.any():
@@ -107,7 +107,7 @@ def numeric_columns(table, marker):
                 raise ValueError(f"column {name!r} mixes numbers and text: row(s) {(rows + 1).tolist()} hold "
                                  f"{[column.iloc[i] for i in rows]}; mark missing cells with --missing-values")
         if marker is not None and text is None:
-            missing |= (numbers == _as_number(marker)).to_numpy()
+            missing |= np.array(numbers == _as_number(marker), dtype=bool)
         _check_marker(name, numbers.to_numpy(dtype=np.float64), missing, marker, text)
         if missing.all():
             raise ValueError(f"column {name!r} has no observed value: nothing can impute it; drop it")
