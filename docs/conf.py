@@ -87,6 +87,7 @@ SMALL_ARGS = {
     ],
     "plot_grid_search_dask.py": ["--n-samples", "200"],
     "plot_imputation.py": ["--n-samples", "300", "--max-epochs", "15"],
+    "plot_multiple_imputation.py": ["--replications", "5", "--n-imputations", "10", "--max-epochs", "40"],
     "plot_masked_diffusion.py": ["--max-steps", "100", "--n-train", "2000"],
 }
 

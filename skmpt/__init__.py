@@ -17,6 +17,7 @@ _ESTIMATORS = {
     "MaskedGaussianMixture": ".estimators",
     "MaskedImputer": ".estimators",
     "MaskedLinearVAE": ".estimators",
+    "MaskedModelSearch": ".estimators",
     "MaskedPPCA": ".estimators",
     "MaskedVAE": ".estimators",
 }
@@ -27,6 +28,7 @@ __all__ = [
     "MaskedGaussianMixture",
     "MaskedImputer",
     "MaskedLinearVAE",
+    "MaskedModelSearch",
     "MaskedPPCA",
     "MaskedVAE",
     "datasets",

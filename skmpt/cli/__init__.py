@@ -28,6 +28,7 @@ __all__ = ["COMMANDS", "UsageError", "main"]
 COMMANDS = {
     "lm-eval": "skmpt.cli.lm_eval",
     "mlm-curve": "skmpt.cli.mlm_curve",
+    "impute": "skmpt.cli.impute",
 }
 
 

@@ -11,6 +11,7 @@ from .gaussian_mixture import MaskedGaussianMixture
 from .imputer import MaskedImputer
 from .linear_vae import MaskedLinearVAE
 from .ppca import MaskedPPCA
+from .selection import MaskedModelSearch
 from .vae import MaskedVAE
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "MaskedGaussianMixture",
     "MaskedImputer",
     "MaskedLinearVAE",
+    "MaskedModelSearch",
     "MaskedPPCA",
     "MaskedVAE",
 ]

@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import validate_parameters
 from .ppca import MaskedPPCA
+from .selection import MaskedModelSearch
 
 __all__ = ["MaskedImputer"]
 
@@ -37,11 +38,13 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    estimator : skmpt array estimator, default=None
-        The model, cloned at fit; ``None`` is ``MaskedPPCA()`` (``None`` rather than an
-        instance as the default, since scikit-learn's ``check_estimator`` refuses mutable
-        defaults). Nested parameters work with the default too:
-        ``MaskedImputer().set_params(estimator__n_components=2)`` sets ``estimator`` to
+    estimator : skmpt array estimator, MaskedModelSearch or None, default=None
+        The model, cloned at fit. ``None`` chooses it: ``MaskedModelSearch(random_state=random_state)``
+        fits the default candidates (Gaussian mixtures, factor analysis and PPCA of several
+        sizes; Bernoulli linear VAEs for binary data) and keeps the one whose held-out
+        log-likelihood of the observed entries is highest. A :class:`MaskedModelSearch` sets
+        the candidates and the budget of that choice. Nested parameters with the default mean a
+        PPCA: ``MaskedImputer().set_params(estimator__n_components=2)`` sets ``estimator`` to
         ``MaskedPPCA(n_components=2)``, so ``GridSearchCV`` can search
         ``estimator__n_components`` without naming the estimator.
     missing_values : float or int, default=np.nan
@@ -59,12 +62,17 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         0 and their observed entries (at ``transform``) are returned unchanged, as scikit-learn's
         imputers do; if False such a feature is an error, since no model can learn it.
     random_state : int, RandomState instance or None, default=None
-        The draws of ``sample_posterior=True``.
+        The draws of ``sample_posterior=True``, and the choice of the model with
+        ``estimator=None``.
 
     Attributes
     ----------
     estimator_ : estimator
-        The fitted model, on the features observed at fit time.
+        The fitted model, on the features observed at fit time (the chosen one when
+        ``estimator`` is None or a :class:`MaskedModelSearch`).
+    search_ : MaskedModelSearch or None
+        The fitted search that chose ``estimator_`` (its ``cv_results_`` has every candidate's
+        held-out score, standard error and time); None when ``estimator`` is a model.
     indicator_ : MissingIndicator or None
         With ``add_indicator=True``.
     params_ : dict
@@ -77,6 +85,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
     See Also
     --------
     sklearn.impute.IterativeImputer : Imputes by regressing each feature on the others in turn.
+    MaskedModelSearch : The choice of the model by held-out likelihood.
 
     Examples
     --------
@@ -173,8 +182,15 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         params = self.get_params(deep=False)
         validate_parameters(params, self._parameter_constraints, type(self).__name__)
         self.params_ = params
-        estimator = MaskedPPCA() if self.estimator is None else self.estimator
-        self._check_marker(estimator)
+        random_state = check_random_state(self.random_state)
+        estimator = self.estimator
+        if estimator is None:
+            seed = self.random_state
+            if not (seed is None or isinstance(seed, numbers.Integral)):
+                seed = int(random_state.randint(np.iinfo(np.int32).max))
+            estimator = MaskedModelSearch(random_state=seed)
+        if not isinstance(estimator, MaskedModelSearch):
+            self._check_marker(estimator)
         X, missing = self._validate(X, reset=True)
         empty = missing.all(0)
         if empty.any() and not self.keep_empty_features:
@@ -184,11 +200,16 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
                 f"(imputed with 0)."
             )
         self._valid = ~empty
-        self.estimator_ = clone(estimator).fit(X[:, self._valid])
+        fitted = clone(estimator).fit(X[:, self._valid])
+        if isinstance(fitted, MaskedModelSearch):
+            self.search_, self.estimator_ = fitted, fitted.best_estimator_
+            self._check_marker(self.estimator_)
+        else:
+            self.search_, self.estimator_ = None, fitted
         self.indicator_ = (
             MissingIndicator(missing_values=np.nan, error_on_new=False).fit(X) if self.add_indicator else None
         )
-        self.random_state_ = check_random_state(self.random_state)
+        self.random_state_ = random_state
         return self
 
     def transform(self, X):

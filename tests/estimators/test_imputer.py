@@ -19,6 +19,7 @@ from skmpt import (
     MaskedGaussianMixture,
     MaskedImputer,
     MaskedLinearVAE,
+    MaskedModelSearch,
     MaskedPPCA,
     MaskedVAE,
 )
@@ -229,12 +230,34 @@ def test_masked_imputer_passes_check_estimator():
     assert not failed, failed
 
 
-def test_default_imputer_is_ppca():
-    _, X_missing = _data(n=30)
-    imputer = MaskedImputer().set_params(random_state=0)
+def test_default_imputer_chooses_its_model_by_held_out_likelihood():
+    _, X_missing = _data(n=40, d=4)
+    imputer = MaskedImputer(random_state=0)
     assert imputer.estimator is None
     out = imputer.fit(X_missing).transform(X_missing)
-    assert isinstance(imputer.estimator_, MaskedPPCA) and not np.isnan(out).any()
+    results = imputer.search_.cv_results_
+    assert imputer.estimator_ is imputer.search_.best_estimator_ and not np.isnan(out).any()
+    assert set(results["family"]) <= {"full", "fa", "ppca"} and results["mean_test_score"].max() == pytest.approx(
+        imputer.search_.best_score_)
+    again = MaskedImputer(random_state=0).fit(X_missing)
+    np.testing.assert_array_equal(again.search_.cv_results_["mean_test_score"], results["mean_test_score"])
+    np.testing.assert_array_equal(again.transform(X_missing), out)
+
+
+def test_imputer_takes_a_search_as_its_budget():
+    _, X_missing = _data(n=40, d=4)
+    search = MaskedModelSearch({"ppca": [MaskedPPCA(k, max_epochs=3, random_state=0) for k in (1, 2)]}, max_fits=1,
+                               random_state=0)
+    imputer = MaskedImputer(search).fit(X_missing)
+    assert len(imputer.search_.cv_results_["family"]) == 1 and imputer.estimator_.n_components == 1
+    assert MaskedImputer(MaskedPPCA(1, max_epochs=2)).fit(X_missing).search_ is None
+
+
+def test_wrong_width_at_transform_is_refused():
+    _, X_missing = _data(n=40, d=4)
+    imputer = MaskedImputer(MaskedPPCA(1, max_epochs=2)).fit(X_missing)
+    with pytest.raises(ValueError, match="features"):
+        imputer.transform(X_missing[:, :3])
 
 
 def test_default_imputer_takes_nested_parameters():

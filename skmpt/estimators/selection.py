@@ -1,0 +1,353 @@
+"""MaskedModelSearch: choose a model's family and size by the held-out likelihood of what was observed.
+
+Every skmpt array estimator scores a sample by the cumulative MPT estimate of ``log p(x_o)``, the
+log-likelihood of its observed entries (exact for the Gaussian models with the default chain
+score). Fitted to some rows and scored on the others, that is the held-out marginal likelihood of
+each candidate model, with a standard error from the spread of the held-out rows:
+
+    score(model) = (1/n) sum_{i held out} log p(x_{i,o} | model fitted to the other rows)
+
+(Moreno-Muñoz, Recasens and Hauberg, 2023: MPT summed over every mask size is the log-marginal
+likelihood.) The search fits each family's candidates in order of size and stops a family when a
+larger one no longer scores higher, then refits the best candidate to every row.
+"""
+
+import logging
+import numbers
+import time
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._validation import Interval, Options, validate_parameters
+from .factor_analysis import MaskedFactorAnalysis
+from .gaussian_mixture import MaskedGaussianMixture
+from .linear_vae import MaskedLinearVAE
+from .ppca import MaskedPPCA
+from .vae import MaskedVAE
+
+__all__ = ["FAMILIES", "MaskedModelSearch", "default_candidates"]
+
+logger = logging.getLogger(__name__)
+
+#: The families :func:`default_candidates` knows, in the order it tries them.
+FAMILIES = ("full", "fa", "ppca", "diag", "linear_vae", "vae")
+
+# Settings of the default candidates: full-batch-like steps with a larger learning rate and a
+# short patience, so that each fit converges in tens of epochs on tables of a few thousand rows.
+_FAST = {"learning_rate": 0.05, "n_iter_no_change": 5, "max_epochs": 200, "n_masks": 1}
+
+
+def _sizes(n_features, *, start=1):
+    """1, 2, 4, 8, ... below ``n_features`` (at least ``start``)."""
+    sizes, size = [], start
+    while size < max(n_features, start + 1):
+        sizes.append(size)
+        size *= 2
+    return sizes
+
+
+def default_candidates(n_features, *, binary=False, families="auto", n_samples=None, random_state=None):
+    """The candidate models :class:`MaskedModelSearch` tries by default, one list per family.
+
+    Parameters
+    ----------
+    n_features : int
+        Features of the data.
+    binary : bool, default=False
+        Whether every observed entry is 0 or 1: ``families="auto"`` is then the Bernoulli linear
+        VAE; otherwise the Gaussian families ``("full", "fa", "ppca")`` (diagonal mixtures are left
+        out: on a column of a few distinct values they can put a component's variance near zero and
+        win on likelihood while imputing poorly).
+    families : "auto" or sequence of str, default="auto"
+        Among :data:`FAMILIES`: ``"full"`` and ``"diag"`` are Gaussian mixtures of that covariance
+        type with 1, 2, 3 components (``"full"``) or 2, 4, 8 (``"diag"``), ``"fa"`` and ``"ppca"`` factor
+        analysis and PPCA with 1, 2, 4, ... components below ``n_features``, ``"linear_vae"`` the
+        linear VAE with 1, 2, 3 latent dimensions (Bernoulli for binary data), ``"vae"`` a VAE
+        with one hidden layer of 32 units and 2, 4, 8 latent dimensions.
+    n_samples : int or None, default=None
+        Rows the candidates are fitted to: the batch size is ``min(n_samples, 1000)`` (None: 1000).
+    random_state : int or None, default=None
+        Given to every candidate.
+
+    Returns
+    -------
+    candidates : dict of str to list of estimators
+        Each family's candidates in increasing size.
+
+    Examples
+    --------
+    >>> from skmpt.estimators.selection import default_candidates
+    >>> {family: [m.n_components for m in models] for family, models in default_candidates(5).items()}
+    {'full': [1, 2, 3], 'fa': [1, 2, 4], 'ppca': [1, 2, 4]}
+    """
+    if isinstance(families, str):
+        if families != "auto":
+            raise ValueError(f"families must be 'auto' or a sequence of {list(FAMILIES)}; got {families!r}.")
+        families = ("linear_vae",) if binary else ("full", "fa", "ppca")
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown or not families:
+        raise ValueError(f"Unknown or no families {unknown}; choose among {list(FAMILIES)}.")
+    common = {**_FAST, "batch_size": min(n_samples or 1000, 1000), "random_state": random_state}
+    makers = {
+        "full": lambda: [MaskedGaussianMixture(k, **common) for k in (1, 2, 3)],
+        "diag": lambda: [MaskedGaussianMixture(k, covariance_type="diag", **common) for k in (2, 4, 8)],
+        "fa": lambda: [MaskedFactorAnalysis(k, **common) for k in _sizes(n_features)],
+        "ppca": lambda: [MaskedPPCA(k, **common) for k in _sizes(n_features)],
+        "linear_vae": lambda: [
+            MaskedLinearVAE(k, likelihood="bernoulli" if binary else "gaussian", n_quadrature=8, **common)
+            for k in (1, 2, 3)
+        ],
+        "vae": lambda: [
+            MaskedVAE(k, hidden_layer_sizes=(32,), likelihood="bernoulli" if binary else "gaussian", **common)
+            for k in (2, 4, 8)
+        ],
+    }
+    return {family: makers[family]() for family in families}
+
+
+def _mean_and_error(values):
+    """The mean of ``values`` and its standard error (sample standard deviation / sqrt(n))."""
+    n = len(values)
+    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+
+
+def _split_rows(observed, validation_fraction, random_state):
+    """Training and held-out rows, every feature observed in at least one training row."""
+    n_samples = len(observed)
+    rng = check_random_state(random_state)
+    held_out = np.zeros(n_samples, dtype=bool)
+    n_held_out = max(2, int(round(validation_fraction * n_samples)))  # a standard error needs two rows
+    if n_held_out > n_samples - 2:
+        raise ValueError(
+            f"validation_fraction={validation_fraction} of {n_samples} samples leaves {n_samples - n_held_out} "
+            f"training samples; at least 2 are needed."
+        )
+    held_out[rng.permutation(n_samples)[:n_held_out]] = True
+    for feature in np.flatnonzero(~observed[~held_out].any(0)):
+        # A feature seen only in held-out rows: move one such row to training.
+        held_out[np.flatnonzero(held_out & observed[:, feature])[0]] = False
+    return ~held_out, held_out
+
+
+class MaskedModelSearch(BaseEstimator):
+    """Choose a model (its family and size) by the held-out MPT score of the observed entries.
+
+    Each candidate is fitted to a random ``1 - validation_fraction`` of the rows and scored on the
+    others by ``score_samples``: the cumulative MPT estimate of ``log p(x_o)``, the log-likelihood
+    of each held-out row's observed entries (exact for the Gaussian models' default chain score),
+    so ``NaN`` entries are marginalised out and candidates of different families and sizes are
+    compared on one scale. Within a family (a list of candidates in increasing size) the search
+    stops at the first candidate that does not beat the family's best so far by more than one
+    standard error of their difference (paired over the held-out rows). Among all the fitted
+    candidates, the chosen one is the highest-scoring (``rule="best"``) or the one with the fewest
+    parameters among those within one standard error of it (``rule="one_se"``); it is then
+    refitted to every row (``best_estimator_``).
+
+    Parameters
+    ----------
+    candidates : dict of str to list of estimators, list of estimators, or None, default=None
+        The candidates, by family, each family in increasing size (a plain list is one family).
+        None: :func:`default_candidates` for the data (Bernoulli linear VAEs for binary data,
+        else full-covariance Gaussian mixtures, factor analysis and PPCA), each with ``random_state``.
+    validation_fraction : float, default=0.2
+        Share of the rows held out to score the candidates (at least 2 rows).
+    greedy : bool, default=True
+        Stop a family at its first candidate that does not improve its held-out score by more
+        than one standard error; if False, fit every candidate.
+    rule : {"best", "one_se"}, default="best"
+        ``"best"``: the highest held-out score; ``"one_se"``: the fewest parameters (of the fitted
+        ``module_``) among the candidates within one standard error of the highest, the
+        difference's error paired over the held-out rows.
+    max_fits : int or None, default=None
+        Most candidates fitted (in the order of the families, each family's first candidate
+        before any family's second); None: no limit. A budget that, unlike a time limit, keeps the
+        choice reproducible.
+    refit : bool, default=True
+        Refit the chosen candidate to every row; if False, ``best_estimator_`` is the candidate
+        fitted to the training rows (no second fit: faster, on fewer rows).
+    random_state : int, RandomState instance or None, default=None
+        The split of the rows, and the ``random_state`` of the default candidates.
+    verbose : int, default=0
+        Log each candidate's held-out score and time (logger ``skmpt.estimators.selection``,
+        level INFO) as it is fitted.
+
+    Attributes
+    ----------
+    best_estimator_ : estimator
+        The chosen candidate, fitted.
+    best_index_ : int
+        Its row in ``cv_results_``.
+    best_score_ : float
+        Its held-out score, nats per sample.
+    cv_results_ : dict of str to ndarray
+        One entry per fitted candidate: ``family``, ``n_components``, ``estimator`` (its repr),
+        ``n_parameters`` (of its ``module_``), ``mean_test_score`` (held-out nats per sample),
+        ``std_error`` (its standard error), ``std_error_difference`` (the standard error of its
+        difference from the highest-scoring candidate, paired over the held-out rows; 0 for that
+        one), ``rank_test_score``, ``n_iter`` (epochs), ``fit_time`` and ``score_time`` (CPU
+        seconds).
+    refit_time_ : float
+        CPU seconds of the refit.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt import MaskedModelSearch, MaskedPPCA
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)) @ rng.normal(size=(2, 6)) + 0.3 * rng.normal(size=(300, 6))
+    >>> X[rng.random(X.shape) < 0.2] = np.nan
+    >>> search = MaskedModelSearch([MaskedPPCA(k, random_state=0) for k in (1, 2, 3)], random_state=0).fit(X)
+    >>> scores = search.cv_results_["mean_test_score"]
+    >>> bool(scores[1] - scores[0] > 3 * search.cv_results_["std_error_difference"][0])  # rank 1 is far worse
+    True
+    >>> sorted(search.cv_results_)[:4]
+    ['estimator', 'family', 'fit_time', 'mean_test_score']
+    """
+
+    _parameter_constraints: dict = {
+        "candidates": [None, dict, list],
+        "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
+        "greedy": ["boolean"],
+        "rule": [Options({"one_se", "best"})],
+        "max_fits": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "refit": ["boolean"],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, candidates=None, *, validation_fraction=0.2, greedy=True, rule="best", max_fits=None,
+                 refit=True, random_state=None, verbose=0):
+        self.candidates = candidates
+        self.validation_fraction = validation_fraction
+        self.greedy = greedy
+        self.rule = rule
+        self.max_fits = max_fits
+        self.refit = refit
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    def _families(self, X):
+        if self.candidates is None:
+            observed = X[~np.isnan(X)]
+            seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+            return default_candidates(X.shape[1], binary=bool(np.isin(observed, (0.0, 1.0)).all()),
+                                      n_samples=len(X), random_state=int(seed))
+        families = self.candidates if isinstance(self.candidates, dict) else {"candidates": self.candidates}
+        if not families or not all(isinstance(models, list | tuple) and models for models in families.values()):
+            raise ValueError(f"candidates must be a non-empty list of estimators or a dict of such lists; "
+                             f"got {self.candidates!r}.")
+        return {family: list(models) for family, models in families.items()}
+
+    def fit(self, X, y=None):
+        """Fit and score the candidates, choose the best, refit it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            ``NaN`` marks a missing entry.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : MaskedModelSearch
+        """
+        validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
+        X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", ensure_min_samples=4)
+        observed = ~np.isnan(X)
+        empty = ~observed.any(0)
+        if empty.any():
+            raise ValueError(f"Feature(s) {np.flatnonzero(empty)[:10].tolist()} are never observed: no model "
+                             f"can be fitted to them.")
+        families = self._families(X)
+        train, held_out = _split_rows(observed, self.validation_fraction, self.random_state)
+        rows, scores, fitted = self._run(families, X[train], X[held_out])
+        means = np.array([row["mean_test_score"] for row in rows])
+        top = int(np.argmax(means))
+        for row, values in zip(rows, scores, strict=True):
+            row["std_error_difference"] = _mean_and_error(values - scores[top])[1] if values is not scores[top] else 0.0
+        self.best_index_ = top
+        if self.rule == "one_se":
+            close = [i for i, row in enumerate(rows) if means[top] - means[i] <= row["std_error_difference"]]
+            self.best_index_ = min(close, key=lambda i: (rows[i]["n_parameters"], -means[i]))
+        self.best_score_ = float(means[self.best_index_])
+        ranks = np.empty(len(means), dtype=int)
+        ranks[np.argsort(-means, kind="stable")] = np.arange(1, len(means) + 1)
+        self.cv_results_ = {key: np.asarray([row[key] for row in rows]) for key in rows[0]}
+        self.cv_results_["rank_test_score"] = ranks
+        chosen = fitted[self.best_index_]
+        start = time.process_time()
+        self.best_estimator_ = clone(chosen).fit(X) if self.refit else chosen
+        self.refit_time_ = time.process_time() - start
+        return self
+
+    def _run(self, families, X_train, X_held_out):
+        """Fit and score the candidates family by family, round robin by size; one row per fit."""
+        rows, scores, fitted = [], [], []
+        queues = {family: list(models) for family, models in families.items()}
+        best = {}  # each family's best held-out scores so far
+        budget = self.max_fits or sum(map(len, queues.values()))
+        while queues and len(rows) < budget:
+            for family in list(queues):
+                if len(rows) >= budget:
+                    break
+                row, values, model = self._fit_and_score(family, queues[family].pop(0), X_train, X_held_out)
+                rows.append(row)
+                scores.append(values)
+                fitted.append(model)
+                if self.verbose:
+                    logger.info("candidate %d: %s(n_components=%s), held-out %.3f +- %.3f nats, %.1f s", len(rows),
+                                family, row["n_components"], row["mean_test_score"], row["std_error"],
+                                row["fit_time"])
+                gain, error = _mean_and_error(values - best[family]) if family in best else (np.inf, 0.0)
+                if gain > 0:
+                    best[family] = values
+                if not queues[family] or (self.greedy and not gain > error):
+                    del queues[family]
+        return rows, scores, fitted
+
+    @staticmethod
+    def _fit_and_score(family, candidate, X_train, X_held_out):
+        start = time.process_time()
+        with warnings.catch_warnings():
+            # A short fit stopped by its budget still ranks by what it reached.
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fitted = clone(candidate).fit(X_train)
+        fit_time = time.process_time() - start
+        start = time.process_time()
+        values = fitted.score_samples(X_held_out)
+        score_time = time.process_time() - start
+        mean, error = _mean_and_error(values)
+        row = {"family": family, "n_components": candidate.get_params().get("n_components"),
+               "estimator": repr(candidate), "n_parameters": sum(p.numel() for p in fitted.module_.parameters()),
+               "mean_test_score": mean, "std_error": error,
+               "n_iter": fitted.n_iter_, "fit_time": fit_time, "score_time": score_time}
+        return row, values, fitted
+
+    def score(self, X, y=None):
+        """Mean log-likelihood of the observed entries of ``X`` under ``best_estimator_`` (its ``score``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        score : float
+            Nats per sample.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.score(validate_data(self, X, reset=False, ensure_all_finite="allow-nan"))

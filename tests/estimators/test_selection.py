@@ -1,0 +1,100 @@
+"""MaskedModelSearch: the choice of a model by the held-out score of the observed entries."""
+
+import numpy as np
+import pytest
+
+from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedLinearVAE, MaskedModelSearch, MaskedPPCA
+from skmpt.estimators.selection import default_candidates
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+FAST = {"max_epochs": 60, "batch_size": 200, "learning_rate": 0.05, "n_iter_no_change": 5, "random_state": 0}
+
+
+def _low_rank(n=300, d=8, k=3, seed=0, missing=0.2):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, k)) @ (2 * rng.normal(size=(k, d))) + 0.3 * rng.normal(size=(n, d))
+    X[rng.random(X.shape) < missing] = np.nan
+    return X
+
+
+def test_search_scores_every_candidate_on_held_out_rows_and_keeps_the_best():
+    X = _low_rank(n=200, d=6, k=2, missing=0.0)
+    candidates = [MaskedPPCA(k, **FAST) for k in (1, 2, 3)]
+    search = MaskedModelSearch(candidates, greedy=False, random_state=0).fit(X)
+    results = search.cv_results_
+    assert list(results["n_components"]) == [1, 2, 3]
+    for key in ("mean_test_score", "std_error", "std_error_difference", "fit_time", "score_time", "n_parameters",
+                "n_iter", "rank_test_score"):
+        assert results[key].shape == (3,), key
+    assert search.best_index_ == int(np.argmax(results["mean_test_score"])) and search.best_index_ > 0
+    assert results["rank_test_score"][search.best_index_] == 1
+    assert results["std_error_difference"][search.best_index_] == 0
+    assert (results["std_error"] > 0).all() and (results["n_parameters"] == [13, 19, 25]).all()
+    # One component is far worse than the true two, by many standard errors.
+    assert results["mean_test_score"][1] - results["mean_test_score"][0] > 5 * results["std_error_difference"][0]
+    assert search.best_estimator_.n_components == results["n_components"][search.best_index_]
+
+
+def test_search_is_reproducible_and_greedy_stops_a_family():
+    X = _low_rank(n=150, d=5, k=1, missing=0.0)
+    # The same candidate twice: the second does not improve on the first, so the family stops there.
+    candidates = {"ppca": [MaskedPPCA(1, **FAST), MaskedPPCA(1, **FAST), MaskedPPCA(3, **FAST)]}
+    first = MaskedModelSearch(candidates, random_state=0).fit(X)
+    second = MaskedModelSearch(candidates, random_state=0).fit(X)
+    np.testing.assert_array_equal(first.cv_results_["mean_test_score"], second.cv_results_["mean_test_score"])
+    assert list(first.cv_results_["n_components"]) == [1, 1]
+    assert len(MaskedModelSearch(candidates, greedy=False, random_state=0).fit(X).cv_results_["family"]) == 3
+
+
+def test_max_fits_goes_round_robin_over_families():
+    X = _low_rank(n=120)
+    candidates = {"ppca": [MaskedPPCA(k, **FAST) for k in (1, 2)],
+                  "fa": [MaskedFactorAnalysis(k, **FAST) for k in (1, 2)]}
+    search = MaskedModelSearch(candidates, greedy=False, max_fits=3, random_state=0).fit(X)
+    assert list(search.cv_results_["family"]) == ["ppca", "fa", "ppca"]
+
+
+def test_one_se_rule_takes_the_fewest_parameters_within_a_standard_error():
+    X = _low_rank(n=150, d=6, k=2, missing=0.0)
+    search = MaskedModelSearch([MaskedPPCA(k, **FAST) for k in (2, 4)], greedy=False, rule="one_se",
+                               random_state=0).fit(X)
+    results = search.cv_results_
+    top = int(np.argmax(results["mean_test_score"]))
+    close = results["mean_test_score"][top] - results["mean_test_score"] <= results["std_error_difference"]
+    assert results["n_parameters"][search.best_index_] == results["n_parameters"][close].min()
+
+
+def test_default_candidates_by_data_kind():
+    gaussian = default_candidates(6, random_state=0)
+    assert list(gaussian) == ["full", "fa", "ppca"]
+    assert all(isinstance(m, MaskedGaussianMixture) for m in gaussian["full"])
+    assert [m.n_components for m in gaussian["fa"]] == [1, 2, 4]
+    binary = default_candidates(6, binary=True)
+    assert list(binary) == ["linear_vae"] and binary["linear_vae"][0].likelihood == "bernoulli"
+    with pytest.raises(ValueError, match="families"):
+        default_candidates(6, families="gaussian")
+    with pytest.raises(ValueError, match="Unknown"):
+        default_candidates(6, families=["tied"])
+
+
+def test_default_search_on_binary_data_fits_bernoulli_linear_vaes():
+    rng = np.random.default_rng(0)
+    X = (rng.random((80, 4)) < 0.5).astype(float)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    search = MaskedModelSearch(max_fits=1, random_state=0).fit(X)
+    assert isinstance(search.best_estimator_, MaskedLinearVAE)
+
+
+def test_bad_input_is_refused_before_fitting():
+    X = _low_rank(n=40)
+    with pytest.raises(ValueError, match="non-empty list"):
+        MaskedModelSearch([]).fit(X)
+    with pytest.raises(ValueError, match="non-empty list"):
+        MaskedModelSearch({"ppca": []}).fit(X)
+    X[:, 2] = np.nan
+    with pytest.raises(ValueError, match=r"Feature\(s\) \[2\] are never observed"):
+        MaskedModelSearch([MaskedPPCA(1)]).fit(X)
+    with pytest.raises(ValueError, match="validation_fraction"):
+        MaskedModelSearch([MaskedPPCA(1)], validation_fraction=0.99).fit(_low_rank(n=10))
+    with pytest.raises(ValueError, match="rule"):
+        MaskedModelSearch([MaskedPPCA(1)], rule="bic").fit(_low_rank(n=40))
