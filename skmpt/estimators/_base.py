@@ -717,7 +717,10 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         (its centre and overall scale), so the first chunk should be representative: a chunk
         with a constant feature, or one whose spread differs a hundredfold from the first's,
         is warned about. ``module_`` is mapped back to the units of ``X`` after every call.
-        Each call is a fit: it copies the parameters into ``params_``, as ``fit`` does.
+        Each call is a fit: it copies the parameters into ``params_``, as ``fit`` does. An
+        estimator that trains from moments (``solver="moments"``, or ``"auto"`` with a first
+        chunk of 1,000 rows or more) instead adds each chunk's moments to those of the chunks
+        before it and trains on all of them until the stopping rule is met: one pass suffices.
 
         Parameters
         ----------
