@@ -388,7 +388,7 @@ def _moment_stream_step(trainer, module, X, observed, weights, state, generator,
     if not first:
         state.groups = _merge_groups(state.groups, moment_groups(X, observed, weights))
     if first and state.groups[0].observed is None:  # near the optimum already: smaller first steps
-        trainer.learning_rate = trainer.learning_rate * trainer.near_start_factor
+        trainer.first_step_factor = trainer.near_start_factor
     history, trainer.history = trainer.history, []
     trainer.fit_moments(module, state.groups, generator, 0.0)
     last, trainer.history = trainer.history[-1], history
@@ -671,7 +671,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 if start is None:
                     self.module_ = self._start_module(X_train, generator, (center, scale), previous)
                 else:  # near the optimum already: smaller first steps
-                    self.module_, trainer.learning_rate = start, trainer.learning_rate * trainer.near_start_factor
+                    self.module_, trainer.first_step_factor = start, trainer.near_start_factor
                 log_jacobian = _log_jacobian(X_t, scale, observed)
                 with intra_op_threads(fit_threads(_step_size(trainer, X_train, groups))):
                     if groups is None:

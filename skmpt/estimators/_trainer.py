@@ -145,6 +145,9 @@ class Trainer:
         summarised by their moments, for masks shared by them (:meth:`fit_moments`).
     moment_monitor : callable or None
         ``moment_monitor(moments, observed=)`` -> their mean log-marginal likelihood.
+    first_step_factor : float
+        Adam starts at ``learning_rate`` times this (``near_start_factor`` from a start computed
+        from the data); errors name ``learning_rate`` itself.
     """
 
     objective: object
@@ -162,6 +165,7 @@ class Trainer:
     sample_weight: object = None
     moment_objective: object = None
     moment_monitor: object = None
+    first_step_factor: float = 1.0
     best: tuple = None
     start_progress: float = None
     downhill: tuple = None
@@ -195,7 +199,7 @@ class Trainer:
         and CUDA, where torch has it: the plain one costs more than a small model's step."""
         parameters = list(module.parameters())
         fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in parameters)
-        return torch.optim.Adam(parameters, lr=self.learning_rate, fused=fused or None)
+        return torch.optim.Adam(parameters, lr=self.learning_rate * self.first_step_factor, fused=fused or None)
 
     def scheduler(self, optimizer):
         """Step-size schedule (torch's ``ReduceLROnPlateau``) on the stopping objective: divide
