@@ -339,14 +339,14 @@ def plot_rows(results, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(7, 4.5))
+    figure, axes = plt.subplots(figsize=(9, 4.5))
     for name, rows in results.items():
         style = "--" if "scikit-learn" in name else "-"
         axes.loglog([r["rows"] for r in rows], [r["seconds"] for r in rows], style, marker="o", label=name)
     axes.set_xlabel("rows")
     axes.set_ylabel("CPU seconds of fit (one thread)")
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=7, loc="upper left")
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
     figure.tight_layout()
     figure.savefig(path, dpi=110)
 
