@@ -34,7 +34,7 @@ from .._utils import DTYPES, check_generator, resolve_device, seeded
 from .._validation import Interval, Options, check_positive_int, validate_parameters
 from ..masks import MAX_EXHAUSTIVE_FEATURES, observed_masks, sample_masks
 from ..models.likelihoods import LIKELIHOODS
-from ._trainer import StreamState, Trainer, training_mode
+from ._trainer import MomentGroup, StreamState, Trainer, fit_threads, intra_op_threads, training_mode
 
 __all__ = [
     "check_chunk_units",
@@ -44,6 +44,7 @@ __all__ = [
     "check_values",
     "dtype_name",
     "linear_gaussian_parameter_count",
+    "moment_groups",
     "scale_limits",
     "standardization",
     "training_rows",
@@ -272,6 +273,27 @@ def weighted_mean(values, sample_weight):
     return float(np.mean(values)) if weights is None else float(np.average(values, weights=weights))
 
 
+def moment_groups(X, observed, weights):
+    """The training samples as :class:`~skmpt.estimators._trainer.MomentGroup`: one group of
+    every sample for complete data, one per pattern of observed entries otherwise.
+
+    ``X`` holds the (standardised) training rows, ``observed`` their observed entries (None
+    when all are), ``weights`` their weights of mean one (None: equal). Each group's moments
+    are weighted; its share is its weight over the total.
+    """
+    if observed is None:
+        return [MomentGroup(objectives.Moments.from_samples(X, weights))]
+    patterns, labels = torch.unique(observed, dim=0, return_inverse=True)
+    total = float(X.shape[0]) if weights is None else float(weights.sum())
+    groups = []
+    for index, pattern in enumerate(patterns):
+        rows = torch.nonzero(labels == index).flatten()
+        part = None if weights is None else weights[rows]
+        moments = objectives.Moments.from_samples(X[rows], part)
+        groups.append(MomentGroup(moments, pattern, float(moments.weight) / total))
+    return groups
+
+
 # ====================================================================== information criteria
 class _InformationCriteriaMixin:
     """``bic(X)`` and ``aic(X)`` as in :class:`sklearn.mixture.GaussianMixture`, for an estimator
@@ -337,6 +359,42 @@ def _log_jacobian(X, scale, observed=None):
 def _fill_missing(X, observed):
     """``X`` with its unobserved entries at zero (the centre of standardised data)."""
     return X if observed is None else torch.where(observed, X, torch.zeros_like(X))
+
+
+def _step_size(trainer, X, groups):
+    """About the numbers one training step handles: rows times masks times features, or from
+    moments, masks times features squared (what :func:`~skmpt.estimators._trainer.fit_threads` sizes)."""
+    n_features = X.shape[1]
+    if groups is not None:
+        return len(groups) * trainer.n_masks * trainer.moment_masks_per_step * n_features**2
+    return trainer.resolved_batch_size(X.shape[0]) * trainer.n_masks * n_features
+
+
+def _merge_groups(groups, new):
+    """The moment groups of two sets of samples: the moments of a pattern in both are added,
+    and every group's share is its weight over the new total."""
+    merged = {None if g.observed is None else tuple(g.observed.tolist()): g for g in groups}
+    for group in new:
+        key = None if group.observed is None else tuple(group.observed.tolist())
+        old = merged.get(key)
+        merged[key] = group if old is None else MomentGroup(old.moments + group.moments, group.observed)
+    total = sum(float(g.moments.weight) for g in merged.values())
+    return [MomentGroup(g.moments, g.observed, float(g.moments.weight) / total) for g in merged.values()]
+
+
+def _moment_stream_step(trainer, module, X, observed, weights, state, generator, first):
+    """One ``partial_fit`` call from moments: the chunk's moments added to those of the chunks
+    before it, then training on all of them until the stopping rule is met (so the model after
+    the last call is the model ``fit`` would train on every chunk). Returns the last step's
+    objective, the stopping objective and the last step size."""
+    if not first:
+        state.groups = _merge_groups(state.groups, moment_groups(X, observed, weights))
+    if first and state.groups[0].observed is None:  # near the optimum already: smaller first steps
+        trainer.first_step_factor = trainer.near_start_factor
+    history, trainer.history = trainer.history, []
+    trainer.fit_moments(module, state.groups, generator, 0.0)
+    last, trainer.history = trainer.history[-1], history
+    return last["objective"], last["stopping_objective"], last["learning_rate"]
 
 
 class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator, metaclass=abc.ABCMeta):
@@ -415,6 +473,15 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """The learned parameters (a copy of ``module_``'s state), for :meth:`_set_parameters`:
         ``n_init`` keeps the best of its starts with them, as scikit-learn's ``BaseMixture``."""
         return copy.deepcopy(self.module_.state_dict())
+
+    def _training_groups(self, X, observed, weights):
+        """The training samples as moment groups when this estimator trains from moments (a
+        Gaussian model with masks shared by the samples), else None: mini-batches of rows."""
+        return None
+
+    def _moment_start(self, groups):
+        """A start computed from the moment ``groups`` (e.g. PCA's solution), or None: :meth:`_build_module`'s."""
+        return None
 
     def _set_parameters(self, params):
         """Load parameters from :meth:`_get_parameters` into ``module_`` and the fitted attributes."""
@@ -534,6 +601,12 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         def monitor(X, observed=None):
             return self.module_.log_marginal(X, **self._log_marginal_kwargs(), observed=observed)
 
+        def moment_objective(moments, masks, observed=None):
+            return objectives.moment_mpt_objective(self.module_, moments, masks, observed=observed)
+
+        def moment_monitor(moments, observed=None):
+            return self.module_.moment_log_marginal(moments.mean, moments.covariance, observed=observed)
+
         return Trainer(
             objective,
             draw_masks if self._objective_name() == "mpt" else None,
@@ -546,6 +619,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             monitor=monitor if params["monitor"] == "lml" else None,
             monitor_every=params["monitor_every"],
             verbose=params["verbose"],
+            moment_objective=moment_objective,
+            moment_monitor=moment_monitor if params["monitor"] == "lml" else None,
         )
 
     def fit(self, X, y=None, sample_weight=None):
@@ -593,14 +668,37 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             trainer.sample_weight = weights
             with seeded(seed, self.device_):
                 self.n_components_ = self._resolve_n_components(X_train, weights)
-                self.module_ = self._start_module(X_train, generator, (center, scale), previous)
+                groups = self._training_groups(X_train, observed, weights)
+                start = None if groups is None or previous is not None else self._moment_start(groups)
+                if start is None:
+                    self.module_ = self._start_module(X_train, generator, (center, scale), previous)
+                else:  # near the optimum already: smaller first steps
+                    self.module_, trainer.first_step_factor = start, trainer.near_start_factor
                 log_jacobian = _log_jacobian(X_t, scale, observed)
-                self.n_iter_, self.converged_ = trainer.fit(self.module_, X_train, generator, log_jacobian, observed)
+                with intra_op_threads(fit_threads(_step_size(trainer, X_train, groups))):
+                    if groups is None:
+                        self.n_iter_, self.converged_ = trainer.fit(
+                            self.module_, X_train, generator, log_jacobian, observed
+                        )
+                    else:
+                        self.n_iter_, self.converged_ = trainer.fit_moments(
+                            self.module_, groups, generator, log_jacobian
+                        )
             self.history_ = trainer.history
             self._map_back(center, scale)
             self._set_fitted_attributes()
             self.__dict__.pop("_partial_fit_state", None)
-        if not self.converged_:
+        if trainer.downhill is not None:
+            start, end, kept = trainer.downhill
+            warnings.warn(
+                f"{type(self).__name__}'s training ended below where it started (stopping objective "
+                f"{end:.6g} against {start:.6g} nats per sample at the start), so it has not converged; the "
+                f"parameters are those of epoch {kept} (0 is the start). Lower learning_rate "
+                f"(now {self.params_['learning_rate']}) or try another random_state.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        elif not self.converged_:
             warnings.warn(
                 f"{type(self).__name__} stopped after max_epochs={self.params_['max_epochs']} epochs while the "
                 f"objective was still improving by more than tol={self.params_['tol']}; raise max_epochs.",
@@ -621,7 +719,10 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         (its centre and overall scale), so the first chunk should be representative: a chunk
         with a constant feature, or one whose spread differs a hundredfold from the first's,
         is warned about. ``module_`` is mapped back to the units of ``X`` after every call.
-        Each call is a fit: it copies the parameters into ``params_``, as ``fit`` does.
+        Each call is a fit: it copies the parameters into ``params_``, as ``fit`` does. An
+        estimator that trains from moments (``solver="moments"``, or ``"auto"`` with a first
+        chunk of 1,000 rows or more) instead adds each chunk's moments to those of the chunks
+        before it and trains on all of them until the stopping rule is met: one pass suffices.
 
         Parameters
         ----------
@@ -672,11 +773,20 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             with seeded(state.seed + state.calls, self.device_):
                 if first:
                     self.n_components_ = self._resolve_n_components(X_train, weights)
-                    self.module_ = self._build_module(X_train, generator, (state.center, state.scale))
+                    state.groups = self._training_groups(X_train, observed, weights)
+                    start = None if state.groups is None else self._moment_start(state.groups)
+                    self.module_ = self._build_module(X_train, generator, (state.center, state.scale)) \
+                        if start is None else start
                 else:
                     self._map_back(-state.center / state.scale, 1 / state.scale)  # to the training units
                 start = time.perf_counter()
-                objective, progress = trainer.stream_step(self.module_, X_train, state, generator, observed)
+                if state.groups is None:
+                    objective, progress = trainer.stream_step(self.module_, X_train, state, generator, observed)
+                    learning_rate = state.optimizer["param_groups"][0]["lr"]
+                else:
+                    objective, progress, learning_rate = _moment_stream_step(
+                        trainer, self.module_, X_train, observed, weights, state, generator, first
+                    )
             self._map_back(state.center, state.scale)
             self._partial_fit_state = state
             self.n_iter_ += 1
@@ -684,7 +794,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             log_jacobian = _log_jacobian(X_train, state.scale, observed)
             record = {"epoch": self.n_iter_, "objective": objective + log_jacobian}
             record["stopping_objective"] = progress + log_jacobian
-            record["learning_rate"] = state.optimizer["param_groups"][0]["lr"]
+            record["learning_rate"] = learning_rate
             trainer.record(record, start)
             self._set_fitted_attributes()
         return self

@@ -10,9 +10,14 @@ import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count
+from .._validation import Options
+from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count, moment_groups
 
-__all__ = ["choose_n_components", "explained_variance", "minka_dimension"]
+__all__ = ["MOMENTS_MIN_SAMPLES", "choose_n_components", "explained_variance", "minka_dimension"]
+
+#: With ``solver="auto"``, training runs from the data's moments from this many rows on: below it
+#: an epoch of mini-batches costs less than the moments' steps.
+MOMENTS_MIN_SAMPLES = 1000
 
 
 # ====================================================================== spectra
@@ -100,6 +105,10 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     _module_class = None
     _isotropic = True
+    _parameter_constraints: dict = {
+        **_BaseMaskedEstimator._parameter_constraints,
+        "solver": [Options({"auto", "moments", "minibatch"})],
+    }
 
     def _check_data(self, X):
         super()._check_data(X)
@@ -118,6 +127,36 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         components = 0.1 * torch.randn(self.n_components_, n_features, generator=generator, dtype=X.dtype)
         noise = self._initial_noise(X, units)
         return self._module_class(components.to(X.device), X.new_zeros(n_features), noise)
+
+    def _training_groups(self, X, observed, weights):
+        """Moment groups (:func:`~skmpt.estimators._base.moment_groups`) with ``solver="moments"``,
+        or with ``"auto"`` from ``MOMENTS_MIN_SAMPLES`` rows on when every pattern of observed
+        entries is shared by a tenth of them (complete data: always); else None (mini-batches)."""
+        solver = self.params_["solver"]
+        if solver == "minibatch" or (solver == "auto" and X.shape[0] < MOMENTS_MIN_SAMPLES):
+            return None
+        groups = moment_groups(X, observed, weights)
+        if solver == "auto" and len(groups) > 10:
+            return None
+        return groups
+
+    def _moment_start(self, groups):
+        """PCA's solution on complete data: the top ``K`` eigenvectors of the covariance scaled by
+        the square roots of their eigenvalues less the noise, the noise the mean of the other
+        eigenvalues (the maximum-likelihood PPCA), or for per-feature noise the variance the
+        loadings leave in each feature; None (the random start) on incomplete data."""
+        if len(groups) > 1 or groups[0].observed is not None or self.params_.get("noise_variance_init") is not None:
+            return None
+        moments = groups[0].moments
+        eigenvalues, eigenvectors = torch.linalg.eigh(moments.covariance)
+        eigenvalues, eigenvectors = eigenvalues.flip(0).clamp_min(0), eigenvectors.flip(1)
+        K, n_features = self.n_components_, len(eigenvalues)
+        floor = 1e-6 * max(float(eigenvalues.mean()), torch.finfo(eigenvalues.dtype).tiny)
+        noise = eigenvalues[K:].mean().clamp_min(floor) if K < n_features else eigenvalues.new_tensor(floor)
+        components = eigenvectors[:, :K].T * (eigenvalues[:K] - noise).clamp_min(0).sqrt().unsqueeze(-1)
+        if not self._isotropic:
+            noise = (moments.covariance.diagonal() - components.square().sum(0)).clamp_min(floor)
+        return self._module_class(components.contiguous(), moments.mean.clone(), noise)
 
     def _initial_noise(self, X, units):
         """The first noise variance(s) in the training units ``units = (center, scale)``: one,

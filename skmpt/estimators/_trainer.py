@@ -2,8 +2,10 @@
 fresh masks, the stopping rule, and the state ``partial_fit`` continues from call to call."""
 
 import contextlib
+import itertools
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -11,9 +13,55 @@ import torch
 
 from .._utils import seeded
 
-__all__ = ["StreamState", "Trainer", "training_mode"]
+__all__ = ["MomentGroup", "StreamState", "Trainer", "fit_threads", "intra_op_threads", "training_mode"]
 
 logger = logging.getLogger("skmpt")
+
+#: torch's intra-op threads when skmpt was imported: a different number at fit time is the user's own.
+_THREADS_AT_IMPORT = torch.get_num_threads()
+#: Steps of at most this many numbers (rows times masks times features) run on one thread: measured
+#: on a 2-core machine, a 600 x 12 fit ran faster on one thread than on two (see the user guide's
+#: "Scaling" page), the threads' synchronisation costing more than they share out.
+SMALL_STEP = 2**18
+
+
+@contextlib.contextmanager
+def intra_op_threads(n_threads):
+    """torch's intra-op threads set to ``n_threads`` inside the block and restored after, as
+    threadpoolctl's ``threadpool_limits``; None leaves them as they are.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.estimators._trainer import intra_op_threads
+    >>> before = torch.get_num_threads()
+    >>> with intra_op_threads(1):
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+    """
+    previous = torch.get_num_threads()
+    if n_threads is None or n_threads == previous:
+        yield
+        return
+    torch.set_num_threads(n_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def fit_threads(step_size):
+    """The intra-op threads for a fit whose steps handle about ``step_size`` numbers: one for a
+    small step (at most ``SMALL_STEP``), None (torch's own number) otherwise, and None whenever
+    the user chose a number (``torch.set_num_threads`` since skmpt was imported, or
+    ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` set): a user's own setting wins."""
+    if torch.get_num_threads() != _THREADS_AT_IMPORT or any(
+        os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    ):
+        return None
+    return 1 if step_size <= SMALL_STEP else None
 
 
 @contextlib.contextmanager
@@ -41,7 +89,8 @@ class StreamState:
     """What ``partial_fit`` carries from one call to the next.
 
     The training units (``center``, ``scale``) and the stopping rule's fixed samples come
-    from the first chunk; the optimiser's and the step-size schedule's states continue.
+    from the first chunk; the optimiser's and the step-size schedule's states continue. When
+    training runs from moments, ``groups`` holds the moments of every chunk so far.
     """
 
     center: torch.Tensor
@@ -53,6 +102,21 @@ class StreamState:
     optimizer: dict = None
     scheduler: dict = None
     stopping: tuple = None
+    groups: list = None
+
+
+@dataclass
+class MomentGroup:
+    """Samples that share a pattern of observed entries, summarised by their moments.
+
+    ``moments`` is a :class:`skmpt.objectives.Moments`; ``observed`` the pattern (a boolean
+    tensor of shape ``(n_features,)``, None when every entry is observed); ``share`` the
+    group's weight over the total weight of the training samples.
+    """
+
+    moments: object
+    observed: object = None
+    share: float = 1.0
 
 
 @dataclass
@@ -76,6 +140,14 @@ class Trainer:
         ``monitor_every`` epochs.
     sample_weight : torch.Tensor of shape (n_samples,) or None
         Weights of the training rows, of mean one: every mean over samples is weighted.
+    moment_objective : callable or None
+        ``moment_objective(moments, masks, observed=)`` -> the mean objective over samples
+        summarised by their moments, for masks shared by them (:meth:`fit_moments`).
+    moment_monitor : callable or None
+        ``moment_monitor(moments, observed=)`` -> their mean log-marginal likelihood.
+    first_step_factor : float
+        Adam starts at ``learning_rate`` times this (``near_start_factor`` from a start computed
+        from the data); errors name ``learning_rate`` itself.
     """
 
     objective: object
@@ -91,6 +163,12 @@ class Trainer:
     verbose: int = 0
     history: list = field(default_factory=list)
     sample_weight: object = None
+    moment_objective: object = None
+    moment_monitor: object = None
+    first_step_factor: float = 1.0
+    best: tuple = None
+    start_progress: float = None
+    downhill: tuple = None
 
     # Step-size schedule (torch's ReduceLROnPlateau): divide by this factor after
     # n_iter_no_change epochs without progress; the stall after this many cuts ends training.
@@ -100,13 +178,28 @@ class Trainer:
     # (at least monitor_min_samples): forward passes only, about a tenth of an epoch.
     monitor_fraction = 0.25
     monitor_min_samples = 100
+    monitor_max_samples = 2500
+    # Progress is counted in steps, not passes: an epoch is one pass over the data or this many
+    # mini-batches (10,000 rows in batches of 200) of a stream of shuffled passes, whichever is
+    # fewer, so the steps to convergence, and the cost of a fit, do not grow with the rows.
+    max_steps_per_epoch = 50
+    # A run whose stopping objective ends this many tol below its start's went downhill.
+    downhill_factor = 10
+    # Training from moments: a step draws this many masks per mask of n_masks, shared by the
+    # samples of a group (the data's noise is gone, only the masks' is left); the stopping
+    # rule's masks, drawn once, are this many more.
+    moment_masks_per_step = 16
+    moment_stopping_factor = 1
+    # A start computed from the data (PCA's solution) is near the optimum: Adam's first steps,
+    # of about the step size in every parameter whatever the gradient, start this much smaller.
+    near_start_factor = 0.1
 
     def optimizer(self, module):
         """Adam; its fused kernel (one per parameter, the same steps up to rounding) on the CPU
         and CUDA, where torch has it: the plain one costs more than a small model's step."""
         parameters = list(module.parameters())
         fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in parameters)
-        return torch.optim.Adam(parameters, lr=self.learning_rate, fused=fused or None)
+        return torch.optim.Adam(parameters, lr=self.learning_rate * self.first_step_factor, fused=fused or None)
 
     def scheduler(self, optimizer):
         """Step-size schedule (torch's ``ReduceLROnPlateau``) on the stopping objective: divide
@@ -123,15 +216,25 @@ class Trainer:
     def resolved_batch_size(self, n_samples):
         return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
 
-    def run_epoch(self, X, optimizer, generator, observed=None):
-        """One pass over ``X`` in shuffled mini-batches with fresh masks; the mean objective.
+    def batch_stream(self, n_samples, generator, device):
+        """Mini-batches of row indices from shuffled passes over the rows, one after the other, without end."""
+        while True:
+            order = torch.randperm(n_samples, generator=generator).to(device)
+            yield from order.split(self.resolved_batch_size(n_samples))
+
+    def run_epoch(self, X, optimizer, generator, observed=None, batches=None):
+        """One pass over ``X`` in shuffled mini-batches with fresh masks (or the given ``batches``
+        of row indices); the mean objective.
 
         With ``observed`` (entries not missing), masks lie among each sample's observed entries.
         """
         n_samples, n_features = X.shape
         total = X.new_zeros((), dtype=torch.float64)  # accumulated in float64 whatever the dtype
-        order = torch.randperm(n_samples, generator=generator).to(X.device)
-        for batch in order.split(self.resolved_batch_size(n_samples)):
+        if batches is None:
+            order = torch.randperm(n_samples, generator=generator).to(X.device)
+            batches = order.split(self.resolved_batch_size(n_samples))
+        n_seen = 0
+        for batch in batches:
             seen = _rows(observed, batch)
             masks = self._masks((len(batch), self.n_masks), n_features, generator, X.device, seen)
             optimizer.zero_grad()
@@ -142,7 +245,8 @@ class Trainer:
                 (-objective.mean()).backward()
             optimizer.step()
             total += objective.detach().sum(dtype=torch.float64)
-        return float(total) / n_samples
+            n_seen += len(batch)
+        return float(total) / n_seen
 
     @contextlib.contextmanager
     def _diverging(self):
@@ -171,7 +275,8 @@ class Trainer:
         pass for a lack of progress. Training itself draws fresh masks every step.
         """
         n_samples, n_features = X.shape
-        size = min(n_samples, max(self.monitor_min_samples, math.ceil(self.monitor_fraction * n_samples)))
+        size = max(self.monitor_min_samples, math.ceil(self.monitor_fraction * n_samples))
+        size = min(n_samples, size, self.monitor_max_samples)
         rows = torch.randperm(n_samples, generator=generator)[:size].to(X.device)
         seen = _rows(observed, rows)
         masks = self._masks((size, self.n_masks), n_features, generator, X.device, seen)
@@ -201,6 +306,27 @@ class Trainer:
         if self.verbose:
             logger.info(", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
 
+    def _keep_best(self, module, progress, epoch):
+        """Remember ``module``'s parameters when ``progress`` (the stopping objective) is the best yet."""
+        if self.best is None or progress > self.best[0]:
+            self.best = (progress, {k: v.detach().clone() for k, v in module.state_dict().items()}, epoch)
+
+    def _end(self, module, progress, epoch, converged):
+        """``(epoch, converged)``; a run that ended more than ``downhill_factor * tol`` below where
+        it started (a start already at the optimum ends a little below it, by the steps' noise) has
+        not converged, and ``downhill`` records ``(start, end, epoch of the parameters kept)``. If
+        the stopping rule had ended it, its parameters go back to the best it saw (a run stopped
+        by ``max_epochs`` keeps its last: it was cut short, not settled)."""
+        start = self.start_progress
+        if progress >= start - self.downhill_factor * self.tol:
+            return epoch, converged
+        kept = epoch
+        if converged:
+            _, state, kept = self.best
+            module.load_state_dict(state)
+        self.downhill = (start, progress, kept)
+        return epoch, False
+
     def fit(self, module, X, generator, log_jacobian, observed=None):
         """Train ``module`` on (standardised) ``X``; ``(n_epochs, converged)``.
 
@@ -211,16 +337,23 @@ class Trainer:
         ``MLPRegressor`` with ``learning_rate="adaptive"``): a stall of ``n_iter_no_change``
         epochs means the step size, not the model, limits progress, so it is cut; the stall
         after ``n_lr_cuts`` cuts is convergence. Records go to ``history``; log-densities are
-        shifted by ``log_jacobian`` to the units of the original data.
+        shifted by ``log_jacobian`` to the units of the original data. A run whose stopping
+        objective ends well below its start's has not converged (see :meth:`_end`).
         """
         optimizer = self.optimizer(module)
         scheduler = self.scheduler(optimizer)
         stopping = self.stopping_sample(X, generator, observed)
+        self.start_progress = self.stopping_objective(*stopping) + log_jacobian
+        self._keep_best(module, self.start_progress, 0)
+        n_batches = math.ceil(X.shape[0] / self.resolved_batch_size(X.shape[0]))
+        stream = self.batch_stream(X.shape[0], generator, X.device) if n_batches > self.max_steps_per_epoch else None
         cuts = 0
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
             learning_rate = optimizer.param_groups[0]["lr"]
-            record = {"epoch": epoch, "objective": self.run_epoch(X, optimizer, generator, observed) + log_jacobian}
+            batches = None if stream is None else itertools.islice(stream, self.max_steps_per_epoch)
+            record = {"epoch": epoch, "objective": self.run_epoch(X, optimizer, generator, observed, batches)}
+            record["objective"] += log_jacobian
             record["stopping_objective"] = self.stopping_objective(*stopping) + log_jacobian
             if self.monitor is not None and epoch % self.monitor_every == 0:
                 with torch.no_grad():
@@ -231,11 +364,77 @@ class Trainer:
             self.record(record, start)
             progress = record["stopping_objective"]
             self._check_finite(progress, epoch)
+            self._keep_best(module, progress, epoch)
             scheduler.step(progress)
             cuts += optimizer.param_groups[0]["lr"] < learning_rate
             if cuts > self.n_lr_cuts:
-                return epoch, True
-        return self.max_epochs, False
+                return self._end(module, progress, epoch, True)
+        return self._end(module, progress, self.max_epochs, False)
+
+    def _group_masks(self, group, n_masks, generator, device):
+        """``n_masks`` masks shared by the samples of ``group``, among its observed entries."""
+        n_features = group.moments.mean.shape[0]
+        if group.observed is None:
+            return self.draw_masks((n_masks,), n_features, generator, device)
+        return self.draw_masks((1, n_masks), n_features, generator, device, observed=group.observed[None])[0]
+
+    def _moment_objective(self, groups, masks):
+        """Mean objective over every group's samples: the groups' objectives weighted by their shares."""
+        return sum(
+            group.share * self.moment_objective(group.moments, part, observed=group.observed)
+            for group, part in zip(groups, masks, strict=True)
+        )
+
+    def moment_epoch(self, groups, optimizer, generator):
+        """One step on the groups' moments with fresh shared masks; the objective before it."""
+        device = groups[0].moments.mean.device
+        n_masks = self.n_masks * self.moment_masks_per_step
+        masks = [self._group_masks(group, n_masks, generator, device) for group in groups]
+        optimizer.zero_grad()
+        with self._diverging():
+            objective = self._moment_objective(groups, masks)
+            (-objective).backward()
+        optimizer.step()
+        return float(objective.detach())
+
+    def fit_moments(self, module, groups, generator, log_jacobian):
+        """Train ``module`` from the moments of its (standardised) training samples; ``(n_steps, converged)``.
+
+        ``groups`` are :class:`MomentGroup`. Each step (an "epoch" of ``history``) draws fresh
+        masks shared by the samples of each group, so its cost does not depend on the number of
+        samples; the stopping rule and the step-size schedule are :meth:`fit`'s, on masks
+        drawn once.
+        """
+        optimizer = self.optimizer(module)
+        scheduler = self.scheduler(optimizer)
+        device = groups[0].moments.mean.device
+        n_stopping = self.n_masks * self.moment_masks_per_step * self.moment_stopping_factor
+        stopping = [self._group_masks(group, n_stopping, generator, device) for group in groups]
+        with torch.no_grad(), self._diverging():
+            self.start_progress = float(self._moment_objective(groups, stopping)) + log_jacobian
+        self._keep_best(module, self.start_progress, 0)
+        cuts = 0
+        for epoch in range(1, self.max_epochs + 1):
+            start = time.perf_counter()
+            learning_rate = optimizer.param_groups[0]["lr"]
+            record = {"epoch": epoch, "objective": self.moment_epoch(groups, optimizer, generator) + log_jacobian}
+            with torch.no_grad(), self._diverging():
+                record["stopping_objective"] = float(self._moment_objective(groups, stopping)) + log_jacobian
+                if self.moment_monitor is not None and epoch % self.monitor_every == 0:
+                    lml = sum(
+                        group.share * self.moment_monitor(group.moments, observed=group.observed) for group in groups
+                    )
+                    record["lml"] = float(lml) + log_jacobian
+            record["learning_rate"] = learning_rate
+            self.record(record, start)
+            progress = record["stopping_objective"]
+            self._check_finite(progress, epoch)
+            self._keep_best(module, progress, epoch)
+            scheduler.step(progress)
+            cuts += optimizer.param_groups[0]["lr"] < learning_rate
+            if cuts > self.n_lr_cuts:
+                return self._end(module, progress, epoch, True)
+        return self._end(module, progress, self.max_epochs, False)
 
     def _check_finite(self, progress, epoch):
         if not math.isfinite(progress):

@@ -55,6 +55,15 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
     {n_masks}
     {score_masks}
     {score_method}
+    solver : {"auto", "moments", "minibatch"}, default="auto"
+        How training sees the data. ``"moments"``: through their weighted mean and covariance
+        (per pattern of observed entries when some are missing), computed in one pass; each
+        step then draws ``32 * n_masks`` masks shared by the samples and costs the same whatever
+        their number, and training starts from PCA's solution (on complete data). Its
+        objective has the expectation of ``"minibatch"``'s, so the same optimum.
+        ``"minibatch"``: epochs of shuffled mini-batches of rows with masks of their own.
+        ``"auto"``: ``"moments"`` from 1000 rows on when the missing entries follow at most
+        ten patterns, else ``"minibatch"``. With moments, an epoch of ``history_`` is one step.
     {max_epochs}
     {batch_size}
     {learning_rate}
@@ -135,8 +144,8 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
 
     def __init__(
         self, n_components=2, *, noise_variance_init=None, mask_rate="uniform", n_masks=1, score_masks=1,
-        score_method="chain", max_epochs=300, batch_size="auto", learning_rate=0.03, tol=1e-3, n_iter_no_change=10,
-        monitor=None, monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0
+        score_method="chain", solver="auto", max_epochs=300, batch_size="auto", learning_rate=0.03, tol=1e-3,
+        n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0
     ):
         self.n_components = n_components
         self.noise_variance_init = noise_variance_init
@@ -144,6 +153,7 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         self.n_masks = n_masks
         self.score_masks = score_masks
         self.score_method = score_method
+        self.solver = solver
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.learning_rate = learning_rate

@@ -49,10 +49,20 @@ scikit-learn.
 
 from .curves import curve_area, mean_over_masks
 from .scoring import SCORE_METHODS, cumulative_score, fixed_rate_bias, mpt_curve, score_at_size
-from .training import OBJECTIVES, elbo, iwae, log_marginal, masked_log_prob_sum, mpt_objective
+from .training import (
+    OBJECTIVES,
+    Moments,
+    elbo,
+    iwae,
+    log_marginal,
+    masked_log_prob_sum,
+    moment_mpt_objective,
+    mpt_objective,
+)
 
 __all__ = [
     "OBJECTIVES",
+    "Moments",
     "SCORE_METHODS",
     "cumulative_score",
     "curve_area",
@@ -62,6 +72,7 @@ __all__ = [
     "log_marginal",
     "masked_log_prob_sum",
     "mean_over_masks",
+    "moment_mpt_objective",
     "mpt_curve",
     "mpt_objective",
     "score_at_size",

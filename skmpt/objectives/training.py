@@ -5,6 +5,7 @@ They take a model following :class:`skmpt.models.MaskedModel`; see :mod:`skmpt.o
 """
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -13,12 +14,14 @@ from ..models import as_masked_model, importance_log_weights, model_name, standa
 
 __all__ = [
     "OBJECTIVES",
+    "Moments",
     "check_masks",
     "check_output",
     "elbo",
     "iwae",
     "log_marginal",
     "masked_log_prob_sum",
+    "moment_mpt_objective",
     "mpt_objective",
     "noise_generator",
 ]
@@ -164,6 +167,115 @@ def mpt_objective(model, X, masks, *, generator=None, observed=None):
         )
     sums = masked_log_prob_sum(model, X, masks, generator=generator, observed=observed)
     return (sums * (n_observed / sizes.clamp(min=1)).to(X.dtype)).mean(-1)
+
+
+@dataclass
+class Moments:
+    """The weighted mean and covariance of a set of samples: all that a Gaussian model's MPT
+    objective over masks shared by the samples depends on.
+
+    Parameters
+    ----------
+    weight : torch.Tensor of shape ()
+        The samples' total weight (their number when unweighted).
+    mean : torch.Tensor of shape (n_features,)
+    covariance : torch.Tensor of shape (n_features, n_features)
+        About ``mean``, divided by ``weight``.
+
+    Examples
+    --------
+    Moments of two halves combine into those of the whole:
+
+    >>> import torch
+    >>> from skmpt.objectives import Moments
+    >>> X = torch.randn(10, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    >>> both = Moments.from_samples(X[:4]) + Moments.from_samples(X[4:])
+    >>> bool(torch.allclose(both.covariance, Moments.from_samples(X).covariance))
+    True
+    """
+
+    weight: torch.Tensor
+    mean: torch.Tensor
+    covariance: torch.Tensor
+
+    @classmethod
+    def from_samples(cls, X, sample_weight=None, *, chunk_size=65536):
+        """The moments of the rows of ``X`` (weighted by ``sample_weight``), in one pass of
+        ``chunk_size`` rows at a time (memory does not grow with the number of rows)."""
+        if sample_weight is None:
+            weight = X.new_tensor(float(X.shape[0]))
+            mean = X.mean(0)
+        else:
+            weight = sample_weight.sum()
+            mean = sample_weight @ X / weight
+        covariance = X.new_zeros(X.shape[1], X.shape[1])
+        for start in range(0, X.shape[0], chunk_size):
+            centred = X[start : start + chunk_size] - mean
+            weighted = centred if sample_weight is None else centred * sample_weight[start : start + chunk_size, None]
+            covariance.addmm_(weighted.T, centred)
+        return cls(weight, mean, covariance / weight)
+
+    def __add__(self, other):
+        """The moments of both sets of samples (Chan, Golub and LeVeque's pairwise update)."""
+        weight = self.weight + other.weight
+        delta = other.mean - self.mean
+        share = other.weight / weight
+        mean = self.mean + share * delta
+        covariance = (1 - share) * self.covariance + share * other.covariance
+        covariance = covariance + (share * (1 - share)) * torch.outer(delta, delta)
+        return Moments(weight, mean, covariance)
+
+
+def moment_mpt_objective(model, moments, masks, *, observed=None):
+    """The mean over the samples of :func:`mpt_objective` with masks shared by the samples, from
+    their :class:`Moments`.
+
+    For a Gaussian model the sum of the masked log-densities over a shared mask is a quadratic
+    form in each sample, so its mean over the samples depends on them only through their mean
+    and covariance: the cost of a training step no longer grows with the number of samples.
+    The expectation over masks is that of per-sample masks, so the optimum is the same.
+
+    Parameters
+    ----------
+    model : MaskedModel
+        With ``moment_log_prob_sum(mean, covariance, masks, weights, observed=)`` (the
+        linear-Gaussian modules).
+    moments : Moments
+    masks : torch.Tensor of dtype bool and shape (n_masks, n_features)
+        Shared by the samples; none empty; among ``observed`` entries when given.
+    observed : torch.Tensor of dtype bool and shape (n_features,), default=None
+        The pattern of observed entries shared by the samples (None: all): each mask is then
+        weighted by ``|o| / |m|``, as in :func:`mpt_objective`.
+
+    Returns
+    -------
+    objective : torch.Tensor of shape ()
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.masks import uniform_size_masks
+    >>> from skmpt.models import PPCAModule
+    >>> from skmpt.objectives import Moments, moment_mpt_objective, mpt_objective
+    >>> g = torch.Generator().manual_seed(0)
+    >>> W, mu = torch.randn(1, 4, generator=g, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    >>> module = PPCAModule(W, mu, 0.5)
+    >>> X = torch.randn(30, 4, generator=g, dtype=torch.float64)
+    >>> masks = uniform_size_masks((8,), 4, random_state=0)
+    >>> mean = moment_mpt_objective(module, Moments.from_samples(X), masks)
+    >>> bool(torch.allclose(mean, mpt_objective(module, X, masks).mean()))
+    True
+    """
+    if masks.ndim != 2:
+        raise ValueError(
+            f"masks must be shared by the samples, of shape (n_masks, n_features); got {tuple(masks.shape)}."
+        )
+    sizes = masks.sum(-1)
+    if bool((sizes == 0).any()):
+        raise ValueError("Every mask must mask at least one token; got an empty mask.")
+    n_tokens = masks.shape[-1] if observed is None else int(observed.sum())
+    weights = (n_tokens / sizes.to(moments.mean.dtype)) / masks.shape[0]
+    return model.moment_log_prob_sum(moments.mean, moments.covariance, masks, weights, observed=observed)
 
 
 def log_marginal(model, X, *, generator=None, observed=None, **options):

@@ -40,6 +40,7 @@ OTHER_VALUES = {
     "n_masks": [3, 1],
     "score_masks": [5, 2],
     "score_method": ["sweep", "chain"],
+    "solver": ["moments", "auto"],
     "max_epochs": [7, 3],
     "batch_size": [8, "auto"],
     "learning_rate": [0.5, 0.01],
