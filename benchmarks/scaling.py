@@ -189,8 +189,10 @@ def exact_scores(repeats, quick, rng):
         "gaussian_mixture": load_before("gaussian_mixture.py"),
     }
     n = 2000
-    print(f"\nExact scores against the closed form: n={n}, CPU seconds, 1 thread, minimum of {repeats}; before = {BEFORE}")
-    print("| model | D | K or C | log_marginal_likelihood s | chain | before | sweep | before | target | max rel. diff |")
+    print(f"\nExact scores against the closed form: n={n}, CPU seconds, 1 thread, minimum of {repeats}; "
+          f"before = {BEFORE}")
+    print("| model | D | K or C | log_marginal_likelihood s | chain | before | sweep | before | target "
+          "| max rel. diff |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for estimator, fixed, D, K, sweep_before in EXACT_CONFIGS:
         if quick and (D > 64 or K > 5):
@@ -217,7 +219,7 @@ def exact_scores(repeats, quick, rng):
                 continue  # tens of GB: one D x D factor per mask and component
             functions[key] = partial(scorer.score_samples, X)
         with torch.no_grad():
-            times = dict(zip(functions, interleaved_minimum(list(functions.values()), repeats)))
+            times = dict(zip(functions, interleaved_minimum(list(functions.values()), repeats), strict=True))
             differences = []
             for method in ("chain", "sweep"):
                 if (method, "before") in functions and method in functions:
