@@ -59,7 +59,7 @@ suppress_warnings = ["config.cache"]  # the gallery's reset_argv is a function
 # scikit-learn, transformers, ...) are written as references in numpydoc types but this build
 # does not fetch their inventories (no network), so they render as plain text.
 nitpicky = True
-OTHER_LIBRARIES = "numpy|torch|sklearn|scipy|pandas|pooch|transformers|datasets|tokenizers|dask|ray|joblib|os"
+OTHER_LIBRARIES = "numpy|torch|sklearn|scipy|pandas|pooch|transformers|datasets|tokenizers|dask|ray|joblib|os|lm_eval"
 nitpick_ignore_regex = [(r"py:.*", rf"({OTHER_LIBRARIES})(\..*)?")]
 
 html_theme = "pydata_sphinx_theme"
@@ -116,8 +116,11 @@ sphinx_gallery_conf = {
 
 
 def _skip_metadata_requests(app, what, name, obj, skip, options):
-    """scikit-learn's generated ``set_*_request`` methods are documented by scikit-learn."""
-    return True if name.startswith("set_") and name.endswith("_request") else None
+    """scikit-learn's generated ``set_*_request`` methods are documented by scikit-learn, and the
+    methods the lm-eval model inherits from lm-eval's ``LM`` by lm-eval."""
+    if name.startswith("set_") and name.endswith("_request"):
+        return True
+    return True if (getattr(obj, "__module__", None) or "").startswith("lm_eval.") else None
 
 
 SKLEARN_DOCS = "https://scikit-learn.org/stable/"

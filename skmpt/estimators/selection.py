@@ -34,7 +34,7 @@ __all__ = ["FAMILIES", "MaskedModelSearch", "default_candidates"]
 
 logger = logging.getLogger(__name__)
 
-#: The families :func:`default_candidates` knows, in the order it tries them.
+#: The families :func:`~skmpt.estimators.selection.default_candidates` knows, in the order it tries them.
 FAMILIES = ("full", "fa", "ppca", "diag", "linear_vae", "vae")
 
 # Settings of the default candidates: full-batch-like steps with a larger learning rate and a
@@ -64,10 +64,11 @@ def default_candidates(n_features, *, binary=False, families="auto", n_samples=N
         out: on a column of a few distinct values they can put a component's variance near zero and
         win on likelihood while imputing poorly).
     families : "auto" or sequence of str, default="auto"
-        Among :data:`FAMILIES`: ``"full"`` and ``"diag"`` are Gaussian mixtures of that covariance
-        type with 1, 2, 3 components (``"full"``) or 2, 4, 8 (``"diag"``), ``"fa"`` and ``"ppca"`` factor
-        analysis and PPCA with 1, 2, 4, ... components below ``n_features``, ``"linear_vae"`` the
-        linear VAE with 1, 2, 3 latent dimensions (Bernoulli for binary data), ``"vae"`` a VAE
+        Among :data:`~skmpt.estimators.selection.FAMILIES`: ``"full"`` and ``"diag"`` are Gaussian
+        mixtures of that covariance type with 1, 2, 3 components (``"full"``) or 2, 4, 8
+        (``"diag"``), ``"fa"`` and ``"ppca"`` factor analysis and PPCA with 1, 2, 4, ... components
+        below ``n_features``, ``"linear_vae"`` the linear VAE with 1, 2, 3 latent dimensions
+        (Bernoulli for binary data), ``"vae"`` a VAE
         with one hidden layer of 32 units and 2, 4, 8 latent dimensions.
     n_samples : int or None, default=None
         Rows the candidates are fitted to: the batch size is ``min(n_samples, 1000)`` (None: 1000).
@@ -152,7 +153,8 @@ class MaskedModelSearch(BaseEstimator):
     ----------
     candidates : dict of str to list of estimators, list of estimators, or None, default=None
         The candidates, by family, each family in increasing size (a plain list is one family).
-        None: :func:`default_candidates` for the data (Bernoulli linear VAEs for binary data,
+        None: :func:`~skmpt.estimators.selection.default_candidates` for the data (Bernoulli linear VAEs
+        for binary data,
         else full-covariance Gaussian mixtures, factor analysis and PPCA), each with ``random_state``.
     validation_fraction : float, default=0.2
         Share of the rows held out to score the candidates (at least 2 rows).

@@ -9,23 +9,23 @@ attributes: ``needs_words`` (it is given each text's word ids) and ``per_target`
 each target's log-probability, NaN at the other tokens, rather than each copy's sum). A copy is
 one masked sequence through the model: one forward pass of one sequence.
 
-============================  ======================================================  =======================
-strategy                      result per text                                         copies
-============================  ======================================================  =======================
-:class:`CurveMasks`           ``S(x; M)`` at each masking rate                        ``n_masks`` per rate
-:class:`SweepMasks`           ``sum_M c_M S(x; M)`` (the paper's estimator)           ``n_masks * L``
-:class:`ChainMasks`           the chain rule along random orderings                   ``n_masks * L``
-:class:`ChainSpread`          the spread of the chain across orderings                ``n_masks * L``
-:class:`UniformSizeMasks`     ``(L / M) sum_masked log p``, ``M`` uniform (LLaDA)     ``n_masks``
-:class:`StratifiedSizeMasks`  the same, sizes evenly spread (LLaDA's evaluation)      ``n_masks``
-:class:`ControlledMasks`      the same, minus a control variate per token             ``n_masks``
+============================  =======================================================  =======================
+strategy                      result per text                                          copies
+============================  =======================================================  =======================
+:class:`CurveMasks`           ``S(x; M)`` at each masking rate                         ``n_masks`` per rate
+:class:`SweepMasks`           ``sum_M c_M S(x; M)`` (the paper's estimator)            ``n_masks * L``
+:class:`ChainMasks`           the chain rule along random orderings                    ``n_masks * L``
+:class:`ChainSpread`          the spread of the chain across orderings                 ``n_masks * L``
+:class:`UniformSizeMasks`     ``(L / M) sum_masked log p``, ``M`` uniform (LLaDA)      ``n_masks``
+:class:`StratifiedSizeMasks`  the same, sizes evenly spread (LLaDA's evaluation)       ``n_masks``
+:class:`ControlledMasks`      the same, minus a control variate per token              ``n_masks``
 :class:`TimeMasks`            ``(1 / t) sum_masked log p``, masks Bernoulli(t) (MDLM)  ``n_masks``
-:class:`ExhaustiveMasks`      ``sum_M S(x; M)`` over every mask: exact                ``2**L - 1``
-:class:`SingleTokenMasks`     the pseudo-log-likelihood (or PLL-word-l2r)             ``L``
-:class:`TokenScores`          each token's log-probability in the PLL                 ``L``
-:class:`CurveTokenScores`     each token's mean log-probability at each rate          ``n_masks`` per rate
-:class:`WholeWordMasks`       another strategy's masks drawn over words               the other's, over words
-============================  ======================================================  =======================
+:class:`ExhaustiveMasks`      ``sum_M S(x; M)`` over every mask: exact                 ``2**L - 1``
+:class:`SingleTokenMasks`     the pseudo-log-likelihood (or PLL-word-l2r)              ``L``
+:class:`TokenScores`          each token's log-probability in the PLL                  ``L``
+:class:`CurveTokenScores`     each token's mean log-probability at each rate           ``n_masks`` per rate
+:class:`WholeWordMasks`       another strategy's masks drawn over words                the other's, over words
+============================  =======================================================  =======================
 
 With ``return_std=True`` the Monte Carlo strategies give ``[value, standard error]`` per text
 (per rate for the curve). The estimators of ``sum_M S(x; M)`` also give each independent draw's
