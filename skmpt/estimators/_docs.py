@@ -14,7 +14,7 @@ import textwrap
 
 __all__ = ["SHARED_ATTRIBUTES", "SHARED_PARAMETERS", "fill_docstring"]
 
-#: ``name: (type, description)`` of the parameters shared by the array estimators.
+#: ``name: (type, description)`` of the parameters that two or more array estimators share.
 SHARED_PARAMETERS = {
     "mask_rate": (
         '"uniform" or float in (0, 1]',
@@ -39,6 +39,17 @@ SHARED_PARAMETERS = {
         '``"exhaustive"`` enumerates every mask (``D <= 20``); ``"chain"`` is exact with one ordering '
         "for a model whose conditionals come from one joint density (every estimator but "
         ":class:`~skmpt.MaskedVAE`).",
+    ),
+    "solver": (
+        '{"auto", "moments", "minibatch"}',
+        'How training sees the data. ``"moments"``: through their weighted mean and covariance (per '
+        "pattern of observed entries when some are missing), computed in one pass; each step then draws "
+        "``32 * n_masks`` masks shared by the samples and costs the same whatever their number, and "
+        "training starts from PCA's solution (on complete data). Its objective has the expectation of "
+        '``"minibatch"``\'s, so the same optimum. ``"minibatch"``: epochs of shuffled mini-batches of '
+        'rows with masks of their own. ``"auto"``: ``"moments"`` from 1000 rows on when the missing '
+        'entries follow at most ten patterns, else ``"minibatch"``. With moments, an epoch of '
+        "``history_`` is one step.",
     ),
     "max_epochs": ("int", "Most passes over the data."),
     "batch_size": ('"auto" or int', 'Samples per training step; ``"auto"`` is ``min(200, n_samples)``.'),

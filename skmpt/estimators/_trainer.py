@@ -361,12 +361,7 @@ class Trainer:
                     lml = lml if self.sample_weight is None else lml * self.sample_weight
                     record["lml"] = float(lml.mean(dtype=torch.float64)) + log_jacobian
             record["learning_rate"] = learning_rate
-            self.record(record, start)
-            progress = record["stopping_objective"]
-            self._check_finite(progress, epoch)
-            self._keep_best(module, progress, epoch)
-            scheduler.step(progress)
-            cuts += optimizer.param_groups[0]["lr"] < learning_rate
+            progress, cuts = self._epoch_end(module, record, start, epoch, (optimizer, scheduler), cuts)
             if cuts > self.n_lr_cuts:
                 return self._end(module, progress, epoch, True)
         return self._end(module, progress, self.max_epochs, False)
@@ -426,15 +421,22 @@ class Trainer:
                     )
                     record["lml"] = float(lml) + log_jacobian
             record["learning_rate"] = learning_rate
-            self.record(record, start)
-            progress = record["stopping_objective"]
-            self._check_finite(progress, epoch)
-            self._keep_best(module, progress, epoch)
-            scheduler.step(progress)
-            cuts += optimizer.param_groups[0]["lr"] < learning_rate
+            progress, cuts = self._epoch_end(module, record, start, epoch, (optimizer, scheduler), cuts)
             if cuts > self.n_lr_cuts:
                 return self._end(module, progress, epoch, True)
         return self._end(module, progress, self.max_epochs, False)
+
+    def _epoch_end(self, module, record, start, epoch, optimizer_and_scheduler, cuts):
+        """Record an epoch (``record["learning_rate"]``: the step size it ran at), keep the best
+        parameters and step the schedule: ``(progress, cuts)``, ``cuts`` counting the step size's cuts."""
+        optimizer, scheduler = optimizer_and_scheduler
+        learning_rate = record["learning_rate"]
+        self.record(record, start)
+        progress = record["stopping_objective"]
+        self._check_finite(progress, epoch)
+        self._keep_best(module, progress, epoch)
+        scheduler.step(progress)
+        return progress, cuts + (optimizer.param_groups[0]["lr"] < learning_rate)
 
     def _check_finite(self, progress, epoch):
         if not math.isfinite(progress):

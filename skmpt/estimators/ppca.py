@@ -51,15 +51,7 @@ class MaskedPPCA(_BaseLinearGaussian):
     {n_masks}
     {score_masks}
     {score_method}
-    solver : {"auto", "moments", "minibatch"}, default="auto"
-        How training sees the data. ``"moments"``: through their weighted mean and covariance
-        (per pattern of observed entries when some are missing), computed in one pass; each
-        step then draws ``32 * n_masks`` masks shared by the samples and costs the same whatever
-        their number, and training starts from PCA's solution (on complete data). Its
-        objective has the expectation of ``"minibatch"``'s, so the same optimum.
-        ``"minibatch"``: epochs of shuffled mini-batches of rows with masks of their own.
-        ``"auto"``: ``"moments"`` from 1000 rows on when the missing entries follow at most
-        ten patterns, else ``"minibatch"``. With moments, an epoch of ``history_`` is one step.
+    {solver}
     {max_epochs}
     {batch_size}
     {learning_rate}
