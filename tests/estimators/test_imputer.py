@@ -118,7 +118,8 @@ def test_draws_average_to_the_imputation_and_keep_observed_entries(make):
 
 def test_linear_vae_impute_matches_the_grid():
     _, X_missing = _data(d=4)
-    vae = MaskedLinearVAE(1, likelihood="gaussian", n_quadrature=8, max_epochs=2, random_state=0).fit(X_missing)
+    vae = MaskedLinearVAE(1, likelihood="gaussian", n_quadrature=8, max_epochs=2, random_state=0,
+                          device="cpu").fit(X_missing)  # its module_ meets CPU tensors
     module = vae.module_
     with torch.no_grad():
         nodes, log_weights = module.nodes.numpy(), module.log_weights.numpy()

@@ -196,7 +196,7 @@ def test_bad_parameters(params, message, binary_digits):
 
 
 def test_sweep_scoring_agrees_with_chain_in_expectation(binary_digits):
-    vae = MaskedLinearVAE(max_epochs=5, n_components=1, random_state=0)
+    vae = MaskedLinearVAE(max_epochs=5, n_components=1, random_state=0, device="cpu")  # its module_ meets CPU tensors
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         vae.fit(binary_digits)

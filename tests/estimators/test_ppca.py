@@ -106,7 +106,7 @@ def test_mpt_training_reaches_maximum_likelihood(ppca_data, mask_rate, tolerance
 
 
 def test_fixed_rate_bias_is_what_fixed_rate_training_targets(ppca_data):
-    ppca = MaskedPPCA(n_components=2, random_state=0, max_epochs=30).fit(ppca_data[:300])
+    ppca = MaskedPPCA(n_components=2, random_state=0, max_epochs=30, device="cpu").fit(ppca_data[:300])
     X = ppca_data[:50]
     bias = ppca.fixed_rate_bias(X, 0.2)  # exact: all comb(10, 2) masks
     masks = all_masks(10, 2)

@@ -23,7 +23,7 @@ def _quiet_fit(estimator, X):
 
 def _vae_set_to(ppca, X, **params):
     """A linear-Gaussian MaskedVAE (with ``params``) set to a fitted MaskedPPCA: the same model."""
-    vae = _quiet_fit(MaskedVAE(hidden_layer_sizes=(), max_epochs=1, random_state=0, **params), X)
+    vae = _quiet_fit(MaskedVAE(hidden_layer_sizes=(), max_epochs=1, random_state=0, device="cpu", **params), X)
     module = vae.module_
     W, mu, s2 = torch.as_tensor(ppca.components_.T), torch.as_tensor(ppca.mean_), ppca.noise_variance_
     with torch.no_grad():
@@ -44,7 +44,7 @@ def _vae_set_to(ppca, X, **params):
 def ppca_as_vae():
     """A linear-Gaussian MaskedVAE set to a fitted MaskedPPCA: the same model, known answers."""
     X = make_ppca(300, 6, 2, random_state=0).data
-    ppca = MaskedPPCA(random_state=0).fit(X)
+    ppca = MaskedPPCA(random_state=0, device="cpu").fit(X)  # the modules meet CPU tensors and generators
     return ppca, _vae_set_to(ppca, X), torch.as_tensor(X[:20])
 
 

@@ -17,7 +17,8 @@ def fitted():
     X = make_ppca(100, 4, 1, random_state=0).data
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        vae = MaskedVAE(1, hidden_layer_sizes=(8,), max_epochs=1, n_lml_samples=200, random_state=0).fit(X)
+        vae = MaskedVAE(1, hidden_layer_sizes=(8,), max_epochs=1, n_lml_samples=200, random_state=0,
+                        device="cpu").fit(X)  # its module_ meets CPU tensors and generators
     return vae, X[:6]
 
 
