@@ -170,7 +170,7 @@ def antiberty(args):
     model, tokenizer = load_antiberty()
     predictor, tokenizer = load_masked_lm(model, tokenizer=tokenizer, device=torch.device("cpu"))
     runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), score_batch_size=64)
-    given, alone = tables(runner, VH[-40:-12], VH[-12:], VH[-12:])
+    given, alone = tables(runner, VH[:-12], VH[-12:], VH[-12:])
     report("AntiBERTy: a VH chain's last 12 residues given the 28 before them", given, args)
     report("AntiBERTy: the same 12 residues alone", alone, args)
 
