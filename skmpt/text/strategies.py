@@ -65,6 +65,7 @@ __all__ = [
     "chain_masks",
     "estimator_strategy",
     "least_variance_estimator",
+    "pilot_variances",
     "size_masks",
     "stratified_sizes",
     "token_effects",
@@ -513,43 +514,30 @@ class BalancedMasks(StratifiedSizeMasks):
         return (length - 1) / masked[1:].sum(1).numpy() * values[1:] + last
 
 
-def least_variance_estimator(masked, values, balance_gain=2.0):
-    """Which of ``"balanced"`` and ``"controlled"`` should spread less per forward pass, from a pilot's copies.
+def pilot_variances(masked, values):
+    """The variance per copy of a pilot's terms without and with a control variate per token.
 
     ``masked`` are the copies of :class:`BalancedMasks` (the all-masked one first) and ``values``
     each target's log-probability (NaN at the other tokens). Each copy's term alone spreads as
-    the terms of independent masks do; the same terms minus a control variate per token fitted
-    on the other copies (:func:`token_effects`, as :class:`ControlledMasks` does) spread as the
-    controlled estimator's. Balancing positions divides the first spread by a factor that one set
-    of copies cannot measure (the balance makes the terms negatively correlated); it was measured
-    between 1.2 and 2.5 on AntiBERTy and a small diffusion LM (``benchmarks/text_estimator_variance.py``).
-    So the control variate is chosen when it divides the terms' variance by more than
-    ``balance_gain``: on a model where the tokens' own difficulties explain most of the spread
-    (the small diffusion LM: 100 times or more), not where a token's log-probability depends on
-    which others are masked (AntiBERTy).
-
-    Parameters
-    ----------
-    masked : bool tensor of shape (n_copies, L)
-    values : array of shape (n_copies, L)
-    balance_gain : float, default=2.0
+    the terms of independent masks do (``"terms"``); the same terms minus a control variate per
+    token fitted on the other copies (:func:`token_effects`, as :class:`ControlledMasks` does)
+    spread as the controlled estimator's (``"controlled"``). :func:`least_variance_estimator`
+    reads them.
 
     Returns
     -------
-    name : str
-        ``"controlled"`` or ``"balanced"``.
     variances : dict
-        The variance per copy of the terms without (``"terms"``) and with (``"controlled"``) the
-        control variate (``ddof=1``).
+        ``{"terms": float, "controlled": float}`` (``ddof=1``).
 
     Examples
     --------
     >>> import numpy as np, torch
-    >>> from skmpt.text.strategies import BalancedMasks, least_variance_estimator
+    >>> from skmpt.text.strategies import BalancedMasks, pilot_variances
     >>> masked, _ = BalancedMasks(n_masks=16).copies(8, torch.Generator().manual_seed(0))
     >>> difficulty = np.linspace(-6.0, -0.5, 8)  # each token's log-probability, whatever is masked
-    >>> least_variance_estimator(masked, np.where(masked.numpy(), difficulty, np.nan))[0]
-    'controlled'
+    >>> variances = pilot_variances(masked, np.where(masked.numpy(), difficulty, np.nan))
+    >>> variances["terms"] > 1.0, variances["controlled"] < 1e-12
+    (True, True)
     """
     masked = torch.as_tensor(masked)
     values = np.where(masked.numpy(), np.asarray(values, dtype=np.float64), 0.0)
@@ -561,8 +549,30 @@ def least_variance_estimator(masked, values, balance_gain=2.0):
         others = np.arange(len(rest)) != k
         effects = token_effects(rest[others], values[1:][others])
         controlled[k] = terms[k] - scale[k] * effects[rest[k]].sum() + (length - 1) / length * effects.sum()
-    variances = {"terms": float(terms.var(ddof=1)), "controlled": float(controlled.var(ddof=1))}
-    return ("controlled" if variances["controlled"] * balance_gain < variances["terms"] else "balanced"), variances
+    return {"terms": float(terms.var(ddof=1)), "controlled": float(controlled.var(ddof=1))}
+
+
+def least_variance_estimator(variances, balance_gain=2.0):
+    """``"controlled"`` or ``"balanced"``: the one that should spread less per pass, from :func:`pilot_variances`.
+
+    Balancing positions (:class:`BalancedMasks`) divides the terms' variance by a factor that one
+    set of copies cannot measure (the balance makes the terms negatively correlated); measured
+    between 1.2 and 2.6 on AntiBERTy and on a small diffusion LM
+    (``benchmarks/text_estimator_variance.py``). So the control variate per token
+    (:class:`ControlledMasks`) is chosen when it divides the terms' variance by more than
+    ``balance_gain``: where the tokens' own difficulties explain most of the spread (the small
+    diffusion LM: 100 times or more), not where a token's log-probability depends on which
+    others are masked (AntiBERTy). The variances of several texts compared together (the choices
+    of one question) may be summed first.
+
+    Examples
+    --------
+    >>> from skmpt.text.strategies import least_variance_estimator
+    >>> least_variance_estimator({"terms": 1.0, "controlled": 0.8}), least_variance_estimator(
+    ...     {"terms": 1.0, "controlled": 0.01})
+    ('balanced', 'controlled')
+    """
+    return "controlled" if variances["controlled"] * balance_gain < variances["terms"] else "balanced"
 
 
 class ControlledMasks(StratifiedSizeMasks):

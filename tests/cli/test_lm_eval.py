@@ -44,6 +44,7 @@ def test_a_local_task_runs_and_its_samples_carry_the_estimates(model_dir, includ
     captured = capsys.readouterr()
     assert status == 0, captured.err
     assert "toy_mc: 3 of 4 requests exact" in captured.out
+    assert "estimators: balanced 1, exhaustive 3" in captured.out
     samples = [json.loads(line) for path in out.rglob("samples_toy_mc_*.jsonl") for line in path.open()]
     assert len(samples) == 2
     fields = [field for sample in samples for field in sample["skmpt"]]

@@ -61,14 +61,31 @@ def test_short_continuations_are_exact_by_enumeration(joint, tokenizer):
         assert result[0] == pytest.approx(conditional(joint, words), abs=1e-10)
 
 
-@pytest.mark.parametrize("estimator", ["nested", "antithetic", "controlled", "stratified", "chain", "low_discrepancy"])
+@pytest.mark.parametrize("estimator", ["nested", "antithetic", "balanced", "controlled", "stratified", "chain",
+                                       "low_discrepancy"])
 def test_monte_carlo_estimates_carry_a_standard_error_and_agree_with_the_answer(joint, tokenizer, estimator):
     lm = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=6,
                          max_forward_passes=2, estimator=estimator)
     # two tokens need 3 masks to be exact: the budget of 2 forces Monte Carlo
     result = lm.loglikelihood([request("a b", " b a")])[0]
-    assert not result.exact and result.forward_passes >= 2
+    assert not result.exact and result.forward_passes >= 2 and result.estimator == estimator
     assert abs(result[0] - conditional(joint, ["a", "b", "b", "a"])) <= 6 * result.std + 1e-9
+
+
+def test_auto_enumerates_what_fits_and_else_runs_the_estimator_a_pilot_chose(tiny_bert, tokenizer):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=24, pilot_passes=6,
+                         adaptive=False)
+    short, long = lm.loglikelihood([request("a b", " a b", doc_id=0), request("a b", " a b b a b", doc_id=1)])
+    assert short.estimator == "exhaustive" and short.exact and short.forward_passes == 3
+    assert long.estimator in ("balanced", "controlled") and not long.exact and long.std > 0
+    assert long.forward_passes == 24  # the pilot's 6 and the chosen estimator's 18
+    forced = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=24, pilot_passes=6,
+                             estimator="stratified").loglikelihood([request("a b", " a b b a b", doc_id=1)])[0]
+    assert forced.estimator == "stratified" and forced.forward_passes == 24
+    no_room = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=8, pilot_passes=6)
+    assert no_room.loglikelihood([request("a b", " a b b a b")])[0].estimator == "balanced"  # 8 < 2 * 6: no pilot
+    with pytest.raises(ValueError, match="pilot_passes"):
+        MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, pilot_passes=3)
 
 
 def test_is_greedy_rebuilds_the_continuation_by_greedy_unmasking(joint, tokenizer):
@@ -201,5 +218,6 @@ def test_simple_evaluate_runs_local_tasks_offline_and_logs_the_estimates(tiny_be
     assert not fields[1]["exact"] and fields[1]["std"] > 0  # "a a b b": 15 masks > 8
     summary = results["skmpt"]["toy_mc"]
     assert summary["requests"] == 4 and summary["exact"] == 3
+    assert summary["estimators"] == {"balanced": 1, "exhaustive": 3}  # 8 passes: no room for a pilot
     assert summary["forward_passes"] == sum(f["forward_passes"] for s in results["samples"]["toy_mc"]
                                             for f in s["skmpt"])
