@@ -55,7 +55,7 @@ from .pretrained import load_antiberty
 from .runner import MaskedLMRunner
 from .strategies import (
     ESTIMATOR_METHODS,
-    BalancedMasks,
+    ControlledMasks,
     ExhaustiveMasks,
     estimator_strategy,
     least_variance_estimator,
@@ -174,14 +174,16 @@ class MaskedLMHarness(LM):
         The Monte Carlo estimator for a continuation whose masks are too many to enumerate
         (:func:`~skmpt.text.strategies.estimator_strategy`). ``"auto"`` chooses per request (per
         question for the choices of one question, so that they keep sharing random numbers): a
-        pilot of ``pilot_passes`` copies measures the spread of the masks' terms with and
-        without a control variate per token (:func:`~skmpt.text.strategies.pilot_variances`),
-        and :func:`~skmpt.text.strategies.least_variance_estimator` picks ``"controlled"`` or
-        ``"balanced"``; the estimate is then the chosen estimator's own copies (the pilot's are
-        spent on the choice, so the estimate keeps its expectation) and its forward passes
-        count the pilot's. Naming one forces it: ``"balanced"`` (LLaDA's sizes with positions
-        balanced within each size: 1.2 to 2.6 times less variance per pass than LLaDA's on
-        AntiBERTy and a small diffusion LM; ``benchmarks/text_estimator_variance.py``),
+        pilot of ``pilot_passes`` copies (those of ``"controlled"``) measures the spread of the
+        masks' terms with and without a control variate per token
+        (:func:`~skmpt.text.strategies.pilot_variances`), and
+        :func:`~skmpt.text.strategies.least_variance_estimator` picks ``"controlled"`` or
+        ``"balanced"`` for the rest of the budget. The estimate weighs the pilot's controlled
+        draws and the chosen estimator's by their passes: the pilot is always reduced the same
+        way and the weights are fixed, so the choice does not change the expectation. Naming one
+        forces it: ``"balanced"`` (LLaDA's sizes with positions balanced within each size: 1.4
+        to 2.4 times less variance per pass than LLaDA's on AntiBERTy and a small diffusion LM at
+        48 passes; ``benchmarks/text_estimator_variance.py``),
         ``"controlled"`` (a control variate per token: 100 times less or more on the small
         diffusion LM, not better than LLaDA's on AntiBERTy), ``"antithetic"`` (antithetic
         chains: far less for models close to one joint, more on AntiBERTy), ``"nested"``,
@@ -377,8 +379,8 @@ class MaskedLMHarness(LM):
             start = stop
         return draws, [len(masked) for masked, _ in copies]
 
-    def _choose(self, encoded, groups, keys, methods, passes):
-        """Sets each pending item's estimator in ``methods``, by a pilot (its passes in ``passes``) for "auto"."""
+    def _choose(self, encoded, groups, keys, methods, passes, draws):
+        """Sets each pending item's estimator in ``methods``; with "auto", runs the pilot (``passes``, ``draws``)."""
         pending = [[i for i in group if i not in methods] for group in groups]
         piloted = self.estimator == "auto" and self.max_forward_passes >= 2 * self.pilot_passes
         if not piloted:
@@ -387,13 +389,15 @@ class MaskedLMHarness(LM):
             return
         items = [i for group in pending for i in group]
         seeds = [self._seed(key, -1) for group, key in zip(pending, keys, strict=True) for _ in group]
-        pilot = BalancedMasks(self.pilot_passes)
-        found, counts = self._run(encoded, items, [pilot] * len(items), seeds, per_target=True, reduce=pilot_variances)
+        pilot = ControlledMasks(self.pilot_passes)
+        found, counts = self._run(encoded, items, [pilot] * len(items), seeds,
+                                  reduce=lambda masked, values: (pilot.draws(masked, values),
+                                                                 pilot_variances(masked, values)))
         found, counts = dict(zip(items, found, strict=True)), dict(zip(items, counts, strict=True))
         for group in pending:  # the choices of a question: one estimator, their variances summed
-            summed = {name: sum(found[i][name] for i in group) for name in ("terms", "controlled")}
+            summed = {name: sum(found[i][1][name] for i in group) for name in ("terms", "controlled")}
             for i in group:
-                methods[i], passes[i] = least_variance_estimator(summed), counts[i]
+                methods[i], passes[i], draws[i] = least_variance_estimator(summed), counts[i], found[i][0]
 
     def _next_round(self, method, length, spent, started, compared):
         """The strategy of an item's next round, or None when it is exact, done or out of budget."""
@@ -413,14 +417,14 @@ class MaskedLMHarness(LM):
     def _estimate(self, encoded, groups, keys):
         """Each item's ``(value, std, exact, passes, estimator)``; ``groups`` share random numbers (a question's)."""
         n_tokens = encoded.n_tokens
-        draws, passes, methods = {}, {}, {}
+        pilots, draws, passes, methods = {}, {}, {}, {}
         exact = [i for group in groups for i in group if self._is_exact(int(n_tokens[i]))]
         if exact:
             strategies = [ExhaustiveMasks(max_tokens=int(n_tokens[i])) for i in exact]
             values, counts = self._run(encoded, exact, strategies, [0] * len(exact))
             for i, value, count in zip(exact, values, counts, strict=True):
                 draws[i], passes[i], methods[i] = value, count, "exhaustive"
-        self._choose(encoded, groups, keys, methods, passes)
+        self._choose(encoded, groups, keys, methods, passes, pilots)
         compared = [self.adaptive and len(group) > 1 for group in groups]
         round_index, active = 0, list(range(len(groups)))
         while active:
@@ -439,15 +443,28 @@ class MaskedLMHarness(LM):
             for i, value, count in zip(items, values, counts, strict=True):
                 draws[i] = value if i not in draws else np.concatenate([draws[i], value])
                 passes[i] = passes.get(i, 0) + count
-            active = [g for g in active if compared[g] and not self._settled(groups[g], draws)]
+            active = [g for g in active if compared[g]
+                      and not self._settled(groups[g], {i: np.concatenate([pilots.get(i, []), draws[i]])
+                                                        for i in groups[g]})]
             round_index += 1
-        results = {}
-        for group in groups:
-            for i in group:
-                is_exact = methods[i] == "exhaustive"
-                std = 0.0 if is_exact else float(draws[i].std(ddof=1) / np.sqrt(len(draws[i])))
-                results[i] = (float(draws[i].mean()), std, is_exact, passes[i], methods[i])
-        return results
+        return {i: (*self._combine(pilots.get(i), draws[i], passes[i]), methods[i] == "exhaustive", passes[i],
+                    methods[i]) for group in groups for i in group}
+
+    def _combine(self, pilot, draws, passes):
+        """``(value, std)`` from the chosen estimator's draws and the pilot's, each weighed by its passes.
+
+        The pilot's draws are the controlled estimator's whatever is chosen, and the weights are
+        fixed by the budget: the choice does not change the estimate's expectation.
+        """
+        if len(draws) == 1:  # exact
+            return float(draws[0]), 0.0
+        parts = [(draws, passes - (0 if pilot is None else self.pilot_passes))]
+        if pilot is not None:
+            parts.append((pilot, self.pilot_passes))
+        weights = np.array([count for _, count in parts], dtype=np.float64) / passes
+        value = sum(w * part.mean() for w, (part, _) in zip(weights, parts, strict=True))
+        variance = sum(w**2 * part.var(ddof=1) / len(part) for w, (part, _) in zip(weights, parts, strict=True))
+        return float(value), float(np.sqrt(variance))
 
     def _settled(self, group, draws):
         """Whether the likeliest item beats every other by ``z`` standard errors of their paired difference."""

@@ -514,67 +514,6 @@ class BalancedMasks(StratifiedSizeMasks):
         return (length - 1) / masked[1:].sum(1).numpy() * values[1:] + last
 
 
-def pilot_variances(masked, values):
-    """The variance per copy of a pilot's terms without and with a control variate per token.
-
-    ``masked`` are the copies of :class:`BalancedMasks` (the all-masked one first) and ``values``
-    each target's log-probability (NaN at the other tokens). Each copy's term alone spreads as
-    the terms of independent masks do (``"terms"``); the same terms minus a control variate per
-    token fitted on the other copies (:func:`token_effects`, as :class:`ControlledMasks` does)
-    spread as the controlled estimator's (``"controlled"``). :func:`least_variance_estimator`
-    reads them.
-
-    Returns
-    -------
-    variances : dict
-        ``{"terms": float, "controlled": float}`` (``ddof=1``).
-
-    Examples
-    --------
-    >>> import numpy as np, torch
-    >>> from skmpt.text.strategies import BalancedMasks, pilot_variances
-    >>> masked, _ = BalancedMasks(n_masks=16).copies(8, torch.Generator().manual_seed(0))
-    >>> difficulty = np.linspace(-6.0, -0.5, 8)  # each token's log-probability, whatever is masked
-    >>> variances = pilot_variances(masked, np.where(masked.numpy(), difficulty, np.nan))
-    >>> variances["terms"] > 1.0, variances["controlled"] < 1e-12
-    (True, True)
-    """
-    masked = torch.as_tensor(masked)
-    values = np.where(masked.numpy(), np.asarray(values, dtype=np.float64), 0.0)
-    terms = BalancedMasks(len(masked)).draws(masked, values.sum(1))
-    rest, length = masked[1:].numpy(), masked.shape[1]
-    scale = (length - 1) / rest.sum(1)
-    controlled = np.empty(len(rest))
-    for k in range(len(rest)):
-        others = np.arange(len(rest)) != k
-        effects = token_effects(rest[others], values[1:][others])
-        controlled[k] = terms[k] - scale[k] * effects[rest[k]].sum() + (length - 1) / length * effects.sum()
-    return {"terms": float(terms.var(ddof=1)), "controlled": float(controlled.var(ddof=1))}
-
-
-def least_variance_estimator(variances, balance_gain=2.0):
-    """``"controlled"`` or ``"balanced"``: the one that should spread less per pass, from :func:`pilot_variances`.
-
-    Balancing positions (:class:`BalancedMasks`) divides the terms' variance by a factor that one
-    set of copies cannot measure (the balance makes the terms negatively correlated); measured
-    between 1.2 and 2.6 on AntiBERTy and on a small diffusion LM
-    (``benchmarks/text_estimator_variance.py``). So the control variate per token
-    (:class:`ControlledMasks`) is chosen when it divides the terms' variance by more than
-    ``balance_gain``: where the tokens' own difficulties explain most of the spread (the small
-    diffusion LM: 100 times or more), not where a token's log-probability depends on which
-    others are masked (AntiBERTy). The variances of several texts compared together (the choices
-    of one question) may be summed first.
-
-    Examples
-    --------
-    >>> from skmpt.text.strategies import least_variance_estimator
-    >>> least_variance_estimator({"terms": 1.0, "controlled": 0.8}), least_variance_estimator(
-    ...     {"terms": 1.0, "controlled": 0.01})
-    ('balanced', 'controlled')
-    """
-    return "controlled" if variances["controlled"] * balance_gain < variances["terms"] else "balanced"
-
-
 class ControlledMasks(StratifiedSizeMasks):
     """Stratified sizes with a control variate per token: each token's own difficulty, learnt from the other masks.
 
@@ -614,6 +553,60 @@ class ControlledMasks(StratifiedSizeMasks):
             baseline = token_effects(masked[others], values[others])
             terms[k] = length / sizes[k] * (values[k] - baseline)[masked[k]].sum() + baseline.sum()
         return terms
+
+
+def pilot_variances(masked, values):
+    """The variance per copy of a pilot's terms without and with a control variate per token.
+
+    ``masked`` are the copies of :class:`ControlledMasks` (LLaDA's sizes, independent masks) and
+    ``values`` each target's log-probability (NaN at the other tokens). Each copy's term
+    ``(L / M) sum_masked log p`` spreads as LLaDA's (``"terms"``); the same terms minus a control
+    variate per token fitted on the other copies spread as the controlled estimator's
+    (``"controlled"``). :func:`least_variance_estimator` reads them.
+
+    Returns
+    -------
+    variances : dict
+        ``{"terms": float, "controlled": float}`` (``ddof=1``).
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from skmpt.text.strategies import ControlledMasks, pilot_variances
+    >>> masked, _ = ControlledMasks(n_masks=16).copies(8, torch.Generator().manual_seed(0))
+    >>> difficulty = np.linspace(-6.0, -0.5, 8)  # each token's log-probability, whatever is masked
+    >>> variances = pilot_variances(masked, np.where(masked.numpy(), difficulty, np.nan))
+    >>> variances["terms"] > 1.0, variances["controlled"] < 1e-12
+    (True, True)
+    """
+    masked = torch.as_tensor(masked)
+    values = np.asarray(values, dtype=np.float64)
+    terms = UniformSizeMasks(len(masked)).draws(masked, np.where(masked.numpy(), values, 0.0).sum(1))
+    controlled = ControlledMasks(len(masked)).draws(masked, values)
+    return {"terms": float(terms.var(ddof=1)), "controlled": float(controlled.var(ddof=1))}
+
+
+def least_variance_estimator(variances, balance_gain=2.0):
+    """``"controlled"`` or ``"balanced"``: the one that should spread less per pass, from :func:`pilot_variances`.
+
+    Balancing positions (:class:`BalancedMasks`) divides the terms' variance by a factor that
+    independent masks cannot measure; measured between 1.4 and 2.5 on AntiBERTy and on a small
+    diffusion LM at 48 copies
+    (``benchmarks/text_estimator_variance.py``). So the control variate per token
+    (:class:`ControlledMasks`) is chosen when it divides the terms' variance by more than
+    ``balance_gain``: where the tokens' own difficulties explain most of the spread (the small
+    diffusion LM: 100 times or more), not where a token's log-probability depends on which
+    others are masked (AntiBERTy). The variances of several texts compared together (the choices
+    of one question) may be summed first.
+
+    Examples
+    --------
+    >>> from skmpt.text.strategies import least_variance_estimator
+    >>> least_variance_estimator({"terms": 1.0, "controlled": 0.8}), least_variance_estimator(
+    ...     {"terms": 1.0, "controlled": 0.01})
+    ('balanced', 'controlled')
+    """
+    return "controlled" if variances["controlled"] * balance_gain < variances["terms"] else "balanced"
 
 
 class NestedMasks(ScoringStrategy):

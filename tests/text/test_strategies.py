@@ -97,7 +97,7 @@ def test_balanced_masks_run_the_all_masked_copy_once_and_spread_less_than_llada_
 
 
 def test_the_pilot_chooses_the_control_variate_only_where_token_effects_explain_the_spread(table):
-    masked, _ = BalancedMasks(16).copies(LENGTH, torch.Generator().manual_seed(0))
+    masked, _ = ControlledMasks(16).copies(LENGTH, torch.Generator().manual_seed(0))
     additive = np.where(masked.numpy(), np.array([-0.5, -3.0, -1.0, -6.0, -2.0]), np.nan)
     assert least_variance_estimator(pilot_variances(masked, additive)) == "controlled"
     rows = masked.numpy() @ (2 ** np.arange(LENGTH))
