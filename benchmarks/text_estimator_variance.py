@@ -8,8 +8,8 @@ copies the lm-eval backend runs) is then repeated with ``--runs`` seeds at a bud
 the enumeration's. The table gives, per estimator, the mean, the variance, the passes it used and
 LLaDA's variance per pass over its own (``stratified`` is LLaDA's count-stratified estimator,
 here with sizes rounded down; ``llada_round`` is LLaDA's own rounding, halves to even; ``auto``
-is the lm-eval model's default, a pilot of 16 copies and the estimator it chose on the rest,
-weighed by passes). Three models:
+is the lm-eval model's default, a pilot of 16 copies and the estimator it chose on the rest).
+Three models:
 
 - ``joint``: a masked LM whose conditionals come from an explicit joint over 14 binary words
   (:class:`skmpt.testing.TabularJoint`), 12 words given 2 and 12 words alone;
@@ -84,27 +84,25 @@ def simulate(table, name, passes, runs):
     """Mean, variance and passes of the estimator ``name`` over ``runs`` seeds, its copies read from ``table``.
 
     ``auto`` is the lm-eval model's default: a pilot of ``PILOT`` controlled copies chooses
-    (:func:`least_variance_estimator`), the chosen estimator runs on the passes left, and the
-    two are weighed by their passes.
+    (:func:`least_variance_estimator`) and the chosen estimator runs on the passes left; the
+    estimate is the chosen estimator's, the passes count the pilot's.
     """
     length = table.shape[1]
     estimates, spent = [], []
     for seed in range(runs):
         generator = torch.Generator().manual_seed(seed)
-        method, pilot, first = name, 0, 0.0
+        method, pilot = name, 0
         if name == "auto":
             masked, targets = ControlledMasks(PILOT).copies(length, generator)
             values = lookup(table, masked, targets)
             method, pilot = least_variance_estimator(pilot_variances(masked, values)), PILOT
-            first = ControlledMasks(PILOT).draws(masked, values).mean()
         chosen = strategy(method, length, passes - pilot)
         masked, targets = chosen.copies(length, generator)
         values = lookup(table, masked, targets)
         if not chosen.per_target:
             values = np.nansum(values, 1)  # each copy's summed target log-probabilities (0 for an empty mask)
-        rest = chosen.n_copies(length)
-        estimates.append((pilot * first + rest * chosen.draws(masked, values).mean()) / (pilot + rest))
-        spent.append(pilot + rest)
+        estimates.append(chosen.draws(masked, values).mean())
+        spent.append(pilot + chosen.n_copies(length))
     estimates = np.array(estimates)
     return estimates.mean(), estimates.var(ddof=1), int(np.mean(spent))
 

@@ -178,9 +178,10 @@ class MaskedLMHarness(LM):
         masks' terms with and without a control variate per token
         (:func:`~skmpt.text.strategies.pilot_variances`), and
         :func:`~skmpt.text.strategies.least_variance_estimator` picks ``"controlled"`` or
-        ``"balanced"`` for the rest of the budget. The estimate weighs the pilot's controlled
-        draws and the chosen estimator's by their passes: the pilot is always reduced the same
-        way and the weights are fixed, so the choice does not change the expectation. Naming one
+        ``"balanced"`` for the rest of the budget. The estimate is the chosen estimator's alone,
+        so the choice does not change its expectation; the pilot's passes are counted in the
+        request's. (Keeping the pilot's draws costs more than it brings: on AntiBERTy at 128
+        passes, 1.7 times less variance than LLaDA's instead of 2.3.) Naming one
         forces it: ``"balanced"`` (LLaDA's sizes with positions balanced within each size: 1.4
         to 2.4 times less variance per pass than LLaDA's on AntiBERTy and a small diffusion LM at
         48 passes; ``benchmarks/text_estimator_variance.py``),
@@ -379,8 +380,8 @@ class MaskedLMHarness(LM):
             start = stop
         return draws, [len(masked) for masked, _ in copies]
 
-    def _choose(self, encoded, groups, keys, methods, passes, draws):
-        """Sets each pending item's estimator in ``methods``; with "auto", runs the pilot (``passes``, ``draws``)."""
+    def _choose(self, encoded, groups, keys, methods, passes):
+        """Sets each pending item's estimator in ``methods``; with "auto", runs the pilot (its passes in ``passes``)."""
         pending = [[i for i in group if i not in methods] for group in groups]
         piloted = self.estimator == "auto" and self.max_forward_passes >= 2 * self.pilot_passes
         if not piloted:
@@ -390,14 +391,12 @@ class MaskedLMHarness(LM):
         items = [i for group in pending for i in group]
         seeds = [self._seed(key, -1) for group, key in zip(pending, keys, strict=True) for _ in group]
         pilot = ControlledMasks(self.pilot_passes)
-        found, counts = self._run(encoded, items, [pilot] * len(items), seeds,
-                                  reduce=lambda masked, values: (pilot.draws(masked, values),
-                                                                 pilot_variances(masked, values)))
+        found, counts = self._run(encoded, items, [pilot] * len(items), seeds, reduce=pilot_variances)
         found, counts = dict(zip(items, found, strict=True)), dict(zip(items, counts, strict=True))
         for group in pending:  # the choices of a question: one estimator, their variances summed
-            summed = {name: sum(found[i][1][name] for i in group) for name in ("terms", "controlled")}
+            summed = {name: sum(found[i][name] for i in group) for name in ("terms", "controlled")}
             for i in group:
-                methods[i], passes[i], draws[i] = least_variance_estimator(summed), counts[i], found[i][0]
+                methods[i], passes[i] = least_variance_estimator(summed), counts[i]
 
     def _next_round(self, method, length, spent, started, compared):
         """The strategy of an item's next round, or None when it is exact, done or out of budget."""
@@ -417,14 +416,14 @@ class MaskedLMHarness(LM):
     def _estimate(self, encoded, groups, keys):
         """Each item's ``(value, std, exact, passes, estimator)``; ``groups`` share random numbers (a question's)."""
         n_tokens = encoded.n_tokens
-        pilots, draws, passes, methods = {}, {}, {}, {}
+        draws, passes, methods = {}, {}, {}
         exact = [i for group in groups for i in group if self._is_exact(int(n_tokens[i]))]
         if exact:
             strategies = [ExhaustiveMasks(max_tokens=int(n_tokens[i])) for i in exact]
             values, counts = self._run(encoded, exact, strategies, [0] * len(exact))
             for i, value, count in zip(exact, values, counts, strict=True):
                 draws[i], passes[i], methods[i] = value, count, "exhaustive"
-        self._choose(encoded, groups, keys, methods, passes, pilots)
+        self._choose(encoded, groups, keys, methods, passes)
         compared = [self.adaptive and len(group) > 1 for group in groups]
         round_index, active = 0, list(range(len(groups)))
         while active:
@@ -443,28 +442,15 @@ class MaskedLMHarness(LM):
             for i, value, count in zip(items, values, counts, strict=True):
                 draws[i] = value if i not in draws else np.concatenate([draws[i], value])
                 passes[i] = passes.get(i, 0) + count
-            active = [g for g in active if compared[g]
-                      and not self._settled(groups[g], {i: np.concatenate([pilots.get(i, []), draws[i]])
-                                                        for i in groups[g]})]
+            active = [g for g in active if compared[g] and not self._settled(groups[g], draws)]
             round_index += 1
-        return {i: (*self._combine(pilots.get(i), draws[i], passes[i]), methods[i] == "exhaustive", passes[i],
-                    methods[i]) for group in groups for i in group}
-
-    def _combine(self, pilot, draws, passes):
-        """``(value, std)`` from the chosen estimator's draws and the pilot's, each weighed by its passes.
-
-        The pilot's draws are the controlled estimator's whatever is chosen, and the weights are
-        fixed by the budget: the choice does not change the estimate's expectation.
-        """
-        if len(draws) == 1:  # exact
-            return float(draws[0]), 0.0
-        parts = [(draws, passes - (0 if pilot is None else self.pilot_passes))]
-        if pilot is not None:
-            parts.append((pilot, self.pilot_passes))
-        weights = np.array([count for _, count in parts], dtype=np.float64) / passes
-        value = sum(w * part.mean() for w, (part, _) in zip(weights, parts, strict=True))
-        variance = sum(w**2 * part.var(ddof=1) / len(part) for w, (part, _) in zip(weights, parts, strict=True))
-        return float(value), float(np.sqrt(variance))
+        results = {}
+        for group in groups:
+            for i in group:
+                is_exact = methods[i] == "exhaustive"
+                std = 0.0 if is_exact else float(draws[i].std(ddof=1) / np.sqrt(len(draws[i])))
+                results[i] = (float(draws[i].mean()), std, is_exact, passes[i], methods[i])
+        return results
 
     def _settled(self, group, draws):
         """Whether the likeliest item beats every other by ``z`` standard errors of their paired difference."""

@@ -887,7 +887,8 @@ def estimator_strategy(method, n_masks, *, return_std=False, weights=None):
     ``"sweep"`` (:class:`SweepMasks`, the only one that takes ``weights``), ``"chain"``
     (:class:`ChainMasks`), ``"antithetic"`` (:class:`ChainMasks` with antithetic orderings),
     ``"nested"`` (:class:`NestedMasks`), ``"uniform"`` (:class:`UniformSizeMasks`), ``"stratified"``
-    (:class:`StratifiedSizeMasks`, LLaDA's), ``"controlled"`` (:class:`ControlledMasks`),
+    (:class:`StratifiedSizeMasks`, LLaDA's), ``"balanced"`` (:class:`BalancedMasks`), ``"controlled"``
+    (:class:`ControlledMasks`),
     ``"time"`` and ``"low_discrepancy"`` (:class:`TimeMasks`, i.i.d. or MDLM's times) and
     ``"exhaustive"`` (:class:`ExhaustiveMasks`, which ignores ``n_masks``). The scorer's ``score_method``, the
     conditional functions' and the diffusion bound's ``method`` are read here.
