@@ -2,6 +2,7 @@
 
 import json
 import math
+import types
 import warnings
 
 import numpy as np
@@ -86,6 +87,33 @@ def test_auto_enumerates_what_fits_and_else_runs_the_estimator_a_pilot_chose(tin
     assert no_room.loglikelihood([request("a b", " a b b a b")])[0].estimator == "balanced"  # 8 < 2 * 6: no pilot
     with pytest.raises(ValueError, match="pilot_passes"):
         MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, pilot_passes=3)
+
+
+class PositionLM(torch.nn.Module):
+    """Each position's word has its own fixed probability, whatever is masked: tokens differ only in difficulty."""
+
+    def __init__(self, tokenizer, length=16):
+        super().__init__()
+        self.a, self.b = tokenizer.convert_tokens_to_ids(["a", "b"])
+        self.p_b = torch.linspace(0.05, 0.9, length, dtype=torch.float64)
+        self.vocab_size = len(tokenizer)
+
+    def forward(self, input_ids, attention_mask):
+        logits = torch.full((*input_ids.shape, self.vocab_size), -torch.inf, dtype=torch.float64)
+        logits[..., self.b] = self.p_b[: input_ids.shape[1]].log()
+        logits[..., self.a] = (1 - self.p_b[: input_ids.shape[1]]).log()
+        return types.SimpleNamespace(logits=logits)
+
+
+def test_auto_chooses_the_control_variate_where_token_difficulties_explain_the_spread(tokenizer):
+    lm = MaskedLMHarness(pretrained=PositionLM(tokenizer), tokenizer=tokenizer, mask_token_id=tokenizer.mask_token_id,
+                         max_forward_passes=40, pilot_passes=8)
+    words = "b a a b b a b a".split()
+    result = lm.loglikelihood([request("a b", " " + " ".join(words))])[0]
+    p_b = PositionLM(tokenizer).p_b[3:11].numpy()  # [CLS] a b, then the continuation's 8 words
+    truth = sum(np.log(p if word == "b" else 1 - p) for word, p in zip(words, p_b, strict=True))
+    assert result.estimator == "controlled" and not result.exact and result.forward_passes == 40
+    assert result[0] == pytest.approx(truth, abs=1e-6) and result.std < 1e-6  # the tokens' spread is gone
 
 
 def test_is_greedy_rebuilds_the_continuation_by_greedy_unmasking(joint, tokenizer):
