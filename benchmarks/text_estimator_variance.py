@@ -8,7 +8,8 @@ copies the lm-eval backend runs) is then repeated with ``--runs`` seeds at a bud
 the enumeration's. The table gives, per estimator, the mean, the variance, the passes it used and
 LLaDA's variance per pass over its own (``stratified`` is LLaDA's count-stratified estimator,
 here with sizes rounded down; ``llada_round`` is LLaDA's own rounding, halves to even; ``auto``
-is the lm-eval model's default, a pilot of 16 copies and the estimator it chose on the rest).
+is the lm-eval model's default, a pilot of 16 copies or an eighth of the passes and the estimator it chose on
+the rest).
 Three models:
 
 - ``joint``: a masked LM whose conditionals come from an explicit joint over 14 binary words
@@ -44,7 +45,7 @@ from skmpt.text.strategies import (
 
 ESTIMATORS = ("llada_round", "stratified", "uniform", "low_discrepancy", "time", "sweep", "chain", "nested",
               "controlled", "antithetic", "balanced", "auto")
-#: Copies of the pilot of ``auto`` (the lm-eval model's default), out of the same passes.
+#: Copies of the pilot of ``auto`` (the lm-eval model's default), out of the same passes: at most an eighth.
 PILOT = 16
 VH = "EVQLVESGGGLVQPGGSLRLSCAASGFTFSSYAMSWVRQAPGKGLEWVSAISGSGGSTYYADSVKGRFTISRDNSKNTLYLQMNSLRAEDTAVYYCAK"
 
@@ -83,7 +84,7 @@ def lookup(table, masked, targets):
 def simulate(table, name, passes, runs):
     """Mean, variance and passes of the estimator ``name`` over ``runs`` seeds, its copies read from ``table``.
 
-    ``auto`` is the lm-eval model's default: a pilot of ``PILOT`` controlled copies chooses
+    ``auto`` is the lm-eval model's default: a pilot of ``min(PILOT, passes // 8)`` controlled copies chooses
     (:func:`least_variance_estimator`) and the chosen estimator runs on the passes left; the
     estimate is the chosen estimator's, the passes count the pilot's.
     """
@@ -93,9 +94,10 @@ def simulate(table, name, passes, runs):
         generator = torch.Generator().manual_seed(seed)
         method, pilot = name, 0
         if name == "auto":
-            masked, targets = ControlledMasks(PILOT).copies(length, generator)
+            pilot = min(PILOT, passes // 8)
+            masked, targets = ControlledMasks(pilot).copies(length, generator)
             values = lookup(table, masked, targets)
-            method, pilot = least_variance_estimator(pilot_variances(masked, values)), PILOT
+            method = least_variance_estimator(pilot_variances(masked, values))
         chosen = strategy(method, length, passes - pilot)
         masked, targets = chosen.copies(length, generator)
         values = lookup(table, masked, targets)

@@ -174,7 +174,8 @@ class MaskedLMHarness(LM):
         The Monte Carlo estimator for a continuation whose masks are too many to enumerate
         (:func:`~skmpt.text.strategies.estimator_strategy`). ``"auto"`` chooses per request (per
         question for the choices of one question, so that they keep sharing random numbers): a
-        pilot of ``pilot_passes`` copies (those of ``"controlled"``) measures the spread of the
+        pilot of ``pilot_passes`` copies (those of ``"controlled"``; at most an eighth of
+        ``max_forward_passes``) measures the spread of the
         masks' terms with and without a control variate per token
         (:func:`~skmpt.text.strategies.pilot_variances`), and
         :func:`~skmpt.text.strategies.least_variance_estimator` picks ``"controlled"`` or
@@ -191,8 +192,9 @@ class MaskedLMHarness(LM):
         ``"stratified"`` (LLaDA's), ``"chain"``, ``"sweep"``, ``"uniform"``,
         ``"low_discrepancy"`` (MDLM's), ``"time"``. Each result names the estimator it used.
     pilot_passes : int, default=16
-        The pilot's copies with ``estimator="auto"``, at least 4; without room for twice as many
-        (``max_forward_passes < 2 * pilot_passes``) there is no pilot and ``"balanced"`` is used.
+        The pilot's copies with ``estimator="auto"``, at least 4; the pilot runs
+        ``min(pilot_passes, max_forward_passes // 8)`` copies, and none (``"balanced"`` is used)
+        when that is below 4.
     max_forward_passes : int, default=128
         Masked copies per request at most (each one forward pass of one sequence); a continuation
         of ``T`` tokens with ``2**T - 1`` at most this is scored exactly.
@@ -383,14 +385,15 @@ class MaskedLMHarness(LM):
     def _choose(self, encoded, groups, keys, methods, passes):
         """Sets each pending item's estimator in ``methods``; with "auto", runs the pilot (its passes in ``passes``)."""
         pending = [[i for i in group if i not in methods] for group in groups]
-        piloted = self.estimator == "auto" and self.max_forward_passes >= 2 * self.pilot_passes
+        copies = min(self.pilot_passes, self.max_forward_passes // 8)  # an eighth of the budget at most
+        piloted = self.estimator == "auto" and copies >= 4
         if not piloted:
             for group in pending:
                 methods.update(dict.fromkeys(group, "balanced" if self.estimator == "auto" else self.estimator))
             return
         items = [i for group in pending for i in group]
         seeds = [self._seed(key, -1) for group, key in zip(pending, keys, strict=True) for _ in group]
-        pilot = ControlledMasks(self.pilot_passes)
+        pilot = ControlledMasks(copies)
         found, counts = self._run(encoded, items, [pilot] * len(items), seeds, reduce=pilot_variances)
         found, counts = dict(zip(items, found, strict=True)), dict(zip(items, counts, strict=True))
         for group in pending:  # the choices of a question: one estimator, their variances summed

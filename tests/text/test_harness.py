@@ -74,17 +74,18 @@ def test_monte_carlo_estimates_carry_a_standard_error_and_agree_with_the_answer(
 
 
 def test_auto_enumerates_what_fits_and_else_runs_the_estimator_a_pilot_chose(tiny_bert, tokenizer):
-    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=24, pilot_passes=6,
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=48, pilot_passes=6,
                          adaptive=False)
-    short, long = lm.loglikelihood([request("a b", " a b", doc_id=0), request("a b", " a b b a b", doc_id=1)])
+    short, long = lm.loglikelihood([request("a b", " a b", doc_id=0), request("a b", " a b b a b a", doc_id=1)])
     assert short.estimator == "exhaustive" and short.exact and short.forward_passes == 3
     assert long.estimator in ("balanced", "controlled") and not long.exact and long.std > 0
-    assert long.forward_passes == 24  # the pilot's 6 and the chosen estimator's 18
-    forced = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=24, pilot_passes=6,
-                             estimator="stratified").loglikelihood([request("a b", " a b b a b", doc_id=1)])[0]
-    assert forced.estimator == "stratified" and forced.forward_passes == 24
-    no_room = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=8, pilot_passes=6)
-    assert no_room.loglikelihood([request("a b", " a b b a b")])[0].estimator == "balanced"  # 8 < 2 * 6: no pilot
+    assert long.forward_passes == 48  # the pilot's 6 and the chosen estimator's 42
+    forced = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=48, pilot_passes=6,
+                             estimator="stratified").loglikelihood([request("a b", " a b b a b a", doc_id=1)])[0]
+    assert forced.estimator == "stratified" and forced.forward_passes == 48
+    no_room = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=24, pilot_passes=6)
+    result = no_room.loglikelihood([request("a b", " a b b a b a")])[0]
+    assert result.estimator == "balanced" and result.forward_passes == 24  # 24 // 8 = 3 copies: no pilot
     with pytest.raises(ValueError, match="pilot_passes"):
         MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, pilot_passes=3)
 
@@ -107,12 +108,12 @@ class PositionLM(torch.nn.Module):
 
 def test_auto_chooses_the_control_variate_where_token_difficulties_explain_the_spread(tokenizer):
     lm = MaskedLMHarness(pretrained=PositionLM(tokenizer), tokenizer=tokenizer, mask_token_id=tokenizer.mask_token_id,
-                         max_forward_passes=40, pilot_passes=8)
+                         max_forward_passes=64, pilot_passes=8)
     words = "b a a b b a b a".split()
     result = lm.loglikelihood([request("a b", " " + " ".join(words))])[0]
     p_b = PositionLM(tokenizer).p_b[3:11].numpy()  # [CLS] a b, then the continuation's 8 words
     truth = sum(np.log(p if word == "b" else 1 - p) for word, p in zip(words, p_b, strict=True))
-    assert result.estimator == "controlled" and not result.exact and result.forward_passes == 40
+    assert result.estimator == "controlled" and not result.exact and result.forward_passes == 64
     assert result[0] == pytest.approx(truth, abs=1e-6) and result.std < 1e-6  # the tokens' spread is gone
 
 
