@@ -90,12 +90,12 @@ def run(args):
     results = lm_eval.simple_evaluate(
         model="skmpt", evaluation_tracker=tracker, model_args=model_args, tasks=tasks, task_manager=manager,
         num_fewshot=args.num_fewshot,
-        batch_size=args.batch_size, limit=args.limit, log_samples=args.log_samples, random_seed=args.seed,
+        batch_size=args.batch_size, limit=args.limit, log_samples=True, random_seed=args.seed,
         numpy_random_seed=args.seed, torch_random_seed=args.seed, fewshot_random_seed=args.seed,
     )
     if results is None:  # a secondary process: rank 0 reports
         return
-    annotate_samples(results)
+    annotate_samples(results)  # the samples are always kept for this summary; written with --log_samples
     print(make_table(results))
     for task, summary in results["skmpt"].items():
         print(f"{task}: {summary['exact']} of {summary['requests']} requests exact, {summary['forward_passes']} "
@@ -104,7 +104,7 @@ def run(args):
               + ", ".join(f"{name} {count}" for name, count in summary["estimators"].items()))
     if args.output_path is not None:
         samples = results.pop("samples", None)
-        tracker.save_results_aggregated(results=results, samples=samples)
+        tracker.save_results_aggregated(results=results, samples=samples if args.log_samples else None)
         for task in results["configs"] if args.log_samples else ():
             tracker.save_results_samples(task_name=task, samples=samples[task])
         logger.info("wrote %s", json.dumps(str(tracker.output_path)))

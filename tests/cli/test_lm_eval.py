@@ -53,6 +53,15 @@ def test_a_local_task_runs_and_its_samples_carry_the_estimates(model_dir, includ
     assert results["skmpt"]["toy_mc"]["requests"] == 4
 
 
+def test_the_summary_is_printed_without_log_samples(model_dir, include_path, capsys, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    status = main(["lm-eval", "--model_args", f"pretrained={model_dir},max_forward_passes=8", "--tasks", "toy_mc",
+                   "--include_path", str(include_path)])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert "toy_mc: 3 of 4 requests exact" in captured.out
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--include_path", "no/such/folder"], "is not a folder"),
     (["--log_samples"], "--log_samples needs --output_path"),
