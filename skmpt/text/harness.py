@@ -31,9 +31,9 @@ summary per task.
 
 import logging
 import math
-from collections import Counter
 import warnings
 import zlib
+from collections import Counter
 
 import numpy as np
 import torch
@@ -175,20 +175,19 @@ class MaskedLMHarness(LM):
         (:func:`~skmpt.text.strategies.estimator_strategy`). ``"auto"`` chooses per request (per
         question for the choices of one question, so that they keep sharing random numbers): a
         pilot of ``pilot_passes`` copies (those of ``"controlled"``; at most an eighth of
-        ``max_forward_passes``) measures the spread of the
-        masks' terms with and without a control variate per token
-        (:func:`~skmpt.text.strategies.pilot_variances`), and
+        ``max_forward_passes``) measures the spread of the masks' terms with and without a
+        control variate per token (:func:`~skmpt.text.strategies.pilot_variances`), and
         :func:`~skmpt.text.strategies.least_variance_estimator` picks ``"controlled"`` or
         ``"balanced"`` for the rest of the budget. The estimate is the chosen estimator's alone,
         so the choice does not change its expectation; the pilot's passes are counted in the
         request's. (Keeping the pilot's draws costs more than it brings: on AntiBERTy at 128
-        passes, 1.7 times less variance than LLaDA's instead of 2.3.) Naming one
-        forces it: ``"balanced"`` (LLaDA's sizes with positions balanced within each size: 1.4
-        to 2.4 times less variance per pass than LLaDA's on AntiBERTy and a small diffusion LM at
-        48 passes; ``benchmarks/text_estimator_variance.py``),
-        ``"controlled"`` (a control variate per token: 100 times less or more on the small
-        diffusion LM, not better than LLaDA's on AntiBERTy), ``"antithetic"`` (antithetic
-        chains: far less for models close to one joint, more on AntiBERTy), ``"nested"``,
+        passes, 1.7 times less variance than LLaDA's instead of 1.9.) Naming one forces it:
+        ``"balanced"`` (LLaDA's sizes with positions balanced within each size: 1.4 to 2.4 times
+        less variance per pass than LLaDA's on AntiBERTy and a small diffusion LM at 48 passes;
+        ``benchmarks/text_estimator_variance.py``), ``"controlled"`` (a control variate per
+        token: 100 times less or more on the small diffusion LM, not better than LLaDA's on
+        AntiBERTy), ``"antithetic"`` (antithetic chains: far less for models close to one joint,
+        more on AntiBERTy), ``"nested"``,
         ``"stratified"`` (LLaDA's), ``"chain"``, ``"sweep"``, ``"uniform"``,
         ``"low_discrepancy"`` (MDLM's), ``"time"``. Each result names the estimator it used.
     pilot_passes : int, default=16
