@@ -7,12 +7,15 @@ copies the lm-eval backend runs) is then repeated with ``--runs`` seeds at a bud
 ``--passes`` forward passes, and the spread of its estimates is its variance; the exact value is
 the enumeration's. The table gives, per estimator, the mean, the variance, the passes it used and
 LLaDA's variance per pass over its own (``stratified`` is LLaDA's count-stratified estimator,
-here with sizes rounded down; ``llada_round`` is LLaDA's own rounding, halves to even). Three models:
+here with sizes rounded down; ``llada_round`` is LLaDA's own rounding, halves to even; ``auto``
+is the lm-eval model's default, a pilot of 16 copies or an eighth of the passes and the estimator it chose on
+the rest).
+Three models:
 
 - ``joint``: a masked LM whose conditionals come from an explicit joint over 14 binary words
   (:class:`skmpt.testing.TabularJoint`), 12 words given 2 and 12 words alone;
-- ``antiberty``: AntiBERTy (installed offline), a VH chain's last 12 residues given the 28
-  before them, and the same 12 residues alone;
+- ``antiberty``: AntiBERTy (installed offline), a VH chain's last 12 residues given the rest of
+  the chain, and the same 12 residues alone;
 - ``diffusion``: the tiny masked diffusion LM that ``examples/plot_masked_diffusion.py`` trains
   (``mask_rate="uniform"``) at its small size, a held-out sentence's last 12 tokens given the
   rest and 12 tokens alone.
@@ -30,10 +33,20 @@ import torch
 
 from skmpt.testing import TabularJoint
 from skmpt.text import MaskedLMRunner, encode_pairs, encode_texts, load_masked_lm
-from skmpt.text.strategies import ESTIMATOR_METHODS, ExhaustiveMasks, StratifiedSizeMasks, size_masks
+from skmpt.text.strategies import (
+    ESTIMATOR_METHODS,
+    ControlledMasks,
+    ExhaustiveMasks,
+    StratifiedSizeMasks,
+    least_variance_estimator,
+    pilot_variances,
+    size_masks,
+)
 
 ESTIMATORS = ("llada_round", "stratified", "uniform", "low_discrepancy", "time", "sweep", "chain", "nested",
-              "controlled", "antithetic")
+              "controlled", "antithetic", "balanced", "auto")
+#: Copies of the pilot of ``auto`` (the lm-eval model's default), out of the same passes: at most an eighth.
+PILOT = 16
 VH = "EVQLVESGGGLVQPGGSLRLSCAASGFTFSSYAMSWVRQAPGKGLEWVSAISGSGGSTYYADSVKGRFTISRDNSKNTLYLQMNSLRAEDTAVYYCAK"
 
 
@@ -62,21 +75,38 @@ def mask_table(runner, encoded):
     return runner.run_copies(encoded, [copies], per_target=True)[0]
 
 
+def lookup(table, masked, targets):
+    """Each copy's target log-probabilities read from ``table`` (NaN at the other tokens), shape (n_copies, T)."""
+    codes = masked.numpy() @ (2 ** np.arange(table.shape[1]))
+    return np.where(targets.numpy(), table[np.maximum(codes, 1) - 1], np.nan)
+
+
 def simulate(table, name, passes, runs):
-    """Mean, variance and passes of the estimator ``name`` over ``runs`` seeds, its copies read from ``table``."""
+    """Mean, variance and passes of the estimator ``name`` over ``runs`` seeds, its copies read from ``table``.
+
+    ``auto`` is the lm-eval model's default: a pilot of ``min(PILOT, passes // 8)`` controlled copies chooses
+    (:func:`least_variance_estimator`) and the chosen estimator runs on the passes left; the
+    estimate is the chosen estimator's, the passes count the pilot's.
+    """
     length = table.shape[1]
-    weights = 2 ** np.arange(length)
-    estimates = []
+    estimates, spent = [], []
     for seed in range(runs):
-        chosen = strategy(name, length, passes)
-        masked, targets = chosen.copies(length, torch.Generator().manual_seed(seed))
-        codes = masked.numpy() @ weights
-        values = np.where(targets.numpy(), table[np.maximum(codes, 1) - 1], np.nan)
+        generator = torch.Generator().manual_seed(seed)
+        method, pilot = name, 0
+        if name == "auto":
+            pilot = min(PILOT, passes // 8)
+            masked, targets = ControlledMasks(pilot).copies(length, generator)
+            values = lookup(table, masked, targets)
+            method = least_variance_estimator(pilot_variances(masked, values))
+        chosen = strategy(method, length, passes - pilot)
+        masked, targets = chosen.copies(length, generator)
+        values = lookup(table, masked, targets)
         if not chosen.per_target:
             values = np.nansum(values, 1)  # each copy's summed target log-probabilities (0 for an empty mask)
         estimates.append(chosen.draws(masked, values).mean())
+        spent.append(pilot + chosen.n_copies(length))
     estimates = np.array(estimates)
-    return estimates.mean(), estimates.var(ddof=1), chosen.n_copies(length)
+    return estimates.mean(), estimates.var(ddof=1), int(np.mean(spent))
 
 
 def report(title, table, args):
@@ -170,8 +200,8 @@ def antiberty(args):
     model, tokenizer = load_antiberty()
     predictor, tokenizer = load_masked_lm(model, tokenizer=tokenizer, device=torch.device("cpu"))
     runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), score_batch_size=64)
-    given, alone = tables(runner, VH[-40:-12], VH[-12:], VH[-12:])
-    report("AntiBERTy: a VH chain's last 12 residues given the 28 before them", given, args)
+    given, alone = tables(runner, VH[:-12], VH[-12:], VH[-12:])
+    report("AntiBERTy: a VH chain's last 12 residues given the rest of the chain", given, args)
     report("AntiBERTy: the same 12 residues alone", alone, args)
 
 

@@ -2,10 +2,11 @@
 
 Takes lm-eval's own flags, with the model set to ``skmpt`` (:mod:`skmpt.text.harness`): a task
 of lm-eval's or a local one found through ``--include_path`` (a YAML with ``dataset_path: json``).
-Prints lm-eval's table and, per task, the requests scored exactly, the forward passes and the
-root mean square standard error of the estimates; ``--output_path`` writes lm-eval's results
-file (and, with ``--log_samples``, its samples, each with its standard error, exactness and
-forward passes under ``"skmpt"``). Needs lm-eval: ``pip install "skmpt[eval]"``.
+Prints lm-eval's table and, per task, the requests scored exactly, the forward passes, the
+root mean square standard error of the estimates and how many requests each estimator scored;
+``--output_path`` writes lm-eval's results file (and, with ``--log_samples``, its samples, each
+with its standard error, exactness, forward passes and estimator under ``"skmpt"``). Needs lm-eval:
+``pip install "skmpt[eval]"``.
 """
 
 import argparse
@@ -89,20 +90,21 @@ def run(args):
     results = lm_eval.simple_evaluate(
         model="skmpt", evaluation_tracker=tracker, model_args=model_args, tasks=tasks, task_manager=manager,
         num_fewshot=args.num_fewshot,
-        batch_size=args.batch_size, limit=args.limit, log_samples=args.log_samples, random_seed=args.seed,
+        batch_size=args.batch_size, limit=args.limit, log_samples=True, random_seed=args.seed,
         numpy_random_seed=args.seed, torch_random_seed=args.seed, fewshot_random_seed=args.seed,
     )
     if results is None:  # a secondary process: rank 0 reports
         return
-    annotate_samples(results)
+    annotate_samples(results)  # the samples are always kept for this summary; written with --log_samples
     print(make_table(results))
     for task, summary in results["skmpt"].items():
         print(f"{task}: {summary['exact']} of {summary['requests']} requests exact, {summary['forward_passes']} "
               f"forward passes ({summary['forward_passes_per_request']:.1f} per request), rms standard error "
-              f"{summary['rms_std']:.4g} nats")
+              f"{summary['rms_std']:.4g} nats; estimators: "
+              + ", ".join(f"{name} {count}" for name, count in summary["estimators"].items()))
     if args.output_path is not None:
         samples = results.pop("samples", None)
-        tracker.save_results_aggregated(results=results, samples=samples)
+        tracker.save_results_aggregated(results=results, samples=samples if args.log_samples else None)
         for task in results["configs"] if args.log_samples else ():
             tracker.save_results_samples(task_name=task, samples=samples[task])
         logger.info("wrote %s", json.dumps(str(tracker.output_path)))

@@ -33,6 +33,7 @@ import logging
 import math
 import warnings
 import zlib
+from collections import Counter
 
 import numpy as np
 import torch
@@ -52,7 +53,14 @@ from .encoding import EncodedTexts, check_max_length, encode_texts
 from .loading import load_masked_lm, model_max_length
 from .pretrained import load_antiberty
 from .runner import MaskedLMRunner
-from .strategies import ESTIMATOR_METHODS, ExhaustiveMasks, estimator_strategy
+from .strategies import (
+    ESTIMATOR_METHODS,
+    ControlledMasks,
+    ExhaustiveMasks,
+    estimator_strategy,
+    least_variance_estimator,
+    pilot_variances,
+)
 
 #: Estimators whose orderings come in antithetic pairs.
 PAIRED = ("antithetic", "nested")
@@ -63,40 +71,50 @@ logger = logging.getLogger(__name__)
 
 
 class LoglikelihoodEstimate(tuple):
-    """``(log_likelihood, is_greedy)`` as lm-eval expects, with ``std``, ``exact`` and ``forward_passes``."""
+    """``(log_likelihood, is_greedy)`` as lm-eval expects, with ``std``, ``exact``, ``forward_passes``, ``estimator``.
 
-    def __new__(cls, log_likelihood, is_greedy, std, exact, forward_passes):
+    ``estimator`` names the estimator used (``"exhaustive"`` when exact).
+    """
+
+    def __new__(cls, log_likelihood, is_greedy, std, exact, forward_passes, estimator):
         result = super().__new__(cls, (float(log_likelihood), bool(is_greedy)))
         result.std, result.exact, result.forward_passes = float(std), bool(exact), int(forward_passes)
+        result.estimator = str(estimator)
         return result
 
     def __getnewargs__(self):  # pickled when lm-eval gathers samples over processes
-        return (*self, self.std, self.exact, self.forward_passes)
+        return (*self, self.std, self.exact, self.forward_passes, self.estimator)
 
 
 class RollingEstimate(float):
-    """A text's log-likelihood bound as lm-eval expects (a float), with ``std``, ``exact`` and ``forward_passes``."""
+    """A text's log-likelihood bound as lm-eval expects (a float), with ``std``, ``exact``, ``forward_passes``, ...
 
-    def __new__(cls, log_likelihood, std, exact, forward_passes):
+    ... and ``estimator``: the estimators of its windows, joined by ``"+"`` when they differ.
+    """
+
+    def __new__(cls, log_likelihood, std, exact, forward_passes, estimator):
         result = super().__new__(cls, float(log_likelihood))
         result.std, result.exact, result.forward_passes = float(std), bool(exact), int(forward_passes)
+        result.estimator = str(estimator)
         return result
 
     def __getnewargs__(self):
-        return (float(self), self.std, self.exact, self.forward_passes)
+        return (float(self), self.std, self.exact, self.forward_passes, self.estimator)
 
 
 def _estimate_fields(response):
-    return {"std": response.std, "exact": response.exact, "forward_passes": response.forward_passes}
+    return {"std": response.std, "exact": response.exact, "forward_passes": response.forward_passes,
+            "estimator": response.estimator}
 
 
 def annotate_samples(results):
     """Write each request's standard error, exactness and forward passes into lm-eval's logged samples.
 
     Each logged sample of ``results["samples"]`` (``simple_evaluate(..., log_samples=True)``)
-    gets ``"skmpt"``: one dict per request (``std``, ``exact``, ``forward_passes``), and
-    ``results["skmpt"][task]`` sums them up: requests, how many were exact, forward passes
-    in all and per request, and the root mean square standard error.
+    gets ``"skmpt"``: one dict per request (``std``, ``exact``, ``forward_passes``,
+    ``estimator``), and ``results["skmpt"][task]`` sums them up: requests, how many were exact,
+    forward passes in all and per request, the root mean square standard error, and how many
+    requests each estimator scored (``estimators``).
 
     Parameters
     ----------
@@ -119,7 +137,8 @@ def annotate_samples(results):
             std = np.array([field["std"] for field in fields])
             summary[task] = {"requests": len(fields), "exact": int(sum(field["exact"] for field in fields)),
                              "forward_passes": int(passes.sum()), "forward_passes_per_request": float(passes.mean()),
-                             "rms_std": float(np.sqrt(np.mean(std**2)))}
+                             "rms_std": float(np.sqrt(np.mean(std**2))),
+                             "estimators": dict(sorted(Counter(field["estimator"] for field in fields).items()))}
     if results is not None:
         results["skmpt"] = summary
     return results
@@ -151,14 +170,30 @@ class MaskedLMHarness(LM):
         ``"antiberty"`` (:func:`~skmpt.text.load_antiberty`), a directory, a hub name or an object,
         as :func:`~skmpt.text.load_masked_lm` takes.
     tokenizer : str, path, tokenizer or None, default=None
-    estimator : str, default="controlled"
-        The Monte Carlo estimator (:func:`~skmpt.text.strategies.estimator_strategy`):
-        ``"controlled"`` (LLaDA's stratified sizes with a control variate per token: never far
-        from LLaDA's variance per pass on AntiBERTy, 100 times less or more on a small diffusion
-        LM; ``benchmarks/text_estimator_variance.py``), ``"antithetic"`` (antithetic chains:
-        far less for models close to one joint, more on AntiBERTy), ``"nested"``,
+    estimator : str, default="auto"
+        The Monte Carlo estimator for a continuation whose masks are too many to enumerate
+        (:func:`~skmpt.text.strategies.estimator_strategy`). ``"auto"`` chooses per request (per
+        question for the choices of one question, so that they keep sharing random numbers): a
+        pilot of ``pilot_passes`` copies (those of ``"controlled"``; at most an eighth of
+        ``max_forward_passes``) measures the spread of the masks' terms with and without a
+        control variate per token (:func:`~skmpt.text.strategies.pilot_variances`), and
+        :func:`~skmpt.text.strategies.least_variance_estimator` picks ``"controlled"`` or
+        ``"balanced"`` for the rest of the budget. The estimate is the chosen estimator's alone,
+        so the choice does not change its expectation; the pilot's passes are counted in the
+        request's. (Keeping the pilot's draws costs more than it brings: on AntiBERTy at 128
+        passes, 1.7 times less variance than LLaDA's instead of 1.9.) Naming one forces it:
+        ``"balanced"`` (LLaDA's sizes with positions balanced within each size: 1.4 to 2.4 times
+        less variance per pass than LLaDA's on AntiBERTy and a small diffusion LM at 48 passes;
+        ``benchmarks/text_estimator_variance.py``), ``"controlled"`` (a control variate per
+        token: 100 times less or more on the small diffusion LM, not better than LLaDA's on
+        AntiBERTy), ``"antithetic"`` (antithetic chains: far less for models close to one joint,
+        more on AntiBERTy), ``"nested"``,
         ``"stratified"`` (LLaDA's), ``"chain"``, ``"sweep"``, ``"uniform"``,
-        ``"low_discrepancy"`` (MDLM's), ``"time"``.
+        ``"low_discrepancy"`` (MDLM's), ``"time"``. Each result names the estimator it used.
+    pilot_passes : int, default=16
+        The pilot's copies with ``estimator="auto"``, at least 4; the pilot runs
+        ``min(pilot_passes, max_forward_passes // 8)`` copies, and none (``"balanced"`` is used)
+        when that is below 4.
     max_forward_passes : int, default=128
         Masked copies per request at most (each one forward pass of one sequence); a continuation
         of ``T`` tokens with ``2**T - 1`` at most this is scored exactly.
@@ -204,20 +239,22 @@ class MaskedLMHarness(LM):
     True
     """
 
-    def __init__(self, pretrained="antiberty", *, tokenizer=None, estimator="controlled", max_forward_passes=128,
-                 adaptive=True, confidence=0.95, round_passes=16, check_greedy=True, rolling_context=None,
-                 dtype=None, device="cpu", batch_size=64, max_batch_size=None, max_length=None,
+    def __init__(self, pretrained="antiberty", *, tokenizer=None, estimator="auto", max_forward_passes=128,
+                 pilot_passes=16, adaptive=True, confidence=0.95, round_passes=16, check_greedy=True,
+                 rolling_context=None, dtype=None, device="cpu", batch_size=64, max_batch_size=None, max_length=None,
                  trust_remote_code=False, mask_token_id=None, shift_logits=False, timestep_arg=None, seed=0):
         super().__init__()
-        _check_choice("estimator", estimator, [name for name in ESTIMATOR_METHODS if name != "exhaustive"])
-        for name, value in (("max_forward_passes", max_forward_passes), ("round_passes", round_passes)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-                raise ValueError(f"{name} must be an integer >= 2 (two draws give a standard error); got {value!r}.")
+        _check_choice("estimator", estimator, ["auto", *(name for name in ESTIMATOR_METHODS if name != "exhaustive")])
+        for name, value, least in (("max_forward_passes", max_forward_passes, 2), ("round_passes", round_passes, 2),
+                                   ("pilot_passes", pilot_passes, 4)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be an integer >= {least} (enough draws for a standard error); "
+                                 f"got {value!r}.")
         if not 0.5 < float(confidence) < 1:
             raise ValueError(f"confidence must be in (0.5, 1); got {confidence!r}.")
         self.estimator, self.max_forward_passes, self.adaptive = estimator, max_forward_passes, bool(adaptive)
         self.confidence, self.round_passes, self.check_greedy = float(confidence), round_passes, bool(check_greedy)
-        self.seed = int(seed)
+        self.seed, self.pilot_passes = int(seed), pilot_passes
         batch_size = batch_size if isinstance(batch_size, int) and batch_size > 0 else 64  # lm-eval's "auto"
         device = resolve_device(device)
         predictor, tokenizer = _load(pretrained, tokenizer, device, None if dtype is None else resolve_dtype(dtype),
@@ -310,21 +347,22 @@ class MaskedLMHarness(LM):
     def _is_exact(self, length):
         return 2**length - 1 <= self.max_forward_passes
 
-    def _strategy(self, length, budget):
-        """The strategy of ``budget`` copies of a text of ``length`` tokens (at least two draws)."""
-        method = self.estimator
+    def _strategy(self, method, length, budget):
+        """The strategy of ``method`` at ``budget`` copies of a text of ``length`` tokens (at least two draws)."""
         per_copy = estimator_strategy(method, 2).n_copies(length) // 2
         count = max(2, budget // per_copy)
         if method in PAIRED:  # orderings in pairs, two pairs for a standard error
             count = max(4, count - count % 2)
+        if method == "balanced":  # the all-masked copy and two draws
+            count = max(3, count)
         return estimator_strategy(method, count)
 
-    def _run(self, encoded, items, strategies, seeds):
-        """Run one round: each item's strategy's copies; returns each item's draws and copies run."""
+    def _run(self, encoded, items, strategies, seeds, per_target=None, reduce=None):
+        """Run one round: each item's strategy's copies; returns each item's draws (or ``reduce``'s) and copies run."""
         copies = []
         for i, strategy, seed in zip(items, strategies, seeds, strict=True):
             copies.append(strategy.copies(int(encoded.n_tokens[i]), torch.Generator().manual_seed(seed)))
-        per_target = [strategy.per_target for strategy in strategies]
+        flags = [strategy.per_target if per_target is None else per_target for strategy in strategies]
         draws = [None] * len(items)
         budget, start = chunk_budget(), 0
         while start < len(items):  # groups of items within the working-memory budget of mask entries
@@ -333,26 +371,44 @@ class MaskedLMHarness(LM):
                 load += copies[stop][0].numel()
                 stop += 1
             for flag in (False, True):
-                chosen = [k for k in range(start, stop) if per_target[k] == flag]
+                chosen = [k for k in range(start, stop) if flags[k] == flag]
                 if not chosen:
                     continue
                 values = self.runner.run_copies(encoded.subset([items[k] for k in chosen]),
                                                 [copies[k] for k in chosen], per_target=flag)
                 for k, value in zip(chosen, values, strict=True):
-                    draws[k] = strategies[k].draws(copies[k][0], value)
+                    draws[k] = (reduce or strategies[k].draws)(copies[k][0], value)
             start = stop
         return draws, [len(masked) for masked, _ in copies]
 
-    def _next_round(self, length, spent, compared):
+    def _choose(self, encoded, groups, keys, methods, passes):
+        """Sets each pending item's estimator in ``methods``; with "auto", runs the pilot (its passes in ``passes``)."""
+        pending = [[i for i in group if i not in methods] for group in groups]
+        copies = min(self.pilot_passes, self.max_forward_passes // 8)  # an eighth of the budget at most
+        piloted = self.estimator == "auto" and copies >= 4
+        if not piloted:
+            for group in pending:
+                methods.update(dict.fromkeys(group, "balanced" if self.estimator == "auto" else self.estimator))
+            return
+        items = [i for group in pending for i in group]
+        seeds = [self._seed(key, -1) for group, key in zip(pending, keys, strict=True) for _ in group]
+        pilot = ControlledMasks(copies)
+        found, counts = self._run(encoded, items, [pilot] * len(items), seeds, reduce=pilot_variances)
+        found, counts = dict(zip(items, found, strict=True)), dict(zip(items, counts, strict=True))
+        for group in pending:  # the choices of a question: one estimator, their variances summed
+            summed = {name: sum(found[i][name] for i in group) for name in ("terms", "controlled")}
+            for i in group:
+                methods[i], passes[i] = least_variance_estimator(summed), counts[i]
+
+    def _next_round(self, method, length, spent, started, compared):
         """The strategy of an item's next round, or None when it is exact, done or out of budget."""
-        if self._is_exact(length) or (spent is not None and not compared):
+        if method == "exhaustive" or (started and not compared):
             return None
-        spent = spent or 0
         budget = self.max_forward_passes - spent
         if compared:
             budget = min(budget, self.round_passes)
-        strategy = self._strategy(length, budget)
-        if spent and spent + strategy.n_copies(length) > self.max_forward_passes:
+        strategy = self._strategy(method, length, budget)
+        if started and spent + strategy.n_copies(length) > self.max_forward_passes:
             return None
         return strategy
 
@@ -360,22 +416,24 @@ class MaskedLMHarness(LM):
         return zlib.crc32(f"{round_index}\x00{key}".encode(), self.seed)
 
     def _estimate(self, encoded, groups, keys):
-        """Each item's ``(value, std, exact, passes)``; ``groups`` share random numbers (the choices of a question)."""
+        """Each item's ``(value, std, exact, passes, estimator)``; ``groups`` share random numbers (a question's)."""
         n_tokens = encoded.n_tokens
-        draws, passes = {}, {}
+        draws, passes, methods = {}, {}, {}
         exact = [i for group in groups for i in group if self._is_exact(int(n_tokens[i]))]
         if exact:
             strategies = [ExhaustiveMasks(max_tokens=int(n_tokens[i])) for i in exact]
             values, counts = self._run(encoded, exact, strategies, [0] * len(exact))
             for i, value, count in zip(exact, values, counts, strict=True):
-                draws[i], passes[i] = value, count
+                draws[i], passes[i], methods[i] = value, count, "exhaustive"
+        self._choose(encoded, groups, keys, methods, passes)
         compared = [self.adaptive and len(group) > 1 for group in groups]
         round_index, active = 0, list(range(len(groups)))
         while active:
             items, strategies, seeds = [], [], []
             for g in active:
                 for i in groups[g]:
-                    strategy = self._next_round(int(n_tokens[i]), passes.get(i), compared[g])
+                    strategy = self._next_round(methods[i], int(n_tokens[i]), passes.get(i, 0), i in draws,
+                                                compared[g])
                     if strategy is not None:
                         items.append(i)
                         strategies.append(strategy)
@@ -391,9 +449,9 @@ class MaskedLMHarness(LM):
         results = {}
         for group in groups:
             for i in group:
-                is_exact = self._is_exact(int(n_tokens[i]))
+                is_exact = methods[i] == "exhaustive"
                 std = 0.0 if is_exact else float(draws[i].std(ddof=1) / np.sqrt(len(draws[i])))
-                results[i] = (float(draws[i].mean()), std, is_exact, passes[i])
+                results[i] = (float(draws[i].mean()), std, is_exact, passes[i], methods[i])
         return results
 
     def _settled(self, group, draws):
@@ -467,8 +525,8 @@ class MaskedLMHarness(LM):
         greedy = self._greedy(encoded, list(range(len(requests)))) if self.check_greedy else {}
         results = []
         for i, request in enumerate(requests):
-            value, std, exact, passes = estimates[i]
-            results.append(LoglikelihoodEstimate(value, greedy.get(i, False), std, exact, passes))
+            value, std, exact, passes, method = estimates[i]
+            results.append(LoglikelihoodEstimate(value, greedy.get(i, False), std, exact, passes, method))
             self.cache_hook.add_partial("loglikelihood", request.args, results[-1])
         return results
 
@@ -508,7 +566,8 @@ class MaskedLMHarness(LM):
                 parts = [estimates[k + n] for n in range(len(windows[j]))]
                 k += len(windows[j])
                 results.append(RollingEstimate(sum(p[0] for p in parts), math.sqrt(sum(p[1] ** 2 for p in parts)),
-                                               all(p[2] for p in parts), sum(p[3] for p in parts)))
+                                               all(p[2] for p in parts), sum(p[3] for p in parts),
+                                               "+".join(dict.fromkeys(p[4] for p in parts))))
                 self.cache_hook.add_partial("loglikelihood_rolling", requests[j].args, results[-1])
             pending = []
         return results

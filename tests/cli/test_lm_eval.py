@@ -44,12 +44,22 @@ def test_a_local_task_runs_and_its_samples_carry_the_estimates(model_dir, includ
     captured = capsys.readouterr()
     assert status == 0, captured.err
     assert "toy_mc: 3 of 4 requests exact" in captured.out
+    assert "estimators: balanced 1, exhaustive 3" in captured.out
     samples = [json.loads(line) for path in out.rglob("samples_toy_mc_*.jsonl") for line in path.open()]
     assert len(samples) == 2
     fields = [field for sample in samples for field in sample["skmpt"]]
     assert sum(field["exact"] for field in fields) == 3 and all(field["forward_passes"] > 0 for field in fields)
     results = json.loads(next(out.rglob("results_*.json")).read_text())
     assert results["skmpt"]["toy_mc"]["requests"] == 4
+
+
+def test_the_summary_is_printed_without_log_samples(model_dir, include_path, capsys, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    status = main(["lm-eval", "--model_args", f"pretrained={model_dir},max_forward_passes=8", "--tasks", "toy_mc",
+                   "--include_path", str(include_path)])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert "toy_mc: 3 of 4 requests exact" in captured.out
 
 
 @pytest.mark.parametrize("extra, message", [

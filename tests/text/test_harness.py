@@ -2,6 +2,7 @@
 
 import json
 import math
+import types
 import warnings
 
 import numpy as np
@@ -61,14 +62,59 @@ def test_short_continuations_are_exact_by_enumeration(joint, tokenizer):
         assert result[0] == pytest.approx(conditional(joint, words), abs=1e-10)
 
 
-@pytest.mark.parametrize("estimator", ["nested", "antithetic", "controlled", "stratified", "chain", "low_discrepancy"])
+@pytest.mark.parametrize("estimator", ["nested", "antithetic", "balanced", "controlled", "stratified", "chain",
+                                       "low_discrepancy"])
 def test_monte_carlo_estimates_carry_a_standard_error_and_agree_with_the_answer(joint, tokenizer, estimator):
     lm = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=6,
                          max_forward_passes=2, estimator=estimator)
     # two tokens need 3 masks to be exact: the budget of 2 forces Monte Carlo
     result = lm.loglikelihood([request("a b", " b a")])[0]
-    assert not result.exact and result.forward_passes >= 2
+    assert not result.exact and result.forward_passes >= 2 and result.estimator == estimator
     assert abs(result[0] - conditional(joint, ["a", "b", "b", "a"])) <= 6 * result.std + 1e-9
+
+
+def test_auto_enumerates_what_fits_and_else_runs_the_estimator_a_pilot_chose(tiny_bert, tokenizer):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=48, pilot_passes=6,
+                         adaptive=False)
+    short, long = lm.loglikelihood([request("a b", " a b", doc_id=0), request("a b", " a b b a b a", doc_id=1)])
+    assert short.estimator == "exhaustive" and short.exact and short.forward_passes == 3
+    assert long.estimator in ("balanced", "controlled") and not long.exact and long.std > 0
+    assert long.forward_passes == 48  # the pilot's 6 and the chosen estimator's 42
+    forced = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=48, pilot_passes=6,
+                             estimator="stratified").loglikelihood([request("a b", " a b b a b a", doc_id=1)])[0]
+    assert forced.estimator == "stratified" and forced.forward_passes == 48
+    no_room = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=24, pilot_passes=6)
+    result = no_room.loglikelihood([request("a b", " a b b a b a")])[0]
+    assert result.estimator == "balanced" and result.forward_passes == 24  # 24 // 8 = 3 copies: no pilot
+    with pytest.raises(ValueError, match="pilot_passes"):
+        MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, pilot_passes=3)
+
+
+class PositionLM(torch.nn.Module):
+    """Each position's word has its own fixed probability, whatever is masked: tokens differ only in difficulty."""
+
+    def __init__(self, tokenizer, length=16):
+        super().__init__()
+        self.a, self.b = tokenizer.convert_tokens_to_ids(["a", "b"])
+        self.p_b = torch.linspace(0.05, 0.9, length, dtype=torch.float64)
+        self.vocab_size = len(tokenizer)
+
+    def forward(self, input_ids, attention_mask):
+        logits = torch.full((*input_ids.shape, self.vocab_size), -torch.inf, dtype=torch.float64)
+        logits[..., self.b] = self.p_b[: input_ids.shape[1]].log()
+        logits[..., self.a] = (1 - self.p_b[: input_ids.shape[1]]).log()
+        return types.SimpleNamespace(logits=logits)
+
+
+def test_auto_chooses_the_control_variate_where_token_difficulties_explain_the_spread(tokenizer):
+    lm = MaskedLMHarness(pretrained=PositionLM(tokenizer), tokenizer=tokenizer, mask_token_id=tokenizer.mask_token_id,
+                         max_forward_passes=64, pilot_passes=8)
+    words = "b a a b b a b a".split()
+    result = lm.loglikelihood([request("a b", " " + " ".join(words))])[0]
+    p_b = PositionLM(tokenizer).p_b[3:11].numpy()  # [CLS] a b, then the continuation's 8 words
+    truth = sum(np.log(p if word == "b" else 1 - p) for word, p in zip(words, p_b, strict=True))
+    assert result.estimator == "controlled" and not result.exact and result.forward_passes == 64
+    assert result[0] == pytest.approx(truth, abs=1e-6) and result.std < 1e-6  # the tokens' spread is gone
 
 
 def test_is_greedy_rebuilds_the_continuation_by_greedy_unmasking(joint, tokenizer):
@@ -201,5 +247,6 @@ def test_simple_evaluate_runs_local_tasks_offline_and_logs_the_estimates(tiny_be
     assert not fields[1]["exact"] and fields[1]["std"] > 0  # "a a b b": 15 masks > 8
     summary = results["skmpt"]["toy_mc"]
     assert summary["requests"] == 4 and summary["exact"] == 3
+    assert summary["estimators"] == {"balanced": 1, "exhaustive": 3}  # 8 passes: no room for a pilot
     assert summary["forward_passes"] == sum(f["forward_passes"] for s in results["samples"]["toy_mc"]
                                             for f in s["skmpt"])

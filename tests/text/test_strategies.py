@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from skmpt.text.strategies import (ChainMasks, ControlledMasks, ExhaustiveMasks, NestedMasks, estimator_strategy,
+from skmpt.text.strategies import (BalancedMasks, ChainMasks, ControlledMasks, ExhaustiveMasks, NestedMasks,
+                                   balanced_windows, estimator_strategy, least_variance_estimator, pilot_variances,
                                    stratified_sizes)
 
 LENGTH = 5
@@ -27,8 +28,8 @@ def estimate(table, strategy, seed):
     return strategy.draws(masked, values).mean()
 
 
-@pytest.mark.parametrize("method", ["stratified", "controlled", "antithetic", "nested", "chain", "sweep", "uniform",
-                                    "low_discrepancy", "time"])
+@pytest.mark.parametrize("method", ["stratified", "balanced", "controlled", "antithetic", "nested", "chain", "sweep",
+                                    "uniform", "low_discrepancy", "time"])
 def test_every_estimator_has_the_enumerations_expectation(table, method):
     exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
     estimates = np.array([estimate(table, estimator_strategy(method, 4), seed) for seed in range(1500)])
@@ -65,3 +66,42 @@ def test_the_control_variate_removes_the_spread_of_additive_token_effects():
     plain = estimator_strategy("stratified", 8).draws(masked, np.nansum(values, 1))
     assert controlled.std() < 0.05 * plain.std()
     assert controlled.mean() == pytest.approx(effects.sum(), abs=0.05)
+
+
+def test_balanced_windows_cover_each_position_nearly_equally_often_and_each_alone_is_uniform():
+    masked = balanced_windows([4, 4, 4, 2, 2, 2], 7, torch.Generator().manual_seed(0))
+    assert masked.sum(1).tolist() == [4, 4, 4, 2, 2, 2]
+    for rows in (slice(0, 3), slice(3, 6)):
+        counts = masked[rows].sum(0)
+        assert int(counts.max() - counts.min()) <= 1  # 12 (or 6) slots over 7 positions: 1 or 2 (0 or 1) each
+    # one window's mask, over seeds: every position is in it with probability M / L
+    first = np.array([balanced_windows([3, 3], 6, torch.Generator().manual_seed(s))[0].numpy() for s in range(3000)])
+    assert np.allclose(first.mean(0), 0.5, atol=0.04)
+
+
+def test_balanced_masks_run_the_all_masked_copy_once_and_spread_less_than_llada_on_additive_effects(table):
+    masked, _ = BalancedMasks(9).copies(LENGTH, torch.Generator().manual_seed(0))
+    assert masked[0].all() and not masked[1:].all(1).any()
+    with pytest.raises(ValueError, match="n_masks >= 3"):
+        BalancedMasks(2, return_std=True)
+    effects = np.random.default_rng(1).normal(-3.0, 2.0, 12)
+    spread = {}  # additive token effects: what balancing positions within a size cancels
+    for name in ("balanced", "stratified"):
+        strategy = estimator_strategy(name, 48)  # 4 copies per size: balance needs several
+        draws = []
+        for seed in range(300):
+            copies, _ = strategy.copies(12, torch.Generator().manual_seed(seed))
+            draws.append(strategy.draws(copies, copies.numpy() @ effects).mean())
+        spread[name] = np.var(draws)
+    assert spread["balanced"] < 0.5 * spread["stratified"]
+
+
+def test_the_pilot_chooses_the_control_variate_only_where_token_effects_explain_the_spread(table):
+    masked, _ = ControlledMasks(16).copies(LENGTH, torch.Generator().manual_seed(0))
+    additive = np.where(masked.numpy(), np.array([-0.5, -3.0, -1.0, -6.0, -2.0]), np.nan)
+    assert least_variance_estimator(pilot_variances(masked, additive)) == "controlled"
+    rows = masked.numpy() @ (2 ** np.arange(LENGTH))
+    mixed = table[rows - 1] - np.nanmean(table, 0)  # the table's interactions alone: no token is harder than another
+    variances = pilot_variances(masked, mixed)
+    assert variances["controlled"] > 0.5 * variances["terms"]
+    assert least_variance_estimator(variances) == "balanced"
