@@ -31,6 +31,7 @@ summary per task.
 
 import logging
 import math
+import os
 import warnings
 import zlib
 from collections import Counter
@@ -211,8 +212,9 @@ class MaskedLMHarness(LM):
         the model's context.
     dtype : str or None, default=None
         ``"float32"``, ``"bfloat16"``, ...; ``None`` keeps the model's own.
-    device : str, default="cpu"
-        ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+    device : str, default="auto"
+        ``"auto"`` (CUDA when available, as lm-eval's Hugging Face model), ``"cpu"``, ``"cuda"``,
+        ``"cuda:N"``. Under a launcher, ``"auto"`` and ``"cuda"`` mean ``cuda:LOCAL_RANK``.
     batch_size : int, default=64
         Masked copies per forward pass.
     max_batch_size : int or None, default=None
@@ -241,7 +243,7 @@ class MaskedLMHarness(LM):
 
     def __init__(self, pretrained="antiberty", *, tokenizer=None, estimator="auto", max_forward_passes=128,
                  pilot_passes=16, adaptive=True, confidence=0.95, round_passes=16, check_greedy=True,
-                 rolling_context=None, dtype=None, device="cpu", batch_size=64, max_batch_size=None, max_length=None,
+                 rolling_context=None, dtype=None, device="auto", batch_size=64, max_batch_size=None, max_length=None,
                  trust_remote_code=False, mask_token_id=None, shift_logits=False, timestep_arg=None, seed=0):
         super().__init__()
         _check_choice("estimator", estimator, ["auto", *(name for name in ESTIMATOR_METHODS if name != "exhaustive")])
@@ -256,7 +258,10 @@ class MaskedLMHarness(LM):
         self.confidence, self.round_passes, self.check_greedy = float(confidence), round_passes, bool(check_greedy)
         self.seed, self.pilot_passes = int(seed), pilot_passes
         batch_size = batch_size if isinstance(batch_size, int) and batch_size > 0 else 64  # lm-eval's "auto"
+        ranks = launcher_ranks(os.environ)
         device = resolve_device(device)
+        if device.type == "cuda" and device.index is None and ranks is not None:
+            device = torch.device("cuda", ranks[2])  # one GPU per process, as torch.distributed expects
         predictor, tokenizer = _load(pretrained, tokenizer, device, None if dtype is None else resolve_dtype(dtype),
                                      trust_remote_code, mask_token_id, shift_logits, timestep_arg)
         length = model_max_length(predictor.module, tokenizer, 512 if max_length is None else int(max_length))
@@ -267,7 +272,6 @@ class MaskedLMHarness(LM):
             raise ValueError(f"rolling_context must be in [0, {self.limit}) (the model's context); got {context!r}.")
         self.rolling_context = context
         self._device = device
-        ranks = launcher_ranks(__import__("os").environ)
         if ranks is not None:
             self._rank, self._world_size = ranks[0], ranks[1]
 
