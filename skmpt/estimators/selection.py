@@ -161,8 +161,8 @@ class MaskedModelSearch(BaseEstimator):
     of each held-out row's observed entries (exact for the Gaussian models' default chain score),
     so ``NaN`` entries are marginalised out and candidates of different families and sizes are
     compared on one scale. Within a family (a list of candidates in increasing size) the search
-    stops at the first candidate that does not beat the family's best so far by more than one
-    standard error of their difference (paired over the held-out rows), and a family is dropped
+    stops at the first candidate that does not score higher than the family's best so far, and
+    a family is dropped
     when one more gain as large as its last would leave it more than one paired standard error
     below the leading family (gains shrink as sizes double). Among all the fitted
     candidates, the chosen one is the highest-scoring (``rule="best"``) or the one with the fewest
@@ -179,8 +179,8 @@ class MaskedModelSearch(BaseEstimator):
     validation_fraction : float, default=0.2
         Share of the rows held out to score the candidates (at least 2 rows).
     greedy : bool, default=True
-        Stop a family at its first candidate that does not improve its held-out score by more
-        than one standard error, and a family whose best score, raised by its last gain, stays
+        Stop a family at its first candidate that does not improve its held-out score, and a
+        family whose best score, raised by its last gain, stays
         more than one paired standard error below the leading family's; if False, fit every
         candidate.
     rule : {"best", "one_se"}, default="best"
@@ -336,11 +336,11 @@ class MaskedModelSearch(BaseEstimator):
                     logger.info("candidate %d: %s(n_components=%s), held-out %.3f +- %.3f nats, %.1f s", len(rows),
                                 family, row["n_components"], row["mean_test_score"], row["std_error"],
                                 row["fit_time"])
-                gain, error = _mean_and_error(values - best[family]) if family in best else (np.inf, 0.0)
+                gain = float((values - best[family]).mean()) if family in best else np.inf
                 if gain > 0:
                     best[family] = values
                 gains[family] = gain
-                if not queues[family] or (self.greedy and not gain > error):
+                if not queues[family] or (self.greedy and not gain > 0):
                     del queues[family]
             if self.greedy:
                 self._eliminate(queues, best, gains)
