@@ -40,7 +40,7 @@ FAMILIES = ("full", "fa", "ppca", "diag", "linear_vae", "vae")
 
 # Settings of the default candidates: full-batch-like steps with a larger learning rate and a
 # short patience, so that each fit converges in tens of epochs on tables of a few thousand rows.
-_FAST = {"learning_rate": 0.05, "n_iter_no_change": 5, "max_epochs": 200, "n_masks": 1}
+_FAST = {"learning_rate": 0.05, "n_iter_no_change": 3, "max_epochs": 200, "n_masks": 1}
 # Full-covariance mixtures start from EM on the observed entries (the same target as MPT, reached
 # in closed-form steps); MPT then continues with small steps and stops at its first stalls.
 _FULL = {"init_params": "em", "learning_rate": 1e-3, "n_iter_no_change": 1}
