@@ -190,7 +190,10 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         log-likelihood per sample gains less than ``tol``; MPT continues from there. EM climbs
         the same observed-data likelihood in far fewer steps than gradients do on correlated
         features, so training stops after a few epochs (on scikit-learn's breast cancer table,
-        30 features with 20 % of entries missing: 8 epochs instead of 125).
+        30 features with 20 % of entries missing: 8 epochs instead of 124). The start is near
+        the optimum, so Adam's first steps (about ``learning_rate`` in every parameter) can only
+        lose: a ``learning_rate`` of 0.001 suits it (with the default's steps a run may end below
+        its start, which is warned about).
     warm_start : bool, default=False
         ``fit`` on a fitted mixture continues from its parameters (one start: ``n_init`` is
         not used), as GaussianMixture's ``warm_start``.
@@ -415,8 +418,9 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
             raise ValueError(f"init_params='em' is for covariance_type='full'; got {self.covariance_type!r}.")
         X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
         observed = ~np.isnan(X)
-        center = np.nanmean(np.where(observed.any(0), X, 0.0), 0)
-        scale = np.nanstd(X, 0)
+        if not observed.any(0).all() or len(X) < self.n_components:
+            return None  # refused by fit's own checks, with their messages
+        center, scale = np.nanmean(X, 0), np.nanstd(X, 0)
         scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
         weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         seed = int(torch.randint(2**31 - 1, (1,), generator=check_generator(random_state)))
