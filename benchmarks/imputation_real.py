@@ -14,10 +14,12 @@ table and imputing it (``fit_transform``); scores on the removed entries. Patter
 Scores: RMSE of the imputed entries; the mean over features of the Wasserstein distance between
 the imputed and the true values of the removed entries; the accuracy (classification tables) or
 R² (regression) of a 5-fold cross-validated downstream model (logistic or ridge regression) on
-the imputed table; CPU seconds of the fit and imputation (one torch thread and one BLAS thread,
-the imputers of a case called in turn). ``MaskedImputer()`` also reports the held-out
-log-likelihood of the observed entries of its chosen model (nats per sample; ``score`` on a
-fifth of the rows held out from its fit is in ``search_.cv_results_``).
+the imputed table; CPU seconds of the fit and imputation (one torch thread and one BLAS thread;
+the imputers of a case called in turn ``--timing-repeats`` times, each keeping its least time;
+one warm-up fit before any timing pays torch's one-time imports); for ``MaskedImputer()``, the
+held-out log-likelihood of the observed entries under its chosen model (nats per sample, on the
+fifth of the rows its search held out; the other imputers have no likelihood). The last line
+sums each imputer's CPU time over the cases and divides it by IterativeImputer's.
 
 Tables: scikit-learn's embedded ``diabetes``, ``wine``, ``breast_cancer`` always; with
 ``--fetch``, ``california`` (scikit-learn's fetcher, which checks the archive's SHA-256) is
@@ -25,8 +27,10 @@ downloaded on first use, subsampled to ``--max-rows`` rows. Imputers: ``SimpleIm
 ``KNNImputer``, ``IterativeImputer`` with Bayesian ridge, ``IterativeImputer`` with extra trees
 (missForest), and ``MaskedImputer()``.
 
-Run ``python benchmarks/imputation_real.py --help``; the user guide's table is
-``python benchmarks/imputation_real.py --patterns mcar --rates 0.2,0.4 --repeats 1``.
+Run ``python benchmarks/imputation_real.py --help``; the user guide's tables are
+``python benchmarks/imputation_real.py --patterns mcar --rates 0.2,0.4 --repeats 1 --timing-repeats 3
+--methods Simple,KNN,Iterative,MaskedImputer`` and ``python benchmarks/imputation_real.py --repeats 2``
+(the full protocol at two repeats instead of ten).
 """
 
 import argparse

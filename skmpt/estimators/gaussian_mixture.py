@@ -403,8 +403,8 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         if previous is not None:
             self._fit(X, sample_weight, random_state=self.random_state, previous=previous)
         elif self.n_init == 1:
-            self._fit(X, sample_weight, random_state=self.random_state, previous=self._em_source(X, sample_weight,
-                                                                                                 self.random_state))
+            start = self._em_source(X, sample_weight, self.random_state)
+            self._fit(X, sample_weight, random_state=self.random_state, previous=start)
         else:
             self._fit_best_of_inits(X, sample_weight)
         return self
@@ -425,11 +425,10 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         seed = int(torch.randint(2**31 - 1, (1,), generator=check_generator(random_state)))
         X_t = torch.as_tensor(np.where(observed, (X - center) / scale, 0.0))
-        mixture, scale_t = em_start(X_t, torch.as_tensor(observed), torch.as_tensor(weights), self.n_components, seed,
-                                    self.tol), torch.as_tensor(scale)
-        weights_t, means, covariances = mixture
-        module = GaussianMixtureModule(weights_t, means * scale_t, covariances * torch.outer(scale_t, scale_t))
-        return module, center
+        proportions, means, covariances = em_start(X_t, torch.as_tensor(observed), torch.as_tensor(weights),
+                                                   self.n_components, seed, self.tol)
+        scale = torch.as_tensor(scale)
+        return GaussianMixtureModule(proportions, means * scale, covariances * torch.outer(scale, scale)), center
 
     def _warm_start_source(self, X):
         """The previous fit's ``(module_, offset_)`` to continue from, or None; a ``ValueError``

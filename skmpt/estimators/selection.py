@@ -76,11 +76,10 @@ def default_candidates(n_features, *, binary=False, families="auto", n_samples=N
     families : "auto" or sequence of str, default="auto"
         Among :data:`~skmpt.estimators.selection.FAMILIES`: ``"full"`` and ``"diag"`` are Gaussian
         mixtures of that covariance type with 1, 2, 3 components (``"full"``, started by EM on the
-        observed entries, ``init_params="em"``) or 2, 4, 8
-        (``"diag"``), ``"fa"`` and ``"ppca"`` factor analysis and PPCA with 1, 2, 4, ... components
-        below ``n_features``, ``"linear_vae"`` the linear VAE with 1, 2, 3 latent dimensions
-        (Bernoulli for binary data), ``"vae"`` a VAE
-        with one hidden layer of 32 units and 2, 4, 8 latent dimensions.
+        observed entries, ``init_params="em"``) or 2, 4, 8 (``"diag"``), ``"fa"`` and ``"ppca"``
+        factor analysis and PPCA with 1, 2, 4, ... components below ``n_features``,
+        ``"linear_vae"`` the linear VAE with 1, 2, 3 latent dimensions (Bernoulli for binary data),
+        ``"vae"`` a VAE with one hidden layer of 32 units and 2, 4, 8 latent dimensions.
     n_samples : int or None, default=None
         Rows the candidates are fitted to: the batch size is ``min(n_samples, 1000)`` (None: 1000).
     n_observed : int or None, default=None
@@ -162,11 +161,10 @@ class MaskedModelSearch(BaseEstimator):
     so ``NaN`` entries are marginalised out and candidates of different families and sizes are
     compared on one scale. Within a family (a list of candidates in increasing size) the search
     stops at the first candidate that does not score higher than the family's best so far, and
-    a family is dropped
-    when one more gain as large as its last would leave it more than one paired standard error
-    below the leading family (gains shrink as sizes double). Among all the fitted
-    candidates, the chosen one is the highest-scoring (``rule="best"``) or the one with the fewest
-    parameters among those within one standard error of it (``rule="one_se"``); it is then
+    a family is dropped when one more gain as large as its last would leave it more than one
+    paired standard error below the leading family (gains shrink as sizes double). Among all the
+    fitted candidates, the chosen one is the highest-scoring (``rule="best"``) or the one with the
+    fewest parameters among those within one standard error of it (``rule="one_se"``); it is then
     refitted to every row (``best_estimator_``).
 
     Parameters
@@ -180,9 +178,8 @@ class MaskedModelSearch(BaseEstimator):
         Share of the rows held out to score the candidates (at least 2 rows).
     greedy : bool, default=True
         Stop a family at its first candidate that does not improve its held-out score, and a
-        family whose best score, raised by its last gain, stays
-        more than one paired standard error below the leading family's; if False, fit every
-        candidate.
+        family whose best score, raised by its last gain, stays more than one paired standard
+        error below the leading family's; if False, fit every candidate.
     rule : {"best", "one_se"}, default="best"
         ``"best"``: the highest held-out score; ``"one_se"``: the fewest parameters (of the fitted
         ``module_``) among the candidates within one standard error of the highest, the
