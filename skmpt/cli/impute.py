@@ -84,7 +84,7 @@ def numeric_columns(table, marker):
     """
     import pandas as pd
 
-    names, values = [], []
+    names, values, infinite = [], [], {}
     for name in table.columns:
         column = table[name]
         is_text = column.dtype == object or pd.api.types.is_string_dtype(column)
@@ -111,8 +111,15 @@ def numeric_columns(table, marker):
         _check_marker(name, numbers.to_numpy(dtype=np.float64), missing, marker, text)
         if missing.all():
             raise ValueError(f"column {name!r} has no observed value: nothing can impute it; drop it")
+        rows = np.flatnonzero(~missing & np.isinf(numbers.to_numpy(dtype=np.float64)))
+        if len(rows):
+            infinite[name] = (rows[:3] + 1).tolist()
         names.append(name)
         values.append(np.where(missing, np.nan, numbers.to_numpy(dtype=np.float64)))
+    if infinite:
+        where = "; ".join(f"{name!r} at row(s) {rows}" for name, rows in infinite.items())
+        raise ValueError(f"column(s) {list(infinite)} hold infinite values ({where}): no model can fit or "
+                         f"impute them; replace them, or mark them missing with --missing-values")
     if not names:
         raise ValueError("the table has no numeric column to impute")
     X = np.column_stack(values)

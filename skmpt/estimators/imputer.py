@@ -147,10 +147,14 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         """``X`` as float64 with NaN at the missing entries, and the missing mask (``missing_values``
         as it was at fit)."""
         missing_values = self.params_["missing_values"]
-        X = validate_data(
-            self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan" if _is_nan(missing_values) else True,
-            copy=True,
-        )
+        X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False, copy=True)
+        infinite = np.flatnonzero(np.isinf(X).any(0))
+        if len(infinite):
+            raise ValueError(f"Input X contains infinity in feature(s) {infinite[:10].tolist()}: no model can fit "
+                             f"or impute it. Replace it, or mark it missing.")
+        if not _is_nan(missing_values) and np.isnan(X).any():
+            raise ValueError(f"Input X contains NaN in feature(s) {np.flatnonzero(np.isnan(X).any(0))[:10].tolist()}"
+                             f", but missing_values={missing_values!r}: mark every missing entry with that marker.")
         missing = _missing_mask(X, missing_values)
         X[missing] = np.nan
         return X, missing

@@ -9,7 +9,8 @@ each candidate model, with a standard error from the spread of the held-out rows
 
 (Moreno-Muñoz, Recasens and Hauberg, 2023: MPT summed over every mask size is the log-marginal
 likelihood.) The search fits each family's candidates in order of size and stops a family when a
-larger one no longer scores higher, then refits the best candidate to every row.
+larger one no longer scores higher, or when it is so far behind the leading family that one more
+gain as large as its last could not close the gap; then it refits the best candidate to every row.
 """
 
 import logging
@@ -39,7 +40,10 @@ FAMILIES = ("full", "fa", "ppca", "diag", "linear_vae", "vae")
 
 # Settings of the default candidates: full-batch-like steps with a larger learning rate and a
 # short patience, so that each fit converges in tens of epochs on tables of a few thousand rows.
-_FAST = {"learning_rate": 0.05, "n_iter_no_change": 5, "max_epochs": 200, "n_masks": 1}
+_FAST = {"learning_rate": 0.05, "n_iter_no_change": 3, "max_epochs": 200, "n_masks": 1}
+# Full-covariance mixtures start from EM on the observed entries (the same target as MPT, reached
+# in closed-form steps); MPT then continues with small steps and stops at its first stalls.
+_FULL = {"init_params": "em", "learning_rate": 1e-3, "n_iter_no_change": 1}
 
 
 def _sizes(n_features, *, start=1):
@@ -51,7 +55,13 @@ def _sizes(n_features, *, start=1):
     return sizes
 
 
-def default_candidates(n_features, *, binary=False, families="auto", n_samples=None, random_state=None):
+def _full_parameters(n_components, n_features):
+    """Free parameters of a full-covariance mixture (GaussianMixture's count)."""
+    return n_components * (n_features + n_features * (n_features + 1) // 2) + n_components - 1
+
+
+def default_candidates(n_features, *, binary=False, families="auto", n_samples=None, n_observed=None,
+                       random_state=None):
     """The candidate models :class:`MaskedModelSearch` tries by default, one list per family.
 
     Parameters
@@ -65,13 +75,17 @@ def default_candidates(n_features, *, binary=False, families="auto", n_samples=N
         win on likelihood while imputing poorly).
     families : "auto" or sequence of str, default="auto"
         Among :data:`~skmpt.estimators.selection.FAMILIES`: ``"full"`` and ``"diag"`` are Gaussian
-        mixtures of that covariance type with 1, 2, 3 components (``"full"``) or 2, 4, 8
-        (``"diag"``), ``"fa"`` and ``"ppca"`` factor analysis and PPCA with 1, 2, 4, ... components
-        below ``n_features``, ``"linear_vae"`` the linear VAE with 1, 2, 3 latent dimensions
-        (Bernoulli for binary data), ``"vae"`` a VAE
-        with one hidden layer of 32 units and 2, 4, 8 latent dimensions.
+        mixtures of that covariance type with 1, 2, 3 components (``"full"``, started by EM on the
+        observed entries, ``init_params="em"``) or 2, 4, 8 (``"diag"``), ``"fa"`` and ``"ppca"``
+        factor analysis and PPCA with 1, 2, 4, ... components below ``n_features``,
+        ``"linear_vae"`` the linear VAE with 1, 2, 3 latent dimensions (Bernoulli for binary data),
+        ``"vae"`` a VAE with one hidden layer of 32 units and 2, 4, 8 latent dimensions.
     n_samples : int or None, default=None
         Rows the candidates are fitted to: the batch size is ``min(n_samples, 1000)`` (None: 1000).
+    n_observed : int or None, default=None
+        Observed entries of those rows: a full-covariance mixture with more free parameters than
+        a tenth of them is left out (beyond that, on the tables measured, it fitted the training
+        rows' noise and lost on held-out rows, at the search's highest cost); None: no limit.
     random_state : int or None, default=None
         Given to every candidate.
 
@@ -95,7 +109,10 @@ def default_candidates(n_features, *, binary=False, families="auto", n_samples=N
         raise ValueError(f"Unknown or no families {unknown}; choose among {list(FAMILIES)}.")
     common = {**_FAST, "batch_size": min(n_samples or 1000, 1000), "random_state": random_state}
     makers = {
-        "full": lambda: [MaskedGaussianMixture(k, **common) for k in (1, 2, 3)],
+        "full": lambda: [
+            MaskedGaussianMixture(k, **{**common, **_FULL}) for k in (1, 2, 3)
+            if k == 1 or n_observed is None or 10 * _full_parameters(k, n_features) <= n_observed
+        ],
         "diag": lambda: [MaskedGaussianMixture(k, covariance_type="diag", **common) for k in (2, 4, 8)],
         "fa": lambda: [MaskedFactorAnalysis(k, **common) for k in _sizes(n_features)],
         "ppca": lambda: [MaskedPPCA(k, **common) for k in _sizes(n_features)],
@@ -143,10 +160,11 @@ class MaskedModelSearch(BaseEstimator):
     of each held-out row's observed entries (exact for the Gaussian models' default chain score),
     so ``NaN`` entries are marginalised out and candidates of different families and sizes are
     compared on one scale. Within a family (a list of candidates in increasing size) the search
-    stops at the first candidate that does not beat the family's best so far by more than one
-    standard error of their difference (paired over the held-out rows). Among all the fitted
-    candidates, the chosen one is the highest-scoring (``rule="best"``) or the one with the fewest
-    parameters among those within one standard error of it (``rule="one_se"``); it is then
+    stops at the first candidate that does not score higher than the family's best so far, and
+    a family is dropped when one more gain as large as its last would leave it more than one
+    paired standard error below the leading family (gains shrink as sizes double). Among all the
+    fitted candidates, the chosen one is the highest-scoring (``rule="best"``) or the one with the
+    fewest parameters among those within one standard error of it (``rule="one_se"``); it is then
     refitted to every row (``best_estimator_``).
 
     Parameters
@@ -159,8 +177,9 @@ class MaskedModelSearch(BaseEstimator):
     validation_fraction : float, default=0.2
         Share of the rows held out to score the candidates (at least 2 rows).
     greedy : bool, default=True
-        Stop a family at its first candidate that does not improve its held-out score by more
-        than one standard error; if False, fit every candidate.
+        Stop a family at its first candidate that does not improve its held-out score, and a
+        family whose best score, raised by its last gain, stays more than one paired standard
+        error below the leading family's; if False, fit every candidate.
     rule : {"best", "one_se"}, default="best"
         ``"best"``: the highest held-out score; ``"one_se"``: the fewest parameters (of the fitted
         ``module_``) among the candidates within one standard error of the highest, the
@@ -243,8 +262,10 @@ class MaskedModelSearch(BaseEstimator):
         if self.candidates is None:
             observed = X[~np.isnan(X)]
             seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+            n_train = len(X) - max(2, int(round(self.validation_fraction * len(X))))
             return default_candidates(X.shape[1], binary=bool(np.isin(observed, (0.0, 1.0)).all()),
-                                      n_samples=len(X), random_state=int(seed))
+                                      n_samples=len(X), n_observed=int(observed.size * n_train / len(X)),
+                                      random_state=int(seed))
         families = self.candidates if isinstance(self.candidates, dict) else {"candidates": self.candidates}
         if not families or not all(isinstance(models, list | tuple) and models for models in families.values()):
             raise ValueError(f"candidates must be a non-empty list of estimators or a dict of such lists; "
@@ -298,7 +319,7 @@ class MaskedModelSearch(BaseEstimator):
         """Fit and score the candidates family by family, round robin by size; one row per fit."""
         rows, scores, fitted = [], [], []
         queues = {family: list(models) for family, models in families.items()}
-        best = {}  # each family's best held-out scores so far
+        best, gains = {}, {}  # each family's best held-out scores so far, and its last gain
         budget = self.max_fits or sum(map(len, queues.values()))
         while queues and len(rows) < budget:
             for family in list(queues):
@@ -312,12 +333,25 @@ class MaskedModelSearch(BaseEstimator):
                     logger.info("candidate %d: %s(n_components=%s), held-out %.3f +- %.3f nats, %.1f s", len(rows),
                                 family, row["n_components"], row["mean_test_score"], row["std_error"],
                                 row["fit_time"])
-                gain, error = _mean_and_error(values - best[family]) if family in best else (np.inf, 0.0)
+                gain = float((values - best[family]).mean()) if family in best else np.inf
                 if gain > 0:
                     best[family] = values
-                if not queues[family] or (self.greedy and not gain > error):
+                gains[family] = gain
+                if not queues[family] or (self.greedy and not gain > 0):
                     del queues[family]
+            if self.greedy:
+                self._eliminate(queues, best, gains)
         return rows, scores, fitted
+
+    @staticmethod
+    def _eliminate(queues, best, gains):
+        """Drop the families that one more gain as large as their last could not bring within one
+        paired standard error of the leading family (gains shrink as the sizes double)."""
+        leader = max(best, key=lambda family: best[family].mean())
+        for family in [family for family in queues if family != leader and family in best]:
+            gap, error = _mean_and_error(best[leader] - best[family])
+            if gap - max(gains[family], 0.0) > error:
+                del queues[family]
 
     @staticmethod
     def _fit_and_score(family, candidate, X_train, X_held_out):

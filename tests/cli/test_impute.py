@@ -78,6 +78,7 @@ def test_parquet(tmp_path):
     ("a,b\n1,\n3,\n5,\n7,\n", "no observed value"),
     ("a,b\nu,v\nw,x\ny,z\nq,r\n", "no numeric column"),
     ("a,b\n1,2\n", "at least 4"),
+    ("a,b,c\n1,2,3\ninf,4,5\n5,-inf,7\n7,8,9\n", "column(s) ['a', 'b'] hold infinite values ('a' at row(s) [2]"),
 ])
 def test_bad_tables_are_refused_before_fitting(tmp_path, capsys, text, message):
     source = _write(tmp_path / "in.csv", text)

@@ -77,6 +77,27 @@ def test_default_candidates_by_data_kind():
         default_candidates(6, families=["tied"])
 
 
+def test_default_full_mixtures_start_from_em_and_fit_the_observed_entries():
+    # A full mixture in 30 features has 495 free parameters a component: with 10,000 observed
+    # entries the search tries 1 and 2 components, not 3; with no count, every size.
+    limited = default_candidates(30, n_observed=10_000)["full"]
+    assert [m.n_components for m in limited] == [1, 2]
+    assert all(m.init_params == "em" for m in limited)
+    assert [m.n_components for m in default_candidates(30)["full"]] == [1, 2, 3]
+    assert [m.n_components for m in default_candidates(30, n_observed=10)["full"]] == [1]
+
+
+def test_a_family_far_behind_the_leader_is_dropped():
+    # Rank-6 data: PPCA(1) -> PPCA(2) gains about one component's share, and five more are
+    # missing, so a third size could not catch up with PPCA(6); without greed it is fitted.
+    X = _low_rank(n=300, d=10, k=6, missing=0.1)
+    families = {"right": [MaskedPPCA(6, **FAST)], "poor": [MaskedPPCA(k, **FAST) for k in (1, 2, 3)]}
+    greedy = MaskedModelSearch(families, refit=False, random_state=0).fit(X)
+    assert list(greedy.cv_results_["family"]) == ["right", "poor", "poor"]
+    every = MaskedModelSearch(families, greedy=False, refit=False, random_state=0).fit(X)
+    assert list(every.cv_results_["n_components"]) == [6, 1, 2, 3]
+
+
 def test_default_search_on_binary_data_fits_bernoulli_linear_vaes():
     rng = np.random.default_rng(0)
     X = (rng.random((80, 4)) < 0.5).astype(float)
