@@ -13,7 +13,9 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import Options
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count, moment_groups
 
-__all__ = ["MOMENTS_MIN_SAMPLES", "choose_n_components", "explained_variance", "minka_dimension"]
+__all__ = [
+    "MOMENTS_MIN_SAMPLES", "choose_from_spectrum", "choose_n_components", "explained_variance", "minka_dimension"
+]
 
 #: With ``solver="auto"``, training runs from the data's moments from this many rows on: below it
 #: an epoch of mini-batches costs less than the moments' steps.
@@ -68,6 +70,15 @@ def choose_n_components(X, n_components, sample_weight=None):
         X = (X - np.average(X, axis=0, weights=sample_weight)) * np.sqrt(sample_weight)[:, None]
     spectrum = np.linalg.svd(X, compute_uv=False) ** 2 / (n_samples - 1)
     spectrum = np.concatenate([spectrum, np.zeros(n_features - len(spectrum))])
+    return choose_from_spectrum(spectrum, n_components, n_samples)
+
+
+def choose_from_spectrum(spectrum, n_components, n_samples):
+    """:func:`choose_n_components` from the covariance's eigenvalues ``spectrum`` (descending, divided
+    by ``n_samples - 1``) of ``n_samples`` samples: what the data's moments give without the data."""
+    if not isinstance(n_components, (str, float)):
+        return int(n_components)
+    n_features = len(spectrum)
     if n_components == "mle":
         if n_samples < n_features:
             raise ValueError(
@@ -127,6 +138,10 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         components = 0.1 * torch.randn(self.n_components_, n_features, generator=generator, dtype=X.dtype)
         noise = self._initial_noise(X, units)
         return self._module_class(components.to(X.device), X.new_zeros(n_features), noise)
+
+    def _trains_from_moments(self, n_samples):
+        solver = self.params_["solver"]
+        return solver == "moments" or (solver == "auto" and n_samples >= MOMENTS_MIN_SAMPLES)
 
     def _training_groups(self, X, observed, weights):
         """Moment groups (:func:`~skmpt.estimators._base.moment_groups`) with ``solver="moments"``,

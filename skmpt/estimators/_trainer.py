@@ -345,9 +345,9 @@ class Trainer:
         stopping = self.stopping_sample(X, generator, observed)
         self.start_progress = self.stopping_objective(*stopping) + log_jacobian
         self._keep_best(module, self.start_progress, 0)
+        cuts = self.start_cuts()
         n_batches = math.ceil(X.shape[0] / self.resolved_batch_size(X.shape[0]))
         stream = self.batch_stream(X.shape[0], generator, X.device) if n_batches > self.max_steps_per_epoch else None
-        cuts = 0
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
             learning_rate = optimizer.param_groups[0]["lr"]
@@ -408,7 +408,7 @@ class Trainer:
         with torch.no_grad(), self._diverging():
             self.start_progress = float(self._moment_objective(groups, stopping)) + log_jacobian
         self._keep_best(module, self.start_progress, 0)
-        cuts = 0
+        cuts = self.start_cuts()
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
             learning_rate = optimizer.param_groups[0]["lr"]
@@ -425,6 +425,13 @@ class Trainer:
             if cuts > self.n_lr_cuts:
                 return self._end(module, progress, epoch, True)
         return self._end(module, progress, self.max_epochs, False)
+
+    def start_cuts(self):
+        """The step size's cuts that a smaller first step stands for: Adam starting at
+        ``first_step_factor`` times ``learning_rate`` (a start near the optimum) is where about
+        ``log(1 / first_step_factor) / log(lr_cut_factor)`` cuts would have brought it, and they count
+        toward the ``n_lr_cuts`` after which a stall ends training (none from a plain start)."""
+        return int(math.log(1 / self.first_step_factor) / math.log(self.lr_cut_factor) + 1e-9)
 
     def _epoch_end(self, module, record, start, epoch, optimizer_and_scheduler, cuts):
         """Record an epoch (``record["learning_rate"]``: the step size it ran at), keep the best
