@@ -39,8 +39,22 @@ root-mean-square error of their imputations of 10 % of the held-out entries. CPU
 draws them on log-log axes (the user guide's figure)::
 
     python benchmarks/scaling.py --only rows --max-rows 100000 --json rows.json --plot docs/images/scaling_rows.png
+    python benchmarks/scaling.py --only rows --min-rows 10000 --max-rows 1000000 --cases MaskedPPCA PCA
 
-    python benchmarks/scaling.py [--repeats 2] [--quick] [--only exact|rows] [--max-rows N]
+After each case run at 10,000 and 100,000 rows, its growth between them. ``--cases`` picks cases by
+a part of their names; ``--max-rows 1000000`` adds a million rows.
+
+Ratio (``--only ratio``): the default fit of MaskedPPCA and MaskedFactorAnalysis on 100,000 x 50
+rank-5 rows (``--ratio-rows``) as a multiple of PCA's and FactorAnalysis's CPU time, timed in turn
+in one process (the minimum of ``--repeats``), with the log-likelihood per sample each reaches.
+
+Grid (``--only grid``): the design's grid, ``GridSearchCV(MaskedPPCA(random_state=0),
+{"n_components": [1..5], "mask_rate": ["uniform", 0.15, 0.5]}, cv=3, n_jobs=2)`` on
+``make_ppca(600, 12, 3, noise_variance=0.5, random_state=0).data``: wall time with fresh loky
+workers (they start and import torch) and again with the same workers, the CPU time of the same
+grid with ``n_jobs=1`` in this process, and the size each chooses.
+
+    python benchmarks/scaling.py [--repeats 2] [--quick] [--only exact|rows|ratio|grid] [--max-rows N]
 """
 
 import argparse
@@ -59,7 +73,7 @@ from sklearn.base import clone
 import torch
 
 from _common import interleaved_minimum
-from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedLinearVAE, MaskedPPCA, MaskedVAE
+from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedImputer, MaskedLinearVAE, MaskedPPCA, MaskedVAE
 
 
 def data(estimator, n, D, K, rng):
@@ -298,17 +312,23 @@ def rows_cases():
          lambda: IterativeImputer(random_state=0), None),
         ("MaskedPPCA on 10 % missing", lambda n, rng: _with_holes(_linear_data(n, rng), rng),
          lambda: MaskedPPCA(5, **cpu), None),
+        ("MaskedImputer(MaskedPPCA) on 10 % missing", lambda n, rng: _with_holes(_linear_data(n, rng), rng),
+         lambda: MaskedImputer(MaskedPPCA(5, **cpu), random_state=0), None),
     ]
 
 
-def rows_table(max_rows, repeats, json_path=None, plot_path=None):
-    """Fit time against rows for every estimator beside scikit-learn's (see the module docstring)."""
-    sizes = [n for n in (1_000, 10_000, 100_000, 1_000_000) if n <= max_rows]
+def rows_table(max_rows, repeats, json_path=None, plot_path=None, only=None, min_rows=1_000):
+    """Fit time against rows for every estimator beside scikit-learn's (see the module docstring);
+    ``only``: the cases whose name holds one of these strings; the growth from 10,000 to 100,000 rows
+    after each case that ran both."""
+    sizes = [n for n in (1_000, 10_000, 100_000, 1_000_000) if min_rows <= n <= max_rows]
     results = {}
     print(f"torch {torch.__version__}, 1 thread, CPU seconds of fit, minimum of {repeats}")
     print("| estimator | rows | fit s | reaches |")
     print("| --- | --- | --- | --- |")
     for name, make, build, reached in rows_cases():
+        if only and not any(part in name for part in only):
+            continue
         for n in sizes:
             X = make(n, np.random.RandomState(n))
             held_out = (_linear_data if reached is None else make)(10_000, np.random.RandomState(7))
@@ -327,6 +347,9 @@ def rows_table(max_rows, repeats, json_path=None, plot_path=None):
             unit = "nats/sample" if reached else "RMSE"
             results.setdefault(name, []).append({"rows": n, "seconds": min(times), "reaches": value, "unit": unit})
             print(f"| {name} | {n:,} | {min(times):.3g} | {value:.4f} {unit} |", flush=True)
+        seconds = {r["rows"]: r["seconds"] for r in results.get(name, [])}
+        if 10_000 in seconds and 100_000 in seconds:
+            print(f"| {name} | growth 10k -> 100k | {seconds[100_000] / seconds[10_000]:.2f}x | |", flush=True)
     if json_path:
         Path(json_path).write_text(json.dumps(results, indent=1))
     if plot_path:
@@ -388,24 +411,51 @@ def ratio_table(n_rows, repeats):
         )
 
 
+def grid_table():
+    """The design's grid (see the module docstring): wall seconds with fresh and with the same loky
+    workers (``n_jobs=2``), CPU seconds with ``n_jobs=1`` in this process, and what each chooses."""
+    from sklearn.model_selection import GridSearchCV
+
+    from skmpt.datasets import make_ppca
+
+    X = make_ppca(600, 12, 3, noise_variance=0.5, random_state=0).data
+    grid = {"n_components": [1, 2, 3, 4, 5], "mask_rate": ["uniform", 0.15, 0.5]}
+    print(f"GridSearchCV(MaskedPPCA(random_state=0), {grid}, cv=3) on 600 x 12 of rank 3")
+    print("| run | wall s | CPU s (this process) | chosen |")
+    print("| --- | --- | --- | --- |")
+    for run, n_jobs in [("n_jobs=2, fresh workers", 2), ("n_jobs=2, same workers", 2), ("n_jobs=1", 1)]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            search = GridSearchCV(MaskedPPCA(random_state=0), grid, cv=3, n_jobs=n_jobs).fit(X)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(f"| {run} | {wall:.2f} | {cpu:.2f} | {search.best_params_} |", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="exact scores at D <= 64 and K <= 5 only")
-    parser.add_argument("--only", choices=["exact", "rows", "ratio"],
-                        help="run the exact scores', the rows' or the ratio's table only")
+    parser.add_argument("--only", choices=["exact", "rows", "ratio", "grid"],
+                        help="run the exact scores', the rows', the ratio's or the grid's table only")
     parser.add_argument("--ratio-rows", type=int, default=100_000, help="rows of the ratio's table")
-    parser.add_argument("--max-rows", type=int, default=1_000_000, help="largest number of rows of the rows' table")
+    parser.add_argument("--max-rows", type=int, default=100_000,
+                        help="largest number of rows of the rows' table (1000000 adds a million)")
+    parser.add_argument("--min-rows", type=int, default=1_000, help="smallest number of rows of the rows' table")
+    parser.add_argument("--cases", nargs="+", help="rows' table: only the cases whose name holds one of these")
     parser.add_argument("--json", help="write the rows' table to this JSON file")
     parser.add_argument("--plot", help="draw the rows' table as a log-log PNG at this path")
     args = parser.parse_args(argv)
+    if args.only == "grid":  # before this process sets its own threads: the workers would inherit them
+        grid_table()
+        return
     torch.set_num_threads(1)
     rng = np.random.RandomState(0)
     if args.only == "rows":
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1):
-            rows_table(args.max_rows, args.repeats, args.json, args.plot)
+            rows_table(args.max_rows, args.repeats, args.json, args.plot, args.cases, args.min_rows)
         return
     if args.only == "exact":
         exact_scores(args.repeats, args.quick, rng)

@@ -514,9 +514,16 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         return copy.deepcopy(self.module_.state_dict())
 
     def _training_groups(self, X, observed, weights):
-        """The training samples as moment groups when this estimator trains from moments (a
-        Gaussian model with masks shared by the samples), else None: mini-batches of rows."""
-        return None
+        """``(groups, part)``: the training samples as moment groups when this estimator trains from
+        moments (a Gaussian model with masks shared by the samples), and a
+        :class:`~skmpt.estimators._trainer.RowPart` of those trained by mini-batches beside them (None:
+        none); ``(None, None)``: mini-batches of rows."""
+        return None, None
+
+    def _streams_from_moments(self, n_samples):
+        """Whether ``partial_fit`` trains from moments, given a first chunk of ``n_samples`` rows
+        whose patterns of observed entries all go through moments."""
+        return False
 
     def _moment_start(self, groups):
         """A start computed from the moment ``groups`` (e.g. PCA's solution), or None: :meth:`_build_module`'s."""
@@ -715,8 +722,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             with seeded(seed, self.device_):
                 moments = None if X_train is not None else groups[0].moments
                 self.n_components_ = self._resolve_n_components(X_train, weights, moments)
+                part = None
                 if X_train is not None:
-                    groups = self._training_groups(X_train, observed, weights)
+                    groups, part = self._training_groups(X_train, observed, weights)
                 start = None if groups is None or previous is not None else self._moment_start(groups)
                 if start is None:  # from moments alone, their mean stands for the data's width, dtype and device
                     data = X_train if X_train is not None else moments.mean[None]
@@ -731,7 +739,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                         )
                     else:
                         self.n_iter_, self.converged_ = trainer.fit_moments(
-                            self.module_, groups, generator, log_jacobian
+                            self.module_, groups, generator, log_jacobian, part
                         )
             self.history_ = trainer.history
             self._map_back(center, scale)
@@ -822,7 +830,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             with seeded(state.seed + state.calls, self.device_):
                 if first:
                     self.n_components_ = self._resolve_n_components(X_train, weights, None)
-                    state.groups = self._training_groups(X_train, observed, weights)
+                    groups, part = self._training_groups(X_train, observed, weights)
+                    state.groups = groups if part is None and self._streams_from_moments(len(X_train)) else None
                     start = None if state.groups is None else self._moment_start(state.groups)
                     self.module_ = self._build_module(X_train, generator, (state.center, state.scale)) \
                         if start is None else start

@@ -12,14 +12,25 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import Options
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count, moment_groups
+from ._trainer import MomentGroup, RowPart
 
 __all__ = [
-    "MOMENTS_MIN_SAMPLES", "choose_from_spectrum", "choose_n_components", "explained_variance", "minka_dimension"
+    "MAX_MOMENT_GROUPS",
+    "MOMENT_GROUP_MIN_SAMPLES",
+    "MOMENTS_MIN_SAMPLES",
+    "choose_from_spectrum",
+    "choose_n_components",
+    "explained_variance",
+    "minka_dimension",
 ]
 
-#: With ``solver="auto"``, training runs from the data's moments from this many rows on: below it
-#: an epoch of mini-batches costs less than the moments' steps.
+#: With ``solver="auto"``, ``partial_fit`` trains from moments from a first chunk of this many rows on.
 MOMENTS_MIN_SAMPLES = 1000
+#: With ``solver="auto"`` on incomplete data, a pattern of observed entries goes through its moments
+#: when this many rows share it, for the ``MAX_MOMENT_GROUPS`` most frequent: a group's step costs the
+#: same whatever its rows, and each group adds one to every step.
+MOMENT_GROUP_MIN_SAMPLES = 100
+MAX_MOMENT_GROUPS = 10
 
 
 # ====================================================================== spectra
@@ -140,20 +151,45 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         return self._module_class(components.to(X.device), X.new_zeros(n_features), noise)
 
     def _trains_from_moments(self, n_samples):
+        """Complete data train from their moments unless ``solver="minibatch"``: for masks shared by the
+        rows, the objective's expectation over the masks is the mini-batches' (each row's masks are
+        drawn from the same distribution), whatever the number of rows, and one pass gives them."""
+        return self.params_["solver"] != "minibatch"
+
+    def _streams_from_moments(self, n_samples):
+        """``partial_fit`` trains from moments with ``solver="moments"``, or with ``"auto"`` from a first
+        chunk of ``MOMENTS_MIN_SAMPLES`` rows on: each call then trains to convergence on the moments of
+        every chunk so far, which costs more than a call's one pass of mini-batches over smaller chunks."""
         solver = self.params_["solver"]
         return solver == "moments" or (solver == "auto" and n_samples >= MOMENTS_MIN_SAMPLES)
 
     def _training_groups(self, X, observed, weights):
-        """Moment groups (:func:`~skmpt.estimators._base.moment_groups`) with ``solver="moments"``,
-        or with ``"auto"`` from ``MOMENTS_MIN_SAMPLES`` rows on when every pattern of observed
-        entries is shared by a tenth of them (complete data: always); else None (mini-batches)."""
+        """``(groups, part)``: the moment groups (:func:`~skmpt.estimators._base.moment_groups`) and the
+        :class:`~skmpt.estimators._trainer.RowPart` of the rows trained by mini-batches beside them (None
+        when there are none). ``solver="minibatch"``: ``(None, None)``; ``"moments"``: a group per
+        pattern of observed entries; ``"auto"`` on incomplete data: a group for each of the
+        ``MAX_MOMENT_GROUPS`` most frequent patterns shared by ``MOMENT_GROUP_MIN_SAMPLES`` rows or more,
+        the other rows by mini-batches (all of them when no pattern is that frequent)."""
         solver = self.params_["solver"]
-        if solver == "minibatch" or (solver == "auto" and X.shape[0] < MOMENTS_MIN_SAMPLES):
-            return None
-        groups = moment_groups(X, observed, weights)
-        if solver == "auto" and len(groups) > 10:
-            return None
-        return groups
+        if solver == "minibatch":
+            return None, None
+        if observed is None or solver == "moments":
+            return moment_groups(X, observed, weights), None
+        _, labels, counts = torch.unique(observed, dim=0, return_inverse=True, return_counts=True)
+        frequent = counts.argsort(descending=True, stable=True)[:MAX_MOMENT_GROUPS]
+        frequent = frequent[counts[frequent] >= MOMENT_GROUP_MIN_SAMPLES]
+        if len(frequent) == 0:
+            return None, None
+        grouped = torch.isin(labels, frequent)
+        total = float(X.shape[0]) if weights is None else float(weights.sum())
+        parts = [None if weights is None else weights[rows] for rows in (grouped, ~grouped)]
+        groups = moment_groups(X[grouped], observed[grouped], parts[0])
+        in_groups = float(grouped.sum()) if weights is None else float(parts[0].sum())
+        groups = [MomentGroup(g.moments, g.observed, g.share * in_groups / total) for g in groups]
+        if bool(grouped.all()):
+            return groups, None
+        rest = None if weights is None else parts[1] / parts[1].mean()
+        return groups, RowPart(X[~grouped], observed[~grouped], rest, 1.0 - in_groups / total)
 
     def _moment_start(self, groups):
         """PCA's solution on complete data: the top ``K`` eigenvectors of the covariance scaled by
