@@ -195,15 +195,19 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         """PCA's solution on complete data: the top ``K`` eigenvectors of the covariance scaled by
         the square roots of their eigenvalues less the noise, the noise the mean of the other
         eigenvalues (the maximum-likelihood PPCA), or for per-feature noise the variance the
-        loadings leave in each feature; None (the random start) on incomplete data."""
+        loadings leave in each feature; None (the random start) on incomplete data, and with as many
+        components as features (the maximum likelihood then leaves no noise: a degenerate start)."""
         if len(groups) > 1 or groups[0].observed is not None or self.params_.get("noise_variance_init") is not None:
             return None
         moments = groups[0].moments
+        K, n_features = self.n_components_, moments.mean.shape[0]
+        if K >= n_features:
+            return None
         eigenvalues, eigenvectors = torch.linalg.eigh(moments.covariance)
         eigenvalues, eigenvectors = eigenvalues.flip(0).clamp_min(0), eigenvectors.flip(1)
-        K, n_features = self.n_components_, len(eigenvalues)
-        floor = 1e-6 * max(float(eigenvalues.mean()), torch.finfo(eigenvalues.dtype).tiny)
-        noise = eigenvalues[K:].mean().clamp_min(floor) if K < n_features else eigenvalues.new_tensor(floor)
+        # Standardised data have a mean variance of one, or none at all when constant.
+        floor = 1e-6 * (float(eigenvalues.mean()) or 1.0)
+        noise = eigenvalues[K:].mean().clamp_min(floor)
         components = eigenvectors[:, :K].T * (eigenvalues[:K] - noise).clamp_min(0).sqrt().unsqueeze(-1)
         if not self._isotropic:
             noise = (moments.covariance.diagonal() - components.square().sum(0)).clamp_min(floor)
