@@ -54,7 +54,10 @@ Grid (``--only grid``): the design's grid, ``GridSearchCV(MaskedPPCA(random_stat
 workers (they start and import torch) and again with the same workers, the CPU time of the same
 grid with ``n_jobs=1`` in this process, and the size each chooses.
 
-    python benchmarks/scaling.py [--repeats 2] [--quick] [--only exact|rows|ratio|grid] [--max-rows N]
+Memory (``--only memory``): the peak resident memory a default ``MaskedPPCA(5).fit`` adds to a process
+holding 1,000,000 x 50 rows (``--memory-rows``), with 4 and with 16 masks per row, each in a fresh process.
+
+    python benchmarks/scaling.py [--repeats 2] [--quick] [--only exact|rows|ratio|grid|memory] [--max-rows N]
 """
 
 import argparse
@@ -64,6 +67,7 @@ import importlib.util
 import json
 from pathlib import Path
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -323,6 +327,9 @@ def rows_table(max_rows, repeats, json_path=None, plot_path=None, only=None, min
     after each case that ran both."""
     sizes = [n for n in (1_000, 10_000, 100_000, 1_000_000) if min_rows <= n <= max_rows]
     results = {}
+    with warnings.catch_warnings():  # torch's first-call set-up is not the first case's cost
+        warnings.simplefilter("ignore")
+        MaskedPPCA(2, device="cpu").fit(_linear_data(1000, np.random.RandomState(0)))
     print(f"torch {torch.__version__}, 1 thread, CPU seconds of fit, minimum of {repeats}")
     print("| estimator | rows | fit s | reaches |")
     print("| --- | --- | --- | --- |")
@@ -432,12 +439,43 @@ def grid_table():
         print(f"| {run} | {wall:.2f} | {cpu:.2f} | {search.best_params_} |", flush=True)
 
 
+MEMORY_CODE = """
+import resource, sys, time
+import numpy as np, torch
+torch.set_num_threads(1)
+from skmpt import MaskedPPCA
+n_rows, n_masks = int(sys.argv[1]), int(sys.argv[2])
+rng = np.random.default_rng(0)
+X = rng.standard_normal((n_rows, 5)) @ rng.standard_normal((5, 50)) + rng.standard_normal((n_rows, 50))
+MaskedPPCA(5).fit(X[:1000])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.process_time()
+MaskedPPCA(5, n_masks=n_masks).fit(X)
+seconds = time.process_time() - start
+print(X.nbytes / 2**20, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 2**10, seconds)
+"""
+
+
+def memory_table(n_rows):
+    """Peak resident memory that ``MaskedPPCA(5, n_masks=...).fit`` adds to a process holding ``n_rows`` x 50
+    rows, for 4 and 16 masks per row (each in a fresh process: the peak is the process's own)."""
+    print(f"MaskedPPCA(5).fit on {n_rows:,} x 50 (default solver), peak RSS over the data's, one thread")
+    print("| n_masks | data MiB | peak RSS added MiB | fit CPU s |")
+    print("| --- | --- | --- | --- |")
+    for n_masks in (4, 16):
+        run = subprocess.run([sys.executable, "-c", MEMORY_CODE, str(n_rows), str(n_masks)], capture_output=True,
+                             text=True, check=True)
+        data, added, seconds = map(float, run.stdout.split())
+        print(f"| {n_masks} | {data:.0f} | {added:.0f} | {seconds:.2f} |", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="exact scores at D <= 64 and K <= 5 only")
-    parser.add_argument("--only", choices=["exact", "rows", "ratio", "grid"],
-                        help="run the exact scores', the rows', the ratio's or the grid's table only")
+    parser.add_argument("--only", choices=["exact", "rows", "ratio", "grid", "memory"],
+                        help="run the exact scores', the rows', the ratio's, the grid's or the memory's table only")
+    parser.add_argument("--memory-rows", type=int, default=1_000_000, help="rows of the memory's table")
     parser.add_argument("--ratio-rows", type=int, default=100_000, help="rows of the ratio's table")
     parser.add_argument("--max-rows", type=int, default=100_000,
                         help="largest number of rows of the rows' table (1000000 adds a million)")
@@ -446,6 +484,9 @@ def main(argv=None):
     parser.add_argument("--json", help="write the rows' table to this JSON file")
     parser.add_argument("--plot", help="draw the rows' table as a log-log PNG at this path")
     args = parser.parse_args(argv)
+    if args.only == "memory":
+        memory_table(args.memory_rows)
+        return
     if args.only == "grid":  # before this process sets its own threads: the workers would inherit them
         grid_table()
         return
