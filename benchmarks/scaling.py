@@ -446,7 +446,10 @@ torch.set_num_threads(1)
 from skmpt import MaskedPPCA
 n_rows, n_masks = int(sys.argv[1]), int(sys.argv[2])
 rng = np.random.default_rng(0)
-X = rng.standard_normal((n_rows, 5)) @ rng.standard_normal((5, 50)) + rng.standard_normal((n_rows, 50))
+mixing, X = rng.standard_normal((5, 50)), np.empty((n_rows, 50))
+for start in range(0, n_rows, 10_000):  # in chunks: the process's peak before the fit is the data's
+    rows = X[start : start + 10_000]
+    rows[:] = rng.standard_normal((len(rows), 5)) @ mixing + rng.standard_normal((len(rows), 50))
 MaskedPPCA(5).fit(X[:1000])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.process_time()
