@@ -123,3 +123,11 @@ def test_partial_fit_accumulates_the_moments_of_every_chunk():
         streamed.partial_fit(chunk)
     assert streamed.n_iter_ == 3 and len(streamed.history_) == 3
     assert abs(streamed.score(X) - PCA(2).fit(X).score(X)) < 0.002
+
+
+def test_a_start_at_pcas_solution_counts_its_smaller_steps_as_cuts():
+    ppca = MaskedPPCA(2, random_state=0, device="cpu").fit(_data(n=500))
+    rates = sorted({record["learning_rate"] for record in ppca.history_}, reverse=True)
+    # Adam starts at a tenth of learning_rate, three of the schedule's halvings; four more end the stall.
+    np.testing.assert_allclose(rates, [0.003 / 2**i for i in range(4)])
+    assert ppca.converged_ and ppca.n_iter_ < 10 * 5
