@@ -432,17 +432,19 @@ class Trainer:
         samples; the stopping rule and the step-size schedule are :meth:`fit`'s, on masks
         drawn once. A :class:`RowPart` ``part`` (samples of rare patterns of observed entries)
         adds a mini-batch of its samples to each step, and a fixed sample of them to the stopping
-        rule's objective: one objective over every sample, of the same expectation.
+        rule's objective: one objective over every sample, of the same expectation. An epoch is
+        then :meth:`fit`'s: one pass over the part's samples or ``max_steps_per_epoch`` steps.
         """
         optimizer = self.optimizer(module)
         scheduler = self.scheduler(optimizer)
         device = groups[0].moments.mean.device
         n_stopping = self.n_masks * self.moment_masks_per_step * self.moment_stopping_factor
         stopping = [self._group_masks(group, n_stopping, generator, device) for group in groups]
-        rows, stopping_rows = None, None
-        if part is not None:
+        rows, stopping_rows, n_steps = None, None, 1
+        if part is not None:  # an epoch of the rows' mini-batches: one pass or max_steps_per_epoch steps
             n_part = part.X.shape[0]
             rows = (part, self.batch_stream(n_part, generator, device))
+            n_steps = min(math.ceil(n_part / self.resolved_batch_size(n_part)), self.max_steps_per_epoch)
             size = max(self.monitor_min_samples, math.ceil(self.monitor_fraction * n_part))
             samples = torch.randperm(n_part, generator=generator)[: min(n_part, size, self.monitor_max_samples)]
             stopping_rows = self._part_rows(part, samples.to(device), generator)
@@ -453,7 +455,8 @@ class Trainer:
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
             learning_rate = optimizer.param_groups[0]["lr"]
-            record = {"epoch": epoch, "objective": self.moment_epoch(groups, optimizer, generator, rows) + log_jacobian}
+            objective = sum(self.moment_epoch(groups, optimizer, generator, rows) for _ in range(n_steps)) / n_steps
+            record = {"epoch": epoch, "objective": objective + log_jacobian}
             with torch.no_grad(), self._diverging():
                 value = self._moment_objective(groups, stopping, stopping_rows)
                 record["stopping_objective"] = float(value) + log_jacobian
