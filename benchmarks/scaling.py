@@ -39,8 +39,25 @@ root-mean-square error of their imputations of 10 % of the held-out entries. CPU
 draws them on log-log axes (the user guide's figure)::
 
     python benchmarks/scaling.py --only rows --max-rows 100000 --json rows.json --plot docs/images/scaling_rows.png
+    python benchmarks/scaling.py --only rows --min-rows 10000 --max-rows 1000000 --cases MaskedPPCA PCA
 
-    python benchmarks/scaling.py [--repeats 2] [--quick] [--only exact|rows] [--max-rows N]
+After each case run at 10,000 and 100,000 rows, its growth between them. ``--cases`` picks cases by
+a part of their names; ``--max-rows 1000000`` adds a million rows.
+
+Ratio (``--only ratio``): the default fit of MaskedPPCA and MaskedFactorAnalysis on 100,000 x 50
+rank-5 rows (``--ratio-rows``) as a multiple of PCA's and FactorAnalysis's CPU time, timed in turn
+in one process (the minimum of ``--repeats``), with the log-likelihood per sample each reaches.
+
+Grid (``--only grid``): the design's grid, ``GridSearchCV(MaskedPPCA(random_state=0),
+{"n_components": [1..5], "mask_rate": ["uniform", 0.15, 0.5]}, cv=3, n_jobs=2)`` on
+``make_ppca(600, 12, 3, noise_variance=0.5, random_state=0).data``: wall time with fresh loky
+workers (they start and import torch) and again with the same workers, the CPU time of the same
+grid with ``n_jobs=1`` in this process, and the size each chooses.
+
+Memory (``--only memory``): the peak resident memory a default ``MaskedPPCA(5).fit`` adds to a process
+holding 1,000,000 x 50 rows (``--memory-rows``), with 4 and with 16 masks per row, each in a fresh process.
+
+    python benchmarks/scaling.py [--repeats 2] [--quick] [--only exact|rows|ratio|grid|memory] [--max-rows N]
 """
 
 import argparse
@@ -50,6 +67,7 @@ import importlib.util
 import json
 from pathlib import Path
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -59,7 +77,7 @@ from sklearn.base import clone
 import torch
 
 from _common import interleaved_minimum
-from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedLinearVAE, MaskedPPCA, MaskedVAE
+from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedImputer, MaskedLinearVAE, MaskedPPCA, MaskedVAE
 
 
 def data(estimator, n, D, K, rng):
@@ -298,17 +316,26 @@ def rows_cases():
          lambda: IterativeImputer(random_state=0), None),
         ("MaskedPPCA on 10 % missing", lambda n, rng: _with_holes(_linear_data(n, rng), rng),
          lambda: MaskedPPCA(5, **cpu), None),
+        ("MaskedImputer(MaskedPPCA) on 10 % missing", lambda n, rng: _with_holes(_linear_data(n, rng), rng),
+         lambda: MaskedImputer(MaskedPPCA(5, **cpu), random_state=0), None),
     ]
 
 
-def rows_table(max_rows, repeats, json_path=None, plot_path=None):
-    """Fit time against rows for every estimator beside scikit-learn's (see the module docstring)."""
-    sizes = [n for n in (1_000, 10_000, 100_000, 1_000_000) if n <= max_rows]
+def rows_table(max_rows, repeats, json_path=None, plot_path=None, only=None, min_rows=1_000):
+    """Fit time against rows for every estimator beside scikit-learn's (see the module docstring);
+    ``only``: the cases whose name holds one of these strings; the growth from 10,000 to 100,000 rows
+    after each case that ran both."""
+    sizes = [n for n in (1_000, 10_000, 100_000, 1_000_000) if min_rows <= n <= max_rows]
     results = {}
+    with warnings.catch_warnings():  # torch's first-call set-up is not the first case's cost
+        warnings.simplefilter("ignore")
+        MaskedPPCA(2, device="cpu").fit(_linear_data(1000, np.random.RandomState(0)))
     print(f"torch {torch.__version__}, 1 thread, CPU seconds of fit, minimum of {repeats}")
     print("| estimator | rows | fit s | reaches |")
     print("| --- | --- | --- | --- |")
     for name, make, build, reached in rows_cases():
+        if only and not any(part in name for part in only):
+            continue
         for n in sizes:
             X = make(n, np.random.RandomState(n))
             held_out = (_linear_data if reached is None else make)(10_000, np.random.RandomState(7))
@@ -327,6 +354,9 @@ def rows_table(max_rows, repeats, json_path=None, plot_path=None):
             unit = "nats/sample" if reached else "RMSE"
             results.setdefault(name, []).append({"rows": n, "seconds": min(times), "reaches": value, "unit": unit})
             print(f"| {name} | {n:,} | {min(times):.3g} | {value:.4f} {unit} |", flush=True)
+        seconds = {r["rows"]: r["seconds"] for r in results.get(name, [])}
+        if 10_000 in seconds and 100_000 in seconds:
+            print(f"| {name} | growth 10k -> 100k | {seconds[100_000] / seconds[10_000]:.2f}x | |", flush=True)
     if json_path:
         Path(json_path).write_text(json.dumps(results, indent=1))
     if plot_path:
@@ -353,25 +383,132 @@ def plot_rows(results, path):
     figure.savefig(path, dpi=110)
 
 
+def _ratio_data(n):
+    """The ratio's table: rank 5 in 50 features plus unit noise, from ``default_rng(0)``."""
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((n, 5)) @ rng.standard_normal((5, 50)) + rng.standard_normal((n, 50))
+
+
+def ratio_table(n_rows, repeats):
+    """The default fit of MaskedPPCA and MaskedFactorAnalysis as a multiple of scikit-learn's PCA and
+    FactorAnalysis on the same rows, timed in turn in this process, and the log-likelihood per sample
+    each reaches on the training rows (the maximum-likelihood fits' is the optimum)."""
+    from sklearn.decomposition import PCA, FactorAnalysis
+
+    X = _ratio_data(n_rows)
+    print(f"{n_rows:,} x 50, rank 5; torch {torch.__version__}, 1 thread, CPU s, minimum of {repeats} interleaved")
+    print("| estimator | fit s | baseline | baseline s | ratio | log-likelihood | baseline's | difference |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for masked, baseline in [(MaskedPPCA(5), PCA(5)), (MaskedFactorAnalysis(5), FactorAnalysis(5, random_state=0))]:
+        def fit(estimator, key, fitted):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fitted[key] = clone(estimator).fit(X)
+
+        clone(masked).fit(X[:2000])  # torch's first-call set-up is not the fit's cost
+        fitted = {}
+        functions = [partial(fit, masked, "mine", fitted), partial(fit, baseline, "theirs", fitted)]
+        mine, theirs = interleaved_minimum(functions, repeats)
+        reached = float(np.mean(fitted["mine"].log_marginal_likelihood(X)))
+        optimum = float(fitted["theirs"].score(X))
+        print(
+            f"| {type(masked).__name__} | {mine:.4f} | {type(baseline).__name__} | {theirs:.4f} | "
+            f"{mine / theirs:.1f}x | {reached:.6f} | {optimum:.6f} | {reached - optimum:.2e} |",
+            flush=True,
+        )
+
+
+def grid_table():
+    """The design's grid (see the module docstring): wall seconds with fresh and with the same loky
+    workers (``n_jobs=2``), CPU seconds with ``n_jobs=1`` in this process, and what each chooses."""
+    from sklearn.model_selection import GridSearchCV
+
+    from skmpt.datasets import make_ppca
+
+    X = make_ppca(600, 12, 3, noise_variance=0.5, random_state=0).data
+    grid = {"n_components": [1, 2, 3, 4, 5], "mask_rate": ["uniform", 0.15, 0.5]}
+    print(f"GridSearchCV(MaskedPPCA(random_state=0), {grid}, cv=3) on 600 x 12 of rank 3")
+    print("| run | wall s | CPU s (this process) | chosen |")
+    print("| --- | --- | --- | --- |")
+    for run, n_jobs in [("n_jobs=2, fresh workers", 2), ("n_jobs=2, same workers", 2), ("n_jobs=1", 1)]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            search = GridSearchCV(MaskedPPCA(random_state=0), grid, cv=3, n_jobs=n_jobs).fit(X)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(f"| {run} | {wall:.2f} | {cpu:.2f} | {search.best_params_} |", flush=True)
+
+
+MEMORY_CODE = """
+import resource, sys, time
+import numpy as np, torch
+torch.set_num_threads(1)
+from skmpt import MaskedPPCA
+n_rows, n_masks = int(sys.argv[1]), int(sys.argv[2])
+rng = np.random.default_rng(0)
+mixing, X = rng.standard_normal((5, 50)), np.empty((n_rows, 50))
+for start in range(0, n_rows, 10_000):  # in chunks: the process's peak before the fit is the data's
+    rows = X[start : start + 10_000]
+    rows[:] = rng.standard_normal((len(rows), 5)) @ mixing + rng.standard_normal((len(rows), 50))
+MaskedPPCA(5).fit(X[:1000])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.process_time()
+MaskedPPCA(5, n_masks=n_masks).fit(X)
+seconds = time.process_time() - start
+print(X.nbytes / 2**20, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 2**10, seconds)
+"""
+
+
+def memory_table(n_rows):
+    """Peak resident memory that ``MaskedPPCA(5, n_masks=...).fit`` adds to a process holding ``n_rows`` x 50
+    rows, for 4 and 16 masks per row (each in a fresh process: the peak is the process's own)."""
+    print(f"MaskedPPCA(5).fit on {n_rows:,} x 50 (default solver), peak RSS over the data's, one thread")
+    print("| n_masks | data MiB | peak RSS added MiB | fit CPU s |")
+    print("| --- | --- | --- | --- |")
+    for n_masks in (4, 16):
+        run = subprocess.run([sys.executable, "-c", MEMORY_CODE, str(n_rows), str(n_masks)], capture_output=True,
+                             text=True, check=True)
+        data, added, seconds = map(float, run.stdout.split())
+        print(f"| {n_masks} | {data:.0f} | {added:.0f} | {seconds:.2f} |", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="exact scores at D <= 64 and K <= 5 only")
-    parser.add_argument("--only", choices=["exact", "rows"], help="run the exact scores' or the rows' table only")
-    parser.add_argument("--max-rows", type=int, default=1_000_000, help="largest number of rows of the rows' table")
+    parser.add_argument("--only", choices=["exact", "rows", "ratio", "grid", "memory"],
+                        help="run the exact scores', the rows', the ratio's, the grid's or the memory's table only")
+    parser.add_argument("--memory-rows", type=int, default=1_000_000, help="rows of the memory's table")
+    parser.add_argument("--ratio-rows", type=int, default=100_000, help="rows of the ratio's table")
+    parser.add_argument("--max-rows", type=int, default=100_000,
+                        help="largest number of rows of the rows' table (1000000 adds a million)")
+    parser.add_argument("--min-rows", type=int, default=1_000, help="smallest number of rows of the rows' table")
+    parser.add_argument("--cases", nargs="+", help="rows' table: only the cases whose name holds one of these")
     parser.add_argument("--json", help="write the rows' table to this JSON file")
     parser.add_argument("--plot", help="draw the rows' table as a log-log PNG at this path")
     args = parser.parse_args(argv)
+    if args.only == "memory":
+        memory_table(args.memory_rows)
+        return
+    if args.only == "grid":  # before this process sets its own threads: the workers would inherit them
+        grid_table()
+        return
     torch.set_num_threads(1)
     rng = np.random.RandomState(0)
     if args.only == "rows":
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1):
-            rows_table(args.max_rows, args.repeats, args.json, args.plot)
+            rows_table(args.max_rows, args.repeats, args.json, args.plot, args.cases, args.min_rows)
         return
     if args.only == "exact":
         exact_scores(args.repeats, args.quick, rng)
+        return
+    if args.only == "ratio":
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):
+            ratio_table(args.ratio_rows, args.repeats)
         return
     print(f"torch {torch.__version__}, 1 thread, CPU seconds, minimum of {args.repeats}")
     print("| estimator | factor | values | score s | score exponent | epoch s | epoch exponent |")

@@ -45,6 +45,7 @@ __all__ = [
     "dtype_name",
     "linear_gaussian_parameter_count",
     "moment_groups",
+    "moment_standardization",
     "scale_limits",
     "standardization",
     "training_rows",
@@ -77,10 +78,13 @@ def scale_limits(dtype):
 
 def check_values(X, likelihood):
     """Binary data for a Bernoulli likelihood; magnitudes whose squares the dtype holds for a Gaussian one."""
-    LIKELIHOODS[likelihood].check(X)
     if likelihood != "gaussian":
+        LIKELIHOODS[likelihood].check(X)
         return
-    largest = float(X.abs().max()) if X.numel() else 0.0
+    # Validated data hold no NaN (missing entries are zeros by now); an infinity (or a float64
+    # value beyond float32's range, cast) is larger than the limit. One pass, no temporary.
+    smallest, largest = torch.aminmax(X) if X.numel() else (X.new_zeros(()), X.new_zeros(()))
+    largest = max(float(largest), -float(smallest))
     limit = scale_limits(X.dtype)[1]
     if largest > limit:
         raise ValueError(
@@ -130,6 +134,20 @@ def standardization(X, likelihood, observed=None):
         return center, X.new_ones(())  # constant data: nothing to rescale
     scale = largest * (deviation / largest).square().mean().sqrt()
     return center, _check_scale(scale, X.dtype)
+
+
+def moment_standardization(moments):
+    """:func:`standardization`'s centre and scale from the :class:`~skmpt.objectives.Moments` of
+    complete data, and the moments of the standardised data: ``((center, scale), moments)``; None
+    when the spread is zero or its square leaves the range the dtype holds (then
+    :func:`standardization`, which divides by the largest deviation before squaring, decides)."""
+    covariance = moments.covariance
+    scale = (covariance.diagonal().sum() / covariance.shape[0]).sqrt()
+    low, high = scale_limits(covariance.dtype)
+    if not low <= float(scale) <= high:
+        return None
+    standardized = objectives.Moments(moments.weight, torch.zeros_like(moments.mean), covariance / scale.square())
+    return (moments.mean, scale), standardized
 
 
 def _observed_standardization(X, observed):
@@ -442,11 +460,32 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """Keyword arguments of the training objective (e.g. IWAE's number of particles)."""
         return {}
 
-    def _resolve_n_components(self, X, sample_weight):
+    def _resolve_n_components(self, X, sample_weight, moments):
         """The latent dimension to fit on (standardised) training data ``X`` with its training
-        weights (a tensor of mean one, or None): ``n_components`` by default; an estimator with a
-        data-driven choice (PPCA's ``"mle"``) overrides it."""
+        weights (a tensor of mean one, or None), or, when ``X`` is None, on the data whose
+        :class:`~skmpt.objectives.Moments` are ``moments``: ``n_components`` by default; an
+        estimator with a data-driven choice (PPCA's ``"mle"``) overrides it."""
         return self.params_["n_components"]
+
+    def _trains_from_moments(self, n_samples):
+        """Whether training on ``n_samples`` complete rows runs from their moments alone (a
+        Gaussian model with masks shared by the samples): then the standardised data are never
+        formed."""
+        return False
+
+    def _training_data(self, X, observed, weights):
+        """``(X_train, groups, units)``: the standardised training data ``(X - center) / scale`` (missing
+        entries at zero) and ``units = (center, scale)``; or, for complete data that train from their
+        moments, ``X_train`` None and the one moment group of the standardised data, the units from
+        the moments (no pass over the data beyond theirs)."""
+        if observed is None and self._likelihood() == "gaussian" and self._trains_from_moments(X.shape[0]):
+            moments = objectives.Moments.from_samples(X, weights)
+            standardized = moment_standardization(moments)
+            if standardized is not None:
+                units, moments = standardized
+                return None, [MomentGroup(moments)], units
+        center, scale = standardization(X, self._likelihood(), observed)
+        return _fill_missing((X - center) / scale, observed), None, (center, scale)
 
     def _check_data(self, X):
         """Data-dependent checks on the validated training array; subclasses extend them."""
@@ -475,9 +514,16 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         return copy.deepcopy(self.module_.state_dict())
 
     def _training_groups(self, X, observed, weights):
-        """The training samples as moment groups when this estimator trains from moments (a
-        Gaussian model with masks shared by the samples), else None: mini-batches of rows."""
-        return None
+        """``(groups, part)``: the training samples as moment groups when this estimator trains from
+        moments (a Gaussian model with masks shared by the samples), and a
+        :class:`~skmpt.estimators._trainer.RowPart` of those trained by mini-batches beside them (None:
+        none); ``(None, None)``: mini-batches of rows."""
+        return None, None
+
+    def _streams_from_moments(self, n_samples):
+        """Whether ``partial_fit`` trains from moments, given a first chunk of ``n_samples`` rows
+        whose patterns of observed entries all go through moments."""
+        return False
 
     def _moment_start(self, groups):
         """A start computed from the moment ``groups`` (e.g. PCA's solution), or None: :meth:`_build_module`'s."""
@@ -525,14 +571,22 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         )
         dtype = DTYPES[self.params_["dtype"]] if reset else self._dtype
         X = np.asarray(X, dtype=np.float64)
-        missing = check_missing(X, reset=reset)
+        # One pass for the column sums: finite sums mean no NaN (which would propagate), so the
+        # entry-by-entry search for missing entries runs only on data that may have some.
+        sums = X.sum(0)
+        missing = None if np.isfinite(sums).all() else check_missing(X, reset=reset)
         if reset:
-            self.offset_ = self._offset(X.mean(0) if missing is None else np.nanmean(X, 0), dtype)
-        # A copy (the subtraction makes one): torch cannot wrap read-only arrays without warning.
-        X = X - self.offset_
-        if missing is not None:
-            X[missing] = 0.0
-        X_t = torch.tensor(X, dtype=dtype, device=self.device_)
+            self.offset_ = self._offset(sums / len(X) if missing is None else np.nanmean(X, 0), dtype)
+        if missing is None and not self.offset_.any():
+            # Read, never written: the caller's array is wrapped (copied only when read-only, which
+            # torch cannot wrap without warning, or when the dtype or device differ).
+            X_t = torch.from_numpy(X) if X.flags.writeable else torch.tensor(X)
+            X_t = X_t.to(dtype=dtype, device=self.device_)
+        else:
+            X = X - self.offset_  # a copy, writable: torch wraps it without warning
+            if missing is not None:
+                X[missing] = 0.0
+            X_t = torch.from_numpy(X).to(dtype=dtype, device=self.device_)
         threshold = self._binarize_threshold()
         if threshold is not None:
             X_t = (X_t > threshold).to(dtype)  # BernoulliNB's rule: above the threshold is 1
@@ -662,27 +716,30 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
             generator = check_generator(random_state)
             seed = int(torch.randint(2**62, (1,), generator=generator))
-            center, scale = standardization(X_t, self._likelihood(), observed)
-            X_train = _fill_missing((X_t - center) / scale, observed)
+            X_train, groups, (center, scale) = self._training_data(X_t, observed, weights)
             trainer = self._trainer()
             trainer.sample_weight = weights
             with seeded(seed, self.device_):
-                self.n_components_ = self._resolve_n_components(X_train, weights)
-                groups = self._training_groups(X_train, observed, weights)
+                moments = None if X_train is not None else groups[0].moments
+                self.n_components_ = self._resolve_n_components(X_train, weights, moments)
+                part = None
+                if X_train is not None:
+                    groups, part = self._training_groups(X_train, observed, weights)
                 start = None if groups is None or previous is not None else self._moment_start(groups)
-                if start is None:
-                    self.module_ = self._start_module(X_train, generator, (center, scale), previous)
+                if start is None:  # from moments alone, their mean stands for the data's width, dtype and device
+                    data = X_train if X_train is not None else moments.mean[None]
+                    self.module_ = self._start_module(data, generator, (center, scale), previous)
                 else:  # near the optimum already: smaller first steps
                     self.module_, trainer.first_step_factor = start, trainer.near_start_factor
                 log_jacobian = _log_jacobian(X_t, scale, observed)
-                with intra_op_threads(fit_threads(_step_size(trainer, X_train, groups))):
+                with intra_op_threads(fit_threads(_step_size(trainer, X_t, groups))):
                     if groups is None:
                         self.n_iter_, self.converged_ = trainer.fit(
                             self.module_, X_train, generator, log_jacobian, observed
                         )
                     else:
                         self.n_iter_, self.converged_ = trainer.fit_moments(
-                            self.module_, groups, generator, log_jacobian
+                            self.module_, groups, generator, log_jacobian, part
                         )
             self.history_ = trainer.history
             self._map_back(center, scale)
@@ -772,8 +829,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             generator = torch.Generator().manual_seed(state.seed + state.calls)
             with seeded(state.seed + state.calls, self.device_):
                 if first:
-                    self.n_components_ = self._resolve_n_components(X_train, weights)
-                    state.groups = self._training_groups(X_train, observed, weights)
+                    self.n_components_ = self._resolve_n_components(X_train, weights, None)
+                    groups, part = self._training_groups(X_train, observed, weights)
+                    state.groups = groups if part is None and self._streams_from_moments(len(X_train)) else None
                     start = None if state.groups is None else self._moment_start(state.groups)
                     self.module_ = self._build_module(X_train, generator, (state.center, state.scale)) \
                         if start is None else start

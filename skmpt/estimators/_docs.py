@@ -44,11 +44,13 @@ SHARED_PARAMETERS = {
         '{"auto", "moments", "minibatch"}',
         'How training sees the data. ``"moments"``: through their weighted mean and covariance (per '
         "pattern of observed entries when some are missing), computed in one pass; each step then draws "
-        "``32 * n_masks`` masks shared by the samples and costs the same whatever their number, and "
+        "``16 * n_masks`` masks shared by the samples and costs the same whatever their number, and "
         "training starts from PCA's solution (on complete data). Its objective has the expectation of "
         '``"minibatch"``\'s, so the same optimum. ``"minibatch"``: epochs of shuffled mini-batches of '
-        'rows with masks of their own. ``"auto"``: ``"moments"`` from 1000 rows on when the missing '
-        'entries follow at most ten patterns, else ``"minibatch"``. With moments, an epoch of '
+        'rows with masks of their own. ``"auto"``: ``"moments"`` for complete data; with missing entries, '
+        "the moments of each of the ten most frequent patterns of observed entries that 100 rows or more "
+        "share, and mini-batches of the other rows in the same steps (all rows when no pattern is that "
+        'frequent); ``partial_fit`` from a first chunk of 1000 rows on. With moments, an epoch of '
         "``history_`` is one step.",
     ),
     "max_epochs": ("int", "Most passes over the data."),

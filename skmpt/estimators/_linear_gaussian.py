@@ -12,12 +12,25 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import Options
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count, moment_groups
+from ._trainer import MomentGroup, RowPart
 
-__all__ = ["MOMENTS_MIN_SAMPLES", "choose_n_components", "explained_variance", "minka_dimension"]
+__all__ = [
+    "MAX_MOMENT_GROUPS",
+    "MOMENT_GROUP_MIN_SAMPLES",
+    "MOMENTS_MIN_SAMPLES",
+    "choose_from_spectrum",
+    "choose_n_components",
+    "explained_variance",
+    "minka_dimension",
+]
 
-#: With ``solver="auto"``, training runs from the data's moments from this many rows on: below it
-#: an epoch of mini-batches costs less than the moments' steps.
+#: With ``solver="auto"``, ``partial_fit`` trains from moments from a first chunk of this many rows on.
 MOMENTS_MIN_SAMPLES = 1000
+#: With ``solver="auto"`` on incomplete data, a pattern of observed entries goes through its moments
+#: when this many rows share it, for the ``MAX_MOMENT_GROUPS`` most frequent: a group's step costs the
+#: same whatever its rows, and each group adds one to every step.
+MOMENT_GROUP_MIN_SAMPLES = 100
+MAX_MOMENT_GROUPS = 10
 
 
 # ====================================================================== spectra
@@ -68,6 +81,15 @@ def choose_n_components(X, n_components, sample_weight=None):
         X = (X - np.average(X, axis=0, weights=sample_weight)) * np.sqrt(sample_weight)[:, None]
     spectrum = np.linalg.svd(X, compute_uv=False) ** 2 / (n_samples - 1)
     spectrum = np.concatenate([spectrum, np.zeros(n_features - len(spectrum))])
+    return choose_from_spectrum(spectrum, n_components, n_samples)
+
+
+def choose_from_spectrum(spectrum, n_components, n_samples):
+    """:func:`choose_n_components` from the covariance's eigenvalues ``spectrum`` (descending, divided
+    by ``n_samples - 1``) of ``n_samples`` samples: what the data's moments give without the data."""
+    if not isinstance(n_components, (str, float)):
+        return int(n_components)
+    n_features = len(spectrum)
     if n_components == "mle":
         if n_samples < n_features:
             raise ValueError(
@@ -128,31 +150,64 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         noise = self._initial_noise(X, units)
         return self._module_class(components.to(X.device), X.new_zeros(n_features), noise)
 
-    def _training_groups(self, X, observed, weights):
-        """Moment groups (:func:`~skmpt.estimators._base.moment_groups`) with ``solver="moments"``,
-        or with ``"auto"`` from ``MOMENTS_MIN_SAMPLES`` rows on when every pattern of observed
-        entries is shared by a tenth of them (complete data: always); else None (mini-batches)."""
+    def _trains_from_moments(self, n_samples):
+        """Complete data train from their moments unless ``solver="minibatch"``: for masks shared by the
+        rows, the objective's expectation over the masks is the mini-batches' (each row's masks are
+        drawn from the same distribution), whatever the number of rows, and one pass gives them."""
+        return self.params_["solver"] != "minibatch"
+
+    def _streams_from_moments(self, n_samples):
+        """``partial_fit`` trains from moments with ``solver="moments"``, or with ``"auto"`` from a first
+        chunk of ``MOMENTS_MIN_SAMPLES`` rows on: each call then trains to convergence on the moments of
+        every chunk so far, which costs more than a call's one pass of mini-batches over smaller chunks."""
         solver = self.params_["solver"]
-        if solver == "minibatch" or (solver == "auto" and X.shape[0] < MOMENTS_MIN_SAMPLES):
-            return None
-        groups = moment_groups(X, observed, weights)
-        if solver == "auto" and len(groups) > 10:
-            return None
-        return groups
+        return solver == "moments" or (solver == "auto" and n_samples >= MOMENTS_MIN_SAMPLES)
+
+    def _training_groups(self, X, observed, weights):
+        """``(groups, part)``: the moment groups (:func:`~skmpt.estimators._base.moment_groups`) and the
+        :class:`~skmpt.estimators._trainer.RowPart` of the rows trained by mini-batches beside them (None
+        when there are none). ``solver="minibatch"``: ``(None, None)``; ``"moments"``: a group per
+        pattern of observed entries; ``"auto"`` on incomplete data: a group for each of the
+        ``MAX_MOMENT_GROUPS`` most frequent patterns shared by ``MOMENT_GROUP_MIN_SAMPLES`` rows or more,
+        the other rows by mini-batches (all of them when no pattern is that frequent)."""
+        solver = self.params_["solver"]
+        if solver == "minibatch":
+            return None, None
+        if observed is None or solver == "moments":
+            return moment_groups(X, observed, weights), None
+        _, labels, counts = torch.unique(observed, dim=0, return_inverse=True, return_counts=True)
+        frequent = counts.argsort(descending=True, stable=True)[:MAX_MOMENT_GROUPS]
+        frequent = frequent[counts[frequent] >= MOMENT_GROUP_MIN_SAMPLES]
+        if len(frequent) == 0:
+            return None, None
+        grouped = torch.isin(labels, frequent)
+        total = float(X.shape[0]) if weights is None else float(weights.sum())
+        parts = [None if weights is None else weights[rows] for rows in (grouped, ~grouped)]
+        groups = moment_groups(X[grouped], observed[grouped], parts[0])
+        in_groups = float(grouped.sum()) if weights is None else float(parts[0].sum())
+        groups = [MomentGroup(g.moments, g.observed, g.share * in_groups / total) for g in groups]
+        if bool(grouped.all()):
+            return groups, None
+        rest = None if weights is None else parts[1] / parts[1].mean()
+        return groups, RowPart(X[~grouped], observed[~grouped], rest, 1.0 - in_groups / total)
 
     def _moment_start(self, groups):
         """PCA's solution on complete data: the top ``K`` eigenvectors of the covariance scaled by
         the square roots of their eigenvalues less the noise, the noise the mean of the other
         eigenvalues (the maximum-likelihood PPCA), or for per-feature noise the variance the
-        loadings leave in each feature; None (the random start) on incomplete data."""
+        loadings leave in each feature; None (the random start) on incomplete data, and with as many
+        components as features (the maximum likelihood then leaves no noise: a degenerate start)."""
         if len(groups) > 1 or groups[0].observed is not None or self.params_.get("noise_variance_init") is not None:
             return None
         moments = groups[0].moments
+        K, n_features = self.n_components_, moments.mean.shape[0]
+        if K >= n_features:
+            return None
         eigenvalues, eigenvectors = torch.linalg.eigh(moments.covariance)
         eigenvalues, eigenvectors = eigenvalues.flip(0).clamp_min(0), eigenvectors.flip(1)
-        K, n_features = self.n_components_, len(eigenvalues)
-        floor = 1e-6 * max(float(eigenvalues.mean()), torch.finfo(eigenvalues.dtype).tiny)
-        noise = eigenvalues[K:].mean().clamp_min(floor) if K < n_features else eigenvalues.new_tensor(floor)
+        # Standardised data have a mean variance of one, or none at all when constant.
+        floor = 1e-6 * (float(eigenvalues.mean()) or 1.0)
+        noise = eigenvalues[K:].mean().clamp_min(floor)
         components = eigenvectors[:, :K].T * (eigenvalues[:K] - noise).clamp_min(0).sqrt().unsqueeze(-1)
         if not self._isotropic:
             noise = (moments.covariance.diagonal() - components.square().sum(0)).clamp_min(floor)

@@ -13,7 +13,7 @@ import torch
 
 from .._utils import seeded
 
-__all__ = ["MomentGroup", "StreamState", "Trainer", "fit_threads", "intra_op_threads", "training_mode"]
+__all__ = ["MomentGroup", "RowPart", "StreamState", "Trainer", "fit_threads", "intra_op_threads", "training_mode"]
 
 logger = logging.getLogger("skmpt")
 
@@ -117,6 +117,28 @@ class MomentGroup:
     moments: object
     observed: object = None
     share: float = 1.0
+
+
+@dataclass
+class RowPart:
+    """Samples trained by mini-batches beside moment groups (their pattern of observed entries is rare).
+
+    ``X`` holds their (standardised) rows, ``observed`` their observed entries, ``weights`` their
+    weights scaled to mean one over them (None: equal), ``share`` their weight over the total
+    weight of the training samples.
+    """
+
+    X: torch.Tensor
+    observed: torch.Tensor
+    weights: object = None
+    share: float = 1.0
+
+    def objective(self, trainer, rows, masks):
+        """The part's share of the mean objective over every training sample, from the samples ``rows``."""
+        objective = trainer.objective(self.X[rows], masks, observed=self.observed[rows])
+        if self.weights is not None:
+            objective = objective * self.weights[rows]
+        return self.share * objective.mean()
 
 
 @dataclass
@@ -345,9 +367,9 @@ class Trainer:
         stopping = self.stopping_sample(X, generator, observed)
         self.start_progress = self.stopping_objective(*stopping) + log_jacobian
         self._keep_best(module, self.start_progress, 0)
+        cuts = self.start_cuts()
         n_batches = math.ceil(X.shape[0] / self.resolved_batch_size(X.shape[0]))
         stream = self.batch_stream(X.shape[0], generator, X.device) if n_batches > self.max_steps_per_epoch else None
-        cuts = 0
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
             learning_rate = optimizer.param_groups[0]["lr"]
@@ -373,58 +395,94 @@ class Trainer:
             return self.draw_masks((n_masks,), n_features, generator, device)
         return self.draw_masks((1, n_masks), n_features, generator, device, observed=group.observed[None])[0]
 
-    def _moment_objective(self, groups, masks):
-        """Mean objective over every group's samples: the groups' objectives weighted by their shares."""
-        return sum(
+    def _moment_objective(self, groups, masks, rows=None):
+        """Mean objective over every training sample: the groups' objectives weighted by their shares,
+        plus, with ``rows = (part, samples, masks)``, the :class:`RowPart`'s from those of its samples."""
+        objective = sum(
             group.share * self.moment_objective(group.moments, part, observed=group.observed)
             for group, part in zip(groups, masks, strict=True)
         )
+        return objective if rows is None else objective + rows[0].objective(self, *rows[1:])
 
-    def moment_epoch(self, groups, optimizer, generator):
-        """One step on the groups' moments with fresh shared masks; the objective before it."""
+    def _part_rows(self, part, samples, generator):
+        """``(part, samples, masks)``: fresh masks among the observed entries of ``samples`` of ``part``."""
+        masks = self._masks((len(samples), self.n_masks), part.X.shape[1], generator, part.X.device,
+                            part.observed[samples])
+        return part, samples, masks
+
+    def moment_epoch(self, groups, optimizer, generator, rows=None):
+        """One step on the groups' moments with fresh shared masks (and on a mini-batch of the
+        :class:`RowPart` ``rows = (part, batches)``); the objective before it."""
         device = groups[0].moments.mean.device
         n_masks = self.n_masks * self.moment_masks_per_step
         masks = [self._group_masks(group, n_masks, generator, device) for group in groups]
+        batch = None if rows is None else self._part_rows(rows[0], next(rows[1]), generator)
         optimizer.zero_grad()
         with self._diverging():
-            objective = self._moment_objective(groups, masks)
+            objective = self._moment_objective(groups, masks, batch)
             (-objective).backward()
         optimizer.step()
         return float(objective.detach())
 
-    def fit_moments(self, module, groups, generator, log_jacobian):
+    def fit_moments(self, module, groups, generator, log_jacobian, part=None):
         """Train ``module`` from the moments of its (standardised) training samples; ``(n_steps, converged)``.
 
         ``groups`` are :class:`MomentGroup`. Each step (an "epoch" of ``history``) draws fresh
         masks shared by the samples of each group, so its cost does not depend on the number of
         samples; the stopping rule and the step-size schedule are :meth:`fit`'s, on masks
-        drawn once.
+        drawn once. A :class:`RowPart` ``part`` (samples of rare patterns of observed entries)
+        adds a mini-batch of its samples to each step, and a fixed sample of them to the stopping
+        rule's objective: one objective over every sample, of the same expectation. An epoch is
+        then :meth:`fit`'s: one pass over the part's samples or ``max_steps_per_epoch`` steps.
         """
         optimizer = self.optimizer(module)
         scheduler = self.scheduler(optimizer)
         device = groups[0].moments.mean.device
         n_stopping = self.n_masks * self.moment_masks_per_step * self.moment_stopping_factor
         stopping = [self._group_masks(group, n_stopping, generator, device) for group in groups]
+        rows, stopping_rows, n_steps = None, None, 1
+        if part is not None:  # an epoch of the rows' mini-batches: one pass or max_steps_per_epoch steps
+            n_part = part.X.shape[0]
+            rows = (part, self.batch_stream(n_part, generator, device))
+            n_steps = min(math.ceil(n_part / self.resolved_batch_size(n_part)), self.max_steps_per_epoch)
+            size = max(self.monitor_min_samples, math.ceil(self.monitor_fraction * n_part))
+            samples = torch.randperm(n_part, generator=generator)[: min(n_part, size, self.monitor_max_samples)]
+            stopping_rows = self._part_rows(part, samples.to(device), generator)
         with torch.no_grad(), self._diverging():
-            self.start_progress = float(self._moment_objective(groups, stopping)) + log_jacobian
+            self.start_progress = float(self._moment_objective(groups, stopping, stopping_rows)) + log_jacobian
         self._keep_best(module, self.start_progress, 0)
-        cuts = 0
+        cuts = self.start_cuts()
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
             learning_rate = optimizer.param_groups[0]["lr"]
-            record = {"epoch": epoch, "objective": self.moment_epoch(groups, optimizer, generator) + log_jacobian}
+            objective = sum(self.moment_epoch(groups, optimizer, generator, rows) for _ in range(n_steps)) / n_steps
+            record = {"epoch": epoch, "objective": objective + log_jacobian}
             with torch.no_grad(), self._diverging():
-                record["stopping_objective"] = float(self._moment_objective(groups, stopping)) + log_jacobian
+                value = self._moment_objective(groups, stopping, stopping_rows)
+                record["stopping_objective"] = float(value) + log_jacobian
                 if self.moment_monitor is not None and epoch % self.monitor_every == 0:
-                    lml = sum(
-                        group.share * self.moment_monitor(group.moments, observed=group.observed) for group in groups
-                    )
-                    record["lml"] = float(lml) + log_jacobian
+                    record["lml"] = self._moment_lml(groups, part) + log_jacobian
             record["learning_rate"] = learning_rate
             progress, cuts = self._epoch_end(module, record, start, epoch, (optimizer, scheduler), cuts)
             if cuts > self.n_lr_cuts:
                 return self._end(module, progress, epoch, True)
         return self._end(module, progress, self.max_epochs, False)
+
+    def _moment_lml(self, groups, part):
+        """Mean log-marginal likelihood over every training sample, of the groups from their moments
+        and of the :class:`RowPart` ``part`` (None: none) from its rows."""
+        lml = sum(group.share * self.moment_monitor(group.moments, observed=group.observed) for group in groups)
+        if part is not None:
+            values = self.monitor(part.X, observed=part.observed)
+            lml = lml + part.share * (values if part.weights is None else values * part.weights).mean()
+        return float(lml)
+
+    def start_cuts(self):
+        """The step size's cuts that a smaller first step stands for: Adam starting at
+        ``first_step_factor`` times ``learning_rate`` (a start near the optimum) is where about
+        ``log(1 / first_step_factor) / log(lr_cut_factor)`` cuts would have brought it, and they count
+        toward the ``n_lr_cuts`` after which a stall ends training (none from a plain start)."""
+        return int(math.log(1 / self.first_step_factor) / math.log(self.lr_cut_factor) + 1e-9)
 
     def _epoch_end(self, module, record, start, epoch, optimizer_and_scheduler, cuts):
         """Record an epoch (``record["learning_rate"]``: the step size it ran at), keep the best

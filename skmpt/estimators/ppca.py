@@ -18,7 +18,7 @@ import torch
 from .._validation import Interval, Options
 from ..models import PPCAModule
 from ._docs import fill_docstring
-from ._linear_gaussian import _BaseLinearGaussian, choose_n_components
+from ._linear_gaussian import _BaseLinearGaussian, choose_from_spectrum, choose_n_components
 
 __all__ = ["MaskedPPCA"]
 
@@ -149,9 +149,17 @@ class MaskedPPCA(_BaseLinearGaussian):
         ],
     }
 
-    def _resolve_n_components(self, X, sample_weight):
+    def _resolve_n_components(self, X, sample_weight, moments):
+        n_components = self.params_["n_components"]
+        if not isinstance(n_components, (str, float)):
+            return int(n_components)
+        if moments is not None:  # the weighted covariance's spectrum, as the rows' SVD gives it
+            n_samples = int(round(float(moments.weight)))
+            spectrum = np.linalg.eigvalsh(moments.covariance.detach().cpu().numpy().astype(np.float64))[::-1]
+            spectrum = spectrum.clip(0) * n_samples / (n_samples - 1)
+            return choose_from_spectrum(spectrum, n_components, n_samples)
         weights = None if sample_weight is None else sample_weight.detach().cpu().numpy().astype(np.float64)
-        return choose_n_components(X.detach().cpu().numpy().astype(np.float64), self.params_["n_components"], weights)
+        return choose_n_components(X.detach().cpu().numpy().astype(np.float64), n_components, weights)
 
     def __init__(
         self, n_components=2, *, mask_rate="uniform", n_masks=4, score_masks=1, score_method="chain",

@@ -4,9 +4,12 @@ and ``partial_fit``."""
 
 import numpy as np
 import pytest
+import torch
 from sklearn.decomposition import PCA
 
 from skmpt import MaskedFactorAnalysis, MaskedPPCA
+from skmpt.estimators._base import moment_standardization, standardization
+from skmpt.objectives import Moments
 
 
 def _data(n=3000, n_features=8, rank=2, seed=0):
@@ -30,13 +33,67 @@ def test_moments_and_minibatches_reach_the_same_optimum(estimator):
     assert abs(rows.log_marginal_likelihood(X).mean() - moments.log_marginal_likelihood(X).mean()) < 0.01
 
 
-def test_auto_trains_from_moments_from_a_thousand_rows():
-    small, large = _data(n=400), _data(n=1000)
-    auto = MaskedPPCA(2, random_state=0, device="cpu").fit(large)
-    forced = MaskedPPCA(2, solver="moments", random_state=0, device="cpu").fit(large)
-    np.testing.assert_array_equal(auto.components_, forced.components_)
-    rows = MaskedPPCA(2, solver="minibatch", random_state=0, device="cpu").fit(small)
-    np.testing.assert_array_equal(MaskedPPCA(2, random_state=0, device="cpu").fit(small).components_, rows.components_)
+def test_auto_trains_complete_data_from_moments_at_any_size():
+    for n in (400, 1000):
+        X = _data(n=n)
+        auto = MaskedPPCA(2, random_state=0, device="cpu").fit(X)
+        forced = MaskedPPCA(2, solver="moments", random_state=0, device="cpu").fit(X)
+        np.testing.assert_array_equal(auto.components_, forced.components_)
+    rows = MaskedPPCA(2, solver="minibatch", random_state=0, device="cpu").fit(X)
+    assert not np.array_equal(rows.components_, auto.components_)
+
+
+def test_moments_give_the_units_of_the_rows():
+    X = torch.as_tensor(_data(n=500))
+    units, moments = moment_standardization(Moments.from_samples(X))
+    center, scale = standardization(X, "gaussian")
+    torch.testing.assert_close(units[0], center)
+    torch.testing.assert_close(units[1], scale)
+    torch.testing.assert_close(moments.covariance, Moments.from_samples((X - center) / scale).covariance)
+    assert moment_standardization(Moments.from_samples(torch.ones(5, 3, dtype=torch.float64))) is None
+
+
+def test_fit_from_moments_leaves_the_callers_array_alone():
+    X = _data(n=300)
+    before = X.copy()
+    MaskedPPCA(2, random_state=0, device="cpu").fit(X)
+    np.testing.assert_array_equal(X, before)
+
+
+def test_mle_from_moments_chooses_as_pca():
+    X = _data(n=400, n_features=10, rank=3)
+    chosen = MaskedPPCA("mle", random_state=0, device="cpu").fit(X).n_components_
+    assert chosen == PCA("mle").fit(X).n_components_ == 3
+    assert MaskedPPCA(0.9, random_state=0, device="cpu").fit(X).n_components_ == PCA(0.9).fit(X).n_components_
+
+
+def _mixed_patterns(n=1500, seed=0):
+    """Rows of two frequent patterns of missing entries (1,000 and 200 rows) and rows of rare ones."""
+    X = _data(n=n, seed=seed)
+    rng = np.random.RandomState(seed)
+    X[:1000, 0] = np.nan
+    X[1000:1200, [2, 5]] = np.nan
+    rare = rng.rand(n - 1200, X.shape[1]) < 0.25
+    rare[:, 4] = False
+    X[1200:][rare] = np.nan
+    return X
+
+
+def test_auto_mixes_moments_of_frequent_patterns_with_rows_of_rare_ones():
+    X = _mixed_patterns()
+    params = {"random_state": 0, "device": "cpu"}
+    mixed = MaskedPPCA(2, **params).fit(X)
+    observed = torch.as_tensor(~np.isnan(X))
+    groups, part = mixed._training_groups(torch.as_tensor(np.nan_to_num(X)), observed, None)
+    _, counts = np.unique(~np.isnan(X), axis=0, return_counts=True)
+    frequent = counts >= 100
+    assert sorted(round(g.share * len(X)) for g in groups) == sorted(counts[frequent])
+    assert len(groups) == 2
+    assert part.X.shape[0] == counts[~frequent].sum() > 200
+    assert abs(sum(g.share for g in groups) + part.share - 1) < 1e-12
+    rows = MaskedPPCA(2, solver="minibatch", **params).fit(X)
+    # One objective of the same expectation: the same optimum, up to the steps' noise.
+    assert abs(mixed.log_marginal_likelihood(X).mean() - rows.log_marginal_likelihood(X).mean()) < 0.01
 
 
 def test_integer_weights_are_repeated_rows():
@@ -66,3 +123,11 @@ def test_partial_fit_accumulates_the_moments_of_every_chunk():
         streamed.partial_fit(chunk)
     assert streamed.n_iter_ == 3 and len(streamed.history_) == 3
     assert abs(streamed.score(X) - PCA(2).fit(X).score(X)) < 0.002
+
+
+def test_a_start_at_pcas_solution_counts_its_smaller_steps_as_cuts():
+    ppca = MaskedPPCA(2, random_state=0, device="cpu").fit(_data(n=500))
+    rates = sorted({record["learning_rate"] for record in ppca.history_}, reverse=True)
+    # Adam starts at a tenth of learning_rate, three of the schedule's halvings; four more end the stall.
+    np.testing.assert_allclose(rates, [0.003 / 2**i for i in range(4)])
+    assert ppca.converged_ and ppca.n_iter_ < 10 * 5

@@ -31,10 +31,11 @@ def _estimators():
 
     common = {"max_epochs": 4, "random_state": 0, "device": "cpu"}
     return {
-        "ppca": MaskedPPCA(n_components=2, **common),
+        # Recorded with mini-batches, the solver of complete data of fewer than 1,000 rows until 0.1.0.
+        "ppca": MaskedPPCA(n_components=2, solver="minibatch", **common),
         "ppca_fixed": MaskedPPCA(n_components=2, mask_rate=0.3, n_masks=2, score_method="sweep", score_masks=3,
-                                 **common),
-        "fa": MaskedFactorAnalysis(n_components=2, **common),
+                                 solver="minibatch", **common),
+        "fa": MaskedFactorAnalysis(n_components=2, solver="minibatch", **common),
         "gmm_full": MaskedGaussianMixture(n_components=2, **common),
         "gmm_diag": MaskedGaussianMixture(n_components=2, covariance_type="diag", **common),
         "linear_vae_gaussian": MaskedLinearVAE(n_components=1, likelihood="gaussian", n_quadrature=6, **common),
