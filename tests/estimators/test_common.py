@@ -11,7 +11,11 @@ TINY = [cls(**params, random_state=0) for cls, configurations in ESTIMATORS.valu
 def expected_failed_checks(estimator):
     # Weighted training equals training on repeated rows at the optimum, not step by step:
     # the repeated rows draw masks (and mini-batches) of their own, so two short fits with
-    # the same seed differ. tests/test_sklearn_parity.py checks the optimum instead.
+    # the same seed differ. tests/estimators/test_sklearn_parity.py checks the optimum instead.
+    # PPCA and factor analysis on complete data train from the weighted moments, which equal
+    # the repeated rows' moments: they pass the check.
+    if estimator.__class__.__name__ in ("MaskedPPCA", "MaskedFactorAnalysis"):
+        return {}
     return {
         "check_sample_weight_equivalence_on_dense_data": "stochastic training: equal optima, not equal iterates",
     }
