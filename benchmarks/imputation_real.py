@@ -25,7 +25,9 @@ Tables: scikit-learn's embedded ``diabetes``, ``wine``, ``breast_cancer`` always
 ``--fetch``, ``california`` (scikit-learn's fetcher, which checks the archive's SHA-256) is
 downloaded on first use, subsampled to ``--max-rows`` rows. Imputers: ``SimpleImputer``,
 ``KNNImputer``, ``IterativeImputer`` with Bayesian ridge, ``IterativeImputer`` with extra trees
-(missForest), and ``MaskedImputer()``.
+(missForest), ``MaskedImputer()``, and, where it is installed (``pip install "skmpt[bench]"``),
+miceforest's LightGBM chained equations (``miceforest``; left out of the default run, with a line
+saying so, where it is not).
 
 Run ``python benchmarks/imputation_real.py --help``; the user guide's tables are
 ``python benchmarks/imputation_real.py --patterns mcar --rates 0.2,0.4 --repeats 1 --timing-repeats 3
@@ -52,11 +54,33 @@ from sklearn.model_selection import cross_val_score
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
+try:
+    import miceforest
+    import pandas as pd
+except ImportError:
+    miceforest = None
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from skmpt import MaskedImputer  # noqa: E402
 
 EMBEDDED = {"diabetes": load_diabetes, "wine": load_wine, "breast_cancer": load_breast_cancer}
 CLASSIFICATION = {"wine", "breast_cancer"}
+MICEFOREST_MISSING = 'miceforest is not installed: pip install "skmpt[bench]" (or pip install miceforest)'
+
+
+class MiceForest:
+    """miceforest's LightGBM chained equations with scikit-learn's ``fit_transform``: its defaults
+    (random forests, mean matching) for ``iterations`` rounds, one LightGBM thread."""
+
+    def __init__(self, iterations=5, random_state=None):
+        self.iterations = iterations
+        self.random_state = random_state
+
+    def fit_transform(self, X):
+        data = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+        kernel = miceforest.ImputationKernel(data, random_state=self.random_state)
+        kernel.mice(self.iterations, num_threads=1)
+        return kernel.complete_data().to_numpy()
 
 
 def load(name, max_rows, rng):
@@ -101,7 +125,26 @@ def imputers(seed):
         ),
         "MaskedImputer": lambda: MaskedImputer(random_state=seed),
     }
+    if miceforest is not None:
+        makers["miceforest"] = lambda: MiceForest(random_state=seed)
     return makers
+
+
+def chosen_methods(parser, methods):
+    """The imputers to run: all available by default (saying so when miceforest is missing), else
+    the comma-separated ``methods``, each checked."""
+    known = imputers(0)
+    if methods is None:
+        if miceforest is None:
+            print(f"miceforest left out: {MICEFOREST_MISSING}", flush=True)
+        return list(known)
+    methods = methods.split(",")
+    if "miceforest" in methods and miceforest is None:
+        parser.error(MICEFOREST_MISSING)
+    unknown = [method for method in methods if method not in known]
+    if unknown:
+        parser.error(f"unknown imputer(s) {unknown}; choose among {list(known)}")
+    return methods
 
 
 def downstream(name, X, y):
@@ -142,7 +185,9 @@ def main(argv=None):
     parser.add_argument("--patterns", default="mcar,mar,mnar", help="comma-separated among mcar, mar, mnar")
     parser.add_argument("--rates", default="0.1,0.3,0.5", help="comma-separated missing rates")
     parser.add_argument("--repeats", type=int, default=10, help="patterns drawn per case (seeds 0..repeats-1)")
-    parser.add_argument("--methods", default=None, help="comma-separated subset of the imputers")
+    parser.add_argument("--methods", default=None,
+                        help="comma-separated subset of Simple, KNN, Iterative, missForest, MaskedImputer, "
+                             "miceforest (where installed)")
     parser.add_argument("--max-rows", type=int, default=5000, help="rows kept of a larger table")
     parser.add_argument("--timing-repeats", type=int, default=1,
                         help="calls of each imputer per case, in turn; the least CPU time is reported")
@@ -153,9 +198,9 @@ def main(argv=None):
     unknown = sorted(set(sets) - set(EMBEDDED) - {"california"})
     if unknown:
         parser.error(f"unknown table(s) {unknown}")
+    methods = chosen_methods(parser, args.methods)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore", ConvergenceWarning)
-    methods = list(imputers(0)) if args.methods is None else args.methods.split(",")
     print(f"{'data':14s} {'holes':10s} {'imputer':14s} {'RMSE':>7s} {'W1':>7s} {'downstr':>7s} {'seconds':>8s} "
           f"{'held-out':>9s}", flush=True)
     seconds = {}
