@@ -289,6 +289,13 @@ class Trainer:
             return None
         return self.draw_masks(shape, n_features, generator, device, observed=observed)
 
+    def monitor_rows(self, n_samples, generator, device):
+        """The rows, drawn once, on which the stopping rule compares epochs: ``monitor_fraction`` of
+        the ``n_samples``, at least ``monitor_min_samples`` and at most ``monitor_max_samples``."""
+        size = max(self.monitor_min_samples, math.ceil(self.monitor_fraction * n_samples))
+        size = min(n_samples, size, self.monitor_max_samples)
+        return torch.randperm(n_samples, generator=generator)[:size].to(device)
+
     def stopping_sample(self, X, generator, observed=None):
         """Samples, masks and a noise seed drawn once, on which the stopping rule compares epochs.
 
@@ -297,11 +304,9 @@ class Trainer:
         pass for a lack of progress. Training itself draws fresh masks every step.
         """
         n_samples, n_features = X.shape
-        size = max(self.monitor_min_samples, math.ceil(self.monitor_fraction * n_samples))
-        size = min(n_samples, size, self.monitor_max_samples)
-        rows = torch.randperm(n_samples, generator=generator)[:size].to(X.device)
+        rows = self.monitor_rows(n_samples, generator, X.device)
         seen = _rows(observed, rows)
-        masks = self._masks((size, self.n_masks), n_features, generator, X.device, seen)
+        masks = self._masks((len(rows), self.n_masks), n_features, generator, X.device, seen)
         weights = None if self.sample_weight is None else self.sample_weight[rows]
         return X[rows], masks, int(torch.randint(2**62, (1,), generator=generator)), seen, weights
 
@@ -445,9 +450,7 @@ class Trainer:
             n_part = part.X.shape[0]
             rows = (part, self.batch_stream(n_part, generator, device))
             n_steps = min(math.ceil(n_part / self.resolved_batch_size(n_part)), self.max_steps_per_epoch)
-            size = max(self.monitor_min_samples, math.ceil(self.monitor_fraction * n_part))
-            samples = torch.randperm(n_part, generator=generator)[: min(n_part, size, self.monitor_max_samples)]
-            stopping_rows = self._part_rows(part, samples.to(device), generator)
+            stopping_rows = self._part_rows(part, self.monitor_rows(n_part, generator, device), generator)
         with torch.no_grad(), self._diverging():
             self.start_progress = float(self._moment_objective(groups, stopping, stopping_rows)) + log_jacobian
         self._keep_best(module, self.start_progress, 0)
