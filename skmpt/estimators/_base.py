@@ -840,7 +840,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 start = time.perf_counter()
                 if state.groups is None:
                     objective, progress = trainer.stream_step(self.module_, X_train, state, generator, observed)
-                    learning_rate = state.optimizer["param_groups"][0]["lr"]
+                    learning_rate = state.optimizer["learning_rate"]
                 else:
                     objective, progress, learning_rate = _moment_stream_step(
                         trainer, self.module_, X_train, observed, weights, state, generator, first

@@ -10,10 +10,14 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+from torch.optim.adam import adam
 
 from .._utils import seeded
 
-__all__ = ["MomentGroup", "RowPart", "StreamState", "Trainer", "fit_threads", "intra_op_threads", "training_mode"]
+__all__ = [
+    "AdamOnPlateau", "MomentGroup", "RowPart", "StreamState", "Trainer", "fit_threads", "intra_op_threads",
+    "training_mode",
+]
 
 logger = logging.getLogger("skmpt")
 
@@ -84,6 +88,108 @@ def training_mode(verbose):
             logger.removeHandler(handler)
 
 
+class AdamOnPlateau:
+    """Adam whose step size is cut when a measure of progress stalls.
+
+    The steps of ``torch.optim.Adam`` (torch's functional ``torch.optim.adam.adam``, on its fused
+    kernel where torch has one) and the schedule of ``torch.optim.lr_scheduler.ReduceLROnPlateau``
+    with ``mode="max"`` and ``threshold_mode="abs"``: the same numbers, bit for bit. Held without a
+    ``torch.optim.Optimizer`` because constructing one imports ``torch._dynamo``: about 1 s of CPU
+    in every new process, more than a small fit's whole training, paid again by each worker of a
+    grid search.
+
+    Parameters
+    ----------
+    parameters : iterable of torch.nn.Parameter
+    learning_rate : float
+    patience : int
+        Calls of :meth:`plateau` without progress that are tolerated; the next cuts the step size.
+    factor : float
+        The step size is multiplied by this at a cut.
+    threshold : float
+        Progress is a value above the best so far plus this.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.estimators._trainer import AdamOnPlateau
+    >>> weight = torch.nn.Parameter(torch.tensor([1.0]))
+    >>> optimizer = AdamOnPlateau([weight], 0.1, patience=1, factor=0.5, threshold=0.0)
+    >>> (weight ** 2).sum().backward()
+    >>> optimizer.step()
+    >>> round(weight.item(), 6)  # Adam's first step: the step size against the gradient's sign
+    0.9
+    >>> [optimizer.plateau(value) for value in (1.0, 1.0, 1.0)], optimizer.learning_rate
+    ([False, False, True], 0.05)
+    """
+
+    #: ``ReduceLROnPlateau``'s ``eps``: a cut smaller than this is not made.
+    min_cut = 1e-8
+
+    def __init__(self, parameters, learning_rate, *, patience, factor, threshold):
+        self.parameters = list(parameters)
+        self.learning_rate, self.patience, self.factor, self.threshold = learning_rate, patience, factor, threshold
+        self.fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in self.parameters)
+        self.best, self.n_stalled, self.adam_state = -math.inf, 0, None
+
+    def zero_grad(self):
+        """Gradients to None, as ``torch.optim.Optimizer.zero_grad`` does by default."""
+        for parameter in self.parameters:
+            parameter.grad = None
+
+    @torch.no_grad()
+    def step(self):
+        """One Adam step on the parameters that have a gradient, as ``torch.optim.Adam.step``."""
+        if self.adam_state is None:
+            self.adam_state = [self._initial_state(p) for p in self.parameters]
+        stepped = [(p, state) for p, state in zip(self.parameters, self.adam_state, strict=True) if p.grad is not None]
+        if not stepped:
+            return
+        params, states = zip(*stepped, strict=True)
+        first, second, steps = zip(*states, strict=True)
+        adam(
+            list(params), [p.grad for p in params], list(first), list(second), [], list(steps),
+            fused=self.fused or None, has_complex=any(torch.is_complex(p) for p in params),
+            amsgrad=False, beta1=0.9, beta2=0.999, lr=self.learning_rate, weight_decay=0.0, eps=1e-8, maximize=False,
+        )
+
+    def _initial_state(self, parameter):
+        """Adam's state of ``parameter`` before its first step, ``(exp_avg, exp_avg_sq, step)``, as torch
+        makes it: the step count beside the parameter in float32 for the fused kernel, else on the CPU."""
+        scalar = torch.float64 if torch.get_default_dtype() == torch.float64 and not self.fused else torch.float32
+        step = torch.zeros((), dtype=scalar, device=parameter.device if self.fused else "cpu")
+        return torch.zeros_like(parameter), torch.zeros_like(parameter), step
+
+    def plateau(self, progress):
+        """Record ``progress`` (higher is better); True when it cut the step size."""
+        if progress > self.best + self.threshold:
+            self.best, self.n_stalled = progress, 0
+            return False
+        self.n_stalled += 1
+        if self.n_stalled <= self.patience:
+            return False
+        self.n_stalled = 0
+        cut = self.learning_rate * self.factor
+        if self.learning_rate - cut <= self.min_cut:
+            return False
+        self.learning_rate = cut
+        return True
+
+    def state_dict(self):
+        """The state to continue from (``partial_fit``'s calls): copies, independent of the parameters."""
+        adam_state = None if self.adam_state is None else [[t.clone() for t in m] for m in self.adam_state]
+        return {"learning_rate": self.learning_rate, "best": self.best, "n_stalled": self.n_stalled,
+                "adam_state": adam_state}
+
+    def load_state_dict(self, state, schedule=True):
+        """Continue from :meth:`state_dict`'s ``state``; without ``schedule``, only Adam's state
+        (the step size and the schedule start afresh)."""
+        saved = state["adam_state"]
+        self.adam_state = None if saved is None else [[t.clone() for t in m] for m in saved]
+        if schedule:
+            self.learning_rate, self.best, self.n_stalled = state["learning_rate"], state["best"], state["n_stalled"]
+
+
 @dataclass
 class StreamState:
     """What ``partial_fit`` carries from one call to the next.
@@ -100,7 +206,6 @@ class StreamState:
     calls: int = 0
     learning_rate: float = None
     optimizer: dict = None
-    scheduler: dict = None
     stopping: tuple = None
     groups: list = None
 
@@ -217,23 +322,11 @@ class Trainer:
     near_start_factor = 0.1
 
     def optimizer(self, module):
-        """Adam; its fused kernel (one per parameter, the same steps up to rounding) on the CPU
-        and CUDA, where torch has it: the plain one costs more than a small model's step."""
-        parameters = list(module.parameters())
-        fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in parameters)
-        return torch.optim.Adam(parameters, lr=self.learning_rate * self.first_step_factor, fused=fused or None)
-
-    def scheduler(self, optimizer):
-        """Step-size schedule (torch's ``ReduceLROnPlateau``) on the stopping objective: divide
-        by ``lr_cut_factor`` after ``n_iter_no_change`` epochs (or calls) without progress."""
-        return torch.optim.lr_scheduler.ReduceLROnPlateau(
-            optimizer,
-            mode="max",
-            factor=1 / self.lr_cut_factor,
-            patience=self.n_iter_no_change - 1,
-            threshold=self.tol,
-            threshold_mode="abs",
-        )
+        """Adam on ``module``'s parameters with the step-size schedule of torch's ``ReduceLROnPlateau``
+        on the stopping objective (:class:`AdamOnPlateau`): the step size is divided by
+        ``lr_cut_factor`` after ``n_iter_no_change`` epochs (or calls) without progress."""
+        return AdamOnPlateau(module.parameters(), self.learning_rate * self.first_step_factor,
+                             patience=self.n_iter_no_change - 1, factor=1 / self.lr_cut_factor, threshold=self.tol)
 
     def resolved_batch_size(self, n_samples):
         return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
@@ -368,7 +461,6 @@ class Trainer:
         objective ends well below its start's has not converged (see :meth:`_end`).
         """
         optimizer = self.optimizer(module)
-        scheduler = self.scheduler(optimizer)
         stopping = self.stopping_sample(X, generator, observed)
         self.start_progress = self.stopping_objective(*stopping) + log_jacobian
         self._keep_best(module, self.start_progress, 0)
@@ -377,7 +469,7 @@ class Trainer:
         stream = self.batch_stream(X.shape[0], generator, X.device) if n_batches > self.max_steps_per_epoch else None
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
-            learning_rate = optimizer.param_groups[0]["lr"]
+            learning_rate = optimizer.learning_rate
             batches = None if stream is None else itertools.islice(stream, self.max_steps_per_epoch)
             record = {"epoch": epoch, "objective": self.run_epoch(X, optimizer, generator, observed, batches)}
             record["objective"] += log_jacobian
@@ -388,7 +480,7 @@ class Trainer:
                     lml = lml if self.sample_weight is None else lml * self.sample_weight
                     record["lml"] = float(lml.mean(dtype=torch.float64)) + log_jacobian
             record["learning_rate"] = learning_rate
-            progress, cuts = self._epoch_end(module, record, start, epoch, (optimizer, scheduler), cuts)
+            progress, cuts = self._epoch_end(module, record, start, epoch, optimizer, cuts)
             if cuts > self.n_lr_cuts:
                 return self._end(module, progress, epoch, True)
         return self._end(module, progress, self.max_epochs, False)
@@ -441,7 +533,6 @@ class Trainer:
         then :meth:`fit`'s: one pass over the part's samples or ``max_steps_per_epoch`` steps.
         """
         optimizer = self.optimizer(module)
-        scheduler = self.scheduler(optimizer)
         device = groups[0].moments.mean.device
         n_stopping = self.n_masks * self.moment_masks_per_step * self.moment_stopping_factor
         stopping = [self._group_masks(group, n_stopping, generator, device) for group in groups]
@@ -457,7 +548,7 @@ class Trainer:
         cuts = self.start_cuts()
         for epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
-            learning_rate = optimizer.param_groups[0]["lr"]
+            learning_rate = optimizer.learning_rate
             objective = sum(self.moment_epoch(groups, optimizer, generator, rows) for _ in range(n_steps)) / n_steps
             record = {"epoch": epoch, "objective": objective + log_jacobian}
             with torch.no_grad(), self._diverging():
@@ -466,7 +557,7 @@ class Trainer:
                 if self.moment_monitor is not None and epoch % self.monitor_every == 0:
                     record["lml"] = self._moment_lml(groups, part) + log_jacobian
             record["learning_rate"] = learning_rate
-            progress, cuts = self._epoch_end(module, record, start, epoch, (optimizer, scheduler), cuts)
+            progress, cuts = self._epoch_end(module, record, start, epoch, optimizer, cuts)
             if cuts > self.n_lr_cuts:
                 return self._end(module, progress, epoch, True)
         return self._end(module, progress, self.max_epochs, False)
@@ -487,17 +578,14 @@ class Trainer:
         toward the ``n_lr_cuts`` after which a stall ends training (none from a plain start)."""
         return int(math.log(1 / self.first_step_factor) / math.log(self.lr_cut_factor) + 1e-9)
 
-    def _epoch_end(self, module, record, start, epoch, optimizer_and_scheduler, cuts):
+    def _epoch_end(self, module, record, start, epoch, optimizer, cuts):
         """Record an epoch (``record["learning_rate"]``: the step size it ran at), keep the best
         parameters and step the schedule: ``(progress, cuts)``, ``cuts`` counting the step size's cuts."""
-        optimizer, scheduler = optimizer_and_scheduler
-        learning_rate = record["learning_rate"]
         self.record(record, start)
         progress = record["stopping_objective"]
         self._check_finite(progress, epoch)
         self._keep_best(module, progress, epoch)
-        scheduler.step(progress)
-        return progress, cuts + (optimizer.param_groups[0]["lr"] < learning_rate)
+        return progress, cuts + optimizer.plateau(progress)
 
     def _check_finite(self, progress, epoch):
         if not math.isfinite(progress):
@@ -516,21 +604,15 @@ class Trainer:
         objective and the stopping objective.
         """
         optimizer = self.optimizer(module)
-        scheduler = self.scheduler(optimizer)
         if state.optimizer is not None:
-            optimizer.load_state_dict(state.optimizer)
-            if state.learning_rate == self.learning_rate:
-                scheduler.load_state_dict(state.scheduler)
-            else:
-                for group in optimizer.param_groups:
-                    group["lr"] = self.learning_rate
+            optimizer.load_state_dict(state.optimizer, schedule=state.learning_rate == self.learning_rate)
         objective = self.run_epoch(X, optimizer, generator, observed)
         if state.stopping is None:
             state.stopping = self.stopping_sample(X, generator, observed)
         progress = self.stopping_objective(*state.stopping)
         self._check_finite(progress, state.calls + 1)
-        scheduler.step(progress)
-        state.optimizer, state.scheduler = optimizer.state_dict(), scheduler.state_dict()
+        optimizer.plateau(progress)
+        state.optimizer = optimizer.state_dict()
         state.learning_rate, state.calls = self.learning_rate, state.calls + 1
         return objective, progress
 

@@ -7,12 +7,14 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
 from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE
 from skmpt.datasets import make_ppca
+from skmpt.estimators._trainer import AdamOnPlateau
 
 
 def test_gridsearch_picks_the_true_dimension_as_pca_does():
@@ -58,8 +60,9 @@ def test_partial_fit_continues_the_optimiser_and_is_reproducible(ppca_data):
         a.partial_fit(chunk)
         b.partial_fit(chunk)
     np.testing.assert_array_equal(a.components_, b.components_)
-    state = a._partial_fit_state.optimizer["state"]
-    assert state[0]["step"] == 4  # one Adam step per chunk (100 samples, one batch), carried over
+    first, _, step = a._partial_fit_state.optimizer["adam_state"][0]
+    assert step == 4  # one Adam step per chunk (100 samples, one batch), carried over
+    assert first.abs().sum() > 0
     with pytest.raises(ValueError, match="10 features"):
         a.partial_fit(ppca_data[:10, :4])
 
@@ -149,3 +152,38 @@ def test_a_huge_step_size_is_named_for_mixtures(learning_rate):
     X = np.random.RandomState(0).randn(200, 3)
     with pytest.raises(FloatingPointError, match=r"Training diverged.*Lower learning_rate \(now "):
         MaskedGaussianMixture(2, learning_rate=learning_rate, max_epochs=20, random_state=0, device="cpu").fit(X)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_adam_on_plateau_steps_and_cuts_as_torch_does(dtype):
+    """The same parameters and step sizes, bit for bit, as torch.optim.Adam (fused) with ReduceLROnPlateau."""
+    generator = torch.Generator().manual_seed(0)
+    mine = [torch.nn.Parameter(torch.randn(5, 3, dtype=dtype, generator=generator)),
+            torch.nn.Parameter(torch.randn(4, dtype=dtype, generator=generator))]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in mine]
+    optimizer = AdamOnPlateau(mine, 0.05, patience=2, factor=0.5, threshold=1e-3)
+    reference = torch.optim.Adam(theirs, lr=0.05, fused=True)
+    schedule = torch.optim.lr_scheduler.ReduceLROnPlateau(reference, mode="max", factor=0.5, patience=2,
+                                                          threshold=1e-3, threshold_mode="abs")
+    cuts = 0
+    for _ in range(60):
+        for parameters, step in ((mine, optimizer), (theirs, reference)):
+            step.zero_grad()
+            ((parameters[0].sin().sum() * parameters[1].sum()) ** 2 + (parameters[0] ** 2).sum()).backward()
+            step.step()
+        progress = -round(float((mine[0].detach() ** 2).sum()), 1)  # coarse: it stalls, and the step size is cut
+        cuts += optimizer.plateau(progress)
+        schedule.step(progress)
+        assert optimizer.learning_rate == reference.param_groups[0]["lr"]
+    assert cuts >= 2
+    for a, b in zip(mine, theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_a_fit_does_not_import_torch_dynamo():
+    """A torch.optim optimiser imports torch._dynamo (about 1 s in each new process, a grid search's workers)."""
+    code = ("import sys; from skmpt import MaskedPPCA, MaskedVAE; from skmpt.datasets import make_ppca; "
+            "X = make_ppca(100, 4, 1, random_state=0).data; MaskedPPCA(1, max_epochs=2).fit(X); "
+            "MaskedVAE(max_epochs=1).fit(X); print('torch._dynamo' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert run.stdout.strip() == "False"
