@@ -65,7 +65,8 @@ SHARED_PARAMETERS = {
         "int",
         "After this many epochs without progress of the stopping objective (the training objective on "
         "a quarter of the samples, at least 100, with masks and noise fixed before training) the step "
-        "size is halved (torch's ``ReduceLROnPlateau``); the stall after the sixth cut is convergence.",
+        "size is halved (the schedule of torch's ``ReduceLROnPlateau``); the stall after the sixth cut is "
+        "convergence.",
     ),
     "monitor": (
         'None or "lml"',

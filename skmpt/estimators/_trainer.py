@@ -453,12 +453,12 @@ class Trainer:
         ``observed`` (a boolean tensor of ``X``'s shape, or None) marks the entries that
         were observed; the objective, the masks and the monitor see only those.
 
-        Adam with torch's ``ReduceLROnPlateau`` on the stopping objective (as scikit-learn's
-        ``MLPRegressor`` with ``learning_rate="adaptive"``): a stall of ``n_iter_no_change``
-        epochs means the step size, not the model, limits progress, so it is cut; the stall
-        after ``n_lr_cuts`` cuts is convergence. Records go to ``history``; log-densities are
-        shifted by ``log_jacobian`` to the units of the original data. A run whose stopping
-        objective ends well below its start's has not converged (see :meth:`_end`).
+        Adam with the schedule of torch's ``ReduceLROnPlateau`` (:class:`AdamOnPlateau`) on the
+        stopping objective (as scikit-learn's ``MLPRegressor`` with ``learning_rate="adaptive"``): a
+        stall of ``n_iter_no_change`` epochs means the step size, not the model, limits progress, so
+        it is cut; the stall after ``n_lr_cuts`` cuts is convergence. Records go to ``history``;
+        log-densities are shifted by ``log_jacobian`` to the units of the original data. A run whose
+        stopping objective ends well below its start's has not converged (see :meth:`_end`).
         """
         optimizer = self.optimizer(module)
         stopping = self.stopping_sample(X, generator, observed)
