@@ -63,9 +63,12 @@ class LLaDARounding(StratifiedSizeMasks):
 def strategy(name, length, passes):
     """The estimator ``name`` at ``passes`` forward passes for ``length`` tokens (at least two draws)."""
     factory = LLaDARounding if name == "llada_round" else ESTIMATOR_METHODS[name]
-    per_copy = factory(2).n_copies(length) // 2
-    count = max(2, passes // per_copy)
-    return factory(count - count % 2 if name in ("antithetic", "nested") else count)
+    step = 2 if name in ("antithetic", "nested") else 1  # orderings in pairs
+    per_copy = max(1, factory(2).n_copies(length) // 2)
+    count = max(2, passes // per_copy // step * step)
+    while count > 2 and factory(count).n_copies(length) > passes:  # nested: the all-masked copy once more
+        count -= step
+    return factory(count)
 
 
 def mask_table(runner, encoded):
@@ -81,12 +84,13 @@ def lookup(table, masked, targets):
     return np.where(targets.numpy(), table[np.maximum(codes, 1) - 1], np.nan)
 
 
-def simulate(table, name, passes, runs):
+def simulate(table, name, passes, runs, given=False):
     """Mean, variance and passes of the estimator ``name`` over ``runs`` seeds, its copies read from ``table``.
 
     ``auto`` is the lm-eval model's default: a pilot of ``min(PILOT, passes // 8)`` controlled copies chooses
-    (:func:`least_variance_estimator`) and the chosen estimator runs on the passes left; the
-    estimate is the chosen estimator's, the passes count the pilot's.
+    (:func:`least_variance_estimator`; ``"nested"`` rather than ``"balanced"`` for a continuation
+    ``given`` a context when two antithetic pairs fit) and the chosen estimator runs on the passes
+    left; the estimate is the chosen estimator's, the passes count the pilot's.
     """
     length = table.shape[1]
     estimates, spent = [], []
@@ -97,7 +101,9 @@ def simulate(table, name, passes, runs):
             pilot = min(PILOT, passes // 8)
             masked, targets = ControlledMasks(pilot).copies(length, generator)
             values = lookup(table, masked, targets)
-            method = least_variance_estimator(pilot_variances(masked, values))
+            nested = given and ESTIMATOR_METHODS["nested"](4).n_copies(length) <= passes - pilot
+            method = least_variance_estimator(pilot_variances(masked, values),
+                                              otherwise="nested" if nested else "balanced")
         chosen = strategy(method, length, passes - pilot)
         masked, targets = chosen.copies(length, generator)
         values = lookup(table, masked, targets)
@@ -109,10 +115,10 @@ def simulate(table, name, passes, runs):
     return estimates.mean(), estimates.var(ddof=1), int(np.mean(spent))
 
 
-def report(title, table, args):
+def report(title, table, args, given=False):
     exact = ExhaustiveMasks(max_tokens=table.shape[1]).draws(torch.from_numpy(~np.isnan(table)),
                                                             np.nansum(table, 1))[0]
-    rows = {name: simulate(table, name, args.passes, args.runs) for name in ESTIMATORS}
+    rows = {name: simulate(table, name, args.passes, args.runs, given) for name in ESTIMATORS}
     reference = rows["llada_round"][1] * rows["llada_round"][2]
     print(f"\n{title}: exact {exact:.4f} ({args.passes} forward passes, {args.runs} runs)")
     print(f"{'estimator':<16} {'mean':>10} {'variance':>10} {'passes':>7} {'LLaDA/it per pass':>18}")
@@ -190,7 +196,7 @@ def joint_model(args):
             found.append(mask_table(runner, encode_texts([continuation], tokenizer, 16)))
         else:
             found.append(mask_table(runner, encode_pairs([context], [continuation], tokenizer, 16)))
-    report("explicit joint: 12 words given 2", found[0], args)
+    report("explicit joint: 12 words given 2", found[0], args, given=True)
     report("explicit joint: 12 words alone", found[1], args)
 
 
@@ -201,7 +207,7 @@ def antiberty(args):
     predictor, tokenizer = load_masked_lm(model, tokenizer=tokenizer, device=torch.device("cpu"))
     runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), score_batch_size=64)
     given, alone = tables(runner, VH[:-12], VH[-12:], VH[-12:])
-    report("AntiBERTy: a VH chain's last 12 residues given the rest of the chain", given, args)
+    report("AntiBERTy: a VH chain's last 12 residues given the rest of the chain", given, args, given=True)
     report("AntiBERTy: the same 12 residues alone", alone, args)
 
 
@@ -226,7 +232,7 @@ def diffusion(args):
     cut = offsets[-12][0]
     twelve = next(text for text, tokens in zip(test, ids, strict=True) if len(tokens) == 12)
     given, alone = tables(runner, long[:cut].rstrip(), " " + long[cut:].lstrip(), twelve)
-    report(f"diffusion LM ({args.steps} steps): a sentence's last 12 tokens given the rest", given, args)
+    report(f"diffusion LM ({args.steps} steps): a sentence's last 12 tokens given the rest", given, args, given=True)
     report("diffusion LM: a 12-token sentence alone", alone, args)
 
 

@@ -586,8 +586,8 @@ def pilot_variances(masked, values):
     return {"terms": float(terms.var(ddof=1)), "controlled": float(controlled.var(ddof=1))}
 
 
-def least_variance_estimator(variances, balance_gain=2.0):
-    """``"controlled"`` or ``"balanced"``: the one that should spread less per pass, from :func:`pilot_variances`.
+def least_variance_estimator(variances, balance_gain=2.0, otherwise="balanced"):
+    """``"controlled"`` or ``otherwise``: the one that should spread less per pass, from :func:`pilot_variances`.
 
     Balancing positions (:class:`BalancedMasks`) divides the terms' variance by a factor that
     independent masks cannot measure; measured between 1.4 and 2.5 on AntiBERTy and on a small
@@ -596,8 +596,9 @@ def least_variance_estimator(variances, balance_gain=2.0):
     (:class:`ControlledMasks`) is chosen when it divides the terms' variance by more than
     ``balance_gain``: where the tokens' own difficulties explain most of the spread (the small
     diffusion LM: 100 times or more), not where a token's log-probability depends on which
-    others are masked (AntiBERTy). The variances of several texts compared together (the choices
-    of one question) may be summed first.
+    others are masked (AntiBERTy). Else ``otherwise``: ``"balanced"``, or ``"nested"`` where its
+    chains are known to pay (the lm-eval model's choice for a continuation given a context). The
+    variances of several texts compared together (the choices of one question) may be summed first.
 
     Examples
     --------
@@ -605,8 +606,12 @@ def least_variance_estimator(variances, balance_gain=2.0):
     >>> least_variance_estimator({"terms": 1.0, "controlled": 0.8}), least_variance_estimator(
     ...     {"terms": 1.0, "controlled": 0.01})
     ('balanced', 'controlled')
+    >>> least_variance_estimator({"terms": 1.0, "controlled": 0.8}, otherwise="nested")
+    'nested'
     """
-    return "controlled" if variances["controlled"] * balance_gain < variances["terms"] else "balanced"
+    if otherwise not in ESTIMATOR_METHODS:
+        raise ValueError(f"otherwise must be one of {', '.join(map(repr, ESTIMATOR_METHODS))}; got {otherwise!r}.")
+    return "controlled" if variances["controlled"] * balance_gain < variances["terms"] else otherwise
 
 
 class NestedMasks(ScoringStrategy):
