@@ -9,7 +9,9 @@ the enumeration's. The table gives, per estimator, the mean, the variance, the p
 LLaDA's variance per pass over its own (``stratified`` is LLaDA's count-stratified estimator,
 here with sizes rounded down; ``llada_round`` is LLaDA's own rounding, halves to even; ``auto``
 is the lm-eval model's default, a pilot of 16 copies or an eighth of the passes and the estimator it chose on
-the rest).
+the rest: ``nested`` for a continuation given a context where the pilot does not choose ``controlled``
+and two antithetic pairs of orderings fit). Each title line also says how far balancing positions
+within sizes could divide the variance (:func:`balance_bound`).
 Three models:
 
 - ``joint``: a masked LM whose conditionals come from an explicit joint over 14 binary words
