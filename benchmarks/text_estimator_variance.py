@@ -17,16 +17,22 @@ Three models:
 - ``joint``: a masked LM whose conditionals come from an explicit joint over 14 binary words
   (:class:`skmpt.testing.TabularJoint`), 12 words given 2 and 12 words alone;
 - ``antiberty``: AntiBERTy (installed offline), a VH chain's last 12 residues given the rest of
-  the chain, and the same 12 residues alone;
+  the chain, and the same 12 residues alone; ``--chains`` adds held-out chains (:data:`CHAINS`:
+  trastuzumab's VH and VL and adalimumab's VH, the 12 residues that end each CDR3 given the
+  residues before them);
 - ``diffusion``: the tiny masked diffusion LM that ``examples/plot_masked_diffusion.py`` trains
   (``mask_rate="uniform"``) at its small size, a held-out sentence's last 12 tokens given the
-  rest and 12 tokens alone.
+  rest and 12 tokens alone; ``--sentences 0,1,2`` takes the first, second and third such test sentences.
+
+``--estimators`` picks the rows (LLaDA's is always there) and ``--chain-weights 0.5,1`` adds
+``nested`` at those chain weights (``nested@0.5``) to the tables given a context.
 
 Run ``python benchmarks/text_estimator_variance.py`` (4095 passes per table; AntiBERTy's take a
 few minutes on one CPU thread).
 """
 
 import argparse
+import functools
 import time
 import types
 
@@ -39,6 +45,7 @@ from skmpt.text.strategies import (
     ESTIMATOR_METHODS,
     ControlledMasks,
     ExhaustiveMasks,
+    NestedMasks,
     StratifiedSizeMasks,
     least_variance_estimator,
     pilot_variances,
@@ -50,6 +57,18 @@ ESTIMATORS = ("llada_round", "stratified", "uniform", "low_discrepancy", "time",
 #: Copies of the pilot of ``auto`` (the lm-eval model's default), out of the same passes: at most an eighth.
 PILOT = 16
 VH = "EVQLVESGGGLVQPGGSLRLSCAASGFTFSSYAMSWVRQAPGKGLEWVSAISGSGGSTYYADSVKGRFTISRDNSKNTLYLQMNSLRAEDTAVYYCAK"
+#: AntiBERTy's chains (``--chains``): each chain and its 12-residue window, scored given the residues before it.
+#: ``vh`` (a germline VH3-23 chain's last 12 residues) is the table ``NestedMasks``' chain weight was first tuned on;
+#: the others are held out: the end of each therapeutic antibody's CDR3, not the chain's end.
+CHAINS = {
+    "vh": (VH, VH[-12:]),
+    "trastuzumab_vh": ("EVQLVESGGGLVQPGGSLRLSCAASGFNIKDTYIHWVRQAPGKGLEWVARIYPTNGYTRYADSVKGRFTISADTSKNTAYLQMNSLRAEDTAVY"
+                       "YCSRWGGDGFYAMDYWGQGTLVTVSS", "RWGGDGFYAMDY"),
+    "adalimumab_vh": ("EVQLVESGGGLVQPGRSLRLSCAASGFTFDDYAMHWVRQAPGKGLEWVSAITWNSGHIDYADSVEGRFTISRDNAKNSLYLQMNSLRAEDTAVYY"
+                      "CAKVSYLSTASSLDYWGQGTLVTVSS", "VSYLSTASSLDY"),
+    "trastuzumab_vl": ("DIQMTQSPSSLSASVGDRVTITCRASQDVNTAVAWYQQKPGKAPKLLIYSASFLYSGVPSRFSGSRSGTDFTLTISSLQPEDFATYYCQQHYTT"
+                       "PPTFGQGTKVEIK", "YYCQQHYTTPPT"),
+}
 
 
 class LLaDARounding(StratifiedSizeMasks):
@@ -63,9 +82,15 @@ class LLaDARounding(StratifiedSizeMasks):
 
 
 def strategy(name, length, passes):
-    """The estimator ``name`` at ``passes`` forward passes for ``length`` tokens (at least two draws)."""
-    factory = LLaDARounding if name == "llada_round" else ESTIMATOR_METHODS[name]
-    step = 2 if name in ("antithetic", "nested") else 1  # orderings in pairs
+    """The estimator ``name`` at ``passes`` forward passes for ``length`` tokens (at least two draws).
+
+    ``nested@w`` is ``nested`` with ``chain_weight=w``.
+    """
+    base, _, weight = name.partition("@")
+    factory = LLaDARounding if name == "llada_round" else ESTIMATOR_METHODS[base]
+    if weight:
+        factory = functools.partial(NestedMasks, chain_weight=float(weight))
+    step = 2 if base in ("antithetic", "nested") else 1  # orderings in pairs
     per_copy = max(1, factory(2).n_copies(length) // 2)
     count = max(2, passes // per_copy // step * step)
     while count > 2 and factory(count).n_copies(length) > passes:  # nested: the all-masked copy once more
@@ -143,7 +168,8 @@ def balance_bound(table):
 def report(title, table, args, given=False):
     exact = ExhaustiveMasks(max_tokens=table.shape[1]).draws(torch.from_numpy(~np.isnan(table)),
                                                             np.nansum(table, 1))[0]
-    rows = {name: simulate(table, name, args.passes, args.runs, given) for name in ESTIMATORS}
+    names = [*args.estimators, *(f"nested@{weight:g}" for weight in args.chain_weights if given)]
+    rows = {name: simulate(table, name, args.passes, args.runs, given) for name in ("llada_round", *names)}
     reference = rows["llada_round"][1] * rows["llada_round"][2]
     print(f"\n{title}: exact {exact:.4f} ({args.passes} forward passes, {args.runs} runs; balancing positions "
           f"within sizes could divide the variance by {balance_bound(table):.3g} at most)")
@@ -232,9 +258,13 @@ def antiberty(args):
     model, tokenizer = load_antiberty()
     predictor, tokenizer = load_masked_lm(model, tokenizer=tokenizer, device=torch.device("cpu"))
     runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), score_batch_size=64)
-    given, alone = tables(runner, VH[:-12], VH[-12:], VH[-12:])
-    report("AntiBERTy: a VH chain's last 12 residues given the rest of the chain", given, args, given=True)
-    report("AntiBERTy: the same 12 residues alone", alone, args)
+    for name in args.chains:
+        chain, window = CHAINS[name]
+        before = chain[:chain.index(window)]
+        given, alone = tables(runner, before, window, window)
+        where = "last" if chain.endswith(window) else f"residues {len(before) + 1}-{len(before) + 12} of {len(chain)},"
+        report(f"AntiBERTy ({name}): a chain's {where} 12 residues given the ones before", given, args, given=True)
+        report(f"AntiBERTy ({name}): the same 12 residues alone", alone, args)
 
 
 def diffusion(args):
@@ -253,13 +283,16 @@ def diffusion(args):
                             mask_rate="uniform", max_steps=args.steps, batch_size=32, learning_rate=3e-3).fit(train)
     runner = scorer.runner_
     ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in test]
-    long = next(text for text, tokens in zip(test, ids, strict=True) if len(tokens) >= 18)
-    offsets = tokenizer(long, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    cut = offsets[-12][0]
-    twelve = next(text for text, tokens in zip(test, ids, strict=True) if len(tokens) == 12)
-    given, alone = tables(runner, long[:cut].rstrip(), " " + long[cut:].lstrip(), twelve)
-    report(f"diffusion LM ({args.steps} steps): a sentence's last 12 tokens given the rest", given, args, given=True)
-    report("diffusion LM: a 12-token sentence alone", alone, args)
+    longs = [text for text, tokens in zip(test, ids, strict=True) if len(tokens) >= 18]
+    twelves = [text for text, tokens in zip(test, ids, strict=True) if len(tokens) == 12]
+    for index in args.sentences:  # 0 is the sentence of the first tables; the others are held out
+        long, twelve = longs[index], twelves[index]
+        offsets = tokenizer(long, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        cut = offsets[-12][0]
+        given, alone = tables(runner, long[:cut].rstrip(), " " + long[cut:].lstrip(), twelve)
+        report(f"diffusion LM ({args.steps} steps), test sentence {index}: its last 12 tokens given the rest",
+               given, args, given=True)
+        report(f"diffusion LM, test sentence {index}: a 12-token sentence alone", alone, args)
 
 
 def main(argv=None):
@@ -269,7 +302,19 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=300, help="training steps of the diffusion LM")
     parser.add_argument("--models", default="joint,antiberty,diffusion")
     parser.add_argument("--cache", default=None, help="folder to keep the mask tables in between runs")
+    parser.add_argument("--chains", default="vh", help=f"AntiBERTy's chains, of {', '.join(CHAINS)}")
+    parser.add_argument("--sentences", default="0", help="the diffusion LM's test sentences (indices, e.g. 0,1,2)")
+    parser.add_argument("--estimators", default=",".join(ESTIMATORS), help="the rows besides LLaDA's")
+    parser.add_argument("--chain-weights", default="", help="nested's chain weights to add as rows (given a context)")
     args = parser.parse_args(argv)
+    args.chains = args.chains.split(",")
+    if unknown := sorted(set(args.chains) - set(CHAINS)):
+        parser.error(f"unknown chain(s) {unknown}; choose from {', '.join(CHAINS)}")
+    args.estimators = [name for name in args.estimators.split(",") if name != "llada_round"]
+    if unknown := sorted(set(args.estimators) - set(ESTIMATORS)):
+        parser.error(f"unknown estimator(s) {unknown}; choose from {', '.join(ESTIMATORS)}")
+    args.sentences = [int(index) for index in args.sentences.split(",")]
+    args.chain_weights = [float(weight) for weight in args.chain_weights.split(",") if weight]
     CACHE["folder"] = args.cache
     torch.set_num_threads(1)
     start = time.process_time()
