@@ -127,7 +127,7 @@ def test_nested_orderings_share_the_all_masked_copy(table):
 
 def test_the_nested_chain_weight_keeps_the_expectation(table):
     exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
-    for weight in (0.0, 1.0):
+    for weight in (0.0, 0.7):  # the default, 1, is in the test of every estimator
         strategy = NestedMasks(2, chain_weight=weight)
         estimates = np.array([estimate(table, strategy, seed) for seed in range(1500)])
         assert abs(estimates.mean() - exact) < 4 * estimates.std(ddof=1) / np.sqrt(len(estimates)) + 1e-12
