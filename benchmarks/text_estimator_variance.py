@@ -175,8 +175,8 @@ def report(title, table, args, given=False):
           f"within sizes could divide the variance by {balance_bound(table):.3g} at most)")
     print(f"{'estimator':<16} {'mean':>10} {'variance':>10} {'passes':>7} {'LLaDA/it per pass':>18}")
     for name, (mean, variance, passes) in rows.items():
-        ratio = reference / max(variance * passes, 1e-300)
-        print(f"{name:<16} {mean:10.4f} {variance:10.4g} {passes:7d} {ratio:18.2f}")
+        ratio = "exact" if variance <= 1e-20 * max(1.0, mean**2) else f"{reference / (variance * passes):.2f}"
+        print(f"{name:<16} {mean:10.4f} {variance:10.4g} {passes:7d} {ratio:>18}")
 
 
 #: Where the tables are kept between runs (``--cache``), or None.
