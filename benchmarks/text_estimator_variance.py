@@ -9,22 +9,30 @@ the enumeration's. The table gives, per estimator, the mean, the variance, the p
 LLaDA's variance per pass over its own (``stratified`` is LLaDA's count-stratified estimator,
 here with sizes rounded down; ``llada_round`` is LLaDA's own rounding, halves to even; ``auto``
 is the lm-eval model's default, a pilot of 16 copies or an eighth of the passes and the estimator it chose on
-the rest).
+the rest: ``nested`` for a continuation given a context where the pilot does not choose ``controlled``
+and two antithetic pairs of orderings fit). Each title line also says how far balancing positions
+within sizes could divide the variance (:func:`balance_bound`).
 Three models:
 
 - ``joint``: a masked LM whose conditionals come from an explicit joint over 14 binary words
   (:class:`skmpt.testing.TabularJoint`), 12 words given 2 and 12 words alone;
 - ``antiberty``: AntiBERTy (installed offline), a VH chain's last 12 residues given the rest of
-  the chain, and the same 12 residues alone;
+  the chain, and the same 12 residues alone; ``--chains`` adds held-out chains (:data:`CHAINS`:
+  trastuzumab's VH and VL and adalimumab's VH, the 12 residues that end each CDR3 given the
+  residues before them);
 - ``diffusion``: the tiny masked diffusion LM that ``examples/plot_masked_diffusion.py`` trains
   (``mask_rate="uniform"``) at its small size, a held-out sentence's last 12 tokens given the
-  rest and 12 tokens alone.
+  rest and 12 tokens alone; ``--sentences 0,1,2`` takes the first, second and third such test sentences.
+
+``--estimators`` picks the rows (LLaDA's is always there) and ``--chain-weights 0.5,1`` adds
+``nested`` at those chain weights (``nested@0.5``) to the tables given a context.
 
 Run ``python benchmarks/text_estimator_variance.py`` (4095 passes per table; AntiBERTy's take a
 few minutes on one CPU thread).
 """
 
 import argparse
+import functools
 import time
 import types
 
@@ -37,6 +45,7 @@ from skmpt.text.strategies import (
     ESTIMATOR_METHODS,
     ControlledMasks,
     ExhaustiveMasks,
+    NestedMasks,
     StratifiedSizeMasks,
     least_variance_estimator,
     pilot_variances,
@@ -48,6 +57,18 @@ ESTIMATORS = ("llada_round", "stratified", "uniform", "low_discrepancy", "time",
 #: Copies of the pilot of ``auto`` (the lm-eval model's default), out of the same passes: at most an eighth.
 PILOT = 16
 VH = "EVQLVESGGGLVQPGGSLRLSCAASGFTFSSYAMSWVRQAPGKGLEWVSAISGSGGSTYYADSVKGRFTISRDNSKNTLYLQMNSLRAEDTAVYYCAK"
+#: AntiBERTy's chains (``--chains``): each chain and its 12-residue window, scored given the residues before it.
+#: ``vh`` (a germline VH3-23 chain's last 12 residues) is the table ``NestedMasks``' chain weight was first tuned on;
+#: the others are held out: the end of each therapeutic antibody's CDR3, not the chain's end.
+CHAINS = {
+    "vh": (VH, VH[-12:]),
+    "trastuzumab_vh": ("EVQLVESGGGLVQPGGSLRLSCAASGFNIKDTYIHWVRQAPGKGLEWVARIYPTNGYTRYADSVKGRFTISADTSKNTAYLQMNSLRAEDTAVY"
+                       "YCSRWGGDGFYAMDYWGQGTLVTVSS", "RWGGDGFYAMDY"),
+    "adalimumab_vh": ("EVQLVESGGGLVQPGRSLRLSCAASGFTFDDYAMHWVRQAPGKGLEWVSAITWNSGHIDYADSVEGRFTISRDNAKNSLYLQMNSLRAEDTAVYY"
+                      "CAKVSYLSTASSLDYWGQGTLVTVSS", "VSYLSTASSLDY"),
+    "trastuzumab_vl": ("DIQMTQSPSSLSASVGDRVTITCRASQDVNTAVAWYQQKPGKAPKLLIYSASFLYSGVPSRFSGSRSGTDFTLTISSLQPEDFATYYCQQHYTT"
+                       "PPTFGQGTKVEIK", "YYCQQHYTTPPT"),
+}
 
 
 class LLaDARounding(StratifiedSizeMasks):
@@ -61,11 +82,20 @@ class LLaDARounding(StratifiedSizeMasks):
 
 
 def strategy(name, length, passes):
-    """The estimator ``name`` at ``passes`` forward passes for ``length`` tokens (at least two draws)."""
-    factory = LLaDARounding if name == "llada_round" else ESTIMATOR_METHODS[name]
-    per_copy = factory(2).n_copies(length) // 2
-    count = max(2, passes // per_copy)
-    return factory(count - count % 2 if name in ("antithetic", "nested") else count)
+    """The estimator ``name`` at ``passes`` forward passes for ``length`` tokens (at least two draws).
+
+    ``nested@w`` is ``nested`` with ``chain_weight=w``.
+    """
+    base, _, weight = name.partition("@")
+    factory = LLaDARounding if name == "llada_round" else ESTIMATOR_METHODS[base]
+    if weight:
+        factory = functools.partial(NestedMasks, chain_weight=float(weight))
+    step = 2 if base in ("antithetic", "nested") else 1  # orderings in pairs
+    per_copy = max(1, factory(2).n_copies(length) // 2)
+    count = max(2, passes // per_copy // step * step)
+    while count > 2 and factory(count).n_copies(length) > passes:  # nested: the all-masked copy once more
+        count -= step
+    return factory(count)
 
 
 def mask_table(runner, encoded):
@@ -81,12 +111,13 @@ def lookup(table, masked, targets):
     return np.where(targets.numpy(), table[np.maximum(codes, 1) - 1], np.nan)
 
 
-def simulate(table, name, passes, runs):
+def simulate(table, name, passes, runs, given=False):
     """Mean, variance and passes of the estimator ``name`` over ``runs`` seeds, its copies read from ``table``.
 
     ``auto`` is the lm-eval model's default: a pilot of ``min(PILOT, passes // 8)`` controlled copies chooses
-    (:func:`least_variance_estimator`) and the chosen estimator runs on the passes left; the
-    estimate is the chosen estimator's, the passes count the pilot's.
+    (:func:`least_variance_estimator`; ``"nested"`` rather than ``"balanced"`` for a continuation
+    ``given`` a context when two antithetic pairs fit) and the chosen estimator runs on the passes
+    left; the estimate is the chosen estimator's, the passes count the pilot's.
     """
     length = table.shape[1]
     estimates, spent = [], []
@@ -97,7 +128,9 @@ def simulate(table, name, passes, runs):
             pilot = min(PILOT, passes // 8)
             masked, targets = ControlledMasks(pilot).copies(length, generator)
             values = lookup(table, masked, targets)
-            method = least_variance_estimator(pilot_variances(masked, values))
+            nested = given and ESTIMATOR_METHODS["nested"](4).n_copies(length) <= passes - pilot
+            method = least_variance_estimator(pilot_variances(masked, values),
+                                              otherwise="nested" if nested else "balanced")
         chosen = strategy(method, length, passes - pilot)
         masked, targets = chosen.copies(length, generator)
         values = lookup(table, masked, targets)
@@ -109,16 +142,41 @@ def simulate(table, name, passes, runs):
     return estimates.mean(), estimates.var(ddof=1), int(np.mean(spent))
 
 
-def report(title, table, args):
+def balance_bound(table):
+    """How much balancing positions within sizes could divide the spread of masks drawn size by size, at most.
+
+    Within each size ``M < T`` the masks' terms ``(1/M) sum_masked log p`` are fitted by least squares
+    on which tokens are masked (an additive model: each token's own difficulty and its effect on the
+    others' when masked). A design that masks every token equally often within a size cancels that
+    additive part and nothing else, so with equal copies per size the variance can shrink at most by
+    the ratio of the terms' total variance to the residuals' (over all masks of each size).
+    """
+    length = table.shape[1]
+    masked = ~np.isnan(table)
+    sizes = masked.sum(1)
+    terms = np.nansum(table, 1) / sizes
+    total = residual = 0.0
+    for size in range(1, length):
+        rows = sizes == size
+        design = np.column_stack([np.ones(rows.sum()), masked[rows]])
+        fitted = design @ np.linalg.lstsq(design, terms[rows], rcond=None)[0]
+        total += terms[rows].var()
+        residual += (terms[rows] - fitted).var()
+    return total / max(residual, 1e-300)
+
+
+def report(title, table, args, given=False):
     exact = ExhaustiveMasks(max_tokens=table.shape[1]).draws(torch.from_numpy(~np.isnan(table)),
                                                             np.nansum(table, 1))[0]
-    rows = {name: simulate(table, name, args.passes, args.runs) for name in ESTIMATORS}
+    names = [*args.estimators, *(f"nested@{weight:g}" for weight in args.chain_weights if given)]
+    rows = {name: simulate(table, name, args.passes, args.runs, given) for name in ("llada_round", *names)}
     reference = rows["llada_round"][1] * rows["llada_round"][2]
-    print(f"\n{title}: exact {exact:.4f} ({args.passes} forward passes, {args.runs} runs)")
+    print(f"\n{title}: exact {exact:.4f} ({args.passes} forward passes, {args.runs} runs; balancing positions "
+          f"within sizes could divide the variance by {balance_bound(table):.3g} at most)")
     print(f"{'estimator':<16} {'mean':>10} {'variance':>10} {'passes':>7} {'LLaDA/it per pass':>18}")
     for name, (mean, variance, passes) in rows.items():
-        ratio = reference / max(variance * passes, 1e-300)
-        print(f"{name:<16} {mean:10.4f} {variance:10.4g} {passes:7d} {ratio:18.2f}")
+        ratio = "exact" if variance <= 1e-20 * max(1.0, mean**2) else f"{reference / (variance * passes):.2f}"
+        print(f"{name:<16} {mean:10.4f} {variance:10.4g} {passes:7d} {ratio:>18}")
 
 
 #: Where the tables are kept between runs (``--cache``), or None.
@@ -190,7 +248,7 @@ def joint_model(args):
             found.append(mask_table(runner, encode_texts([continuation], tokenizer, 16)))
         else:
             found.append(mask_table(runner, encode_pairs([context], [continuation], tokenizer, 16)))
-    report("explicit joint: 12 words given 2", found[0], args)
+    report("explicit joint: 12 words given 2", found[0], args, given=True)
     report("explicit joint: 12 words alone", found[1], args)
 
 
@@ -200,9 +258,13 @@ def antiberty(args):
     model, tokenizer = load_antiberty()
     predictor, tokenizer = load_masked_lm(model, tokenizer=tokenizer, device=torch.device("cpu"))
     runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), score_batch_size=64)
-    given, alone = tables(runner, VH[:-12], VH[-12:], VH[-12:])
-    report("AntiBERTy: a VH chain's last 12 residues given the rest of the chain", given, args)
-    report("AntiBERTy: the same 12 residues alone", alone, args)
+    for name in args.chains:
+        chain, window = CHAINS[name]
+        before = chain[:chain.index(window)]
+        given, alone = tables(runner, before, window, window)
+        where = "last" if chain.endswith(window) else f"residues {len(before) + 1}-{len(before) + 12} of {len(chain)},"
+        report(f"AntiBERTy ({name}): a chain's {where} 12 residues given the ones before", given, args, given=True)
+        report(f"AntiBERTy ({name}): the same 12 residues alone", alone, args)
 
 
 def diffusion(args):
@@ -221,13 +283,16 @@ def diffusion(args):
                             mask_rate="uniform", max_steps=args.steps, batch_size=32, learning_rate=3e-3).fit(train)
     runner = scorer.runner_
     ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in test]
-    long = next(text for text, tokens in zip(test, ids, strict=True) if len(tokens) >= 18)
-    offsets = tokenizer(long, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    cut = offsets[-12][0]
-    twelve = next(text for text, tokens in zip(test, ids, strict=True) if len(tokens) == 12)
-    given, alone = tables(runner, long[:cut].rstrip(), " " + long[cut:].lstrip(), twelve)
-    report(f"diffusion LM ({args.steps} steps): a sentence's last 12 tokens given the rest", given, args)
-    report("diffusion LM: a 12-token sentence alone", alone, args)
+    longs = [text for text, tokens in zip(test, ids, strict=True) if len(tokens) >= 18]
+    twelves = [text for text, tokens in zip(test, ids, strict=True) if len(tokens) == 12]
+    for index in args.sentences:  # 0 is the sentence of the first tables; the others are held out
+        long, twelve = longs[index], twelves[index]
+        offsets = tokenizer(long, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        cut = offsets[-12][0]
+        given, alone = tables(runner, long[:cut].rstrip(), " " + long[cut:].lstrip(), twelve)
+        report(f"diffusion LM ({args.steps} steps), test sentence {index}: its last 12 tokens given the rest",
+               given, args, given=True)
+        report(f"diffusion LM, test sentence {index}: a 12-token sentence alone", alone, args)
 
 
 def main(argv=None):
@@ -237,7 +302,19 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=300, help="training steps of the diffusion LM")
     parser.add_argument("--models", default="joint,antiberty,diffusion")
     parser.add_argument("--cache", default=None, help="folder to keep the mask tables in between runs")
+    parser.add_argument("--chains", default="vh", help=f"AntiBERTy's chains, of {', '.join(CHAINS)}")
+    parser.add_argument("--sentences", default="0", help="the diffusion LM's test sentences (indices, e.g. 0,1,2)")
+    parser.add_argument("--estimators", default=",".join(ESTIMATORS), help="the rows besides LLaDA's")
+    parser.add_argument("--chain-weights", default="", help="nested's chain weights to add as rows (given a context)")
     args = parser.parse_args(argv)
+    args.chains = args.chains.split(",")
+    if unknown := sorted(set(args.chains) - set(CHAINS)):
+        parser.error(f"unknown chain(s) {unknown}; choose from {', '.join(CHAINS)}")
+    args.estimators = [name for name in args.estimators.split(",") if name != "llada_round"]
+    if unknown := sorted(set(args.estimators) - set(ESTIMATORS)):
+        parser.error(f"unknown estimator(s) {unknown}; choose from {', '.join(ESTIMATORS)}")
+    args.sentences = [int(index) for index in args.sentences.split(",")]
+    args.chain_weights = [float(weight) for weight in args.chain_weights.split(",") if weight]
     CACHE["folder"] = args.cache
     torch.set_num_threads(1)
     start = time.process_time()

@@ -90,6 +90,24 @@ def test_auto_enumerates_what_fits_and_else_runs_the_estimator_a_pilot_chose(tin
         MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, pilot_passes=3)
 
 
+def test_auto_runs_nested_chains_for_a_continuation_given_a_context(tokenizer):
+    joint = TabularJoint.random(8, random_state=0)
+    lm = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=10,
+                         max_forward_passes=48, pilot_passes=6, adaptive=False)
+    given, alone = lm.loglikelihood([request("a b", " b a a b b a"), request("", "b a a b b a b a", doc_id=1)])
+    # six tokens given two: the pilot's 6 copies, then 8 orderings of 5 copies and the all-masked copy once
+    assert given.estimator == "nested" and given.forward_passes == 6 + 8 * 5 + 1
+    x = torch.tensor([[1.0 if w == "b" else 0.0 for w in "a b b a a b b a".split()]], dtype=torch.float64)
+    truth = float(joint.log_marginal(x) - joint.log_marginal(x, observed=torch.arange(8) < 2))
+    # the default chain weight 1 is the chain rule: every ordering exact for the conditionals of one joint
+    assert given[0] == pytest.approx(truth, abs=1e-6) and given.std < 1e-6
+    assert alone.estimator == "balanced" and alone.forward_passes == 48  # no context: positions balanced
+    short = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=10,
+                            max_forward_passes=24, pilot_passes=16, adaptive=False)
+    # 24 // 8 = 3 copies: no pilot, and balanced whatever the context
+    assert short.loglikelihood([request("a b", " b a a b b a")])[0].estimator == "balanced"
+
+
 class PositionLM(torch.nn.Module):
     """Each position's word has its own fixed probability, whatever is masked: tokens differ only in difficulty."""
 

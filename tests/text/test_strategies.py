@@ -105,3 +105,38 @@ def test_the_pilot_chooses_the_control_variate_only_where_token_effects_explain_
     variances = pilot_variances(masked, mixed)
     assert variances["controlled"] > 0.5 * variances["terms"]
     assert least_variance_estimator(variances) == "balanced"
+
+
+def test_nested_orderings_share_the_all_masked_copy(table):
+    strategy = NestedMasks(4, return_std=True)
+    masked, _ = strategy.copies(LENGTH, torch.Generator().manual_seed(1))
+    assert len(masked) == strategy.n_copies(LENGTH) == 4 * (LENGTH - 1) + 1
+    assert masked[0].all() and not masked[1:].all(1).any()  # the all-masked copy once, first
+    # each ordering's copies are nested, one more token each
+    sizes = masked[1:].sum(1).reshape(4, LENGTH - 1)
+    assert (sizes == torch.arange(1, LENGTH)).all()
+    rows = masked.numpy() @ (2 ** np.arange(LENGTH))
+    values = np.where(masked.numpy(), table[rows - 1], np.nan)
+    value, std = strategy.reduce(masked, values)
+    assert std > 0 and value == pytest.approx(strategy.draws(masked, values).mean())
+    with pytest.raises(ValueError, match="positive integer"):
+        NestedMasks(0)
+    with pytest.raises(ValueError, match="at least 2"):
+        NestedMasks(1, return_std=True, antithetic=False)
+
+
+def test_the_nested_chain_weight_keeps_the_expectation(table):
+    exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
+    for weight in (0.0, 0.7):  # the default, 1, is in the test of every estimator
+        strategy = NestedMasks(2, chain_weight=weight)
+        estimates = np.array([estimate(table, strategy, seed) for seed in range(1500)])
+        assert abs(estimates.mean() - exact) < 4 * estimates.std(ddof=1) / np.sqrt(len(estimates)) + 1e-12
+
+
+def test_least_variance_estimator_falls_back_to_the_named_estimator():
+    spread = {"terms": 1.0, "controlled": 0.9}
+    assert least_variance_estimator(spread, otherwise="nested") == "nested"
+    assert least_variance_estimator({"terms": 1.0, "controlled": 0.1}, otherwise="nested") == "controlled"
+    with pytest.raises(ValueError, match="otherwise"):
+        least_variance_estimator(spread, otherwise="auto")
+
