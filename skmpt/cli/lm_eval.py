@@ -12,6 +12,7 @@ with its standard error, exactness, forward passes and estimator under ``"skmpt"
 import argparse
 import json
 import logging
+import os
 from pathlib import Path
 
 from .common import non_negative_int, positive_int
@@ -62,6 +63,29 @@ def _checked(args):
     return tasks
 
 
+def _missing_data_files(manager, tasks):
+    """What a local task's data files lack, before the model loads: lm-eval reads them only after it.
+
+    A task whose YAML names ``dataset_kwargs: data_files`` (``dataset_path: json`` and the like)
+    points to files that must exist; a relative path is read from the current folder, not the
+    YAML's. Returns a message naming the first missing file, or None. Globs and URLs are left to lm-eval.
+    """
+    for task in tasks:
+        entry = manager.task_index.get(task)
+        config = getattr(entry, "cfg", None) or {}
+        files = (config.get("dataset_kwargs") or {}).get("data_files")
+        if not files:
+            continue
+        values = files.values() if isinstance(files, dict) else [files]
+        paths = [path for value in values for path in ([value] if isinstance(value, str) else value)]
+        for path in paths:
+            if "://" in path or any(char in path for char in "*?[") or Path(path).exists():
+                continue
+            where = "" if Path(path).is_absolute() else f" (read from the current folder, {os.getcwd()})"
+            return f"task {task!r} reads {path!r}{where}, which does not exist; its YAML is {str(entry.yaml_path)!r}"
+    return None
+
+
 def run(args):
     from . import UsageError
 
@@ -86,6 +110,9 @@ def run(args):
     if unknown:
         raise UsageError(f"--tasks: unknown task {', '.join(map(repr, unknown))} (give --include_path for a "
                          "local YAML)")
+    missing = _missing_data_files(manager, tasks)
+    if missing:
+        raise UsageError(f"--tasks: {missing}")
     tracker = None if args.output_path is None else EvaluationTracker(output_path=args.output_path)
     results = lm_eval.simple_evaluate(
         model="skmpt", evaluation_tracker=tracker, model_args=model_args, tasks=tasks, task_manager=manager,

@@ -90,3 +90,16 @@ def test_without_lm_eval_the_error_names_the_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "skmpt.text.harness", raising=False)
     with pytest.raises(ImportError, match=r'pip install "skmpt\[eval\]"'):
         importlib.import_module("skmpt.text.harness")
+
+
+def test_a_missing_data_file_is_named_before_the_model_loads(include_path, tmp_path, capsys):
+    """The YAML's relative path is read from the current folder; the model (here none: a path that does not
+    exist) is never reached."""
+    (include_path / "toy_mc.yaml").write_text(
+        (include_path / "toy_mc.yaml").read_text(encoding="utf-8").replace(str(tmp_path / "mc.jsonl"),
+                                                                           "data/mc.jsonl"), encoding="utf-8")
+    status = main(["lm-eval", "--model_args", f"pretrained={tmp_path / 'no_model'}", "--tasks", "toy_mc",
+                   "--include_path", str(include_path)])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "task 'toy_mc' reads 'data/mc.jsonl'" in err and "current folder" in err and "toy_mc.yaml" in err
