@@ -666,6 +666,8 @@ class NestedMasks(ScoringStrategy):
         self.n_masks = _check_draws(n_masks, return_std)
         if antithetic and self.n_masks % 2:
             raise ValueError(f"antithetic orderings come in pairs: n_masks must be even; got {n_masks}.")
+        if not math.isfinite(chain_weight):
+            raise ValueError(f"chain_weight must be a finite number; got {chain_weight!r}.")
         self.return_std, self.chain_weight, self.antithetic = return_std, float(chain_weight), antithetic
 
     def n_copies(self, length, word_ids=None):

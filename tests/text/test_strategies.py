@@ -123,6 +123,8 @@ def test_nested_orderings_share_the_all_masked_copy(table):
         NestedMasks(0)
     with pytest.raises(ValueError, match="at least 2"):
         NestedMasks(1, return_std=True, antithetic=False)
+    with pytest.raises(ValueError, match="chain_weight must be a finite number"):
+        NestedMasks(2, chain_weight=float("nan"))
 
 
 def test_the_nested_chain_weight_keeps_the_expectation(table):
