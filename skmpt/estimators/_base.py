@@ -467,8 +467,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         estimator with a data-driven choice (PPCA's ``"mle"``) overrides it."""
         return self.params_["n_components"]
 
-    def _trains_from_moments(self, n_samples):
-        """Whether training on ``n_samples`` complete rows runs from their moments alone (a
+    def _trains_from_moments(self):
+        """Whether training on complete rows runs from their moments alone (a
         Gaussian model with masks shared by the samples): then the standardised data are never
         formed."""
         return False
@@ -478,7 +478,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         entries at zero) and ``units = (center, scale)``; or, for complete data that train from their
         moments, ``X_train`` None and the one moment group of the standardised data, the units from
         the moments (no pass over the data beyond theirs)."""
-        if observed is None and self._likelihood() == "gaussian" and self._trains_from_moments(X.shape[0]):
+        if observed is None and self._likelihood() == "gaussian" and self._trains_from_moments():
             moments = objectives.Moments.from_samples(X, weights)
             standardized = moment_standardization(moments)
             if standardized is not None:

@@ -85,10 +85,9 @@ def choose_n_components(X, n_components, sample_weight=None):
 
 
 def choose_from_spectrum(spectrum, n_components, n_samples):
-    """:func:`choose_n_components` from the covariance's eigenvalues ``spectrum`` (descending, divided
-    by ``n_samples - 1``) of ``n_samples`` samples: what the data's moments give without the data."""
-    if not isinstance(n_components, (str, float)):
-        return int(n_components)
+    """:func:`choose_n_components` for ``"mle"`` or a float, from the covariance's eigenvalues ``spectrum``
+    (descending, divided by ``n_samples - 1``) of ``n_samples`` samples: what the data's moments give
+    without the data. An int needs no spectrum; its callers return it before computing one."""
     n_features = len(spectrum)
     if n_components == "mle":
         if n_samples < n_features:
@@ -150,7 +149,7 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         noise = self._initial_noise(X, units)
         return self._module_class(components.to(X.device), X.new_zeros(n_features), noise)
 
-    def _trains_from_moments(self, n_samples):
+    def _trains_from_moments(self):
         """Complete data train from their moments unless ``solver="minibatch"``: for masks shared by the
         rows, the objective's expectation over the masks is the mini-batches' (each row's masks are
         drawn from the same distribution), whatever the number of rows, and one pass gives them."""
