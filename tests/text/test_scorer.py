@@ -468,12 +468,6 @@ def test_paths_that_do_not_exist_are_not_hub_names(tiny_bert, path):
         MLMCurveScorer(path, device="cpu").fit()
 
 
-def test_hub_names_look_like_hub_names():
-    assert not sktext.loading._looks_like_path("bert-base-uncased")
-    assert not sktext.loading._looks_like_path("google-bert/bert-base-uncased")
-    assert sktext.loading._looks_like_path("a/b/c") and sktext.loading._looks_like_path("vocab.txt")
-
-
 @pytest.mark.parametrize("token", ["[SEP]", "[CLS]", "[PAD]", "[MASK]"])
 def test_literal_special_tokens_are_rejected_by_every_method(joint_setup, token):
     _, tokenizer, _, _ = joint_setup
