@@ -390,7 +390,7 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
     handles_missing : bool, default=True
         Whether the methods marginalise entries that are not observed out (take ``observed``).
         False for a subclass whose ``masked_log_prob`` takes no ``observed``, unless it says
-        otherwise; :func:`skmpt.testing.check_incomplete_rows` is skipped for such a model.
+        otherwise; :func:`skmpt.testing.missing.check_incomplete_rows` is skipped for such a model.
 
     Examples
     --------

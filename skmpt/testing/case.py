@@ -86,7 +86,8 @@ class MaskedModelCase:
 
     Examples
     --------
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_identity
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_identity
     >>> joint = TabularJoint.random(3, random_state=0)
     >>> case = MaskedModelCase(joint, joint.sample(4, random_state=0))
     >>> case.masks.shape, case.per_sample_masks.shape

@@ -20,25 +20,27 @@ from skmpt.testing import (
     MaskedModelCase,
     TabularJoint,
     assert_mpt_identity,
+    check_masked_model,
+    check_mpt_identity,
+    ppca_parameters,
+    tabular_joints,
+)
+from skmpt.testing.checks import (
     check_batch_independence,
     check_call_shapes,
     check_chain_matches_reference,
     check_decode_output,
     check_identity,
-    check_incomplete_rows,
     check_log_marginal_output,
     check_masked_log_prob_output,
-    check_masked_model,
     check_masked_sum_matches_reference,
-    check_mpt_identity,
     check_posterior_output,
     check_randomness,
     check_shared_and_per_sample_masks,
     check_weighted_sum_matches_reference,
     check_zero_at_observed,
-    ppca_parameters,
-    tabular_joints,
 )
+from skmpt.testing.missing import check_incomplete_rows
 
 
 class Tempered:
@@ -541,3 +543,21 @@ def test_incomplete_rows_of_the_reference_table_and_a_fast_path_that_refuses_the
     with pytest.raises(AssertionError, match=r"'incomplete rows': SumWithoutObserved\.masked_log_prob_sum takes no "
                                              r"observed="):
         check_incomplete_rows(MaskedModelCase(model, X))
+
+
+def test_the_checks_one_by_one_are_imported_from_their_modules_and_the_old_spelling_warns():
+    """0.1.0 exported every check from skmpt.testing: those names still work for 0.2.0, with a FutureWarning."""
+    import skmpt.testing
+    import skmpt.testing.checks
+    import skmpt.testing.missing
+    import skmpt.testing.predictors
+
+    assert len(skmpt.testing.__all__) == 13 and "check_identity" not in skmpt.testing.__all__
+    for name, module in [("check_identity", skmpt.testing.checks), ("check_incomplete_rows", skmpt.testing.missing),
+                         ("incomplete_pattern", skmpt.testing.missing), ("check_mask_id", skmpt.testing.predictors)]:
+        with pytest.warns(FutureWarning, match=rf"skmpt.testing.{name} is deprecated since 0.2.0 .*"
+                                                rf"import it from {module.__name__} \({module.__name__}.{name}\)"):
+            assert getattr(skmpt.testing, name) is getattr(module, name)
+    with pytest.raises(AttributeError, match="module 'skmpt.testing' has no attribute 'check_nothing'"):
+        skmpt.testing.check_nothing  # noqa: B018
+    assert all(check.__module__ in ("skmpt.testing.checks", "skmpt.testing.missing") for check in MASKED_MODEL_CHECKS)
