@@ -9,7 +9,8 @@ import torch
 from .._utils import check_generator
 from .._validation import Interval, validate_parameters
 from ..masks import masks_of_sizes, random_orderings
-from ..models import as_masked_model, model_name
+from ..models import as_masked_model
+from ..models.contract import model_name
 from ._inputs import as_model_and_tensor, parameter_dtype
 
 __all__ = ["MaskedModelCase"]

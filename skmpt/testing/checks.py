@@ -10,7 +10,8 @@ import functools
 
 import torch
 
-from ..models import provides, reference_chain_log_prob
+from ..models import provides
+from ..models.contract import reference_chain_log_prob
 from .case import MaskedModelCase
 from .identity import check_mpt_identity
 from .missing import check_incomplete_rows
@@ -212,7 +213,7 @@ def check_weighted_sum_matches_reference(case):
 
 def check_chain_matches_reference(case):
     """``"chain_log_prob"``: the model's chain terms equal
-    :func:`skmpt.models.reference_chain_log_prob`, the reference on each ordering's nested
+    :func:`skmpt.models.contract.reference_chain_log_prob`, the reference on each ordering's nested
     masks.
 
     Examples
@@ -250,7 +251,7 @@ def check_call_shapes(case):
     samples at once; ``masked_log_prob_sum`` (shape ``(n, P)``) and, for shared masks,
     ``weighted_log_prob_sum`` (shape ``(n,)``) equal the reference of the same call summed.
     ``chain_log_prob`` with one ordering, and on one sample, equals
-    :func:`skmpt.models.reference_chain_log_prob` of the same call. A stochastic model's
+    :func:`skmpt.models.contract.reference_chain_log_prob` of the same call. A stochastic model's
     fast paths are compared with its reference called with the same generator seed.
 
     Examples

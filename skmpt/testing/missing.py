@@ -11,7 +11,8 @@ import functools
 import torch
 
 from ..masks import all_masks, observed_masks
-from ..models import provides, reference_chain_log_prob
+from ..models import provides
+from ..models.contract import reference_chain_log_prob
 from ..objectives import cumulative_score
 
 __all__ = ["check_incomplete_rows", "incomplete_pattern"]

@@ -456,3 +456,18 @@ def test_the_declared_defaults():
             if provides(module, name):
                 own = inspect.signature(inspect.unwrap(getattr(type(module), name))).parameters
                 assert set(keywords) <= own.keys(), (type(module).__name__, name)
+
+
+def test_the_package_exports_what_users_call_and_the_unused_helpers_warn():
+    """skmpt.models exports the contract and the models; 0.1.0's Gaussian helpers warn for 0.2.0."""
+    import skmpt.models
+    from skmpt.models import contract
+
+    assert sorted(skmpt.models.__all__) == sorted([
+        "CONTRACT_KEYWORDS", "FactorAnalysisModule", "GaussianMixtureModule", "LinearGaussianModule",
+        "LinearVAEModule", "MaskedModel", "MaskedModelAdapter", "PPCAModule", "VAEModule", "as_masked_model",
+        "importance_diagnostics", "provides"])
+    for name in ("gaussian_log_prob", "standard_normal_log_prob"):
+        with pytest.warns(FutureWarning, match=rf"skmpt.models.{name} is deprecated since 0.2.0 .*"
+                                                rf"\(skmpt.models.contract.{name}\)"):
+            assert getattr(skmpt.models, name) is getattr(contract, name)

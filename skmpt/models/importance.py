@@ -64,7 +64,7 @@ def pareto_khat(log_weights):
     ``M = ceil(min(S / 5, 3 sqrt(S)))`` largest weights above the next one.
 
     ``k_hat < 0.5``: the weights have a finite variance, the estimate converges at the
-    Monte Carlo rate; above :func:`pareto_k_threshold` (0.7 for ``S >= 2200``) too few draws
+    Monte Carlo rate; above :func:`~skmpt.models.importance.pareto_k_threshold` (0.7 for ``S >= 2200``) too few draws
     land where the integrand's mass is, and the estimate is unreliable. Inf when fewer than
     five weights are in the tail (``S <= 20``: the tail needs at least 21 draws) or the tail is flat.
 
@@ -79,7 +79,7 @@ def pareto_khat(log_weights):
     Examples
     --------
     >>> import numpy as np
-    >>> from skmpt.models import pareto_khat
+    >>> from skmpt.models.importance import pareto_khat
     >>> rng = np.random.RandomState(0)
     >>> light = 0.3 * rng.randn(1, 2000)                        # log-normal weights, light tail
     >>> heavy = np.log(rng.pareto(1.25, size=(1, 2000)) + 1)    # Pareto tail of shape 0.8
@@ -111,8 +111,8 @@ def importance_diagnostics(log_weights):
     Returns a dict of arrays of shape ``(n,)``: ``log_mean`` (the estimate), ``ess``
     (the effective sample size ``(sum w)^2 / sum w^2``), ``standard_error`` (its delta-method
     standard error),
-    ``pareto_k`` (:func:`pareto_khat`), and ``reliable`` (``pareto_k`` at most
-    :func:`pareto_k_threshold` of ``S``).
+    ``pareto_k`` (:func:`~skmpt.models.importance.pareto_khat`), and ``reliable`` (``pareto_k`` at most
+    :func:`~skmpt.models.importance.pareto_k_threshold` of ``S``).
 
     Parameters
     ----------
