@@ -123,7 +123,9 @@ def test_what_cannot_be_loaded_is_refused_with_its_reason(tmp_path):
                        device=CPU)
     with pytest.raises(ValueError, match="model is a BertModel, not a masked language model"):
         load_masked_lm(BertModel(config), tokenizer=tokenizer, device=CPU)
-    with pytest.raises(ValueError, match="model must be a name or directory .* got int"):
+    with pytest.raises(ValueError, match=r"The 'model' parameter of load_masked_lm must be an instance of str, an "
+                                         r"instance of os.PathLike, .*Pre[Tt]rainedConfig, .*MaskedPredictor or a "
+                                         r"callable; got 3"):
         load_masked_lm(3, tokenizer=tokenizer, device=CPU)
     with pytest.raises(ValueError, match="a plain callable has no trainable parameters"):
         load_masked_lm(lambda input_ids, attention_mask: None, tokenizer=tokenizer, device=CPU, train=True)

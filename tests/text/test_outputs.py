@@ -284,3 +284,14 @@ def test_command_line_unit_std_and_pll(tiny, tmp_path):
     np.testing.assert_allclose(bits["score"], nats["score"] / np.log(2), rtol=1e-9)
     assert (bits["score_std"] > 0).all() and (bits["pll"] < 0).all()
     assert main([*common, "--out", str(tmp_path / "x.csv"), "--std", "--score-masks", "1"]) == 2
+
+
+@pytest.mark.parametrize("unit", ["nat", "Bits", 1.0, None])
+def test_an_unknown_unit_is_named_with_the_units_accepted(unit):
+    from skmpt._validation import InvalidParameterError
+    from skmpt.text.outputs import unit_factor
+
+    with pytest.raises(InvalidParameterError, match=r"The 'unit' parameter of unit_factor must be a str among "
+                                                     r"{'bits', 'nats'}; got"):
+        unit_factor(unit)
+    assert unit_factor("bits") == pytest.approx(1 / np.log(2))

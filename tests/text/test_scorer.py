@@ -280,7 +280,7 @@ def test_bad_parameters(tiny_bert):
         MLMCurveScorer("/no/such/model/dir", device="cpu").fit()
     with pytest.raises(ValueError, match="tokenizer='./no-such-tokenizer' is a path"):
         MLMCurveScorer(model, tokenizer="./no-such-tokenizer", device="cpu").fit()
-    with pytest.raises(ValueError, match="model must be"):
+    with pytest.raises(ValueError, match="The 'model' parameter of load_masked_lm must be"):
         MLMCurveScorer(42, tokenizer=tokenizer, device="cpu").fit()
     with pytest.raises(ValueError, match="score_masks"):
         MLMCurveScorer(model, tokenizer=tokenizer, score_masks=0).fit()

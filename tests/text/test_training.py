@@ -97,3 +97,23 @@ def test_another_run_s_checkpoint_is_not_resumed(tmp_path):
     fewer = encode_texts(TEXTS[:-1], tokenizer, runner.max_length)
     with pytest.raises(ValueError, match="6 training texts there, 5 here"):
         _training(max_steps=4, checkpoint_dir=tmp_path, resume=True).run(_runner()[0], fewer)
+
+
+@pytest.mark.parametrize("name, value, accepted", [
+    ("max_steps", -1, r"an int in the range \[0, inf\)"),
+    ("batch_size", 0, r"an int in the range \[1, inf\)"),
+    ("mask_rate", 0.0, r"a str among {'uniform'} or a float in the range \(0, 1\]"),
+    ("mask_rate", "half", r"a str among {'uniform'} or a float in the range \(0, 1\]"),
+    ("learning_rate", 0, r"a float in the range \(0, inf\)"),
+    ("checkpoint_every", 0, r"None or an int in the range \[1, inf\)"),
+    ("resume", "yes", "an instance of bool"),
+    ("checkpoint_dir", 3, "None, an instance of str or an instance of os.PathLike"),
+])
+def test_each_parameter_is_refused_by_name_before_any_work(name, value, accepted):
+    from skmpt._validation import InvalidParameterError
+
+    training = _training(**{name: value})
+    for call in (lambda: training.check(TEXTS), lambda: training.run(None, None)):
+        with pytest.raises(InvalidParameterError, match=rf"The '{name}' parameter of MaskedPretraining must be "
+                                                         rf"{accepted}; got {value!r}"):
+            call()
