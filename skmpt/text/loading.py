@@ -216,6 +216,12 @@ def _embedding_size(model):
         return None if size is None else int(size)
 
 
+def _check_model_type(model, transformers):
+    """``model`` is one of the kinds :func:`load_masked_lm` takes (a ``torch.nn.Module`` is a callable)."""
+    accepted = [str, os.PathLike, transformers.PretrainedConfig, MaskedPredictor, "callable"]
+    validate_parameters({"model": model}, {"model": accepted}, "load_masked_lm")
+
+
 def _check_model_kwargs(model_kwargs):
     kwargs = dict(model_kwargs or {})
     # remote code runs only when the user asks: an error, never transformers' interactive prompt
@@ -296,10 +302,7 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
     ('MaskedLMPredictor', 'BertForMaskedLM', False)
     """
     transformers = require_text_extra("load_masked_lm")
-    # a torch.nn.Module is a callable; the configuration's class needs transformers, imported just now
-    accepted = [str, os.PathLike, transformers.PretrainedConfig, MaskedPredictor, "callable"]
-    validate_parameters({"model": model}, {"model": accepted}, "load_masked_lm")
-
+    _check_model_type(model, transformers)
     kwargs = _check_model_kwargs(model_kwargs)
     own = model if isinstance(model, MaskedPredictor) else None
     if own is not None:
