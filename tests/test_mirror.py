@@ -26,12 +26,6 @@ NOT_YET_MIRRORED = {
     "skmpt/objectives/curves.py",
     "skmpt/objectives/scoring.py",
     "skmpt/objectives/training.py",
-    "skmpt/testing/case.py",
-    "skmpt/testing/identity.py",
-    "skmpt/testing/joints.py",
-    "skmpt/testing/missing.py",
-    "skmpt/testing/registry.py",
-    "skmpt/testing/strategies.py",
     "skmpt/text/conditional.py",
     "skmpt/text/pretrained.py",
 }
