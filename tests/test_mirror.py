@@ -27,7 +27,6 @@ NOT_YET_MIRRORED = {
     "skmpt/objectives/scoring.py",
     "skmpt/objectives/training.py",
     "skmpt/text/conditional.py",
-    "skmpt/text/pretrained.py",
 }
 
 

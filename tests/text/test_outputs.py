@@ -41,17 +41,6 @@ def test_antiberty_loads_offline_and_scores_far_above_random(antiberty):
     assert (random_pll / lengths < -2.5).all()
 
 
-def test_load_antiberty_error_without_the_package(monkeypatch):
-    import importlib.metadata
-
-    def missing(name):
-        raise importlib.metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(importlib.metadata, "distribution", missing)
-    with pytest.raises(ImportError, match="antiberty==0.1.3"):
-        sktext.load_antiberty()
-
-
 class RecordingMaskedLM(torch.nn.Module):
     """Keeps the inputs it is given; predicts uniformly."""
 
