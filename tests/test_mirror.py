@@ -19,8 +19,6 @@ PACKAGE = ROOT / "skmpt"
 #: that has its file fails :func:`test_the_list_of_missing_test_files_only_shrinks`).
 NOT_YET_MIRRORED = {
     "skmpt/models/gaussian_mixture.py",
-    "skmpt/models/imputation.py",
-    "skmpt/models/likelihoods.py",
     "skmpt/models/linear_vae.py",
     "skmpt/models/vae.py",
     "skmpt/objectives/curves.py",
