@@ -3,16 +3,16 @@
 - :func:`check_masked_model` runs every check of the masked-model contract
   (:data:`MASKED_MODEL_CHECKS`, one function per rule, as scikit-learn's estimator checks) on
   one :class:`MaskedModelCase`; each check also runs on its own, imported from its module
-  (:mod:`skmpt.testing.checks`, as scikit-learn's checks from ``sklearn.utils.estimator_checks``).
+  (``skmpt.testing.checks``, as scikit-learn's checks from ``sklearn.utils.estimator_checks``).
 - :func:`check_mpt_identity` measures how far the cumulative MPT score ``sum_M S(x; M)`` of a
   model lies from its log-marginal likelihood: zero (to rounding) when the model's masked
   conditionals come from one joint density, and the size of their inconsistency otherwise.
-- :func:`~skmpt.testing.missing.check_incomplete_rows` (one of those checks) holds a model that handles missing entries
-  (``handles_missing``) to the contract on rows with entries not observed.
+- :func:`~skmpt.testing.missing.check_incomplete_rows` (one of those checks) holds a model that
+  handles missing entries (``handles_missing``) to the contract on rows with entries not observed.
 - :func:`check_masked_predictor` is the same for the text side's masked predictors
   (:data:`MASKED_PREDICTOR_CHECKS`, :class:`skmpt.text.MaskedPredictor`): logits of the right
   shape, finite, not hidden states, a valid mask id, padding that changes nothing, determinism,
-  and the user's module left as it was; its checks, one by one, are in :mod:`skmpt.testing.predictors`.
+  and the user's module left as it was; its checks, one by one, are in ``skmpt.testing.predictors``.
 - :data:`MODELS` is the registry of skmpt's own small models that every generic test runs over.
 - :class:`TabularJoint` is a model whose conditionals are exact by construction (a probability
   table over ``{0, 1}**D``, conditioned by brute force), useful as a reference.

@@ -447,8 +447,8 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_check_masks=8, n_or
        a chunk of one sample, one ordering
     10. :func:`~skmpt.testing.checks.check_log_marginal_output` (``"log_marginal output"``) and
         :func:`~skmpt.testing.checks.check_identity` (``"identity"``)
-    11. :func:`~skmpt.testing.checks.check_posterior_output` (``"posterior"``) and :func:`~skmpt.testing.checks.check_decode_output`
-        (``"decode"``)
+    11. :func:`~skmpt.testing.checks.check_posterior_output` (``"posterior"``) and
+        :func:`~skmpt.testing.checks.check_decode_output` (``"decode"``)
     12. :func:`~skmpt.testing.missing.check_incomplete_rows` (``"incomplete rows"``): the fast paths against the
         reference with entries not observed, and the identity over the observed entries
         against ``log_marginal(X, observed=)`` (skipped for a model whose ``handles_missing`` is False)

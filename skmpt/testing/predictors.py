@@ -222,11 +222,13 @@ def check_masked_predictor(predictor, tokenizer, *, rtol=1e-4, atol=1e-5):
 
     Runs :data:`MASKED_PREDICTOR_CHECKS` in order on one :class:`MaskedPredictorCase`, stopping
     at the first failure: logits of shape (batch, length, V) over the tokenizer's vocabulary
-    (:func:`~skmpt.testing.predictors.check_logits_shape`); finite (:func:`~skmpt.testing.predictors.check_finite_logits`); not the hidden states of
-    a head-less encoder (:func:`~skmpt.testing.predictors.check_not_hidden_states`); a mask id in range that is no special
-    token's (:func:`~skmpt.testing.predictors.check_mask_id`); deterministic in evaluation (:func:`~skmpt.testing.predictors.check_deterministic`);
-    padding that does not change the real tokens' logits (:func:`~skmpt.testing.predictors.check_padding_invariance`); and
-    the module returned with its parameters and train/eval modes unchanged
+    (:func:`~skmpt.testing.predictors.check_logits_shape`); finite
+    (:func:`~skmpt.testing.predictors.check_finite_logits`); not the hidden states of a head-less
+    encoder (:func:`~skmpt.testing.predictors.check_not_hidden_states`); a mask id in range that is no
+    special token's (:func:`~skmpt.testing.predictors.check_mask_id`); deterministic in evaluation
+    (:func:`~skmpt.testing.predictors.check_deterministic`); padding that does not change the real
+    tokens' logits (:func:`~skmpt.testing.predictors.check_padding_invariance`); and the module
+    returned with its parameters and train/eval modes unchanged
     (:func:`~skmpt.testing.predictors.check_module_unchanged`).
 
     Parameters

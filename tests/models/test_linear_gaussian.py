@@ -170,7 +170,8 @@ def test_noise_shapes_choose_the_case_and_bad_ones_are_refused():
     factor_analysis = FactorAnalysisModule(W, mean, 0.5)  # a number: one per feature, all equal
     assert factor_analysis.noise_variance.shape == (3,)
     torch.testing.assert_close(factor_analysis.noise_variance, torch.full((3,), 0.5, dtype=torch.float64))
-    with pytest.raises(ValueError, match=r"noise_variance must be one number or one per feature \(3\); got shape \(2,\)"):
+    with pytest.raises(ValueError, match=r"noise_variance must be one number or one per feature \(3\); "
+                                         r"got shape \(2,\)"):
         LinearGaussianModule(W, mean, torch.ones(2, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"PPCAModule has one noise variance; got shape \(3,\)"):
         PPCAModule(W, mean, torch.ones(3, dtype=torch.float64))

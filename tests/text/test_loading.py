@@ -92,7 +92,8 @@ def test_a_configuration_gives_a_seeded_random_model_in_evaluation_mode():
     other, _ = load_masked_lm(config, tokenizer=tokenizer, device=CPU, random_state=1)
     assert isinstance(first, MaskedLMPredictor) and loaded_tokenizer is tokenizer
     assert not first.module.training and first.mask_token_id == tokenizer.mask_token_id
-    weights = [dict(p.module.named_parameters())["cls.predictions.transform.dense.weight"] for p in (first, second, other)]
+    name = "cls.predictions.transform.dense.weight"
+    weights = [dict(p.module.named_parameters())[name] for p in (first, second, other)]
     assert torch.equal(weights[0], weights[1]) and not torch.equal(weights[0], weights[2])
     assert config.to_dict() == _config(tokenizer).to_dict()  # the user's configuration is not written to
 
