@@ -24,7 +24,15 @@ def _normalised(log_weights):
 
 
 def effective_sample_size(log_weights):
-    """Kish's effective sample size ``(sum w)^2 / sum w^2`` per row, in ``[1, S]``."""
+    """Kish's effective sample size ``(sum w)^2 / sum w^2`` per row, in ``[1, S]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.models.importance import effective_sample_size
+    >>> effective_sample_size(np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1e-300, 1e-300]])))
+    array([4., 2.])
+    """
     return 1.0 / np.square(_normalised(log_weights)).sum(1)
 
 
@@ -33,6 +41,13 @@ def log_mean_standard_error(log_weights):
 
     ``Var(mean w) = s^2 / S`` with ``s^2`` the unbiased sample variance of the weights, so
     ``se(log mean w) = s / (sqrt(S) mean w) = sqrt((S / ESS - 1) / (S - 1))``; NaN for ``S = 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.models.importance import log_mean_standard_error
+    >>> log_mean_standard_error(np.zeros((1, 10)))  # equal weights: no spread
+    array([0.])
     """
     n_draws = log_weights.shape[1]
     if n_draws < 2:
