@@ -6,7 +6,9 @@ Nothing here imports another skmpt module; every other module may import from he
 
 import contextlib
 import contextvars
+import importlib
 import numbers
+import warnings
 
 import numpy as np
 import torch
@@ -16,6 +18,7 @@ __all__ = [
     "check_generator",
     "chunk_budget",
     "get_working_memory",
+    "moved_names",
     "resolve_device",
     "resolve_dtype",
     "seeded",
@@ -196,3 +199,46 @@ def seeded(seed, device):
         for index in devices:
             torch.cuda.default_generators[index].manual_seed(seed)
         yield
+
+
+def moved_names(package, moved):
+    """A module ``__getattr__`` for names that moved out of ``package``, each found with a ``FutureWarning``.
+
+    Parameters
+    ----------
+    package : str
+        The module the names were taken from (``"skmpt.testing"``).
+    moved : dict of str to str
+        Each old name and the module that holds it now.
+
+    Returns
+    -------
+    __getattr__ : callable
+        For the module's ``__getattr__``: a moved name warns with its new spelling and is returned
+        from its new module; any other name is an ``AttributeError``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from skmpt._utils import moved_names
+    >>> getattr_ = moved_names("old", {"sqrt": "math"})
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     getattr_("sqrt")(4.0)
+    2.0
+    >>> print(caught[0].message)
+    old.sqrt is deprecated since 0.2.0 and will be removed in 0.3.0: import it from math (math.sqrt).
+    """
+
+    def __getattr__(name):
+        if name not in moved:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{package}.{name} is deprecated since 0.2.0 and will be removed in 0.3.0: import it from "
+            f"{moved[name]} ({moved[name]}.{name}).",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(moved[name]), name)
+
+    return __getattr__

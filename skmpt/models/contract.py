@@ -53,7 +53,7 @@ def standard_normal(shape, like, generator=None):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.models import standard_normal
+    >>> from skmpt.models.contract import standard_normal
     >>> like = torch.zeros(1, dtype=torch.float64)
     >>> a = standard_normal((2, 3), like, torch.Generator().manual_seed(0))
     >>> b = standard_normal((2, 3), like, torch.Generator().manual_seed(0))
@@ -82,7 +82,7 @@ def gaussian_log_prob(error, variance):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.models import gaussian_log_prob
+    >>> from skmpt.models.contract import gaussian_log_prob
     >>> gaussian_log_prob(torch.zeros(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64))
     tensor([-0.9189, -0.9189], dtype=torch.float64)
     """
@@ -103,7 +103,7 @@ def standard_normal_log_prob(Z):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.models import standard_normal_log_prob
+    >>> from skmpt.models.contract import standard_normal_log_prob
     >>> standard_normal_log_prob(torch.zeros(2, 1, dtype=torch.float64))
     tensor([-0.9189, -0.9189], dtype=torch.float64)
     """
@@ -135,7 +135,7 @@ def conditioning_set(masks, observed):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.models import conditioning_set
+    >>> from skmpt.models.contract import conditioning_set
     >>> masks = torch.tensor([[True, False, False]])
     >>> _, given = conditioning_set(masks, torch.tensor([True, True, False]))
     >>> given.tolist()
@@ -182,7 +182,8 @@ def importance_log_weights(model, X, noise, *, encoded=None, observed=None):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.models import VAEModule, importance_log_weights
+    >>> from skmpt.models import VAEModule
+    >>> from skmpt.models.contract import importance_log_weights
     >>> module = VAEModule(4, 2, (8,), "tanh", "gaussian")
     >>> X = torch.zeros(3, 4, dtype=torch.float64)
     >>> noise = torch.randn(5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
@@ -224,7 +225,7 @@ def reference_chain_log_prob(model, X, orderings, *, generator=None, observed=No
     Examples
     --------
     >>> import torch
-    >>> from skmpt.models import reference_chain_log_prob
+    >>> from skmpt.models.contract import reference_chain_log_prob
     >>> from skmpt.testing import TabularJoint
     >>> joint = TabularJoint.random(3, random_state=0)
     >>> X = torch.tensor([[0.0, 1.0, 1.0]], dtype=torch.float64)
@@ -390,7 +391,7 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
     handles_missing : bool, default=True
         Whether the methods marginalise entries that are not observed out (take ``observed``).
         False for a subclass whose ``masked_log_prob`` takes no ``observed``, unless it says
-        otherwise; :func:`skmpt.testing.check_incomplete_rows` is skipped for such a model.
+        otherwise; :func:`skmpt.testing.missing.check_incomplete_rows` is skipped for such a model.
 
     Examples
     --------
@@ -454,7 +455,7 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
         observed : torch.Tensor of dtype bool and shape (n_samples, n_features) or \
                 (n_features,), default=None
             ``True`` for an observed entry (``None``: all are). Masks must lie among the
-            observed entries (:func:`conditioning_set` checks it). A model that leaves the
+            observed entries (:func:`~skmpt.models.contract.conditioning_set` checks it). A model that leaves the
             argument out of its signature handles complete data only (``handles_missing``).
 
         Returns
@@ -482,7 +483,7 @@ class MaskedModel(torch.nn.Module, metaclass=abc.ABCMeta):
     def chain_log_prob(self, X, orderings, *, generator=None, observed=None):
         """Chain-rule terms ``log p(x_{s_t} | x_{s_{t+1:D}})`` of each ordering ``s``.
 
-        Defaults to :func:`~skmpt.models.reference_chain_log_prob` (``D`` nested masks per ordering); a
+        Defaults to :func:`~skmpt.models.contract.reference_chain_log_prob` (``D`` nested masks per ordering); a
         model may update its posterior one token at a time instead.
 
         Parameters
@@ -611,7 +612,8 @@ def model_name(model):
 
     Examples
     --------
-    >>> from skmpt.models import as_masked_model, model_name
+    >>> from skmpt.models import as_masked_model
+    >>> from skmpt.models.contract import model_name
     >>> class Mine:
     ...     def masked_log_prob(self, X, masks):
     ...         return X.new_zeros(X.shape[0], *masks.shape[-2:])
@@ -646,7 +648,7 @@ def has_own_chain(model):
 
     Examples
     --------
-    >>> from skmpt.models import has_own_chain
+    >>> from skmpt.models.contract import has_own_chain
     >>> from skmpt.testing import TabularJoint
     >>> has_own_chain(TabularJoint.random(3, random_state=0))
     False
@@ -660,7 +662,8 @@ def has_own_weighted_sum(model):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.models import PPCAModule, VAEModule, has_own_weighted_sum
+    >>> from skmpt.models import PPCAModule, VAEModule
+    >>> from skmpt.models.contract import has_own_weighted_sum
     >>> ppca = PPCAModule(torch.ones(1, 3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), 0.5)
     >>> has_own_weighted_sum(ppca), has_own_weighted_sum(VAEModule(4, 2, (8,), "tanh", "gaussian"))
     (True, False)

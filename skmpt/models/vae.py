@@ -204,7 +204,7 @@ class VAEModule(MaskedModel):
 
     def _per_chunk(self, method, X, masks, generator, observed):
         """``method(X, given, noise)`` over chunks of samples, with :meth:`masked_log_prob`'s noise:
-        the masks (after :func:`conditioning_set`) and the outputs, concatenated over samples."""
+        the masks (after :func:`~skmpt.models.contract.conditioning_set`) and the outputs, concatenated over samples."""
         masks, given = conditioning_set(masks, observed)
         n_samples, n_features = X.shape
         n_masks = masks.shape[-2]

@@ -9,7 +9,8 @@ import torch
 from .._utils import check_generator
 from .._validation import Interval, validate_parameters
 from ..masks import masks_of_sizes, random_orderings
-from ..models import as_masked_model, model_name
+from ..models import as_masked_model
+from ..models.contract import model_name
 from ._inputs import as_model_and_tensor, parameter_dtype
 
 __all__ = ["MaskedModelCase"]
@@ -86,7 +87,8 @@ class MaskedModelCase:
 
     Examples
     --------
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_identity
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_identity
     >>> joint = TabularJoint.random(3, random_state=0)
     >>> case = MaskedModelCase(joint, joint.sample(4, random_state=0))
     >>> case.masks.shape, case.per_sample_masks.shape

@@ -10,7 +10,8 @@ import functools
 
 import torch
 
-from ..models import provides, reference_chain_log_prob
+from ..models import provides
+from ..models.contract import reference_chain_log_prob
 from .case import MaskedModelCase
 from .identity import check_mpt_identity
 from .missing import check_incomplete_rows
@@ -44,7 +45,8 @@ def check_masked_log_prob_output(case):
 
     Examples
     --------
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_masked_log_prob_output
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_masked_log_prob_output
     >>> joint = TabularJoint.random(3, random_state=0)
     >>> case = MaskedModelCase(joint, joint.sample(4, random_state=0))
     >>> check_masked_log_prob_output(case)
@@ -64,7 +66,8 @@ def check_zero_at_observed(case):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_zero_at_observed
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_zero_at_observed
     >>> class Leaky(TabularJoint):
     ...     def masked_log_prob(self, X, masks):
     ...         return super().masked_log_prob(X, masks) - 0.5 * ~masks
@@ -90,7 +93,8 @@ def check_randomness(case):
 
     Examples
     --------
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_randomness
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_randomness
     >>> joint = TabularJoint.random(3, random_state=0)
     >>> case = MaskedModelCase(joint, joint.sample(4, random_state=0))
     >>> check_randomness(case)
@@ -116,7 +120,8 @@ def check_batch_independence(case):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_batch_independence
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_batch_independence
     >>> class BatchMean(TabularJoint):
     ...     def masked_log_prob(self, X, masks):
     ...         return super().masked_log_prob(X, masks) + X.mean() * masks
@@ -142,7 +147,8 @@ def check_shared_and_per_sample_masks(case):
 
     Examples
     --------
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_shared_and_per_sample_masks
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_shared_and_per_sample_masks
     >>> joint = TabularJoint.random(3, random_state=0)
     >>> case = MaskedModelCase(joint, joint.sample(4, random_state=0))
     >>> check_shared_and_per_sample_masks(case)
@@ -167,7 +173,8 @@ def check_masked_sum_matches_reference(case):
 
     Examples
     --------
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_masked_sum_matches_reference
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_masked_sum_matches_reference
     >>> class Offset(TabularJoint):
     ...     def masked_log_prob_sum(self, X, masks):
     ...         return super().masked_log_prob_sum(X, masks) + 0.1
@@ -189,7 +196,8 @@ def check_weighted_sum_matches_reference(case):
 
     Examples
     --------
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_weighted_sum_matches_reference
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_weighted_sum_matches_reference
     >>> joint = TabularJoint.random(3, random_state=0)
     >>> case = MaskedModelCase(joint, joint.sample(4, random_state=0))
     >>> check_weighted_sum_matches_reference(case)
@@ -205,12 +213,13 @@ def check_weighted_sum_matches_reference(case):
 
 def check_chain_matches_reference(case):
     """``"chain_log_prob"``: the model's chain terms equal
-    :func:`skmpt.models.reference_chain_log_prob`, the reference on each ordering's nested
+    :func:`skmpt.models.contract.reference_chain_log_prob`, the reference on each ordering's nested
     masks.
 
     Examples
     --------
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_chain_matches_reference
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_chain_matches_reference
     >>> joint = TabularJoint.random(3, random_state=0)
     >>> case = MaskedModelCase(joint, joint.sample(4, random_state=0))
     >>> check_chain_matches_reference(case)
@@ -242,13 +251,14 @@ def check_call_shapes(case):
     samples at once; ``masked_log_prob_sum`` (shape ``(n, P)``) and, for shared masks,
     ``weighted_log_prob_sum`` (shape ``(n,)``) equal the reference of the same call summed.
     ``chain_log_prob`` with one ordering, and on one sample, equals
-    :func:`skmpt.models.reference_chain_log_prob` of the same call. A stochastic model's
+    :func:`skmpt.models.contract.reference_chain_log_prob` of the same call. A stochastic model's
     fast paths are compared with its reference called with the same generator seed.
 
     Examples
     --------
     >>> import torch
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_call_shapes
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_call_shapes
     >>> class OneMaskWrong(TabularJoint):
     ...     def masked_log_prob_sum(self, X, masks):
     ...         sums = super().masked_log_prob_sum(X, masks)
@@ -296,7 +306,8 @@ def check_log_marginal_output(case):
 
     Examples
     --------
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_log_marginal_output
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_log_marginal_output
     >>> joint = TabularJoint.random(3, random_state=0)
     >>> case = MaskedModelCase(joint, joint.sample(4, random_state=0))
     >>> check_log_marginal_output(case)
@@ -321,7 +332,8 @@ def check_identity(case):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.testing import MaskedModelCase, TabularJoint, check_identity
+    >>> from skmpt.testing import MaskedModelCase, TabularJoint
+    >>> from skmpt.testing.checks import check_identity
     >>> class Shifted(TabularJoint):
     ...     def log_marginal(self, X):
     ...         return super().log_marginal(X) + 0.25
@@ -357,7 +369,8 @@ def check_posterior_output(case):
     --------
     >>> import torch
     >>> from skmpt.models import PPCAModule
-    >>> from skmpt.testing import MaskedModelCase, check_posterior_output
+    >>> from skmpt.testing import MaskedModelCase
+    >>> from skmpt.testing.checks import check_posterior_output
     >>> module = PPCAModule(torch.ones(1, 3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), 0.5)
     >>> case = MaskedModelCase(module, torch.eye(3, dtype=torch.float64))
     >>> check_posterior_output(case)
@@ -380,7 +393,8 @@ def check_decode_output(case):
     --------
     >>> import torch
     >>> from skmpt.models import PPCAModule
-    >>> from skmpt.testing import MaskedModelCase, check_decode_output
+    >>> from skmpt.testing import MaskedModelCase
+    >>> from skmpt.testing.checks import check_decode_output
     >>> module = PPCAModule(torch.ones(1, 3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), 0.5)
     >>> case = MaskedModelCase(module, torch.eye(3, dtype=torch.float64))
     >>> check_decode_output(case)
@@ -421,21 +435,21 @@ def check_masked_model(model, X, *, rtol=1e-9, atol=1e-10, n_check_masks=8, n_or
     Runs every check of :data:`MASKED_MODEL_CHECKS` on one :class:`MaskedModelCase`, in this
     order, and stops at the first failure:
 
-    1. :func:`check_masked_log_prob_output` (``"masked_log_prob output"``)
-    2. :func:`check_zero_at_observed` (``"zero at observed positions"``)
-    3. :func:`check_randomness` (``"randomness"``)
-    4. :func:`check_batch_independence` (``"batch independence"``)
-    5. :func:`check_shared_and_per_sample_masks` (``"shared and per-sample masks"``)
-    6. :func:`check_masked_sum_matches_reference` (``"masked_log_prob_sum"``)
-    7. :func:`check_weighted_sum_matches_reference` (``"weighted_log_prob_sum"``)
-    8. :func:`check_chain_matches_reference` (``"chain_log_prob"``)
-    9. :func:`check_call_shapes` (``"call shapes"``): one shared mask, one mask per sample,
+    1. :func:`~skmpt.testing.checks.check_masked_log_prob_output` (``"masked_log_prob output"``)
+    2. :func:`~skmpt.testing.checks.check_zero_at_observed` (``"zero at observed positions"``)
+    3. :func:`~skmpt.testing.checks.check_randomness` (``"randomness"``)
+    4. :func:`~skmpt.testing.checks.check_batch_independence` (``"batch independence"``)
+    5. :func:`~skmpt.testing.checks.check_shared_and_per_sample_masks` (``"shared and per-sample masks"``)
+    6. :func:`~skmpt.testing.checks.check_masked_sum_matches_reference` (``"masked_log_prob_sum"``)
+    7. :func:`~skmpt.testing.checks.check_weighted_sum_matches_reference` (``"weighted_log_prob_sum"``)
+    8. :func:`~skmpt.testing.checks.check_chain_matches_reference` (``"chain_log_prob"``)
+    9. :func:`~skmpt.testing.checks.check_call_shapes` (``"call shapes"``): one shared mask, one mask per sample,
        a chunk of one sample, one ordering
-    10. :func:`check_log_marginal_output` (``"log_marginal output"``) and
-        :func:`check_identity` (``"identity"``)
-    11. :func:`check_posterior_output` (``"posterior"``) and :func:`check_decode_output`
-        (``"decode"``)
-    12. :func:`check_incomplete_rows` (``"incomplete rows"``): the fast paths against the
+    10. :func:`~skmpt.testing.checks.check_log_marginal_output` (``"log_marginal output"``) and
+        :func:`~skmpt.testing.checks.check_identity` (``"identity"``)
+    11. :func:`~skmpt.testing.checks.check_posterior_output` (``"posterior"``) and
+        :func:`~skmpt.testing.checks.check_decode_output` (``"decode"``)
+    12. :func:`~skmpt.testing.missing.check_incomplete_rows` (``"incomplete rows"``): the fast paths against the
         reference with entries not observed, and the identity over the observed entries
         against ``log_marginal(X, observed=)`` (skipped for a model whose ``handles_missing`` is False)
 

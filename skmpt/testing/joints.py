@@ -4,7 +4,8 @@ import numpy as np
 import torch
 
 from .._utils import check_generator
-from ..models import MaskedModel, conditioning_set
+from ..models import MaskedModel
+from ..models.contract import conditioning_set
 
 __all__ = ["TabularJoint"]
 

@@ -1,7 +1,7 @@
 """The masked-model contract on incomplete rows: entries that are *not observed*.
 
 A model that handles missing entries (``handles_missing``, see :class:`skmpt.models.MaskedModel`)
-marginalises the unobserved entries out; :func:`check_incomplete_rows` checks its fast paths
+marginalises the unobserved entries out; :func:`~skmpt.testing.missing.check_incomplete_rows` checks its fast paths
 against its reference on rows with holes, and the identity over the observed entries against
 its ``log_marginal`` of the observed sub-vector.
 """
@@ -11,7 +11,8 @@ import functools
 import torch
 
 from ..masks import all_masks, observed_masks
-from ..models import provides, reference_chain_log_prob
+from ..models import provides
+from ..models.contract import reference_chain_log_prob
 from ..objectives import cumulative_score
 
 __all__ = ["check_incomplete_rows", "incomplete_pattern"]
@@ -26,7 +27,7 @@ def incomplete_pattern(n_samples, n_features, *, seed=0, rate=0.7, device=None):
 
     Examples
     --------
-    >>> from skmpt.testing import incomplete_pattern
+    >>> from skmpt.testing.missing import incomplete_pattern
     >>> observed = incomplete_pattern(4, 3)
     >>> bool(observed[0].all()), bool(observed[-1].any())
     (True, False)
@@ -52,7 +53,8 @@ def check_incomplete_rows(case):
     --------
     >>> import torch
     >>> from skmpt.models import FactorAnalysisModule
-    >>> from skmpt.testing import MaskedModelCase, check_incomplete_rows
+    >>> from skmpt.testing import MaskedModelCase
+    >>> from skmpt.testing.missing import check_incomplete_rows
     >>> psi = torch.tensor([0.2, 1.0, 3.0, 0.5], dtype=torch.float64)
     >>> W = torch.tensor([[1.0, 0.5, -0.3, 0.2]], dtype=torch.float64)
     >>> module = FactorAnalysisModule(W, torch.zeros(4, dtype=torch.float64), psi)
@@ -73,7 +75,7 @@ def check_incomplete_rows(case):
 
 
 def _incomplete_rows(case):
-    """The differences :func:`check_incomplete_rows` measures, one per comparison."""
+    """The differences :func:`~skmpt.testing.missing.check_incomplete_rows` measures, one per comparison."""
     name, model, X = "incomplete rows", case.model, case.X
     n_samples, n_features = X.shape
     observed = incomplete_pattern(n_samples, n_features, seed=case.seed % 2**31, device=X.device)

@@ -38,7 +38,7 @@ class MaskedPredictorCase:
 
     The batch holds the text that the tokenizer's first ``n_tokens`` ordinary (not special)
     tokens spell, with its special tokens around it, once per own token with that token masked. The module's
-    parameters, buffers and modes are recorded first, for :func:`check_module_unchanged`.
+    parameters, buffers and modes are recorded first, for :func:`~skmpt.testing.predictors.check_module_unchanged`.
 
     Parameters
     ----------
@@ -102,7 +102,8 @@ def check_logits_shape(case):
     >>> from transformers import BertConfig, BertForMaskedLM
     >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
     >>> from skmpt.text import MaskedLMPredictor
-    >>> from skmpt.testing import MaskedPredictorCase, check_logits_shape
+    >>> from skmpt.testing import MaskedPredictorCase
+    >>> from skmpt.testing.predictors import check_logits_shape
     >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
     >>> model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
     ...                                    num_attention_heads=2, intermediate_size=32))
@@ -221,12 +222,14 @@ def check_masked_predictor(predictor, tokenizer, *, rtol=1e-4, atol=1e-5):
 
     Runs :data:`MASKED_PREDICTOR_CHECKS` in order on one :class:`MaskedPredictorCase`, stopping
     at the first failure: logits of shape (batch, length, V) over the tokenizer's vocabulary
-    (:func:`check_logits_shape`); finite (:func:`check_finite_logits`); not the hidden states of
-    a head-less encoder (:func:`check_not_hidden_states`); a mask id in range that is no special
-    token's (:func:`check_mask_id`); deterministic in evaluation (:func:`check_deterministic`);
-    padding that does not change the real tokens' logits (:func:`check_padding_invariance`); and
-    the module returned with its parameters and train/eval modes unchanged
-    (:func:`check_module_unchanged`).
+    (:func:`~skmpt.testing.predictors.check_logits_shape`); finite
+    (:func:`~skmpt.testing.predictors.check_finite_logits`); not the hidden states of a head-less
+    encoder (:func:`~skmpt.testing.predictors.check_not_hidden_states`); a mask id in range that is no
+    special token's (:func:`~skmpt.testing.predictors.check_mask_id`); deterministic in evaluation
+    (:func:`~skmpt.testing.predictors.check_deterministic`); padding that does not change the real
+    tokens' logits (:func:`~skmpt.testing.predictors.check_padding_invariance`); and the module
+    returned with its parameters and train/eval modes unchanged
+    (:func:`~skmpt.testing.predictors.check_module_unchanged`).
 
     Parameters
     ----------

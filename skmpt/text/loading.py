@@ -9,6 +9,7 @@ import os
 import torch
 from sklearn.utils import check_random_state
 
+from .._validation import validate_parameters
 from .predictors import MaskedPredictor, as_predictor, check_mask_token_id
 from .encoding import check_max_length
 
@@ -215,6 +216,12 @@ def _embedding_size(model):
         return None if size is None else int(size)
 
 
+def _check_model_type(model, transformers):
+    """``model`` is one of the kinds :func:`load_masked_lm` takes (a ``torch.nn.Module`` is a callable)."""
+    accepted = [str, os.PathLike, transformers.PretrainedConfig, MaskedPredictor, "callable"]
+    validate_parameters({"model": model}, {"model": accepted}, "load_masked_lm")
+
+
 def _check_model_kwargs(model_kwargs):
     kwargs = dict(model_kwargs or {})
     # remote code runs only when the user asks: an error, never transformers' interactive prompt
@@ -238,14 +245,8 @@ def _model_source(model, kwargs):
     if isinstance(model, transformers.PretrainedConfig):
         _check_masked_lm_class(model, "model")
         return None
-    if isinstance(model, torch.nn.Module):
-        _check_masked_lm_object(model)
-        return getattr(getattr(model, "config", None), "name_or_path", None) or None
-    raise ValueError(
-        "model must be a name or directory for AutoModelForMaskedLM.from_pretrained, a masked "
-        f"language model object, a torch.nn.Module or callable returning logits, or a transformers configuration; "
-        f"got {type(model).__name__}."
-    )
+    _check_masked_lm_object(model)  # a torch.nn.Module: load_masked_lm validated the type
+    return getattr(getattr(model, "config", None), "name_or_path", None) or None
 
 
 def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=None, allow_missing_weights=False,
@@ -301,7 +302,7 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
     ('MaskedLMPredictor', 'BertForMaskedLM', False)
     """
     transformers = require_text_extra("load_masked_lm")
-
+    _check_model_type(model, transformers)
     kwargs = _check_model_kwargs(model_kwargs)
     own = model if isinstance(model, MaskedPredictor) else None
     if own is not None:

@@ -7,12 +7,15 @@ lays per-token or per-word scores out as one long table (pandas), as
 
 import numpy as np
 
+from .._validation import Options, validated
+
 __all__ = ["UNITS", "scores_table", "unit_factor", "word_sums"]
 
 #: Units of the scores and the factor from nats to each.
 UNITS = {"nats": 1.0, "bits": 1.0 / np.log(2.0)}
 
 
+@validated({"unit": [Options(UNITS)]})
 def unit_factor(unit):
     """The factor from nats to ``unit`` ("nats" or "bits"); another unit is a ValueError naming it.
 
@@ -22,8 +25,6 @@ def unit_factor(unit):
     >>> unit_factor("nats"), round(float(unit_factor("bits")), 4)
     (1.0, 1.4427)
     """
-    if not isinstance(unit, str) or unit not in UNITS:
-        raise ValueError(f"unit must be one of {sorted(UNITS)}; got {unit!r}.")
     return UNITS[unit]
 
 

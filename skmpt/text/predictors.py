@@ -30,9 +30,11 @@ import abc
 import contextlib
 import copy
 import inspect
-import numbers
+from numbers import Integral
 
 import torch
+
+from .._validation import Interval, validate_parameters, validated
 
 __all__ = [
     "MaskedLMPredictor",
@@ -158,6 +160,8 @@ def timestep_kwargs(timestep_fn, rates):
     return kwargs
 
 
+@validated({"mask_token_id": [None, Interval(Integral, 0, None, closed="left")],
+            "vocab_size": [None, Interval(Integral, 1, None, closed="left")]})
 def check_mask_token_id(mask_token_id, tokenizer, vocab_size=None):
     """The id that masks a token: the tokenizer's mask token, or ``mask_token_id``, checked.
 
@@ -199,8 +203,6 @@ def check_mask_token_id(mask_token_id, tokenizer, vocab_size=None):
                 "model was trained to read as a mask (e.g. 50257 for MDLM with GPT-2's tokenizer)."
             )
         mask_token_id = own
-    if not isinstance(mask_token_id, numbers.Integral) or isinstance(mask_token_id, bool) or mask_token_id < 0:
-        raise ValueError(f"mask_token_id must be a non-negative integer; got {mask_token_id!r}.")
     mask_token_id = int(mask_token_id)
     if vocab_size is not None and mask_token_id >= vocab_size:
         raise ValueError(
@@ -313,8 +315,7 @@ class MaskedPredictor(abc.ABC):
     shift = 0
 
     def __init__(self, module, mask_token_id):
-        if not isinstance(module, torch.nn.Module):
-            raise ValueError(f"A masked predictor holds a torch.nn.Module; got {type(module).__name__}.")
+        validate_parameters({"module": module}, {"module": [torch.nn.Module]}, type(self).__name__)
         self.module = module
         self.mask_token_id = int(mask_token_id)
 
@@ -438,9 +439,8 @@ class ModulePredictor(MaskedPredictor):
     """
 
     def __init__(self, module, mask_token_id):
+        validate_parameters({"module": module}, {"module": ["callable"]}, type(self).__name__)
         if not isinstance(module, torch.nn.Module):
-            if not callable(module):
-                raise ValueError(f"A ModulePredictor takes a module or a callable; got {type(module).__name__}.")
             module = _CallableModule(module)
         super().__init__(module, mask_token_id)
 
@@ -531,8 +531,7 @@ class TimeConditionedPredictor(ModulePredictor):
 
     def __init__(self, module, mask_token_id, timestep_fn):
         super().__init__(module, mask_token_id)
-        if not callable(timestep_fn):
-            raise ValueError(f"timestep_fn must be callable; got {type(timestep_fn).__name__}.")
+        validate_parameters({"timestep_fn": timestep_fn}, {"timestep_fn": ["callable"]}, type(self).__name__)
         self.timestep_fn = timestep_fn
 
     def forward_kwargs(self, rates):

@@ -14,12 +14,15 @@ the settings a continuation must share. A run deletes only the checkpoints it wr
 import hashlib
 import logging
 import math
+import os
 import time
+from numbers import Integral, Real
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from .._validation import Interval, Options, validate_parameters
 from ..distributed import (check_checkpoint_dir, current_context, load_checkpoint, save_checkpoint, sync_gradients,
                            wrap_model)
 from ..masks import check_generator, mask_size_for_rate, masks_of_sizes
@@ -84,6 +87,18 @@ class MaskedPretraining:
         self.resume = resume
         self.verbose = verbose
 
+    _parameter_constraints: dict = {
+        "max_steps": [Interval(Integral, 0, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "mask_rate": [Options({"uniform"}), Interval(Real, 0, 1, closed="right")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "random_state": ["random_state"],
+        "checkpoint_every": [None, Interval(Integral, 1, None, closed="left")],
+        "checkpoint_dir": [None, str, os.PathLike],
+        "resume": ["boolean"],
+        "verbose": ["verbose"],
+    }
+
     #: What a resumed run must share with the run that saved the checkpoint (besides the texts).
     _RUN_SETTINGS = ("batch_size", "mask_rate", "learning_rate", "max_length")
 
@@ -97,12 +112,15 @@ class MaskedPretraining:
 
         Raises
         ------
+        InvalidParameterError
+            When a parameter is not of a type or in a range it accepts (a ``ValueError``).
         ValueError
             When ``max_steps > 0`` without ``X``, when checkpoints are asked for without
             ``checkpoint_dir``, or when ``checkpoint_dir`` is refused by
             :func:`~skmpt.distributed.check_checkpoint_dir` (a file, or another run's
             checkpoints for a new run).
         """
+        validate_parameters(vars(self), self._parameter_constraints, type(self).__name__)
         if (self.checkpoint_every is not None or self.resume) and self.checkpoint_dir is None:
             raise ValueError("checkpoint_every and resume=True need checkpoint_dir, where checkpoints are kept.")
         if self.max_steps > 0 and X is None:
@@ -153,8 +171,10 @@ class MaskedPretraining:
         """Train the runner's predictor's module in place on ``encoded``; returns the history, one dict per step.
 
         Each entry holds ``step``, ``loss`` (negative MPT objective per token, nats) and
-        ``seconds``. The model is left in evaluation mode.
+        ``seconds``. The model is left in evaluation mode. The parameters are checked first (as
+        :meth:`check` checks them).
         """
+        validate_parameters(vars(self), self._parameter_constraints, type(self).__name__)
         context = current_context(runner.device)
         generator = check_generator(self.random_state)
         # dropout draws from torch's generators: seeded here, in a fork, so the user's are untouched

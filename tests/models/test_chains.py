@@ -11,8 +11,8 @@ from skmpt.models import (
     GaussianMixtureModule,
     MaskedModel,
     PPCAModule,
-    reference_chain_log_prob,
 )
+from skmpt.models.contract import reference_chain_log_prob
 from skmpt.objectives import cumulative_score, mpt_curve
 
 RTOL = 1e-10

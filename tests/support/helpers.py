@@ -15,3 +15,19 @@ def make_ppca_module(components, mean, noise_variance):
 
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+class Tempered:
+    """Conditionals of a joint raised to a power and renormalised: consistent only at power 1."""
+
+    def __init__(self, joint, power):
+        self.joint, self.power = joint, power
+
+    def log_marginal(self, X):
+        return self.joint.log_marginal(X)
+
+    def masked_log_prob(self, X, masks):
+        log_p = self.joint.masked_log_prob(X, masks)
+        log_q = torch.log1p(-log_p.exp())  # the other value of each binary token, same context
+        tempered = self.power * log_p - torch.logaddexp(self.power * log_p, self.power * log_q)
+        return torch.where(masks, tempered, torch.zeros_like(tempered))

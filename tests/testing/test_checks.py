@@ -8,102 +8,27 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn.exceptions import NotFittedError
 
-from support.helpers import make_ppca_module
-from skmpt import MaskedPPCA
-from skmpt._validation import InvalidParameterError
+from support.helpers import Tempered, make_ppca_module
 from skmpt.masks import uniform_size_masks
 from skmpt.models import MaskedModel, PPCAModule
-from skmpt.testing import (
-    MASKED_MODEL_CHECKS,
-    MaskedModelCase,
-    TabularJoint,
-    assert_mpt_identity,
+from skmpt.testing import MASKED_MODEL_CHECKS, MaskedModelCase, TabularJoint, check_masked_model, ppca_parameters
+from skmpt.testing.checks import (
     check_batch_independence,
     check_call_shapes,
     check_chain_matches_reference,
     check_decode_output,
     check_identity,
-    check_incomplete_rows,
     check_log_marginal_output,
     check_masked_log_prob_output,
-    check_masked_model,
     check_masked_sum_matches_reference,
-    check_mpt_identity,
     check_posterior_output,
     check_randomness,
     check_shared_and_per_sample_masks,
     check_weighted_sum_matches_reference,
     check_zero_at_observed,
-    ppca_parameters,
-    tabular_joints,
 )
-
-
-class Tempered:
-    """Conditionals of a joint raised to a power and renormalised: consistent only at power 1."""
-
-    def __init__(self, joint, power):
-        self.joint, self.power = joint, power
-
-    def log_marginal(self, X):
-        return self.joint.log_marginal(X)
-
-    def masked_log_prob(self, X, masks):
-        log_p = self.joint.masked_log_prob(X, masks)
-        log_q = torch.log1p(-log_p.exp())  # the other value of each binary token, same context
-        tempered = self.power * log_p - torch.logaddexp(self.power * log_p, self.power * log_q)
-        return torch.where(masks, tempered, torch.zeros_like(tempered))
-
-
-@given(joint=tabular_joints(min_features=2, max_features=5))
-def test_consistent_models_have_zero_discrepancy(joint):
-    check = check_mpt_identity(joint, joint.sample(6, random_state=0))
-    assert check.max_abs_discrepancy < 1e-9
-    assert check.cumulative.shape == check.log_marginal.shape == (6,)
-
-
-def test_inconsistent_conditionals_are_reported():
-    joint = TabularJoint.random(4, concentration=0.5, random_state=0)
-    X = joint.sample(8, random_state=0)
-    assert check_mpt_identity(Tempered(joint, 1.0), X).max_abs_discrepancy < 1e-9
-    check = check_mpt_identity(Tempered(joint, 0.5), X)
-    assert check.max_abs_discrepancy > 1e-2
-    with pytest.raises(AssertionError, match="cumulative MPT score differs"):
-        assert_mpt_identity(Tempered(joint, 0.5), X)
-
-
-@given(params=ppca_parameters(max_features=5))
-def test_ppca_strategy_and_sampled_methods(params):
-    module = make_ppca_module(*params)
-    X = np.random.RandomState(0).randn(3, params[1].shape[0])
-    assert check_mpt_identity(module, X, method="chain", score_masks=2, random_state=0).max_rel_discrepancy < 1e-9
-
-
-def test_reference_values_and_their_shape():
-    joint = TabularJoint.random(3, random_state=0)
-    X = joint.sample(4, random_state=0)
-    reference = joint.log_marginal(X).numpy() + 1.0
-    check = check_mpt_identity(joint, X, log_marginal=reference)
-    np.testing.assert_allclose(check.discrepancy, -1.0, rtol=1e-9)
-    with pytest.raises(ValueError, match="shape"):
-        check_mpt_identity(joint, X, log_marginal=reference[:2])
-
-
-def test_tabular_joint_validation():
-    with pytest.raises(ValueError, match="shape"):
-        TabularJoint(np.ones((2, 3)) / 6)
-    with pytest.raises(ValueError, match="sum to one"):
-        TabularJoint(np.ones((2, 2)))
-    joint = TabularJoint.random(2, random_state=0)
-    with pytest.raises(ValueError, match="binary"):
-        joint.log_marginal(torch.tensor([[0.5, 1.0]], dtype=torch.float64))
-
-
-def test_identity_check_of_an_unfitted_estimator_is_not_fitted_error():
-    with pytest.raises(NotFittedError):
-        check_mpt_identity(MaskedPPCA(), np.zeros((3, 4)))
+from skmpt.testing.missing import check_incomplete_rows
 
 
 # ------------------------------------------------------------------ one check per rule
@@ -281,22 +206,6 @@ def test_a_stochastic_model_is_checked_with_seeded_generators():
     assert report["randomness"] == 0.0 and report["identity"].startswith("skipped: stochastic model")
     with pytest.raises(AssertionError, match="NoisyPerRow .*'batch independence'"):
         check_masked_model(NoisyPerRow(table), X)
-
-
-def test_case_draws_its_masks_from_random_state_and_validates_its_parameters():
-    joint = TabularJoint.random(3, random_state=0)
-    X = joint.sample(4, random_state=0)
-    a, b = MaskedModelCase(joint, X, random_state=1), MaskedModelCase(joint, X, random_state=1)
-    assert torch.equal(a.masks, b.masks) and torch.equal(a.per_sample_masks, b.per_sample_masks)
-    assert torch.equal(a.orderings, b.orderings)
-    assert bool(a.masks[-1].all()) and a.masks.sum(-1)[:3].tolist() == [1, 2, 3]
-    case = MaskedModelCase(joint, X, n_check_masks=2, n_orderings=5)
-    assert case.masks.shape == (2, 3) and case.per_sample_masks.shape == (4, 2, 3) and case.orderings.shape == (5, 3)
-    for bad in ({"n_check_masks": 0}, {"n_orderings": 1.5}, {"rtol": -1.0}, {"random_state": "zero"}):
-        with pytest.raises(InvalidParameterError, match=f"'{next(iter(bad))}' parameter of MaskedModelCase"):
-            MaskedModelCase(joint, X, **bad)
-    with pytest.raises(InvalidParameterError, match="'n_check_masks' parameter"):
-        check_masked_model(joint, X, n_check_masks=0)
 
 
 # ------------------------------------------------------------------ every shape of call
@@ -541,3 +450,21 @@ def test_incomplete_rows_of_the_reference_table_and_a_fast_path_that_refuses_the
     with pytest.raises(AssertionError, match=r"'incomplete rows': SumWithoutObserved\.masked_log_prob_sum takes no "
                                              r"observed="):
         check_incomplete_rows(MaskedModelCase(model, X))
+
+
+def test_the_checks_one_by_one_are_imported_from_their_modules_and_the_old_spelling_warns():
+    """0.1.0 exported every check from skmpt.testing: those names still work for 0.2.0, with a FutureWarning."""
+    import skmpt.testing
+    import skmpt.testing.checks
+    import skmpt.testing.missing
+    import skmpt.testing.predictors
+
+    assert len(skmpt.testing.__all__) == 13 and "check_identity" not in skmpt.testing.__all__
+    for name, module in [("check_identity", skmpt.testing.checks), ("check_incomplete_rows", skmpt.testing.missing),
+                         ("incomplete_pattern", skmpt.testing.missing), ("check_mask_id", skmpt.testing.predictors)]:
+        with pytest.warns(FutureWarning, match=rf"skmpt.testing.{name} is deprecated since 0.2.0 .*"
+                                                rf"import it from {module.__name__} \({module.__name__}.{name}\)"):
+            assert getattr(skmpt.testing, name) is getattr(module, name)
+    with pytest.raises(AttributeError, match="module 'skmpt.testing' has no attribute 'check_nothing'"):
+        skmpt.testing.check_nothing  # noqa: B018
+    assert all(check.__module__ in ("skmpt.testing.checks", "skmpt.testing.missing") for check in MASKED_MODEL_CHECKS)

@@ -41,17 +41,6 @@ def test_antiberty_loads_offline_and_scores_far_above_random(antiberty):
     assert (random_pll / lengths < -2.5).all()
 
 
-def test_load_antiberty_error_without_the_package(monkeypatch):
-    import importlib.metadata
-
-    def missing(name):
-        raise importlib.metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(importlib.metadata, "distribution", missing)
-    with pytest.raises(ImportError, match="antiberty==0.1.3"):
-        sktext.load_antiberty()
-
-
 class RecordingMaskedLM(torch.nn.Module):
     """Keeps the inputs it is given; predicts uniformly."""
 
@@ -284,3 +273,14 @@ def test_command_line_unit_std_and_pll(tiny, tmp_path):
     np.testing.assert_allclose(bits["score"], nats["score"] / np.log(2), rtol=1e-9)
     assert (bits["score_std"] > 0).all() and (bits["pll"] < 0).all()
     assert main([*common, "--out", str(tmp_path / "x.csv"), "--std", "--score-masks", "1"]) == 2
+
+
+@pytest.mark.parametrize("unit", ["nat", "Bits", 1.0, None])
+def test_an_unknown_unit_is_named_with_the_units_accepted(unit):
+    from skmpt._validation import InvalidParameterError
+    from skmpt.text.outputs import unit_factor
+
+    with pytest.raises(InvalidParameterError, match=r"The 'unit' parameter of unit_factor must be a str among "
+                                                     r"{'bits', 'nats'}; got"):
+        unit_factor(unit)
+    assert unit_factor("bits") == pytest.approx(1 / np.log(2))

@@ -122,3 +122,26 @@ def test_a_models_own_type_error_is_not_blamed_on_its_signature():
     scorer = MLMCurveScorer(model, tokenizer=tokenizer, mask_token_id=tokenizer.mask_token_id, device="cpu").fit()
     with pytest.raises(TypeError, match="the model's own bug"):
         scorer.score_samples(["a b"])
+
+
+def test_the_predictors_parameters_are_validated_with_their_names():
+    from skmpt._validation import InvalidParameterError
+    from skmpt.text.predictors import check_mask_token_id
+
+    tokenizer = binary_tokenizer()
+    for bad in (-1, 1.5, "4", True):
+        with pytest.raises(InvalidParameterError, match=r"The 'mask_token_id' parameter of check_mask_token_id must "
+                                                         r"be None or an int in the range \[0, inf\); got"):
+            check_mask_token_id(bad, tokenizer)
+    with pytest.raises(InvalidParameterError, match=r"The 'vocab_size' parameter of check_mask_token_id must be None "
+                                                     r"or an int in the range \[1, inf\); got 0"):
+        check_mask_token_id(None, tokenizer, 0)
+    assert check_mask_token_id(np.int64(4), tokenizer, 7) == 4 == tokenizer.mask_token_id
+    with pytest.raises(InvalidParameterError, match=r"The 'module' parameter of MaskedLMPredictor must be an "
+                                                     r"instance of torch.nn.*Module; got 3"):
+        sktext.MaskedLMPredictor(3, 4)
+    with pytest.raises(InvalidParameterError, match="The 'module' parameter of ModulePredictor must be a callable"):
+        sktext.ModulePredictor("model", 4)
+    with pytest.raises(InvalidParameterError, match="The 'timestep_fn' parameter of TimeConditionedPredictor must be "
+                                                    "a callable; got 0.5"):
+        sktext.TimeConditionedPredictor(torch.nn.Identity(), 4, 0.5)

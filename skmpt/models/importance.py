@@ -24,7 +24,15 @@ def _normalised(log_weights):
 
 
 def effective_sample_size(log_weights):
-    """Kish's effective sample size ``(sum w)^2 / sum w^2`` per row, in ``[1, S]``."""
+    """Kish's effective sample size ``(sum w)^2 / sum w^2`` per row, in ``[1, S]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.models.importance import effective_sample_size
+    >>> effective_sample_size(np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1e-300, 1e-300]])))
+    array([4., 2.])
+    """
     return 1.0 / np.square(_normalised(log_weights)).sum(1)
 
 
@@ -33,6 +41,13 @@ def log_mean_standard_error(log_weights):
 
     ``Var(mean w) = s^2 / S`` with ``s^2`` the unbiased sample variance of the weights, so
     ``se(log mean w) = s / (sqrt(S) mean w) = sqrt((S / ESS - 1) / (S - 1))``; NaN for ``S = 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.models.importance import log_mean_standard_error
+    >>> log_mean_standard_error(np.zeros((1, 10)))  # equal weights: no spread
+    array([0.])
     """
     n_draws = log_weights.shape[1]
     if n_draws < 2:
@@ -64,7 +79,7 @@ def pareto_khat(log_weights):
     ``M = ceil(min(S / 5, 3 sqrt(S)))`` largest weights above the next one.
 
     ``k_hat < 0.5``: the weights have a finite variance, the estimate converges at the
-    Monte Carlo rate; above :func:`pareto_k_threshold` (0.7 for ``S >= 2200``) too few draws
+    Monte Carlo rate; above :func:`~skmpt.models.importance.pareto_k_threshold` (0.7 for ``S >= 2200``) too few draws
     land where the integrand's mass is, and the estimate is unreliable. Inf when fewer than
     five weights are in the tail (``S <= 20``: the tail needs at least 21 draws) or the tail is flat.
 
@@ -79,7 +94,7 @@ def pareto_khat(log_weights):
     Examples
     --------
     >>> import numpy as np
-    >>> from skmpt.models import pareto_khat
+    >>> from skmpt.models.importance import pareto_khat
     >>> rng = np.random.RandomState(0)
     >>> light = 0.3 * rng.randn(1, 2000)                        # log-normal weights, light tail
     >>> heavy = np.log(rng.pareto(1.25, size=(1, 2000)) + 1)    # Pareto tail of shape 0.8
@@ -111,8 +126,8 @@ def importance_diagnostics(log_weights):
     Returns a dict of arrays of shape ``(n,)``: ``log_mean`` (the estimate), ``ess``
     (the effective sample size ``(sum w)^2 / sum w^2``), ``standard_error`` (its delta-method
     standard error),
-    ``pareto_k`` (:func:`pareto_khat`), and ``reliable`` (``pareto_k`` at most
-    :func:`pareto_k_threshold` of ``S``).
+    ``pareto_k`` (:func:`~skmpt.models.importance.pareto_khat`), and ``reliable`` (``pareto_k`` at most
+    :func:`~skmpt.models.importance.pareto_k_threshold` of ``S``).
 
     Parameters
     ----------
