@@ -42,7 +42,10 @@ def test_log_marginal_is_the_dense_sum_of_component_densities(covariance_type):
     module, X, weights, means = make_mixture(covariance_type)
     cov = dense_covariances(module)
     expected = logsumexp(
-        [np.log(w) + multivariate_normal(m, c).logpdf(X.numpy()) for w, m, c in zip(weights.numpy(), means.numpy(), cov)],
+        [
+            np.log(w) + multivariate_normal(m, c).logpdf(X.numpy())
+            for w, m, c in zip(weights.numpy(), means.numpy(), cov, strict=True)
+        ],
         axis=0,
     )
     with torch.no_grad():
@@ -97,13 +100,13 @@ def test_masked_conditionals_are_schur_complement_mixtures(covariance_type):
             log_joint = np.array(
                 [
                     np.log(w) + (multivariate_normal(m[r], c[np.ix_(r, r)]).logpdf(x[r]) if len(r) else 0.0)
-                    for w, m, c in zip(weights.numpy(), means.numpy(), cov)
+                    for w, m, c in zip(weights.numpy(), means.numpy(), cov, strict=True)
                 ]
             )
             resp = np.exp(log_joint - logsumexp(log_joint))
             for j in np.flatnonzero(mask):
                 densities = []
-                for m, c in zip(means.numpy(), cov):
+                for m, c in zip(means.numpy(), cov, strict=True):
                     if len(r):
                         gain = np.linalg.solve(c[np.ix_(r, r)], c[r, j])
                         mean_j = m[j] + gain @ (x[r] - m[r])
@@ -131,7 +134,10 @@ def test_posterior_is_bayes_rule_over_the_components(covariance_type):
     module, X, weights, means = make_mixture(covariance_type)
     cov = dense_covariances(module)
     log_joint = np.stack(
-        [np.log(w) + multivariate_normal(m, c).logpdf(X.numpy()) for w, m, c in zip(weights.numpy(), means.numpy(), cov)],
+        [
+            np.log(w) + multivariate_normal(m, c).logpdf(X.numpy())
+            for w, m, c in zip(weights.numpy(), means.numpy(), cov, strict=True)
+        ],
         axis=1,
     )
     with torch.no_grad():
@@ -150,7 +156,7 @@ def test_observed_log_marginal_and_posterior_marginalise_the_missing_entries():
     log_joint = np.stack(
         [
             np.log(w) + multivariate_normal(m[o], c[np.ix_(o, o)]).logpdf(X.numpy()[:, o])
-            for w, m, c in zip(weights.numpy(), means.numpy(), cov)
+            for w, m, c in zip(weights.numpy(), means.numpy(), cov, strict=True)
         ],
         axis=1,
     )
@@ -167,16 +173,16 @@ def test_impute_is_the_responsibility_weighted_schur_mean():
     observed = torch.tensor([[True, False, True, False]] * 3 + [[False, True, True, True]] * 3)
     with torch.no_grad():
         got = module.impute(X, observed).numpy()
-    for n, (x, seen) in enumerate(zip(X.numpy(), observed.numpy())):
+    for n, (x, seen) in enumerate(zip(X.numpy(), observed.numpy(), strict=True)):
         o, m_ = np.flatnonzero(seen), np.flatnonzero(~seen)
         log_joint = np.array(
             [np.log(w) + multivariate_normal(mu[o], c[np.ix_(o, o)]).logpdf(x[o])
-             for w, mu, c in zip(weights.numpy(), means.numpy(), cov)]
+             for w, mu, c in zip(weights.numpy(), means.numpy(), cov, strict=True)]
         )
         resp = np.exp(log_joint - logsumexp(log_joint))
         conditional = np.array(
             [mu[m_] + c[np.ix_(m_, o)] @ np.linalg.solve(c[np.ix_(o, o)], x[o] - mu[o])
-             for mu, c in zip(means.numpy(), cov)]
+             for mu, c in zip(means.numpy(), cov, strict=True)]
         )
         np.testing.assert_allclose(got[n, m_], resp @ conditional, rtol=1e-9)
         assert np.array_equal(got[n, o], x[o])
@@ -234,4 +240,6 @@ def test_bad_covariance_type_and_spherical_rescaling_are_refused():
         make_mixture("banded")
     module, _, _, _ = make_mixture("spherical")
     with pytest.raises(ValueError, match="spherical mixture can be rescaled by one number only"):
-        module.unstandardize_(torch.zeros(4, dtype=torch.float64), torch.tensor([1.0, 2.0, 1.0, 1.0], dtype=torch.float64))
+        module.unstandardize_(
+            torch.zeros(4, dtype=torch.float64), torch.tensor([1.0, 2.0, 1.0, 1.0], dtype=torch.float64)
+        )

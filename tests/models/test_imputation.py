@@ -82,7 +82,7 @@ def test_gaussian_conditional_broadcasts_over_components():
     assert got_mean.shape == (K, 5, D) and got_cov.shape == (K, 5, D, D) and got_log.shape == (K, 5)
     for k in range(K):
         one = gaussian_conditional(X, observed, means[k], cov[k])
-        for batched, single in zip((got_mean[k], got_cov[k], got_log[k]), one):
+        for batched, single in zip((got_mean[k], got_cov[k], got_log[k]), one, strict=True):
             torch.testing.assert_close(batched, single, rtol=1e-12, atol=1e-12)
 
 
@@ -95,7 +95,7 @@ def test_gaussian_conditional_ignores_the_values_at_missing_entries():
     first, second = gaussian_conditional(X, observed, torch.zeros(3, dtype=torch.float64), cov), gaussian_conditional(
         changed, observed, torch.zeros(3, dtype=torch.float64), cov
     )
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 

@@ -66,7 +66,7 @@ def test_observed_marginal_converges_to_the_quadrature_over_the_observed_entries
     X = torch.randint(0, 2, (4, 4), generator=g).double()
     observed = torch.tensor([[True, False, True, True], [False, False, True, False], [True] * 4, [False] * 4])
     w, b = module.components[0].numpy(), module.intercept.numpy()
-    expected = np.log([quad_marginal(x, w, b, seen) for x, seen in zip(X.numpy(), observed.numpy())])
+    expected = np.log([quad_marginal(x, w, b, seen) for x, seen in zip(X.numpy(), observed.numpy(), strict=True)])
     np.testing.assert_allclose(module.log_marginal(X, observed=observed).numpy(), expected, rtol=1e-8, atol=1e-12)
 
 

@@ -139,8 +139,9 @@ def test_unstandardize_is_the_change_of_variables():
     encoded_partial = module.encode(X, observed=observed)
     assert module.unstandardize_(center, scale) is module
     Y = center + scale * X
-    for a, b in zip(module.encode(Y), encoded):
+    for a, b in zip(module.encode(Y), encoded, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
-    for a, b in zip(module.encode(Y, observed=observed), encoded_partial):  # the fill value moved with the data
+    # the fill value moved with the data
+    for a, b in zip(module.encode(Y, observed=observed), encoded_partial, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(module.log_likelihood(Y, Z), before - 5 * math.log(2.5), rtol=1e-12, atol=1e-12)

@@ -103,8 +103,9 @@ def test_check_output_returns_the_tensor_or_names_the_method_and_shapes(joint_an
     masks = torch.ones(2, 4, dtype=torch.bool)
     values = torch.zeros(5, 2)
     assert check_output(values, (5, 2), joint, "masked_log_prob_sum", X, masks) is values
-    with pytest.raises(ValueError, match=r"TabularJoint\.masked_log_prob_sum returned \(5,\) for X of shape \(5, 4\) "
-                                         r"and masks \(or orderings\) of shape \(2, 4\); the contract asks for \(5, 2\)"):
+    message = (r"TabularJoint\.masked_log_prob_sum returned \(5,\) for X of shape \(5, 4\) and masks \(or "
+               r"orderings\) of shape \(2, 4\); the contract asks for \(5, 2\)")
+    with pytest.raises(ValueError, match=message):
         check_output(torch.zeros(5), (5, 2), joint, "masked_log_prob_sum", X, masks)
     with pytest.raises(ValueError, match="returned list"):
         check_output([0.0], (5, 2), joint, "chain_log_prob", X, masks)
@@ -123,7 +124,8 @@ def test_elbo_is_one_reparameterised_draw_minus_the_analytic_kl():
     X = torch.randn(3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     got = elbo(model, X, generator=torch.Generator().manual_seed(5))
     mean, log_var = model.encode(X)
-    z = mean + (0.5 * log_var).exp() * torch.randn(3, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    noise = torch.randn(3, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    z = mean + (0.5 * log_var).exp() * noise
     q = torch.distributions.Normal(mean, (0.5 * log_var).exp())
     kl = torch.distributions.kl_divergence(q, torch.distributions.Normal(0.0, 1.0)).sum(-1)
     torch.testing.assert_close(got, model.log_likelihood(X, z) - kl, rtol=1e-12, atol=1e-12)

@@ -43,7 +43,8 @@ def test_a_model_for_complete_rows_only_is_skipped_with_the_reason():
     assert not model.handles_missing
     case = MaskedModelCase(model, joint.sample(4, random_state=0))
     check_incomplete_rows(case)
-    assert case.report == {"incomplete rows": "skipped: handles_missing is False (the model handles complete rows only)"}
+    reason = "skipped: handles_missing is False (the model handles complete rows only)"
+    assert case.report == {"incomplete rows": reason}
 
 
 class LeaksOutsideTheMasks(TabularJoint):
@@ -90,5 +91,6 @@ def test_a_marginal_of_an_empty_row_must_be_exactly_zero():
     joint = TabularJoint.random(3, random_state=1)
     model = EmptyRowNotZero(joint.probabilities.reshape(2, 2, 2).numpy())
     # a difference far below the tolerance still fails: nothing observed has probability one exactly
-    with pytest.raises(AssertionError, match="log_marginal\\(X, observed=\\) is not zero for a row with nothing observed"):
+    message = r"log_marginal\(X, observed=\) is not zero for a row with nothing observed"
+    with pytest.raises(AssertionError, match=message):
         check_incomplete_rows(MaskedModelCase(model, joint.sample(4, random_state=0), atol=1e-12))

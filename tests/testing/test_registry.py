@@ -3,7 +3,14 @@
 import pytest
 import torch
 
-from skmpt.models import FactorAnalysisModule, GaussianMixtureModule, LinearVAEModule, MaskedModel, PPCAModule, VAEModule
+from skmpt.models import (
+    FactorAnalysisModule,
+    GaussianMixtureModule,
+    LinearVAEModule,
+    MaskedModel,
+    PPCAModule,
+    VAEModule,
+)
 from skmpt.testing.joints import TabularJoint
 from skmpt.testing.registry import MODELS
 

@@ -9,7 +9,6 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from skmpt.text import pretrained  # noqa: E402
 from skmpt.text.pretrained import ANTIBERTY_VERSION, load_antiberty  # noqa: E402
 
 RESIDUES = "ACDEFGHIKLMNPQRSTVWY"
@@ -31,8 +30,9 @@ def antiberty():
                                  global_state_unchanged=unchanged)
 
 
-def checkpoint_path(name):
-    return pretrained._antiberty_files()[0] / name
+def package_file(*parts):
+    """A file of the installed ``antiberty`` package (where its wheel puts the checkpoint)."""
+    return importlib.metadata.distribution("antiberty").locate_file("antiberty").joinpath("trained_models", *parts)
 
 
 def test_the_version_is_the_installed_one(antiberty):
@@ -43,14 +43,15 @@ def test_the_model_has_antibertys_architecture_in_evaluation_mode_float32_on_the
     model, tokenizer = antiberty.model, antiberty.tokenizer
     assert type(model).__name__ == "BertForMaskedLM" and not model.training
     config = model.config
-    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.vocab_size) == (8, 512, 8, 25)
+    sizes = (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.vocab_size)
+    assert sizes == (8, 512, 8, 25)
     assert config.vocab_size == len(tokenizer) and config.name_or_path == "antiberty"
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     assert {p.device.type for p in model.parameters()} == {"cpu"}
 
 
 def test_the_weights_are_the_checkpoints_masked_lm_weights(antiberty):
-    state = torch.load(checkpoint_path("pytorch_model.bin"), map_location="cpu", weights_only=True)
+    state = torch.load(package_file("AntiBERTy_md_smooth", "pytorch_model.bin"), map_location="cpu", weights_only=True)
     loaded = antiberty.model.state_dict()
     compared = [key for key in loaded if key in state and key != "bert.embeddings.position_ids"]
     # every encoder and masked-LM head weight of BertForMaskedLM is found in the checkpoint and copied
@@ -90,7 +91,7 @@ def test_random_initialisation_is_seeded_and_leaves_the_global_state_alone(antib
 
 def test_the_tokenizer_reads_the_vocabulary_file_in_order(antiberty):
     tokenizer = antiberty.tokenizer
-    tokens = pretrained._antiberty_files()[1].read_text(encoding="utf-8").split()
+    tokens = package_file("vocab.txt").read_text(encoding="utf-8").split()
     assert tokenizer.convert_ids_to_tokens(list(range(len(tokens)))) == tokens
     assert set(RESIDUES) <= set(tokens)
     assert (tokenizer.pad_token, tokenizer.unk_token, tokenizer.cls_token, tokenizer.sep_token,
