@@ -1,11 +1,13 @@
 """VAEModule where its Monte Carlo answers are exact: a decoder that ignores z and an encoder equal to the prior."""
 
+
 import math
 
+import numpy as np
 import pytest
 import torch
 
-from skmpt.models import VAEModule
+from skmpt.models.vae import VAEModule
 
 
 def _independent(conditional="importance"):
@@ -51,3 +53,141 @@ def test_masked_conditionals_are_the_marginals_when_z_carries_nothing(conditiona
 def test_an_unknown_conditional_is_refused():
     with pytest.raises(ValueError, match=r"conditional must be one of \('importance', 'pseudo_gibbs'\); got 'exact'"):
         VAEModule(4, 2, (), "identity", "gaussian", conditional="exact")
+
+
+def make_vae(likelihood="gaussian", conditional="importance", hidden=(6,), activation="tanh", seed=0, **kwargs):
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        module = VAEModule(5, 2, hidden, activation, likelihood, conditional=conditional, n_particles=8, **kwargs)
+    return module.requires_grad_(False)
+
+
+def data(likelihood="gaussian", n=4, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    if likelihood == "bernoulli":
+        return torch.randint(0, 2, (n, 5), generator=g).double()
+    return torch.randn(n, 5, generator=g, dtype=torch.float64)
+
+
+MASKS = torch.tensor([[True, False, False, True, False], [False, True, True, True, True]])
+
+
+@pytest.mark.parametrize(
+    ("hidden", "activation", "encoder_sizes", "activation_type"),
+    [((7, 3), "relu", [(5, 7), (7, 3), (3, 4)], torch.nn.ReLU), ((), "logistic", [(5, 4)], None)],
+)
+def test_networks_mirror_each_other(hidden, activation, encoder_sizes, activation_type):
+    module = make_vae(hidden=hidden, activation=activation)
+    linear = [(m.in_features, m.out_features) for m in module.encoder if isinstance(m, torch.nn.Linear)]
+    assert linear == encoder_sizes  # the last layer gives the mean and log-variance of K=2 latents
+    decoder = [(m.in_features, m.out_features) for m in module.decoder if isinstance(m, torch.nn.Linear)]
+    assert decoder == [(2, *reversed(hidden), 5)[i : i + 2] for i in range(len(hidden) + 1)]
+    activations = [type(m) for m in module.encoder if not isinstance(m, torch.nn.Linear)]
+    assert activations == ([activation_type] * len(hidden) if activation_type else [])
+    assert all(p.dtype == torch.float64 for p in module.parameters())
+    assert torch.equal(module.fill, torch.zeros(5, dtype=torch.float64))
+
+
+def test_bad_conditional_is_refused():
+    with pytest.raises(ValueError, match=r"conditional must be one of \('importance', 'pseudo_gibbs'\); got 'gibbs'"):
+        make_vae(conditional="gibbs")
+    with pytest.raises(ValueError, match="importance weights exist for conditional='importance' only"):
+        make_vae(conditional="pseudo_gibbs").masked_log_prob_weights(data(), MASKS)
+
+
+@pytest.mark.parametrize("conditional", ["importance", "pseudo_gibbs"])
+@pytest.mark.parametrize("likelihood", ["gaussian", "bernoulli"])
+def test_conditionals_are_reproducible_zero_outside_the_masks_and_independent_of_the_batch(likelihood, conditional):
+    module, X = make_vae(likelihood, conditional), data(likelihood)
+    first = module.masked_log_prob(X, MASKS, generator=torch.Generator().manual_seed(0))
+    assert first.shape == (4, 2, 5) and first.dtype == torch.float64
+    assert torch.equal(first, module.masked_log_prob(X, MASKS, generator=torch.Generator().manual_seed(0)))
+    assert not torch.equal(first, module.masked_log_prob(X, MASKS, generator=torch.Generator().manual_seed(1)))
+    assert not first[~MASKS.expand(4, -1, -1)].any() and torch.isfinite(first).all()
+    # shared masks share the particles' noise across samples: one sample alone gets the same estimate
+    alone = module.masked_log_prob(X[2:3], MASKS, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(alone, first[2:3], rtol=1e-12, atol=1e-12)
+    if likelihood == "bernoulli":
+        assert (first <= 0).all()
+
+
+def test_importance_weights_reproduce_the_conditionals():
+    module, X = make_vae(), data()
+    log_prob = module.masked_log_prob(X, MASKS, generator=torch.Generator().manual_seed(3))
+    log_weights, token = module.masked_log_prob_weights(X, MASKS, generator=torch.Generator().manual_seed(3))
+    assert log_weights.shape == (4, 2, 8) and token.shape == (4, 2, 8, 5)
+    np.testing.assert_allclose(log_weights.exp().sum(-1).numpy(), 1.0, rtol=1e-12)
+    rebuilt = torch.logsumexp(log_weights.unsqueeze(-1) + token, -2)
+    torch.testing.assert_close(torch.where(MASKS, rebuilt, 0.0), log_prob, rtol=1e-12, atol=1e-12)
+
+
+def test_log_marginal_is_the_mean_of_its_importance_weights():
+    module, X = make_vae(), data()
+    for n_draws in (5, 300):  # one chunk of draws, and two (256 per chunk)
+        estimate = module.log_marginal(X, n_draws, generator=torch.Generator().manual_seed(0))
+        weights = module.log_importance_weights(X, n_draws, generator=torch.Generator().manual_seed(0))
+        assert estimate.shape == (4,) and weights.shape == (4, n_draws)
+        torch.testing.assert_close(estimate, torch.logsumexp(weights, 1) - math.log(n_draws), rtol=1e-12, atol=1e-12)
+
+
+def test_log_marginal_of_nothing_observed_is_exactly_zero():
+    module, X = make_vae(), data()
+    observed = torch.tensor([[True] * 5, [True, False, True, False, False], [False] * 5, [False, True] + [False] * 3])
+    got = module.log_marginal(X, 50, generator=torch.Generator().manual_seed(0), observed=observed)
+    assert float(got[2]) == 0.0 and (got[[0, 1, 3]] != 0).all()
+
+
+def test_log_likelihood_is_the_sum_of_the_likelihood_over_tokens():
+    module, X = make_vae(), data()
+    Z = torch.randn(4, 3, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    out, variance = module.decoder(Z), module.likelihood.variance()
+    expected = torch.distributions.Normal(out, variance.sqrt()).log_prob(X.unsqueeze(1))
+    torch.testing.assert_close(module.log_likelihood(X, Z), expected.sum(-1), rtol=1e-12, atol=1e-12)
+    observed = torch.tensor([True, False, True, True, False]).expand(4, 5)
+    torch.testing.assert_close(module.log_likelihood(X, Z, observed=observed), expected[..., observed[0]].sum(-1),
+                               rtol=1e-12, atol=1e-12)
+    assert module.log_likelihood(X, Z[:, 0]).shape == (4,)
+    np.testing.assert_allclose(variance.numpy(), 1.0 + 1e-3, rtol=1e-12)  # floor + 1 at the start
+
+
+def test_encoder_sees_the_fill_value_where_entries_are_not_observed_and_posterior_is_its_output():
+    fill = torch.tensor([0.5, -1.0, 2.0, 0.0, 3.0], dtype=torch.float64)
+    module, X = make_vae(fill=fill), data()
+    observed = torch.tensor([True, False, True, False, True]).expand(4, 5)
+    mean, log_var = module.encode(X, observed=observed)
+    torch.testing.assert_close(mean, module.encode(torch.where(observed, X, fill))[0])
+    posterior_mean, posterior_cov = module.posterior(X, observed=observed)
+    torch.testing.assert_close(posterior_mean, mean)
+    torch.testing.assert_close(posterior_cov, torch.diag_embed(log_var.exp()))
+    assert mean.shape == log_var.shape == (4, 2)
+    bernoulli = make_vae("bernoulli")
+    decoded = bernoulli.decode(torch.randn(6, 2, dtype=torch.float64))
+    assert ((decoded > 0) & (decoded < 1)).all()
+
+
+def test_impute_and_sample_missing_keep_the_observed_entries_and_are_reproducible():
+    module, X = make_vae(), data()
+    observed = torch.tensor([True, False, True, False, True]).expand(4, 5)
+    imputed = module.impute(X, observed, n_particles=50, generator=torch.Generator().manual_seed(0))
+    assert imputed.shape == (4, 5) and torch.equal(imputed[observed], X[observed])
+    assert torch.equal(imputed, module.impute(X, observed, n_particles=50, generator=torch.Generator().manual_seed(0)))
+    draws = module.sample_missing(X, observed, 3, n_particles=50, generator=torch.Generator().manual_seed(0))
+    assert draws.shape == (3, 4, 5) and torch.equal(draws[:, observed], X[observed].expand(3, -1))
+
+
+def test_unstandardize_is_the_change_of_variables():
+    module, X = make_vae(), data()
+    center = torch.tensor([1.0, -2.0, 0.5, 3.0, 0.0], dtype=torch.float64)
+    scale = torch.tensor(2.5, dtype=torch.float64)
+    Z = torch.randn(4, 3, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    encoded, before = module.encode(X), module.log_likelihood(X, Z)
+    observed = torch.tensor([True, False, True, False, True]).expand(4, 5)
+    encoded_partial = module.encode(X, observed=observed)
+    assert module.unstandardize_(center, scale) is module
+    Y = center + scale * X
+    for a, b in zip(module.encode(Y), encoded, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    # the fill value moved with the data
+    for a, b in zip(module.encode(Y, observed=observed), encoded_partial, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(module.log_likelihood(Y, Z), before - 5 * math.log(2.5), rtol=1e-12, atol=1e-12)
