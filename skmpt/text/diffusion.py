@@ -19,7 +19,6 @@ Read more in the :ref:`User Guide <diffusion>`.
 """
 
 import numbers
-import warnings
 
 import numpy as np
 import torch
@@ -30,6 +29,7 @@ from ..masks import check_generator, nested_masks, random_orderings
 from .encoding import encode_texts
 from .outputs import unit_factor
 from .strategies import estimator_strategy
+from .unmasking import special_ids, unmask
 
 __all__ = ["masked_diffusion_bound", "noise_schedule", "sample_any_order", "schedule_weights"]
 
@@ -243,28 +243,6 @@ def bound_from_scores(scores, std, n_tokens, forward_passes=None, unit="nats"):
                  forward_passes=forward_passes)
 
 
-def special_ids(runner):
-    """``(before, after)``: the ids the tokenizer puts before and after a text's own tokens.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
-    >>> from skmpt.text import MaskedLMRunner, as_predictor
-    >>> from skmpt.text.diffusion import special_ids
-    >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:50], vocab_size=200)
-    >>> runner = MaskedLMRunner(as_predictor(lambda input_ids, attention_mask: None, tokenizer.mask_token_id),
-    ...                         tokenizer, torch.device("cpu"))
-    >>> [tokenizer.convert_ids_to_tokens(ids.tolist()) for ids in special_ids(runner)]
-    [['[CLS]'], ['[SEP]']]
-    """
-    with warnings.catch_warnings():  # "x" is a probe of the layout: its unknown token (if any) is never scored
-        warnings.filterwarnings("ignore", message=".* tokens the tokenizer does not know", category=UserWarning)
-        encoded = encode_texts(["x"], runner.tokenizer, runner.max_length)
-    ids, own = encoded.input_ids[0], encoded.content_positions[0]
-    return ids[: int(own[0])], ids[int(own[-1]) + 1 :]
-
-
 def sample_any_order(runner, n_texts, length, *, temperature=1.0, random_state=None):
     """Texts drawn by any-order generation: tokens revealed in a random order, each from the model.
 
@@ -304,7 +282,6 @@ def sample_any_order(runner, n_texts, length, *, temperature=1.0, random_state=N
     >>> len(sample_any_order(scorer.runner_, 3, 5, random_state=0))
     3
     """
-    tokenizer = runner.tokenizer
     if int(length) < 1 or int(n_texts) < 1 or not temperature > 0:
         raise ValueError("n_texts and length must be positive integers and temperature positive.")
     generator = check_generator(random_state)
@@ -313,30 +290,15 @@ def sample_any_order(runner, n_texts, length, *, temperature=1.0, random_state=N
     runner.predictor.check_positions(int(own[0]))
     ids = torch.cat([before, torch.full((length,), runner.mask_token_id), after]).repeat(n_texts, 1)
     masks = nested_masks(random_orderings(n_texts, length, random_state=generator))  # (n, L, L)
-    excluded = torch.tensor(sorted({*tokenizer.all_special_ids, runner.mask_token_id}))
-    rows, attention_mask = torch.arange(n_texts), torch.ones_like(ids)
-    with torch.inference_mode(), runner.predictor.evaluating():
-        for t in range(length - 1, -1, -1):  # mask t masks s_1..s_{t+1}; it reveals s_{t+1}
-            masked = masks[:, t]
-            target = masked & ~(masks[:, t - 1] if t > 0 else torch.zeros_like(masked))
-            column = own[target.float().argmax(1)]
-            rates = masked.sum(1, dtype=torch.float64) / length
-            logits = runner.target_logits(ids.to(runner.device), attention_mask.to(runner.device), rates,
-                                          rows.to(runner.device), column.to(runner.device))
-            logits = logits.double().cpu()[:, : len(tokenizer)] / temperature
-            logits[:, excluded[excluded < logits.shape[1]]] = -torch.inf
-            _check_sampling_logits(logits, length - t)
-            ids[rows, column] = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
-    return tokenizer.batch_decode(ids[:, own], skip_special_tokens=True)
-
-
-def _check_sampling_logits(logits, step):
-    """A NaN or ``+inf`` logit, or a row with no finite logit left, is an error naming the step and the count."""
-    bad = torch.isnan(logits) | (logits == torch.inf)
-    empty = ~torch.isfinite(logits).any(1)
-    if bool(bad.any()) or bool(empty.any()):
-        raise ValueError(
-            f"The predictor returned {int(bad.sum())} NaN or +inf logits at step {step} of any-order sampling, and "
-            f"{int(empty.sum())} of {len(logits)} samples have no finite logit outside the special tokens: nothing "
-            "can be drawn. Check the model (its weights, its dtype's range)."
-        )
+    masked = torch.zeros_like(ids, dtype=torch.bool)
+    masked[:, own] = True
+    reveals = []
+    for t in range(length - 1, -1, -1):  # mask t masks s_1..s_{t+1}; it reveals s_{t+1}
+        target = masks[:, t] & ~(masks[:, t - 1] if t > 0 else torch.zeros_like(masks[:, t]))
+        candidates = torch.zeros_like(masked)
+        candidates[:, own] = target
+        reveals.append((candidates, torch.ones(n_texts, dtype=torch.long)))
+    steps = iter(reveals)
+    unmask(runner, ids, masked, lambda ids, masked: next(steps, None), lengths=np.full(n_texts, float(length)),
+           temperature=temperature, exclude_special=True, generator=generator)
+    return runner.tokenizer.batch_decode(ids[:, own], skip_special_tokens=True)

@@ -172,10 +172,18 @@ class ScoringStrategy(abc.ABC):
     per_target : bool
         Class attribute: :meth:`reduce` receives each copy's target log-probabilities, of shape
         (n_copies, L) with NaN at the tokens that are not targets, instead of each copy's sum.
+    paired : bool
+        The draws come in antithetic pairs (an ordering and its reverse): a count of draws is
+        even. What the budgeted estimator (:class:`~skmpt.text.estimation.BudgetedEstimator`)
+        reads to size a strategy to a budget.
+    min_draws : int
+        The fewest draws that give a standard error (2; two pairs when ``paired``).
     """
 
     needs_words = False
     per_target = False
+    paired = False
+    min_draws = 2
 
     @abc.abstractmethod
     def n_copies(self, length, word_ids=None):
@@ -188,6 +196,14 @@ class ScoringStrategy(abc.ABC):
     @abc.abstractmethod
     def reduce(self, masked, values, word_ids=None):
         """The text's result from its copies' summed target log-probabilities, shape (n_copies,)."""
+
+    def draws(self, masked, values):
+        """Each independent draw's estimate of ``sum_M S(x; M)`` (an ordering's, a mask's), whose mean is the result.
+
+        What an adaptive budget or a paired comparison of two texts reads; the estimators of
+        :func:`estimator_strategy` give them, other strategies raise ``NotImplementedError``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} is not an estimator of sum_M S(x; M): it has no draws.")
 
 
 class CurveMasks(ScoringStrategy):
@@ -304,6 +320,7 @@ class ChainMasks(ScoringStrategy):
 
     def __init__(self, n_masks, return_std=False, antithetic=False):
         self.n_masks, self.return_std, self.antithetic = _check_draws(n_masks, return_std), return_std, antithetic
+        self.paired, self.min_draws = bool(antithetic), 4 if antithetic else 2
         if antithetic and (self.n_masks % 2 or (return_std and self.n_masks < 4)):
             raise ValueError(f"Antithetic orderings come in pairs: n_masks must be even (at least 4 for a standard "
                              f"error); got {n_masks}.")
@@ -489,6 +506,8 @@ class BalancedMasks(StratifiedSizeMasks):
     [-3.0, 0.0]
     """
 
+    min_draws = 3  # the all-masked copy and two draws
+
     def __init__(self, n_masks, return_std=False):
         super().__init__(n_masks, return_std=return_std)
         if self.n_masks < 2 + return_std:
@@ -669,6 +688,7 @@ class NestedMasks(ScoringStrategy):
         if not math.isfinite(chain_weight):
             raise ValueError(f"chain_weight must be a finite number; got {chain_weight!r}.")
         self.return_std, self.chain_weight, self.antithetic = return_std, float(chain_weight), antithetic
+        self.paired, self.min_draws = bool(antithetic), 4 if antithetic else 2
 
     def n_copies(self, length, word_ids=None):
         return self.n_masks * (length - 1) + 1
