@@ -76,8 +76,8 @@ class LLaDARounding(StratifiedSizeMasks):
 
     def copies(self, length, generator, word_ids=None):
         start = int(torch.randint(1, length + 1, (), generator=generator))
-        sizes = torch.round(torch.linspace(float(start), start + (self.n_masks - 1) * (length / self.n_masks),
-                                           self.n_masks, dtype=torch.float64)).long()
+        sizes = torch.round(torch.linspace(float(start), start + (self.score_masks - 1) * (length / self.score_masks),
+                                           self.score_masks, dtype=torch.float64)).long()
         return size_masks(((sizes - 1) % length + 1).numpy(), length, generator)
 
 

@@ -19,15 +19,18 @@ Read more in the :ref:`User Guide <diffusion>`.
 """
 
 import numbers
+from numbers import Integral
 
 import numpy as np
 import torch
 from scipy.stats import binom
 from sklearn.utils import Bunch
 
+from .._validation import Interval, Options, validated
 from ..masks import check_generator, nested_masks, random_orderings
+from ..objectives.vocabulary import renamed_parameter
 from .encoding import encode_texts
-from .outputs import unit_factor
+from .outputs import UNITS, unit_factor
 from .strategies import estimator_strategy
 from .unmasking import special_ids, unmask
 
@@ -152,8 +155,16 @@ def schedule_weights(schedule="linear", n_steps=None):
     return weights
 
 
-def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="linear", n_steps=None,
-                           text_column=None, unit="nats", random_state=None, verbose=0):
+@validated({"score_method": [Options({"sweep", "chain", "uniform"})],
+            "score_masks": [Interval(Integral, 2, None, closed="left")],
+            "n_steps": [None, Interval(Integral, 1, None, closed="left")],
+            "text_column": [None, str],
+            "unit": [Options(set(UNITS))],
+            "random_state": ["random_state"],
+            "verbose": ["verbose"]})
+def masked_diffusion_bound(runner, X, *, score_method="sweep", score_masks=10, schedule="linear", n_steps=None,
+                           text_column=None, unit="nats", random_state=None, verbose=0, method="deprecated",
+                           n_masks="deprecated"):
     """Negative ELBO and perplexity bound of a masked diffusion LM for each text, with standard errors.
 
     ``nelbo = -sum_M c_M S(x; M)`` (``c_M = 1`` in continuous time) and the perplexity bound
@@ -166,11 +177,11 @@ def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="l
         The predictor (its mask id, logits layout and timestep hook) with its tokenizer: a
         fitted scorer's ``runner_``.
     X : list or array of str, pandas Series or DataFrame, datasets.Dataset
-    method : {"sweep", "chain", "uniform"}, default="sweep"
-        ``"sweep"``: ``n_masks`` masks at each size (stratified; needed for ``n_steps``);
-        ``"chain"``: ``n_masks`` random orderings; ``"uniform"``: ``n_masks`` masks of
+    score_method : {"sweep", "chain", "uniform"}, default="sweep"
+        ``"sweep"``: ``score_masks`` masks at each size (stratified; needed for ``n_steps``);
+        ``"chain"``: ``score_masks`` random orderings; ``"uniform"``: ``score_masks`` masks of
         uniformly random sizes (MDLM's and RADD's Monte Carlo estimator, one copy each).
-    n_masks : int >= 2, default=10
+    score_masks : int >= 2, default=10
     schedule : {"linear", "cosine"} or callable, default="linear"
         The noise schedule (:func:`noise_schedule`); it matters only with ``n_steps``.
     n_steps : int or None, default=None
@@ -183,6 +194,8 @@ def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="l
         Seeds the masks, with each text's tokens.
     verbose : int, default=0
         When > 0, a progress bar counts the masked copies.
+    method, n_masks
+        Deprecated since 0.2, removed in 0.3: the old names of ``score_method`` and ``score_masks``.
 
     Returns
     -------
@@ -202,18 +215,15 @@ def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="l
     >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
     ...                     num_attention_heads=2, intermediate_size=32)
     >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, random_state=0).fit()
-    >>> bound = masked_diffusion_bound(scorer.runner_, texts[:2], n_masks=4, random_state=0)
+    >>> bound = masked_diffusion_bound(scorer.runner_, texts[:2], score_masks=4, random_state=0)
     >>> bound.nelbo.shape, bool((bound.perplexity > 1).all())
     ((2,), True)
     """
-    if isinstance(n_masks, bool) or not isinstance(n_masks, numbers.Integral) or n_masks < 2:
-        raise ValueError(f"n_masks must be an integer >= 2 (a standard error needs two draws); got {n_masks!r}.")
-    weights = None if check_n_steps(n_steps) is None else schedule_weights(schedule, n_steps)
+    score_method = renamed_parameter("method", method, "score_method", score_method, "masked_diffusion_bound")
+    score_masks = renamed_parameter("n_masks", n_masks, "score_masks", score_masks, "masked_diffusion_bound")
+    weights = None if n_steps is None else schedule_weights(schedule, n_steps)
     noise_schedule(schedule)  # an unknown schedule is an error even in continuous time
-    unit_factor(unit)  # a unit it does not know is an error before any pass
-    if method not in ("sweep", "chain", "uniform"):
-        raise ValueError(f"method must be 'sweep', 'chain' or 'uniform'; got {method!r}.")
-    strategy = estimator_strategy(method, n_masks, return_std=True, weights=weights)
+    strategy = estimator_strategy(score_method, score_masks, return_std=True, weights=weights)
     encoded = encode_texts(X, runner.tokenizer, runner.max_length, text_column=text_column)
     results = runner.score(encoded, strategy, random_state=random_state, verbose=verbose)
     return bound_from_scores(results[:, 0], results[:, 1], encoded.n_tokens,

@@ -200,7 +200,7 @@ class BudgetedEstimator:
         Examples
         --------
         >>> from skmpt.text.estimation import BudgetedEstimator
-        >>> BudgetedEstimator.strategy("chain", 5, 23).n_masks  # 4 orderings of 5 copies fit in 23
+        >>> BudgetedEstimator.strategy("chain", 5, 23).score_masks  # 4 orderings of 5 copies fit in 23
         4
         """
         probe = estimator_strategy(score_method, 4)
