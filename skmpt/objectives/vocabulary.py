@@ -50,7 +50,8 @@ class MPTEstimator:
         Masked copies (forward passes of one sequence, or conditionals per sample) per draw, for
         ``L`` tokens.
     paired : bool
-        Draws come in antithetic pairs (an ordering and its reverse).
+        The text strategy's draws come in antithetic pairs (an ordering and its reverse): what
+        :class:`skmpt.text.estimation.BudgetedEstimator` reads, through the strategy, to size it.
     arrays : bool
         Offered by the array scorers (:data:`SCORE_METHODS`).
     text : bool
@@ -74,7 +75,7 @@ MPT_ESTIMATORS = {estimator.name: estimator for estimator in (
     MPTEstimator("nested", "one random ordering's nested masks, sizes 1..L, every masked token scored: on arrays "
                  "the sweep over these correlated masks; on text mixed with the chain by chain_weight (default 1, "
                  "the chain) in antithetic pairs, the all-masked copy run once",
-                 "L (arrays); L - 1 per ordering plus 1 (text)", arrays=True),
+                 "L (arrays); L - 1 per ordering plus 1 (text)", paired=True, arrays=True),
     MPTEstimator("chain", "one random ordering, each token predicted given those revealed before it: the chain "
                  "rule, exact for conditionals of one joint", "L", arrays=True),
     MPTEstimator("antithetic", "the chain along an ordering and its reverse; a pair is one draw", "2 L", paired=True),

@@ -933,7 +933,7 @@ class CurveTokenScores(CurveMasks):
             return np.where(counts > 0, totals / np.maximum(counts, 1), np.nan).T
 
 
-def estimator_strategy(score_method, score_masks=None, *, return_std=False, weights=None, method="deprecated",
+def estimator_strategy(score_method=None, score_masks=None, *, return_std=False, weights=None, method="deprecated",
                        n_masks="deprecated"):
     """The strategy of an estimator of ``sum_M c_M S(x; M)`` named by ``score_method``, with ``score_masks`` draws.
 

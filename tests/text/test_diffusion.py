@@ -279,3 +279,12 @@ def test_every_log_probability_output_of_the_scorer_follows_its_unit(joint_score
     np.testing.assert_allclose(np.concatenate(in_bits.token_scores(texts)),
                                np.concatenate(scorer.token_scores(texts)) / np.log(2), rtol=1e-12)
     np.testing.assert_allclose(in_bits.pseudo_perplexity(texts), scorer.pseudo_perplexity(texts), rtol=1e-12)
+
+
+def test_the_bound_takes_its_0_1_names_with_a_future_warning(joint_scorer):
+    runner = joint_scorer[1].runner_
+    new = masked_diffusion_bound(runner, ["a b a b b"], score_method="chain", score_masks=2, random_state=0)
+    with pytest.warns(FutureWarning, match="masked_diffusion_bound: the parameter method was renamed score_method"):
+        with pytest.warns(FutureWarning, match="the parameter n_masks was renamed score_masks"):
+            old = masked_diffusion_bound(runner, ["a b a b b"], method="chain", n_masks=2, random_state=0)
+    np.testing.assert_array_equal(old.nelbo, new.nelbo)

@@ -211,6 +211,13 @@ def test_bad_inputs_are_named_before_any_pass(tiny_bert, tokenizer):
         MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=1)
 
 
+def test_the_estimator_model_argument_is_renamed_score_method(tiny_bert, tokenizer):
+    with pytest.warns(FutureWarning, match="estimator was renamed score_method"):
+        lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, estimator="chain", max_forward_passes=8)
+    assert lm.score_method == "chain"
+    assert lm.loglikelihood([request("a b", " a b a b")])[0].estimator == "chain"
+
+
 def test_a_model_with_no_mask_token_is_refused(tiny_bert):
     from support.tiny_predictors import gpt2_style_tokenizer
 

@@ -142,3 +142,14 @@ def test_least_variance_estimator_falls_back_to_the_named_estimator():
     with pytest.raises(ValueError, match="otherwise"):
         least_variance_estimator(spread, otherwise="auto")
 
+
+
+def test_n_masks_is_renamed_score_masks_with_a_future_warning():
+    from skmpt.text.strategies import CurveMasks, SweepMasks, TimeMasks
+
+    for make in (lambda: SweepMasks(n_masks=3), lambda: TimeMasks(n_masks=3), lambda: BalancedMasks(n_masks=3),
+                 lambda: CurveMasks([0.5], n_masks=3), lambda: NestedMasks(n_masks=4), lambda: ChainMasks(n_masks=3)):
+        with pytest.warns(FutureWarning, match="the parameter n_masks was renamed score_masks"):
+            assert make().score_masks in (3, 4)
+    with pytest.warns(FutureWarning, match="estimator_strategy: the parameter method was renamed score_method"):
+        assert type(estimator_strategy(method="chain", score_masks=2)) is ChainMasks
