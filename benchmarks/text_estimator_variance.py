@@ -13,7 +13,8 @@ the default of the lm-eval model, of ``MLMCurveScorer.conditional_score_samples`
 functions, a pilot of 16 copies or an eighth of the passes and the estimator it chose on
 the rest: ``nested`` for a continuation given a context where the pilot does not choose ``controlled``
 and two antithetic pairs of orderings fit). ``sweep`` at 120 passes is what
-``conditional_score_samples`` ran in skmpt 0.1.0 (the scorer's ``score_method="sweep"``, 10 masks per size). Each title line also says how far balancing positions
+``conditional_score_samples`` ran in skmpt 0.1.0 (the scorer's ``score_method="sweep"``, 10 masks per size).
+Each title line also says how far balancing positions
 within sizes could divide the variance (:func:`balance_bound`).
 Three models:
 

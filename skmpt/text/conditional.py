@@ -112,7 +112,7 @@ def encode_pairs(contexts, continuations, tokenizer, max_length):
 
 
 def _seed(random_state):
-    """The estimator's seed: an int ``random_state`` itself (as the lm-eval model's ``seed``), else one drawn from it."""
+    """The estimator's seed: an int ``random_state`` itself (the lm-eval model's ``seed``), else one drawn from it."""
     if isinstance(random_state, Integral) and not isinstance(random_state, bool) and 0 <= random_state < 2**32:
         return int(random_state)
     return int(check_random_state(random_state).randint(2**32, dtype=np.uint64))

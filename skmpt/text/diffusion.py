@@ -18,15 +18,14 @@ from the model's conditional given those revealed before: the chain of
 Read more in the :ref:`User Guide <diffusion>`.
 """
 
-import numbers
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 import torch
 from scipy.stats import binom
 from sklearn.utils import Bunch
 
-from .._validation import Interval, Options, validated
+from .._validation import Interval, Options, validate_parameters, validated
 from ..masks import check_generator, nested_masks, random_orderings
 from ..objectives.vocabulary import renamed_parameter
 from .encoding import encode_texts
@@ -63,13 +62,13 @@ def noise_schedule(schedule):
     >>> noise_schedule(lambda t: math.cos(math.pi / 2 * t))(np.array([0.0, 1.0])).round(12).tolist()
     [1.0, 0.0]
     """
+    validate_parameters({"schedule": schedule}, {"schedule": [Options({"linear", "cosine"}), "callable"]},
+                        "noise_schedule")
     if callable(schedule):
         return _vectorised(schedule)
     if schedule == "linear":
         return lambda t: 1.0 - np.asarray(t, dtype=np.float64)
-    if schedule == "cosine":
-        return lambda t: 1.0 - np.cos(np.pi / 2 * (1.0 - np.asarray(t, dtype=np.float64)))
-    raise ValueError(f"schedule must be 'linear', 'cosine' or a callable alpha(t); got {schedule!r}.")
+    return lambda t: 1.0 - np.cos(np.pi / 2 * (1.0 - np.asarray(t, dtype=np.float64)))
 
 
 def _vectorised(function):
@@ -97,11 +96,9 @@ def check_n_steps(n_steps):
     >>> check_n_steps(4), check_n_steps(None)
     (4, None)
     """
-    if n_steps is None:
-        return None
-    if isinstance(n_steps, bool) or not isinstance(n_steps, numbers.Integral) or n_steps < 1:
-        raise ValueError(f"n_steps must be a positive integer or None; got {n_steps!r}.")
-    return int(n_steps)
+    validate_parameters({"n_steps": n_steps}, {"n_steps": [None, Interval(Integral, 1, None, closed="left")]},
+                        "schedule_weights")
+    return None if n_steps is None else int(n_steps)
 
 
 def schedule_weights(schedule="linear", n_steps=None):
@@ -253,6 +250,9 @@ def bound_from_scores(scores, std, n_tokens, forward_passes=None, unit="nats"):
                  forward_passes=forward_passes)
 
 
+@validated({"n_texts": [Interval(Integral, 1, None, closed="left")],
+            "length": [Interval(Integral, 1, None, closed="left")],
+            "temperature": [Interval(Real, 0, None, closed="neither")]})
 def sample_any_order(runner, n_texts, length, *, temperature=1.0, random_state=None):
     """Texts drawn by any-order generation: tokens revealed in a random order, each from the model.
 
@@ -292,8 +292,6 @@ def sample_any_order(runner, n_texts, length, *, temperature=1.0, random_state=N
     >>> len(sample_any_order(scorer.runner_, 3, 5, random_state=0))
     3
     """
-    if int(length) < 1 or int(n_texts) < 1 or not temperature > 0:
-        raise ValueError("n_texts and length must be positive integers and temperature positive.")
     generator = check_generator(random_state)
     before, after = special_ids(runner)
     own = torch.arange(len(before), len(before) + length)

@@ -74,9 +74,8 @@ _PARAMETER_CONSTRAINTS = {
 _LEVELS = ("token", "word")
 
 
-def _check_option(value, name, options):
-    if not isinstance(value, str) or value not in options:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}.")
+#: What the options of the scoring methods accept.
+_OPTION_CONSTRAINTS = {"level": [Options(_LEVELS)], "metric": [Options(SingleTokenMasks.METRICS)]}
 
 
 class MLMCurveScorer(TransformerMixin, BaseEstimator):
@@ -467,7 +466,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         -------
         ppl : ndarray of shape (n_texts,)
         """
-        _check_option(level, "level", _LEVELS)
+        validate_parameters({"level": level}, _OPTION_CONSTRAINTS, "MLMCurveScorer.pseudo_perplexity")
         strategy = SingleTokenMasks(metric)
         encoded = self._encode(X, words=level == "word" or metric == "within_word_l2r")
         pll = self._score(X, strategy, encoded=encoded)
@@ -501,8 +500,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         scores : list of ndarray or pandas.DataFrame
             Per text, shape (n_units,), or (n_units, n_rates) with ``curve=True``.
         """
-        _check_option(level, "level", _LEVELS)
-        _check_option(metric, "metric", SingleTokenMasks.METRICS)
+        validate_parameters({"level": level, "metric": metric}, _OPTION_CONSTRAINTS, "MLMCurveScorer.token_scores")
         if curve and metric != "original":
             raise ValueError(f"metric={metric!r} is a variant of the PLL; the curve's token scores take no metric.")
         output = getattr(self, "_sklearn_output_config", {}).get("transform")  # what set_output chose

@@ -37,10 +37,12 @@ what an adaptive budget or a paired comparison of two texts reads.
 
 import abc
 import math
+from numbers import Integral
 
 import numpy as np
 import torch
 
+from .._validation import Interval, Options, validate_parameters
 from ..masks import mask_size_for_rate, masks_of_sizes, nested_masks, random_orderings
 from ..objectives import mean_over_masks
 from ..objectives.vocabulary import MPT_ESTIMATORS, renamed_parameter
@@ -123,10 +125,9 @@ def _within_word_l2r_masks(word_ids):
     return same_word & right, torch.eye(length, dtype=torch.bool)
 
 
-def _check_draws(score_masks, return_std, what="score_masks"):
+def _check_draws(score_masks, return_std, owner, what="score_masks"):
     """Draws per text: a positive integer, at least 2 for a standard error."""
-    if isinstance(score_masks, bool) or not isinstance(score_masks, (int, np.integer)) or score_masks < 1:
-        raise ValueError(f"{what} must be a positive integer; got {score_masks!r}.")
+    validate_parameters({what: score_masks}, {what: [Interval(Integral, 1, None, closed="left")]}, owner)
     if return_std and score_masks < 2:
         raise ValueError(f"{what}={score_masks}: a standard error needs at least 2 masks per size, orderings or masks.")
     return int(score_masks)
@@ -135,7 +136,7 @@ def _check_draws(score_masks, return_std, what="score_masks"):
 def _draws_of(score_masks, n_masks, return_std, owner):
     """``score_masks`` (or its 0.1.0 name ``n_masks``, with a FutureWarning) checked as ``_check_draws`` does."""
     return _check_draws(renamed_parameter("n_masks", n_masks, "score_masks", score_masks, owner, stacklevel=4),
-                        return_std, "score_masks")
+                        return_std, owner)
 
 
 def _with_std(value, std, return_std):
@@ -636,8 +637,8 @@ def least_variance_estimator(variances, balance_gain=4.0, otherwise="balanced"):
     >>> least_variance_estimator({"terms": 1.0, "controlled": 0.8}, otherwise="nested")
     'nested'
     """
-    if otherwise not in ESTIMATOR_METHODS:
-        raise ValueError(f"otherwise must be one of {', '.join(map(repr, ESTIMATOR_METHODS))}; got {otherwise!r}.")
+    validate_parameters({"otherwise": otherwise}, {"otherwise": [Options(ESTIMATOR_METHODS)]},
+                        "least_variance_estimator")
     return "controlled" if variances["controlled"] * balance_gain < variances["terms"] else otherwise
 
 
@@ -823,7 +824,7 @@ class ExhaustiveMasks(ScoringStrategy):
     """
 
     def __init__(self, max_tokens=12, return_std=False):
-        self.max_tokens = _check_draws(max_tokens, False, "max_tokens")
+        self.max_tokens = _check_draws(max_tokens, False, "ExhaustiveMasks", "max_tokens")
         self.return_std = return_std
 
     def n_copies(self, length, word_ids=None):
@@ -873,8 +874,7 @@ class SingleTokenMasks(ScoringStrategy):
     METRICS = ("original", "within_word_l2r")
 
     def __init__(self, metric="original"):
-        if metric not in self.METRICS:
-            raise ValueError(f"metric must be one of {', '.join(map(repr, self.METRICS))}; got {metric!r}.")
+        validate_parameters({"metric": metric}, {"metric": [Options(self.METRICS)]}, type(self).__name__)
         self.metric = metric
         self.needs_words = metric == "within_word_l2r"
 
@@ -965,9 +965,8 @@ def estimator_strategy(score_method=None, score_masks=None, *, return_std=False,
     """
     score_method = renamed_parameter("method", method, "score_method", score_method, "estimator_strategy")
     score_masks = renamed_parameter("n_masks", n_masks, "score_masks", score_masks, "estimator_strategy")
-    if score_method not in ESTIMATOR_METHODS:
-        raise ValueError(f"score_method must be one of {', '.join(map(repr, ESTIMATOR_METHODS))}; "
-                         f"got {score_method!r}.")
+    validate_parameters({"score_method": score_method}, {"score_method": [Options(ESTIMATOR_METHODS)]},
+                        "estimator_strategy")
     if weights is not None and score_method != "sweep":
         raise ValueError("The schedule's weights (n_steps) need score_method='sweep', the estimator of every "
                          "S(x; M).")

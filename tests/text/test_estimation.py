@@ -1,4 +1,4 @@
-"""The budgeted estimator: exact where it fits, within its budget, one engine for lm-eval, the scorer and the functions."""
+"""The budgeted estimator: exact where it fits, within its budget, one engine for lm-eval, the scorer, the functions."""
 
 import os
 import subprocess

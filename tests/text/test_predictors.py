@@ -29,9 +29,9 @@ def test_every_strategy_declares_the_protocol():
 
 @pytest.mark.parametrize("make, message", [
     (lambda: strategies.SweepMasks(1, return_std=True), "a standard error needs at least 2"),
-    (lambda: strategies.ChainMasks(2.5), "score_masks must be a positive integer; got 2.5"),
-    (lambda: strategies.UniformSizeMasks(True), "score_masks must be a positive integer; got True"),
-    (lambda: strategies.SingleTokenMasks("l2r"), "metric must be one of 'original', 'within_word_l2r'"),
+    (lambda: strategies.ChainMasks(2.5), "'score_masks' parameter of ChainMasks must be an int in .* got 2.5"),
+    (lambda: strategies.UniformSizeMasks(True), "'score_masks' parameter of UniformSizeMasks must be an int .* True"),
+    (lambda: strategies.SingleTokenMasks("l2r"), "'metric' parameter of SingleTokenMasks must be .*'within_word_l2r'"),
 ])
 def test_strategy_options_are_checked(make, message):
     with pytest.raises(ValueError, match=message):
