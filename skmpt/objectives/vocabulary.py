@@ -10,13 +10,13 @@ strategies (:func:`skmpt.text.strategies.estimator_strategy`) those marked ``tex
 
 The parameters that name a choice or a cost mean one thing everywhere:
 
-====================  ==========================================================================
-``score_method``      which MPT estimator scores (a name of :data:`MPT_ESTIMATORS`, or ``"auto"``)
-``score_masks``       Monte Carlo draws of that estimator: masks per size (sweep), orderings
-                      (chain, nested), masks (uniform and its variants)
-``n_masks``           training masks per sample (the array estimators, text training) only
-``max_forward_passes``  a budget of masked copies (forward passes) per text or request
-====================  ==========================================================================
+========================  ==========================================================================
+``score_method``          which MPT estimator scores (a name of :data:`MPT_ESTIMATORS`, or ``"auto"``)
+``score_masks``           Monte Carlo draws of that estimator: masks per size (sweep), orderings
+                          (chain, nested), masks (uniform and its variants)
+``n_masks``               training masks per sample (the array estimators, text training) only
+``max_forward_passes``    a budget of masked copies (forward passes) per text or request
+========================  ==========================================================================
 
 Names of skmpt 0.1.0 that meant something else (``method``, ``n_masks`` for scoring draws, the
 lm-eval model's ``estimator``) still work for one release with a ``FutureWarning``

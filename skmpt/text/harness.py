@@ -175,8 +175,9 @@ class MaskedLMHarness(LM):
         ``"antiberty"`` (:func:`~skmpt.text.load_antiberty`), a directory, a hub name or an object,
         as :func:`~skmpt.text.load_masked_lm` takes.
     tokenizer : str, path, tokenizer or None, default=None
-    estimator : str, default="auto"
-        The Monte Carlo estimator for a continuation whose masks are too many to enumerate
+    score_method : str, default="auto"
+        The Monte Carlo estimator of :class:`~skmpt.text.estimation.BudgetedEstimator` (which
+        this model calls for every request) for a continuation whose masks are too many to enumerate
         (:func:`~skmpt.text.strategies.estimator_strategy`). ``"auto"`` chooses per request (per
         question for the choices of one question, so that they keep sharing random numbers): a
         pilot of ``pilot_passes`` copies (those of ``"controlled"``; at most an eighth of
@@ -240,6 +241,8 @@ class MaskedLMHarness(LM):
         Pass each copy's masking rate to the model's forward as this keyword.
     seed : int, default=0
         Seeds the masks, with each request's text: a request's result does not depend on the batch or process.
+    estimator : str
+        Deprecated since 0.2, removed in 0.3: the old name of ``score_method``.
 
     Examples
     --------
