@@ -42,7 +42,7 @@ def main(argv=None):
             with torch.no_grad():
                 runs = torch.stack(
                     [
-                        cumulative_score(module, X, method=method, score_masks=score_masks, random_state=seed)
+                        cumulative_score(module, X, score_method=method, score_masks=score_masks, random_state=seed)
                         for seed in range(args.repeats)
                     ]
                 )

@@ -32,12 +32,12 @@ def main():
     X = torch.randn(n, D, generator=g, dtype=torch.float64) + mean
     fast, slow = FactorAnalysisModule(W, mean, psi), PerMaskFactorAnalysis(W, mean, psi)
     with torch.no_grad():
-        a = objectives.cumulative_score(fast, X, method="exhaustive")
-        b = objectives.cumulative_score(slow, X, method="exhaustive")
+        a = objectives.cumulative_score(fast, X, score_method="exhaustive")
+        b = objectives.cumulative_score(slow, X, score_method="exhaustive")
         per_mask, quadratic = interleaved_minimum(
             [
-                lambda: objectives.cumulative_score(slow, X, method="exhaustive"),
-                lambda: objectives.cumulative_score(fast, X, method="exhaustive"),
+                lambda: objectives.cumulative_score(slow, X, score_method="exhaustive"),
+                lambda: objectives.cumulative_score(fast, X, score_method="exhaustive"),
             ],
             repeats=3,
         )

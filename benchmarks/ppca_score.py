@@ -103,7 +103,7 @@ def main(argv=None):
         with torch.no_grad():
 
             def score(m, X=X, per_size=per_size):
-                return cumulative_score(m, X, method="sweep", score_masks=per_size, random_state=0)
+                return cumulative_score(m, X, score_method="sweep", score_masks=per_size, random_state=0)
 
             def matmul(a=a, b=b):
                 return a @ b

@@ -8,9 +8,13 @@ copies the lm-eval backend runs) is then repeated with ``--runs`` seeds at a bud
 the enumeration's. The table gives, per estimator, the mean, the variance, the passes it used and
 LLaDA's variance per pass over its own (``stratified`` is LLaDA's count-stratified estimator,
 here with sizes rounded down; ``llada_round`` is LLaDA's own rounding, halves to even; ``auto``
-is the lm-eval model's default, a pilot of 16 copies or an eighth of the passes and the estimator it chose on
+is the budgeted estimator itself (:class:`skmpt.text.estimation.BudgetedEstimator`, run over the table):
+the default of the lm-eval model, of ``MLMCurveScorer.conditional_score_samples`` and of the conditional
+functions, a pilot of 16 copies or an eighth of the passes and the estimator it chose on
 the rest: ``nested`` for a continuation given a context where the pilot does not choose ``controlled``
-and two antithetic pairs of orderings fit). Each title line also says how far balancing positions
+and two antithetic pairs of orderings fit). ``sweep`` at 120 passes is what
+``conditional_score_samples`` ran in skmpt 0.1.0 (the scorer's ``score_method="sweep"``, 10 masks per size).
+Each title line also says how far balancing positions
 within sizes could divide the variance (:func:`balance_bound`).
 Three models:
 
@@ -40,22 +44,13 @@ import numpy as np
 import torch
 
 from skmpt.testing import TabularJoint
-from skmpt.text import MaskedLMRunner, encode_pairs, encode_texts, load_masked_lm
-from skmpt.text.strategies import (
-    ESTIMATOR_METHODS,
-    ControlledMasks,
-    ExhaustiveMasks,
-    NestedMasks,
-    StratifiedSizeMasks,
-    least_variance_estimator,
-    pilot_variances,
-    size_masks,
-)
+from skmpt.masks import masks_of_sizes
+from skmpt.text import EncodedTexts, MaskedLMRunner, encode_pairs, encode_texts, load_masked_lm
+from skmpt.text.estimation import BudgetedEstimator
+from skmpt.text.strategies import ESTIMATOR_METHODS, ExhaustiveMasks, NestedMasks, StratifiedSizeMasks
 
 ESTIMATORS = ("llada_round", "stratified", "uniform", "low_discrepancy", "time", "sweep", "chain", "nested",
               "controlled", "antithetic", "balanced", "auto")
-#: Copies of the pilot of ``auto`` (the lm-eval model's default), out of the same passes: at most an eighth.
-PILOT = 16
 VH = "EVQLVESGGGLVQPGGSLRLSCAASGFTFSSYAMSWVRQAPGKGLEWVSAISGSGGSTYYADSVKGRFTISRDNSKNTLYLQMNSLRAEDTAVYYCAK"
 #: AntiBERTy's chains (``--chains``): each chain and its 12-residue window, scored given the residues before it.
 #: ``vh`` (a germline VH3-23 chain's last 12 residues) is the table ``NestedMasks``' chain weight was first tuned on;
@@ -76,21 +71,24 @@ class LLaDARounding(StratifiedSizeMasks):
 
     def copies(self, length, generator, word_ids=None):
         start = int(torch.randint(1, length + 1, (), generator=generator))
-        sizes = torch.round(torch.linspace(float(start), start + (self.n_masks - 1) * (length / self.n_masks),
-                                           self.n_masks, dtype=torch.float64)).long()
-        return size_masks(((sizes - 1) % length + 1).numpy(), length, generator)
+        sizes = torch.round(torch.linspace(float(start), start + (self.score_masks - 1) * (length / self.score_masks),
+                                           self.score_masks, dtype=torch.float64)).long()
+        masked = masks_of_sizes(((sizes - 1) % length + 1).numpy(), length, random_state=generator)
+        return masked, masked
 
 
 def strategy(name, length, passes):
     """The estimator ``name`` at ``passes`` forward passes for ``length`` tokens (at least two draws).
 
+    A registered name is sized as the budgeted estimator sizes it (:meth:`BudgetedEstimator.strategy`);
     ``nested@w`` is ``nested`` with ``chain_weight=w``.
     """
-    base, _, weight = name.partition("@")
-    factory = LLaDARounding if name == "llada_round" else ESTIMATOR_METHODS[base]
-    if weight:
-        factory = functools.partial(NestedMasks, chain_weight=float(weight))
-    step = 2 if base in ("antithetic", "nested") else 1  # orderings in pairs
+    if name in ESTIMATOR_METHODS:
+        return BudgetedEstimator.strategy(name, length, passes)
+    factory = LLaDARounding
+    if name.startswith("nested@"):
+        factory = functools.partial(NestedMasks, chain_weight=float(name.partition("@")[2]))
+    step = 2 if factory(4).paired else 1  # orderings in pairs
     per_copy = max(1, factory(2).n_copies(length) // 2)
     count = max(2, passes // per_copy // step * step)
     while count > 2 and factory(count).n_copies(length) > passes:  # nested: the all-masked copy once more
@@ -111,33 +109,41 @@ def lookup(table, masked, targets):
     return np.where(targets.numpy(), table[np.maximum(codes, 1) - 1], np.nan)
 
 
+class TableRunner:
+    """A runner whose forward passes are read from a mask table: what the budgeted estimator runs on here."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def run_copies(self, encoded, copies, *, per_target=False, progress=None):
+        values = [lookup(self.table, masked, targets) for masked, targets in copies]
+        return values if per_target else [np.nansum(value, 1) for value in values]
+
+
 def simulate(table, name, passes, runs, given=False):
     """Mean, variance and passes of the estimator ``name`` over ``runs`` seeds, its copies read from ``table``.
 
-    ``auto`` is the lm-eval model's default: a pilot of ``min(PILOT, passes // 8)`` controlled copies chooses
-    (:func:`least_variance_estimator`; ``"nested"`` rather than ``"balanced"`` for a continuation
-    ``given`` a context when two antithetic pairs fit) and the chosen estimator runs on the passes
-    left; the estimate is the chosen estimator's, the passes count the pilot's.
+    ``auto`` is the budgeted estimator (:class:`BudgetedEstimator`) at ``passes`` forward passes with its
+    defaults, the pilot's passes counted; the others are each strategy at ``passes`` copies.
     """
     length = table.shape[1]
     estimates, spent = [], []
+    encoded = EncodedTexts([torch.zeros(length + 2, dtype=torch.long)], [torch.arange(1, length + 1)])
     for seed in range(runs):
-        generator = torch.Generator().manual_seed(seed)
-        method, pilot = name, 0
         if name == "auto":
-            pilot = min(PILOT, passes // 8)
-            masked, targets = ControlledMasks(pilot).copies(length, generator)
-            values = lookup(table, masked, targets)
-            nested = given and ESTIMATOR_METHODS["nested"](4).n_copies(length) <= passes - pilot
-            method = least_variance_estimator(pilot_variances(masked, values),
-                                              otherwise="nested" if nested else "balanced")
-        chosen = strategy(method, length, passes - pilot)
+            estimator = BudgetedEstimator(TableRunner(table), max_forward_passes=passes, seed=seed)
+            estimate = estimator.estimate(encoded, ["table"], given={0} if given else set())[0]
+            estimates.append(estimate.log_likelihood)
+            spent.append(estimate.forward_passes)
+            continue
+        generator = torch.Generator().manual_seed(seed)
+        chosen = strategy(name, length, passes)
         masked, targets = chosen.copies(length, generator)
         values = lookup(table, masked, targets)
         if not chosen.per_target:
             values = np.nansum(values, 1)  # each copy's summed target log-probabilities (0 for an empty mask)
         estimates.append(chosen.draws(masked, values).mean())
-        spent.append(pilot + chosen.n_copies(length))
+        spent.append(chosen.n_copies(length))
     estimates = np.array(estimates)
     return estimates.mean(), estimates.var(ddof=1), int(np.mean(spent))
 

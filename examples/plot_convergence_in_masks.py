@@ -59,7 +59,7 @@ def main(argv=None):
     masks_per_size = [1, 2, 5, 10, 20, 50, 100]
 
     def sweep(module, X, P, seed):
-        return cumulative_score(module, X, method="sweep", score_masks=P, random_state=seed)
+        return cumulative_score(module, X, score_method="sweep", score_masks=P, random_state=seed)
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for ax, D in zip(axes[:2], (5, 50), strict=True):

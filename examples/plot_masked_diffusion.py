@@ -60,7 +60,8 @@ def main(argv=None):
 
     bounds = {}
     for label, scorer in (("random init.", before), ("trained", after)):
-        bound = masked_diffusion_bound(scorer.runner_, test, method="chain", n_masks=args.orderings, random_state=0)
+        bound = masked_diffusion_bound(scorer.runner_, test, score_method="chain", score_masks=args.orderings,
+                                       random_state=0)
         bounds[label] = bound
         print(f"{label:<13} standard error of NELBO per sentence: median {np.median(bound.nelbo_std):.3f} nats")
         print(f"{label:<13} perplexity bound on {len(test)} held-out sentences: "

@@ -39,7 +39,7 @@ def _limit(text):
 def add_arguments(parser):
     add = parser.add_argument
     add("--model_args", default="pretrained=antiberty",
-        help="the model's options, 'key=value,...' (pretrained, estimator, max_forward_passes, dtype, device, ...)")
+        help="the model's options, 'key=value,...' (pretrained, score_method, max_forward_passes, dtype, device, ...)")
     add("--tasks", required=True, help="comma-separated task names")
     add("--include_path", default=None, help="a folder of local task YAML files")
     add("--output_path", default=None, help="folder (or .json file) for lm-eval's results")

@@ -875,7 +875,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         # same masks (and a stochastic model with the same noise), so scores are reproducible
         # and comparable across estimators.
         params = self.params_
-        return {"method": params["score_method"], "score_masks": params["score_masks"],
+        return {"score_method": params["score_method"], "score_masks": params["score_masks"],
                 "random_state": params["random_state"]}
 
     def _noise_generator(self):

@@ -48,7 +48,7 @@ scikit-learn.
 """
 
 from .curves import curve_area, mean_over_masks
-from .scoring import SCORE_METHODS, cumulative_score, fixed_rate_bias, mpt_curve, score_at_size
+from .scoring import cumulative_score, fixed_rate_bias, mpt_curve, score_at_size
 from .training import (
     OBJECTIVES,
     Moments,
@@ -59,8 +59,11 @@ from .training import (
     moment_mpt_objective,
     mpt_objective,
 )
+from .vocabulary import MPT_ESTIMATORS, SCORE_METHODS, MPTEstimator, renamed_parameter
 
 __all__ = [
+    "MPT_ESTIMATORS",
+    "MPTEstimator",
     "OBJECTIVES",
     "Moments",
     "SCORE_METHODS",
@@ -75,5 +78,6 @@ __all__ = [
     "moment_mpt_objective",
     "mpt_curve",
     "mpt_objective",
+    "renamed_parameter",
     "score_at_size",
 ]

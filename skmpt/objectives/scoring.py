@@ -14,6 +14,7 @@ from .._validation import check_positive_int
 from ..masks import all_masks, mask_size_for_rate, masks_of_sizes, nested_masks, random_orderings
 from ..models import as_masked_model, has_own_chain, has_own_weighted_sum, reference_chain_log_prob
 from .training import check_output, log_marginal, masked_log_prob_sum, noise_generator
+from .vocabulary import SCORE_METHODS, renamed_parameter
 
 __all__ = [
     "MASK_BLOCK",
@@ -25,8 +26,6 @@ __all__ = [
     "score_at_size",
 ]
 
-#: Estimators of the MPT curve and of its sum; see :func:`mpt_curve`.
-SCORE_METHODS = ("exhaustive", "sweep", "nested", "chain")
 
 #: Random masks are drawn this many at a time (orderings: this many masks' worth). A count of
 #: masks, not a memory budget: the blocks do not depend on the number of samples or on the
@@ -253,16 +252,16 @@ def _chain_total(model, X, n_orderings, generator, observed):
     return total / n_orderings
 
 
-def mask_plan(model, X, method, score_masks, random_state, pattern=None):
+def mask_plan(model, X, score_method, score_masks, random_state, pattern=None):
     """The masks of a non-chain estimator: blocks of shared masks, how many masks of each size
     they hold (shape ``(D,)``, or ``(k,)`` for a ``pattern`` of ``k`` observed features, among
     which the masks then lie), and the generator of a stochastic model's noise (or None)."""
     if pattern is not None:
         features = torch.nonzero(pattern).flatten()
-        blocks, counts, model_generator = mask_plan(model, X[:, features], method, score_masks, random_state)
+        blocks, counts, model_generator = mask_plan(model, X[:, features], score_method, score_masks, random_state)
         return _embed(blocks, features, X.shape[1]), counts, model_generator
     n_features = X.shape[1]
-    if method == "exhaustive":
+    if score_method == "exhaustive":
         counts = [math.comb(n_features, m) for m in range(1, n_features + 1)]
         model_generator = noise_generator(model, check_generator(random_state)) if model.stochastic else None
         blocks = all_masks(n_features, device=X.device).split(MASK_BLOCK)
@@ -270,7 +269,7 @@ def mask_plan(model, X, method, score_masks, random_state, pattern=None):
     generator = check_generator(random_state)
     model_generator = noise_generator(model, generator)
     counts = torch.full((n_features,), score_masks, dtype=X.dtype, device=X.device)
-    if method == "sweep":
+    if score_method == "sweep":
         sizes = torch.arange(1, n_features + 1).repeat_interleave(score_masks)
         blocks = _random_mask_blocks(sizes, n_features, generator, X.device)
     else:
@@ -283,13 +282,14 @@ def mask_plan(model, X, method, score_masks, random_state, pattern=None):
 
 def _check_method(method, X, score_masks):
     if method not in SCORE_METHODS:
-        raise ValueError(f"method must be one of {SCORE_METHODS}; got {method!r}.")
+        raise ValueError(f"score_method must be one of {SCORE_METHODS}; got {method!r}.")
     if X.ndim != 2 or X.shape[1] < 1:
         raise ValueError(f"X must be a 2-D tensor with at least one feature; got shape {tuple(X.shape)}.")
     return 1 if method == "exhaustive" else check_positive_int(score_masks, "score_masks")
 
 
-def mpt_curve(model, X, *, method="sweep", score_masks=100, random_state=None, observed=None):
+def mpt_curve(model, X, *, score_method="sweep", score_masks=100, random_state=None, observed=None,
+              method="deprecated"):
     """The MPT curve: ``S(x; M)`` for every mask size ``M = 1..D``, per sample.
 
     Plotted against the masking rate ``M / D`` this is the paper's MPT curve; its sum
@@ -300,7 +300,9 @@ def mpt_curve(model, X, *, method="sweep", score_masks=100, random_state=None, o
     model : MaskedModel or object
         See the module docstring.
     X : torch.Tensor of shape (n_samples, n_features)
-    method : {"exhaustive", "sweep", "nested", "chain"}, default="sweep"
+    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="sweep"
+        The estimators of :data:`~skmpt.objectives.SCORE_METHODS`:
+
         - ``"exhaustive"``: every one of the ``2**D - 1`` masks; exact, for
           ``D <= MAX_EXHAUSTIVE_FEATURES`` only. ``score_masks`` is not used.
         - ``"sweep"``: the paper's estimator, ``score_masks`` uniformly random masks of every size
@@ -323,6 +325,8 @@ def mpt_curve(model, X, *, method="sweep", score_masks=100, random_state=None, o
         with masks among its observed entries (rows sharing a pattern share the masks); its
         curve is ``S_o(x; M)`` for ``M = 1..k`` and zero after. A sample with nothing
         observed has a curve of zeros.
+    method : str
+        Deprecated since 0.2, removed in 0.3: the old name of ``score_method``.
 
     Returns
     -------
@@ -336,10 +340,11 @@ def mpt_curve(model, X, *, method="sweep", score_masks=100, random_state=None, o
     >>> from skmpt.testing import TabularJoint
     >>> joint = TabularJoint.random(3, random_state=0)
     >>> X = torch.tensor([[0.0, 1.0, 1.0]], dtype=torch.float64)
-    >>> curve = mpt_curve(joint, X, method="exhaustive")
+    >>> curve = mpt_curve(joint, X, score_method="exhaustive")
     >>> bool(torch.allclose(curve.sum(-1), joint.log_marginal(X)))
     True
     """
+    method = renamed_parameter("method", method, "score_method", score_method, "mpt_curve")
     model = as_masked_model(model)
     score_masks = _check_method(method, X, score_masks)
     _check_observed(observed, X)
@@ -357,7 +362,8 @@ def mpt_curve(model, X, *, method="sweep", score_masks=100, random_state=None, o
     return _by_pattern(curve, X, observed)
 
 
-def cumulative_score(model, X, *, method="sweep", score_masks=100, random_state=None, observed=None):
+def cumulative_score(model, X, *, score_method="sweep", score_masks=100, random_state=None, observed=None,
+                     method="deprecated"):
     """The cumulative MPT estimate of the log-marginal likelihood, ``sum_M S(x; M)``.
 
     Parameters are those of :func:`mpt_curve`; with ``observed``, the estimate of
@@ -374,10 +380,11 @@ def cumulative_score(model, X, *, method="sweep", score_masks=100, random_state=
     >>> from skmpt.testing import TabularJoint
     >>> joint = TabularJoint.random(4, random_state=0)
     >>> X = torch.tensor([[0.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
-    >>> chain = cumulative_score(joint, X, method="chain", score_masks=1, random_state=0)
+    >>> chain = cumulative_score(joint, X, score_method="chain", score_masks=1, random_state=0)
     >>> bool(torch.allclose(chain, joint.log_marginal(X)))
     True
     """
+    method = renamed_parameter("method", method, "score_method", score_method, "cumulative_score")
     model = as_masked_model(model)
     score_masks = _check_method(method, X, score_masks)
     _check_observed(observed, X)

@@ -87,7 +87,7 @@ def check_mpt_identity(model, X, *, method="exhaustive", score_masks=100, log_ma
     """
     module, tensor = as_model_and_tensor(model, X)
     with torch.no_grad():
-        cumulative = cumulative_score(module, tensor, method=method, score_masks=score_masks, random_state=random_state)
+        cumulative = cumulative_score(module, tensor, score_method=method, score_masks=score_masks, random_state=random_state)
         reference = module.log_marginal(tensor) if log_marginal is None else log_marginal
     cumulative = cumulative.detach().to("cpu", torch.float64).numpy()
     if isinstance(reference, torch.Tensor):

@@ -19,6 +19,14 @@ Three seams, as the array side's model contract (:mod:`skmpt.models`):
   within the memory budget, calls the predictor, gathers the target log-probabilities and
   shares the texts out over processes.
 
+Above them, the **budgeted estimator** (:class:`~skmpt.text.estimation.BudgetedEstimator`,
+:mod:`~skmpt.text.estimation`) spends a budget of forward passes on ``log p(continuation |
+context)``: exact where the masks can be enumerated, else the estimator named or chosen by a
+pilot, with common random numbers across a question's choices and an adaptive stop. The lm-eval
+model, the scorer's conditional scores and the conditional functions all call it. One unmasking
+loop (:func:`~skmpt.text.unmasking.unmask`) serves the greedy check, generation and any-order
+sampling.
+
 Conditional scores (:func:`conditional_log_likelihood`), diffusion bounds and sampling
 (:func:`masked_diffusion_bound`, :func:`sample_any_order`) and per-token and per-word tables
 (:func:`scores_table`, :func:`word_sums`) are functions of a runner, encoded texts and a

@@ -3,15 +3,20 @@
 The context's tokens stay visible; masks fall only among the continuation's ``L`` tokens, for
 which the MPT identity holds: ``sum_{M=1..L} S(continuation | context; M)``, with ``S`` the
 curve over masks of the continuation's tokens, is ``log p(continuation | context)`` for a model
-whose conditionals come from one joint. Four estimators (:mod:`skmpt.text.strategies`):
+whose conditionals come from one joint. Every function here calls the one budgeted estimator
+(:class:`~skmpt.text.estimation.BudgetedEstimator`, the lm-eval model's too): exact by
+enumeration where the ``2**L - 1`` masks fit ``max_forward_passes``, else the estimator
+``score_method`` names (:mod:`skmpt.text.strategies`; ``"auto"`` lets a pilot choose), the
+choices of one question sharing their random numbers:
 
 - ``"chain"``: random orderings of the continuation's tokens, each predicted given the context
   and the tokens revealed before it (``L`` copies per ordering; exact, zero spread, for a joint);
-- ``"uniform"``: LLaDA's protocol (Nie et al. 2025): masks of uniformly random sizes over the
-  answer, prompt always visible, each worth ``(L / M) sum_masked log p`` (one copy each);
+- ``"uniform"``, ``"stratified"``: LLaDA's protocol (Nie et al. 2025): masks of uniformly
+  random sizes over the answer, prompt always visible, each worth ``(L / M) sum_masked log p``;
 - ``"sweep"``: masks at every size (``L`` copies per round);
+- ``"nested"``, ``"balanced"``, ``"controlled"``, ...: see :func:`~skmpt.text.strategies.estimator_strategy`;
 - ``"exhaustive"``: every mask of the continuation's tokens (``2**L - 1`` copies): the exact
-  expectation of the other three, with no Monte Carlo error, for short continuations.
+  expectation of the others, with no Monte Carlo error, for short continuations.
 
 :func:`compare_conditional_estimators` runs them side by side and reports the forward passes
 (masked copies) each needs for a given standard error. Texts are joined as
@@ -20,17 +25,33 @@ a token that straddles the join, an empty context or continuation, or a pair lon
 ``max_length`` is a ``ValueError`` naming the pair.
 """
 
+from numbers import Integral, Real
+
 import numpy as np
 from sklearn.utils import Bunch
+from sklearn.utils.validation import check_random_state
 
+from .._validation import Interval, Options, validated
+from ..objectives.vocabulary import renamed_parameter
 from .encoding import EncodedTexts, check_max_length, encode_texts, texts_of
-from .outputs import unit_factor
-from .strategies import estimator_strategy
+from .estimation import BudgetedEstimator, pair_keys
+from .outputs import UNITS, unit_factor
+from .strategies import ESTIMATOR_METHODS
 
 __all__ = ["compare_conditional_estimators", "conditional_log_likelihood", "encode_pairs", "multiple_choice"]
 
-#: Draws per text when ``n_masks`` is not given.
-DEFAULT_N_MASKS = 10
+#: What the parameters shared by the conditional functions accept.
+_CONSTRAINTS = {
+    "score_method": [Options({"auto", *ESTIMATOR_METHODS})],
+    "score_masks": [None, Interval(Integral, 2, None, closed="left")],
+    "max_forward_passes": [Interval(Integral, 2, None, closed="left")],
+    "adaptive": ["boolean"],
+    "unit": [Options(set(UNITS))],
+    "random_state": [None, Interval(Integral, 0, 2**32 - 1, closed="both"), np.random.RandomState],
+    "verbose": ["verbose"],
+    "target_std": [Interval(Real, 0, None, closed="neither")],
+    "score_methods": [tuple, list],
+}
 
 
 def encode_pairs(contexts, continuations, tokenizer, max_length):
@@ -90,9 +111,33 @@ def encode_pairs(contexts, continuations, tokenizer, max_length):
     return EncodedTexts(encoded.input_ids, positions)
 
 
-def conditional_log_likelihood(runner, contexts, continuations, *, method="chain", n_masks=DEFAULT_N_MASKS,
-                               unit="nats", random_state=None, verbose=0):
-    """``log p(continuation | context)`` per pair, with its standard error.
+def _seed(random_state):
+    """The estimator's seed: an int ``random_state`` itself (the lm-eval model's ``seed``), else one drawn from it."""
+    if isinstance(random_state, Integral) and not isinstance(random_state, bool) and 0 <= random_state < 2**32:
+        return int(random_state)
+    return int(check_random_state(random_state).randint(2**32, dtype=np.uint64))
+
+
+def _estimates(runner, contexts, continuations, questions, *, score_method, score_masks, max_forward_passes,
+               random_state, adaptive=True, exact=True, verbose=0):
+    """The pairs encoded and their :class:`~skmpt.text.estimation.Estimate` objects."""
+    estimator = BudgetedEstimator(runner, score_method=score_method, score_masks=score_masks,
+                                  max_forward_passes=max_forward_passes, adaptive=adaptive, exact=exact,
+                                  seed=_seed(random_state), verbose=verbose)
+    encoded = encode_pairs(contexts, continuations, runner.tokenizer, runner.max_length)
+    groups, keys = pair_keys(texts_of(contexts), texts_of(continuations), questions)
+    return encoded, estimator.estimate(encoded, keys, groups=groups)
+
+
+@validated(_CONSTRAINTS)
+def conditional_log_likelihood(runner, contexts, continuations, *, score_method="auto", score_masks=None,
+                               max_forward_passes=128, unit="nats", random_state=None, verbose=0,
+                               method="deprecated", n_masks="deprecated"):
+    """``log p(continuation | context)`` per pair, with its standard error and the forward passes spent.
+
+    Exact where the continuation's ``2**L - 1`` masks fit the budget; else a Monte Carlo
+    estimate (:class:`~skmpt.text.estimation.BudgetedEstimator`, the lm-eval model's estimator:
+    same seed and budget, same numbers).
 
     Parameters
     ----------
@@ -101,22 +146,30 @@ def conditional_log_likelihood(runner, contexts, continuations, *, method="chain
         :func:`~skmpt.text.load_masked_lm`).
     contexts, continuations : sequences of str of the same length
         Joined as ``context + continuation``.
-    method : {"chain", "uniform", "sweep", "exhaustive"}, default="chain"
-        ``"uniform"`` is LLaDA's protocol; ``"exhaustive"`` is exact (``2**L - 1`` copies).
-    n_masks : int >= 2, default=10
-        Orderings (chain), masks (uniform) or masks per size (sweep); unused by ``"exhaustive"``.
+    score_method : str, default="auto"
+        ``"auto"`` (a pilot chooses per pair), an estimator of
+        :func:`~skmpt.text.strategies.estimator_strategy` (``"uniform"`` and ``"stratified"`` are
+        LLaDA's protocol) or ``"exhaustive"`` (exact, at most 12 tokens).
+    score_masks : int >= 2 or None, default=None
+        Draws of a named ``score_method`` (orderings, masks, masks per size) instead of the
+        budget ``max_forward_passes``.
+    max_forward_passes : int >= 2, default=128
+        Masked copies per pair at most.
     unit : {"nats", "bits"}, default="nats"
         The unit of ``log_likelihood`` and ``std``.
     random_state : int, RandomState instance or None, default=None
-        Seeds the masks, with each pair's tokens.
+        Seeds the masks, with each pair's text; an int is the lm-eval model's ``seed``.
     verbose : int, default=0
         When > 0, a progress bar counts the masked copies.
+    method, n_masks : str, int
+        Deprecated since 0.2, removed in 0.3: the old names of ``score_method`` and ``score_masks``.
 
     Returns
     -------
     result : Bunch
-        ``log_likelihood``, ``std`` (in ``unit``), ``n_tokens`` (the continuation's) and
-        ``forward_passes`` (masked copies run), each of shape (n_pairs,).
+        ``log_likelihood``, ``std`` (in ``unit``), ``n_tokens`` (the continuation's),
+        ``forward_passes`` (masked copies run), ``exact`` and ``score_method`` (the estimator
+        used), each of shape (n_pairs,).
 
     Examples
     --------
@@ -128,23 +181,36 @@ def conditional_log_likelihood(runner, contexts, continuations, *, method="chain
     >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
     ...                     num_attention_heads=2, intermediate_size=32)
     >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, random_state=0).fit()
-    >>> result = conditional_log_likelihood(scorer.runner_, ["a dog"], [" is an animal"], n_masks=4, random_state=0)
-    >>> result.log_likelihood.shape, bool(result.std[0] >= 0)
-    ((1,), True)
+    >>> result = conditional_log_likelihood(scorer.runner_, ["a dog"], [" is an animal"], max_forward_passes=16,
+    ...                                     random_state=0)
+    >>> result.log_likelihood.shape, bool(result.std[0] >= 0), int(result.forward_passes[0]) <= 16
+    ((1,), True, True)
     """
+    score_method = renamed_parameter("method", method, "score_method", score_method, "conditional_log_likelihood")
+    score_masks = renamed_parameter("n_masks", n_masks, "score_masks", score_masks, "conditional_log_likelihood")
     factor = unit_factor(unit)
-    strategy = estimator_strategy(method, n_masks, return_std=True)
-    encoded = encode_pairs(contexts, continuations, runner.tokenizer, runner.max_length)
-    results = runner.score(encoded, strategy, random_state=random_state, verbose=verbose) * factor
-    return Bunch(log_likelihood=results[:, 0], std=results[:, 1], n_tokens=encoded.n_tokens,
-                 forward_passes=np.array([strategy.n_copies(int(n)) for n in encoded.n_tokens]))
+    encoded, estimates = _estimates(runner, contexts, continuations, None, score_method=score_method,
+                                    score_masks=score_masks, max_forward_passes=max_forward_passes,
+                                    random_state=random_state, verbose=verbose)
+    return _bunch(estimates, encoded.n_tokens, factor)
 
 
-def compare_conditional_estimators(runner, contexts, continuations, *, n_masks=DEFAULT_N_MASKS, target_std=0.1,
-                                   methods=("uniform", "chain", "sweep"), random_state=None):
+def _bunch(estimates, n_tokens, factor):
+    return Bunch(log_likelihood=np.array([e.log_likelihood for e in estimates]) * factor,
+                 std=np.array([e.std for e in estimates]) * factor, n_tokens=np.asarray(n_tokens),
+                 forward_passes=np.array([e.forward_passes for e in estimates]),
+                 exact=np.array([e.exact for e in estimates]),
+                 score_method=np.array([e.score_method for e in estimates], dtype=object))
+
+
+@validated(_CONSTRAINTS)
+def compare_conditional_estimators(runner, contexts, continuations, *, score_masks=10, target_std=0.1,
+                                   score_methods=("uniform", "chain", "sweep"), random_state=None,
+                                   n_masks="deprecated", methods="deprecated"):
     """The conditional estimators side by side, with the forward passes each needs for ``target_std``.
 
-    An estimator run with ``n`` samples of ``c`` copies each has standard error ``sigma / sqrt(n)``;
+    Each estimator runs ``score_masks`` draws on every pair (no enumeration, to measure it). An
+    estimator run with ``n`` draws of ``c`` copies each has standard error ``sigma / sqrt(n)``;
     reaching ``target_std`` takes ``c * max(1, ceil((sigma / target_std)**2))`` copies, each one
     forward pass of one sequence (the chain's ``sigma`` is 0 for a model whose conditionals come
     from one joint: one ordering is exact).
@@ -153,49 +219,66 @@ def compare_conditional_estimators(runner, contexts, continuations, *, n_masks=D
     ----------
     runner : MaskedLMRunner
     contexts, continuations : sequences of str of the same length
-    n_masks : int >= 2, default=10
+    score_masks : int >= 2, default=10
         Draws of every estimator (orderings, masks, masks per size).
     target_std : float, default=0.1
         Standard error (nats) for which the forward passes are counted.
-    methods : tuple of str, default=("uniform", "chain", "sweep")
+    score_methods : tuple of str, default=("uniform", "chain", "sweep")
     random_state : int, RandomState instance or None, default=None
+    n_masks, methods
+        Deprecated since 0.2, removed in 0.3: the old names of ``score_masks`` and ``score_methods``.
 
     Returns
     -------
     results : dict of Bunch
-        Per method, :func:`conditional_log_likelihood`'s Bunch with ``passes_for_target_std``
+        Per estimator, :func:`conditional_log_likelihood`'s Bunch with ``passes_for_target_std``
         (shape (n_pairs,)) added.
     """
-    if not target_std > 0:
-        raise ValueError(f"target_std must be positive; got {target_std!r}.")
+    score_masks = renamed_parameter("n_masks", n_masks, "score_masks", score_masks, "compare_conditional_estimators")
+    score_methods = renamed_parameter("methods", methods, "score_methods", score_methods,
+                                      "compare_conditional_estimators")
+    if unknown := [name for name in score_methods if name not in ESTIMATOR_METHODS]:
+        raise ValueError(f"score_methods must name estimators of {', '.join(map(repr, ESTIMATOR_METHODS))}; got "
+                         f"{', '.join(map(repr, unknown))}.")
     results = {}
-    for method in methods:
-        result = conditional_log_likelihood(runner, contexts, continuations, method=method, n_masks=n_masks,
-                                            random_state=random_state)
-        draws = 1 if method == "exhaustive" else n_masks
+    for name in score_methods:
+        encoded, estimates = _estimates(runner, contexts, continuations, None, score_method=name,
+                                        score_masks=None if name == "exhaustive" else score_masks,
+                                        max_forward_passes=128, random_state=random_state, exact=False)
+        result = _bunch(estimates, encoded.n_tokens, 1.0)
+        draws = 1 if name == "exhaustive" else score_masks
         per_draw = result.forward_passes // draws
         sigma2 = result.std**2 * draws  # the spread of one draw (a round, an ordering, a mask)
         result.passes_for_target_std = per_draw * np.maximum(1, np.ceil(sigma2 / target_std**2)).astype(int)
-        results[method] = result
+        results[name] = result
     return results
 
 
-def multiple_choice(runner, contexts, choices, *, method="chain", n_masks=DEFAULT_N_MASKS, random_state=None):
+@validated(_CONSTRAINTS)
+def multiple_choice(runner, contexts, choices, *, score_method="auto", score_masks=None, max_forward_passes=128,
+                    adaptive=True, random_state=None, method="deprecated", n_masks="deprecated"):
     """Score each choice as a continuation of its context; minimal pairs are two choices of one context.
+
+    The choices of a question share their random numbers (only their differences decide), and
+    with ``adaptive`` their draws stop once the likeliest beats every other at 95 %, as the
+    lm-eval model's multiple choice (:class:`~skmpt.text.estimation.BudgetedEstimator`).
 
     Parameters
     ----------
     runner : MaskedLMRunner
     contexts : sequence of str of shape (n_questions,)
     choices : sequence of sequences of str of shape (n_questions, n_choices)
-    method, n_masks, random_state
+    score_method, score_masks, max_forward_passes, random_state
         As :func:`conditional_log_likelihood`.
+    adaptive : bool, default=True
+    method, n_masks
+        Deprecated since 0.2, removed in 0.3: the old names of ``score_method`` and ``score_masks``.
 
     Returns
     -------
     result : Bunch
-        ``log_likelihood`` and ``std`` of shape (n_questions, n_choices), and ``prediction``
-        (index of the likeliest choice) of shape (n_questions,).
+        ``log_likelihood``, ``std`` and ``forward_passes`` of shape (n_questions, n_choices), and
+        ``prediction`` (index of the likeliest choice) of shape (n_questions,).
 
     Examples
     --------
@@ -207,9 +290,12 @@ def multiple_choice(runner, contexts, choices, *, method="chain", n_masks=DEFAUL
     >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
     ...                     num_attention_heads=2, intermediate_size=32)
     >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, random_state=0).fit()
-    >>> multiple_choice(scorer.runner_, ["a dog"], [[" is an animal", " is a plant"]], n_masks=2).log_likelihood.shape
+    >>> multiple_choice(scorer.runner_, ["a dog"], [[" is an animal", " is a plant"]],
+    ...                 max_forward_passes=16).log_likelihood.shape
     (1, 2)
     """
+    score_method = renamed_parameter("method", method, "score_method", score_method, "multiple_choice")
+    score_masks = renamed_parameter("n_masks", n_masks, "score_masks", score_masks, "multiple_choice")
     contexts = texts_of(contexts)
     choices = [list(row) for row in choices]
     if len(choices) != len(contexts) or len({len(row) for row in choices}) > 1 or not choices or not choices[0]:
@@ -217,8 +303,12 @@ def multiple_choice(runner, contexts, choices, *, method="chain", n_masks=DEFAUL
     n_choices = len(choices[0])
     flat_contexts = [context for context in contexts for _ in range(n_choices)]
     flat_choices = [choice for row in choices for choice in row]
-    result = conditional_log_likelihood(runner, flat_contexts, flat_choices, method=method, n_masks=n_masks,
-                                        random_state=random_state)
-    log_likelihood = result.log_likelihood.reshape(len(contexts), n_choices)
-    return Bunch(log_likelihood=log_likelihood, std=result.std.reshape(len(contexts), n_choices),
-                 prediction=log_likelihood.argmax(1))
+    questions = [q for q in range(len(contexts)) for _ in range(n_choices)]
+    encoded, estimates = _estimates(runner, flat_contexts, flat_choices, questions, score_method=score_method,
+                                    score_masks=score_masks, max_forward_passes=max_forward_passes,
+                                    random_state=random_state, adaptive=adaptive)
+    result = _bunch(estimates, encoded.n_tokens, 1.0)
+    shape = (len(contexts), n_choices)
+    log_likelihood = result.log_likelihood.reshape(shape)
+    return Bunch(log_likelihood=log_likelihood, std=result.std.reshape(shape),
+                 forward_passes=result.forward_passes.reshape(shape), prediction=log_likelihood.argmax(1))

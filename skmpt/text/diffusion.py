@@ -18,18 +18,20 @@ from the model's conditional given those revealed before: the chain of
 Read more in the :ref:`User Guide <diffusion>`.
 """
 
-import numbers
-import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import torch
 from scipy.stats import binom
 from sklearn.utils import Bunch
 
+from .._validation import Interval, Options, validate_parameters, validated
 from ..masks import check_generator, nested_masks, random_orderings
+from ..objectives.vocabulary import renamed_parameter
 from .encoding import encode_texts
-from .outputs import unit_factor
+from .outputs import UNITS, unit_factor
 from .strategies import estimator_strategy
+from .unmasking import special_ids, unmask
 
 __all__ = ["masked_diffusion_bound", "noise_schedule", "sample_any_order", "schedule_weights"]
 
@@ -60,13 +62,13 @@ def noise_schedule(schedule):
     >>> noise_schedule(lambda t: math.cos(math.pi / 2 * t))(np.array([0.0, 1.0])).round(12).tolist()
     [1.0, 0.0]
     """
+    validate_parameters({"schedule": schedule}, {"schedule": [Options({"linear", "cosine"}), "callable"]},
+                        "noise_schedule")
     if callable(schedule):
         return _vectorised(schedule)
     if schedule == "linear":
         return lambda t: 1.0 - np.asarray(t, dtype=np.float64)
-    if schedule == "cosine":
-        return lambda t: 1.0 - np.cos(np.pi / 2 * (1.0 - np.asarray(t, dtype=np.float64)))
-    raise ValueError(f"schedule must be 'linear', 'cosine' or a callable alpha(t); got {schedule!r}.")
+    return lambda t: 1.0 - np.cos(np.pi / 2 * (1.0 - np.asarray(t, dtype=np.float64)))
 
 
 def _vectorised(function):
@@ -94,11 +96,9 @@ def check_n_steps(n_steps):
     >>> check_n_steps(4), check_n_steps(None)
     (4, None)
     """
-    if n_steps is None:
-        return None
-    if isinstance(n_steps, bool) or not isinstance(n_steps, numbers.Integral) or n_steps < 1:
-        raise ValueError(f"n_steps must be a positive integer or None; got {n_steps!r}.")
-    return int(n_steps)
+    validate_parameters({"n_steps": n_steps}, {"n_steps": [None, Interval(Integral, 1, None, closed="left")]},
+                        "schedule_weights")
+    return None if n_steps is None else int(n_steps)
 
 
 def schedule_weights(schedule="linear", n_steps=None):
@@ -152,8 +152,16 @@ def schedule_weights(schedule="linear", n_steps=None):
     return weights
 
 
-def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="linear", n_steps=None,
-                           text_column=None, unit="nats", random_state=None, verbose=0):
+@validated({"score_method": [Options({"sweep", "chain", "uniform"})],
+            "score_masks": [Interval(Integral, 2, None, closed="left")],
+            "n_steps": [None, Interval(Integral, 1, None, closed="left")],
+            "text_column": [None, str],
+            "unit": [Options(set(UNITS))],
+            "random_state": ["random_state"],
+            "verbose": ["verbose"]})
+def masked_diffusion_bound(runner, X, *, score_method="sweep", score_masks=10, schedule="linear", n_steps=None,
+                           text_column=None, unit="nats", random_state=None, verbose=0, method="deprecated",
+                           n_masks="deprecated"):
     """Negative ELBO and perplexity bound of a masked diffusion LM for each text, with standard errors.
 
     ``nelbo = -sum_M c_M S(x; M)`` (``c_M = 1`` in continuous time) and the perplexity bound
@@ -166,11 +174,11 @@ def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="l
         The predictor (its mask id, logits layout and timestep hook) with its tokenizer: a
         fitted scorer's ``runner_``.
     X : list or array of str, pandas Series or DataFrame, datasets.Dataset
-    method : {"sweep", "chain", "uniform"}, default="sweep"
-        ``"sweep"``: ``n_masks`` masks at each size (stratified; needed for ``n_steps``);
-        ``"chain"``: ``n_masks`` random orderings; ``"uniform"``: ``n_masks`` masks of
+    score_method : {"sweep", "chain", "uniform"}, default="sweep"
+        ``"sweep"``: ``score_masks`` masks at each size (stratified; needed for ``n_steps``);
+        ``"chain"``: ``score_masks`` random orderings; ``"uniform"``: ``score_masks`` masks of
         uniformly random sizes (MDLM's and RADD's Monte Carlo estimator, one copy each).
-    n_masks : int >= 2, default=10
+    score_masks : int >= 2, default=10
     schedule : {"linear", "cosine"} or callable, default="linear"
         The noise schedule (:func:`noise_schedule`); it matters only with ``n_steps``.
     n_steps : int or None, default=None
@@ -183,6 +191,8 @@ def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="l
         Seeds the masks, with each text's tokens.
     verbose : int, default=0
         When > 0, a progress bar counts the masked copies.
+    method, n_masks
+        Deprecated since 0.2, removed in 0.3: the old names of ``score_method`` and ``score_masks``.
 
     Returns
     -------
@@ -202,18 +212,15 @@ def masked_diffusion_bound(runner, X, *, method="sweep", n_masks=10, schedule="l
     >>> config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
     ...                     num_attention_heads=2, intermediate_size=32)
     >>> scorer = MLMCurveScorer(config, tokenizer=tokenizer, random_state=0).fit()
-    >>> bound = masked_diffusion_bound(scorer.runner_, texts[:2], n_masks=4, random_state=0)
+    >>> bound = masked_diffusion_bound(scorer.runner_, texts[:2], score_masks=4, random_state=0)
     >>> bound.nelbo.shape, bool((bound.perplexity > 1).all())
     ((2,), True)
     """
-    if isinstance(n_masks, bool) or not isinstance(n_masks, numbers.Integral) or n_masks < 2:
-        raise ValueError(f"n_masks must be an integer >= 2 (a standard error needs two draws); got {n_masks!r}.")
-    weights = None if check_n_steps(n_steps) is None else schedule_weights(schedule, n_steps)
+    score_method = renamed_parameter("method", method, "score_method", score_method, "masked_diffusion_bound")
+    score_masks = renamed_parameter("n_masks", n_masks, "score_masks", score_masks, "masked_diffusion_bound")
+    weights = None if n_steps is None else schedule_weights(schedule, n_steps)
     noise_schedule(schedule)  # an unknown schedule is an error even in continuous time
-    unit_factor(unit)  # a unit it does not know is an error before any pass
-    if method not in ("sweep", "chain", "uniform"):
-        raise ValueError(f"method must be 'sweep', 'chain' or 'uniform'; got {method!r}.")
-    strategy = estimator_strategy(method, n_masks, return_std=True, weights=weights)
+    strategy = estimator_strategy(score_method, score_masks, return_std=True, weights=weights)
     encoded = encode_texts(X, runner.tokenizer, runner.max_length, text_column=text_column)
     results = runner.score(encoded, strategy, random_state=random_state, verbose=verbose)
     return bound_from_scores(results[:, 0], results[:, 1], encoded.n_tokens,
@@ -243,28 +250,9 @@ def bound_from_scores(scores, std, n_tokens, forward_passes=None, unit="nats"):
                  forward_passes=forward_passes)
 
 
-def special_ids(runner):
-    """``(before, after)``: the ids the tokenizer puts before and after a text's own tokens.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
-    >>> from skmpt.text import MaskedLMRunner, as_predictor
-    >>> from skmpt.text.diffusion import special_ids
-    >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:50], vocab_size=200)
-    >>> runner = MaskedLMRunner(as_predictor(lambda input_ids, attention_mask: None, tokenizer.mask_token_id),
-    ...                         tokenizer, torch.device("cpu"))
-    >>> [tokenizer.convert_ids_to_tokens(ids.tolist()) for ids in special_ids(runner)]
-    [['[CLS]'], ['[SEP]']]
-    """
-    with warnings.catch_warnings():  # "x" is a probe of the layout: its unknown token (if any) is never scored
-        warnings.filterwarnings("ignore", message=".* tokens the tokenizer does not know", category=UserWarning)
-        encoded = encode_texts(["x"], runner.tokenizer, runner.max_length)
-    ids, own = encoded.input_ids[0], encoded.content_positions[0]
-    return ids[: int(own[0])], ids[int(own[-1]) + 1 :]
-
-
+@validated({"n_texts": [Interval(Integral, 1, None, closed="left")],
+            "length": [Interval(Integral, 1, None, closed="left")],
+            "temperature": [Interval(Real, 0, None, closed="neither")]})
 def sample_any_order(runner, n_texts, length, *, temperature=1.0, random_state=None):
     """Texts drawn by any-order generation: tokens revealed in a random order, each from the model.
 
@@ -304,39 +292,21 @@ def sample_any_order(runner, n_texts, length, *, temperature=1.0, random_state=N
     >>> len(sample_any_order(scorer.runner_, 3, 5, random_state=0))
     3
     """
-    tokenizer = runner.tokenizer
-    if int(length) < 1 or int(n_texts) < 1 or not temperature > 0:
-        raise ValueError("n_texts and length must be positive integers and temperature positive.")
     generator = check_generator(random_state)
     before, after = special_ids(runner)
     own = torch.arange(len(before), len(before) + length)
     runner.predictor.check_positions(int(own[0]))
     ids = torch.cat([before, torch.full((length,), runner.mask_token_id), after]).repeat(n_texts, 1)
     masks = nested_masks(random_orderings(n_texts, length, random_state=generator))  # (n, L, L)
-    excluded = torch.tensor(sorted({*tokenizer.all_special_ids, runner.mask_token_id}))
-    rows, attention_mask = torch.arange(n_texts), torch.ones_like(ids)
-    with torch.inference_mode(), runner.predictor.evaluating():
-        for t in range(length - 1, -1, -1):  # mask t masks s_1..s_{t+1}; it reveals s_{t+1}
-            masked = masks[:, t]
-            target = masked & ~(masks[:, t - 1] if t > 0 else torch.zeros_like(masked))
-            column = own[target.float().argmax(1)]
-            rates = masked.sum(1, dtype=torch.float64) / length
-            logits = runner.target_logits(ids.to(runner.device), attention_mask.to(runner.device), rates,
-                                          rows.to(runner.device), column.to(runner.device))
-            logits = logits.double().cpu()[:, : len(tokenizer)] / temperature
-            logits[:, excluded[excluded < logits.shape[1]]] = -torch.inf
-            _check_sampling_logits(logits, length - t)
-            ids[rows, column] = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
-    return tokenizer.batch_decode(ids[:, own], skip_special_tokens=True)
-
-
-def _check_sampling_logits(logits, step):
-    """A NaN or ``+inf`` logit, or a row with no finite logit left, is an error naming the step and the count."""
-    bad = torch.isnan(logits) | (logits == torch.inf)
-    empty = ~torch.isfinite(logits).any(1)
-    if bool(bad.any()) or bool(empty.any()):
-        raise ValueError(
-            f"The predictor returned {int(bad.sum())} NaN or +inf logits at step {step} of any-order sampling, and "
-            f"{int(empty.sum())} of {len(logits)} samples have no finite logit outside the special tokens: nothing "
-            "can be drawn. Check the model (its weights, its dtype's range)."
-        )
+    masked = torch.zeros_like(ids, dtype=torch.bool)
+    masked[:, own] = True
+    reveals = []
+    for t in range(length - 1, -1, -1):  # mask t masks s_1..s_{t+1}; it reveals s_{t+1}
+        target = masks[:, t] & ~(masks[:, t - 1] if t > 0 else torch.zeros_like(masks[:, t]))
+        candidates = torch.zeros_like(masked)
+        candidates[:, own] = target
+        reveals.append((candidates, torch.ones(n_texts, dtype=torch.long)))
+    steps = iter(reveals)
+    unmask(runner, ids, masked, lambda ids, masked: next(steps, None), lengths=np.full(n_texts, float(length)),
+           temperature=temperature, exclude_special=True, generator=generator)
+    return runner.tokenizer.batch_decode(ids[:, own], skip_special_tokens=True)

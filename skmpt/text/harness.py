@@ -35,10 +35,10 @@ import os
 import warnings
 import zlib
 from collections import Counter
+from numbers import Integral, Real
 
 import numpy as np
 import torch
-from scipy.stats import norm
 
 try:
     from lm_eval.api.model import LM
@@ -47,24 +47,16 @@ except ImportError as exc:  # pragma: no cover - the eval extra is absent
     raise ImportError('skmpt.text.harness needs lm-evaluation-harness: pip install "skmpt[eval]"') from exc
 
 from .._utils import chunk_budget, resolve_device, resolve_dtype
+from .._validation import Interval, Options, validate_parameters
 from ..distributed import launcher_ranks
 from .conditional import encode_pairs
-from .diffusion import special_ids
 from .encoding import EncodedTexts, check_max_length, encode_texts
+from .estimation import BudgetedEstimator, pair_keys
 from .loading import load_masked_lm, model_max_length
 from .pretrained import load_antiberty
 from .runner import MaskedLMRunner
-from .strategies import (
-    ESTIMATOR_METHODS,
-    ControlledMasks,
-    ExhaustiveMasks,
-    estimator_strategy,
-    least_variance_estimator,
-    pilot_variances,
-)
-
-#: Estimators whose orderings come in antithetic pairs.
-PAIRED = ("antithetic", "nested")
+from .strategies import ESTIMATOR_METHODS
+from .unmasking import generate_masked, greedy_matches, special_ids
 
 __all__ = ["LoglikelihoodEstimate", "MaskedLMHarness", "RollingEstimate", "annotate_samples", "generate_masked"]
 
@@ -155,10 +147,22 @@ def _load(pretrained, tokenizer, device, dtype, trust_remote_code, mask_token_id
                           mask_token_id=mask_token_id, shift_logits=shift_logits, timestep_fn=timestep_fn)
 
 
-def _check_choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}.")
-    return value
+#: The model arguments of :class:`MaskedLMHarness` and what each accepts (checked before the model loads).
+_PARAMETER_CONSTRAINTS = {
+    "score_method": [Options({"auto", *(name for name in ESTIMATOR_METHODS if name != "exhaustive")})],
+    "max_forward_passes": [Interval(Integral, 2, None, closed="left")],
+    "pilot_passes": [Interval(Integral, 4, None, closed="left")],
+    "adaptive": ["boolean"],
+    "confidence": [Interval(Real, 0.5, 1, closed="neither")],
+    "round_passes": [Interval(Integral, 2, None, closed="left")],
+    "check_greedy": ["boolean"],
+    "rolling_context": [None, Interval(Integral, 0, None, closed="left")],
+    "max_length": [None, Interval(Integral, 2, None, closed="left")],
+    "seed": [Interval(Integral, 0, None, closed="left")],
+}
+
+#: A value no caller passes: the parameter was not given.
+_UNSET = object()
 
 
 @register_model("skmpt")
@@ -171,8 +175,9 @@ class MaskedLMHarness(LM):
         ``"antiberty"`` (:func:`~skmpt.text.load_antiberty`), a directory, a hub name or an object,
         as :func:`~skmpt.text.load_masked_lm` takes.
     tokenizer : str, path, tokenizer or None, default=None
-    estimator : str, default="auto"
-        The Monte Carlo estimator for a continuation whose masks are too many to enumerate
+    score_method : str, default="auto"
+        The Monte Carlo estimator of :class:`~skmpt.text.estimation.BudgetedEstimator` (which
+        this model calls for every request) for a continuation whose masks are too many to enumerate
         (:func:`~skmpt.text.strategies.estimator_strategy`). ``"auto"`` chooses per request (per
         question for the choices of one question, so that they keep sharing random numbers): a
         pilot of ``pilot_passes`` copies (those of ``"controlled"``; at most an eighth of
@@ -236,6 +241,8 @@ class MaskedLMHarness(LM):
         Pass each copy's masking rate to the model's forward as this keyword.
     seed : int, default=0
         Seeds the masks, with each request's text: a request's result does not depend on the batch or process.
+    estimator : str
+        Deprecated since 0.2, removed in 0.3: the old name of ``score_method``.
 
     Examples
     --------
@@ -247,21 +254,23 @@ class MaskedLMHarness(LM):
     True
     """
 
-    def __init__(self, pretrained="antiberty", *, tokenizer=None, estimator="auto", max_forward_passes=128,
+    def __init__(self, pretrained="antiberty", *, tokenizer=None, score_method="auto", max_forward_passes=128,
                  pilot_passes=16, adaptive=True, confidence=0.95, round_passes=16, check_greedy=True,
                  rolling_context=None, dtype=None, device="auto", batch_size=64, max_batch_size=None, max_length=None,
-                 trust_remote_code=False, mask_token_id=None, shift_logits=False, timestep_arg=None, seed=0):
+                 trust_remote_code=False, mask_token_id=None, shift_logits=False, timestep_arg=None, seed=0,
+                 estimator=_UNSET):
         super().__init__()
-        _check_choice("estimator", estimator, ["auto", *(name for name in ESTIMATOR_METHODS if name != "exhaustive")])
-        for name, value, least in (("max_forward_passes", max_forward_passes, 2), ("round_passes", round_passes, 2),
-                                   ("pilot_passes", pilot_passes, 4)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{name} must be an integer >= {least} (enough draws for a standard error); "
-                                 f"got {value!r}.")
-        if not 0.5 < float(confidence) < 1:
-            raise ValueError(f"confidence must be in (0.5, 1); got {confidence!r}.")
-        self.estimator, self.max_forward_passes, self.adaptive = estimator, max_forward_passes, bool(adaptive)
-        self.confidence, self.round_passes, self.check_greedy = float(confidence), round_passes, bool(check_greedy)
+        if estimator is not _UNSET:
+            warnings.warn("The model argument estimator was renamed score_method in skmpt 0.2 and will be removed in "
+                          "0.3: pass score_method=... (model_args='score_method=...').", FutureWarning, stacklevel=2)
+            score_method = estimator
+        params = {"score_method": score_method, "max_forward_passes": max_forward_passes,
+                  "pilot_passes": pilot_passes, "adaptive": adaptive, "confidence": confidence,
+                  "round_passes": round_passes, "check_greedy": check_greedy, "rolling_context": rolling_context,
+                  "max_length": max_length, "seed": seed}
+        validate_parameters(params, _PARAMETER_CONSTRAINTS, type(self).__name__)
+        self.score_method, self.max_forward_passes, self.adaptive = score_method, max_forward_passes, adaptive
+        self.confidence, self.round_passes, self.check_greedy = float(confidence), round_passes, check_greedy
         self.seed, self.pilot_passes = int(seed), pilot_passes
         batch_size = batch_size if isinstance(batch_size, int) and batch_size > 0 else 64  # lm-eval's "auto"
         ranks = launcher_ranks(os.environ)
@@ -277,6 +286,9 @@ class MaskedLMHarness(LM):
         if not 0 <= context < self.limit:
             raise ValueError(f"rolling_context must be in [0, {self.limit}) (the model's context); got {context!r}.")
         self.rolling_context = context
+        self.likelihood_estimator = BudgetedEstimator(
+            self.runner, score_method=score_method, max_forward_passes=max_forward_passes, pilot_passes=pilot_passes,
+            adaptive=adaptive, confidence=confidence, round_passes=round_passes, seed=self.seed)
         self._device = device
         if ranks is not None:
             self._rank, self._world_size = ranks[0], ranks[1]
@@ -353,199 +365,19 @@ class MaskedLMHarness(LM):
             positions.append(encoded.content_positions[0])
         return EncodedTexts(input_ids, positions), [context for context, _, _ in pairs]
 
-    # -- estimation
-    def _is_exact(self, length):
-        return 2**length - 1 <= self.max_forward_passes
-
-    def _strategy(self, method, length, budget):
-        """The strategy of ``method`` at ``budget`` copies of a text of ``length`` tokens (at least two draws)."""
-        step = 2 if method in PAIRED else 1  # orderings in pairs
-        per_copy = max(1, estimator_strategy(method, 2).n_copies(length) // 2)
-        count = max(2, budget // per_copy // step * step)
-        while count > 2 and estimator_strategy(method, count).n_copies(length) > budget:  # nested: + 1 all-masked
-            count -= step
-        if method in PAIRED:  # two pairs for a standard error
-            count = max(4, count)
-        if method == "balanced":  # the all-masked copy and two draws
-            count = max(3, count)
-        return estimator_strategy(method, count)
-
-    def _run(self, encoded, items, strategies, seeds, per_target=None, reduce=None):
-        """Run one round: each item's strategy's copies; returns each item's draws (or ``reduce``'s) and copies run."""
-        copies = []
-        for i, strategy, seed in zip(items, strategies, seeds, strict=True):
-            copies.append(strategy.copies(int(encoded.n_tokens[i]), torch.Generator().manual_seed(seed)))
-        flags = [strategy.per_target if per_target is None else per_target for strategy in strategies]
-        draws = [None] * len(items)
-        budget, start = chunk_budget(), 0
-        while start < len(items):  # groups of items within the working-memory budget of mask entries
-            stop, load = start, 0
-            while stop < len(items) and (stop == start or load + copies[stop][0].numel() <= budget):
-                load += copies[stop][0].numel()
-                stop += 1
-            for flag in (False, True):
-                chosen = [k for k in range(start, stop) if flags[k] == flag]
-                if not chosen:
-                    continue
-                values = self.runner.run_copies(encoded.subset([items[k] for k in chosen]),
-                                                [copies[k] for k in chosen], per_target=flag)
-                for k, value in zip(chosen, values, strict=True):
-                    draws[k] = (reduce or strategies[k].draws)(copies[k][0], value)
-            start = stop
-        return draws, [len(masked) for masked, _ in copies]
-
-    def _choose(self, encoded, groups, keys, methods, passes, given=frozenset()):
-        """Sets each pending item's estimator in ``methods``; with "auto", runs the pilot (its passes in ``passes``).
-
-        A question whose continuations all have a context (``given``) and fit two antithetic pairs of nested
-        orderings in the budget left gets ``"nested"`` where the pilot does not choose ``"controlled"``.
-        """
-        pending = [[i for i in group if i not in methods] for group in groups]
-        copies = min(self.pilot_passes, self.max_forward_passes // 8)  # an eighth of the budget at most
-        piloted = self.estimator == "auto" and copies >= 4
-        if not piloted:
-            for group in pending:
-                methods.update(dict.fromkeys(group, "balanced" if self.estimator == "auto" else self.estimator))
-            return
-        items = [i for group in pending for i in group]
-        seeds = [self._seed(key, -1) for group, key in zip(pending, keys, strict=True) for _ in group]
-        pilot = ControlledMasks(copies)
-        found, counts = self._run(encoded, items, [pilot] * len(items), seeds, reduce=pilot_variances)
-        found, counts = dict(zip(items, found, strict=True)), dict(zip(items, counts, strict=True))
-        for group in pending:  # the choices of a question: one estimator, their variances summed
-            summed = {name: sum(found[i][name] for i in group) for name in ("terms", "controlled")}
-            nested = all(i in given and estimator_strategy("nested", 4).n_copies(int(encoded.n_tokens[i]))
-                         <= self.max_forward_passes - counts[i] for i in group)
-            for i in group:
-                methods[i] = least_variance_estimator(summed, otherwise="nested" if nested else "balanced")
-                passes[i] = counts[i]
-
-    def _next_round(self, method, length, spent, started, compared):
-        """The strategy of an item's next round, or None when it is exact, done or out of budget."""
-        if method == "exhaustive" or (started and not compared):
-            return None
-        budget = self.max_forward_passes - spent
-        if compared:
-            budget = min(budget, self.round_passes)
-        strategy = self._strategy(method, length, budget)
-        if started and spent + strategy.n_copies(length) > self.max_forward_passes:
-            return None
-        return strategy
-
-    def _seed(self, key, round_index):
-        return zlib.crc32(f"{round_index}\x00{key}".encode(), self.seed)
-
-    def _estimate(self, encoded, groups, keys, given=frozenset()):
-        """Each item's ``(value, std, exact, passes, estimator)``; ``groups`` share random numbers (a question's).
-
-        ``given``: the items whose continuation has a context (for ``"auto"``'s choice).
-        """
-        n_tokens = encoded.n_tokens
-        draws, passes, methods = {}, {}, {}
-        exact = [i for group in groups for i in group if self._is_exact(int(n_tokens[i]))]
-        if exact:
-            strategies = [ExhaustiveMasks(max_tokens=int(n_tokens[i])) for i in exact]
-            values, counts = self._run(encoded, exact, strategies, [0] * len(exact))
-            for i, value, count in zip(exact, values, counts, strict=True):
-                draws[i], passes[i], methods[i] = value, count, "exhaustive"
-        self._choose(encoded, groups, keys, methods, passes, given)
-        compared = [self.adaptive and len(group) > 1 for group in groups]
-        round_index, active = 0, list(range(len(groups)))
-        while active:
-            items, strategies, seeds = [], [], []
-            for g in active:
-                for i in groups[g]:
-                    strategy = self._next_round(methods[i], int(n_tokens[i]), passes.get(i, 0), i in draws,
-                                                compared[g])
-                    if strategy is not None:
-                        items.append(i)
-                        strategies.append(strategy)
-                        seeds.append(self._seed(keys[g], round_index))  # one seed per question: common random numbers
-            if not items:
-                break
-            values, counts = self._run(encoded, items, strategies, seeds)
-            for i, value, count in zip(items, values, counts, strict=True):
-                draws[i] = value if i not in draws else np.concatenate([draws[i], value])
-                passes[i] = passes.get(i, 0) + count
-            active = [g for g in active if compared[g] and not self._settled(groups[g], draws)]
-            round_index += 1
-        results = {}
-        for group in groups:
-            for i in group:
-                is_exact = methods[i] == "exhaustive"
-                std = 0.0 if is_exact else float(draws[i].std(ddof=1) / np.sqrt(len(draws[i])))
-                results[i] = (float(draws[i].mean()), std, is_exact, passes[i], methods[i])
-        return results
-
-    def _settled(self, group, draws):
-        """Whether the likeliest item beats every other by ``z`` standard errors of their paired difference."""
-        means = {i: draws[i].mean() for i in group}
-        best = max(group, key=means.get)
-        z = norm.ppf(self.confidence)
-        for i in group:
-            if i == best:
-                continue
-            a, b = draws[best], draws[i]
-            if len(a) == len(b):
-                difference = a - b
-                se = difference.std(ddof=1) / np.sqrt(len(a)) if len(a) > 1 else np.inf
-            else:  # an exact value against draws: only the draws vary
-                se = np.sqrt(sum(d.var(ddof=1) / len(d) for d in (a, b) if len(d) > 1))
-            if not means[best] - means[i] > z * se:
-                return False
-        return True
-
-    def _greedy(self, encoded, items):
-        """For each item: does greedy unmasking from the context, most confident position first, rebuild it?"""
-        runner, result = self.runner, {}
-        for start in range(0, len(items), runner.score_batch_size):
-            chunk = items[start : start + runner.score_batch_size]
-            width = max(len(encoded.input_ids[i]) for i in chunk)
-            ids = torch.full((len(chunk), width), runner.pad_token_id, dtype=torch.long)
-            attention = torch.zeros_like(ids)
-            masked = torch.zeros_like(ids, dtype=torch.bool)
-            for row, i in enumerate(chunk):
-                ids[row, : len(encoded.input_ids[i])] = encoded.input_ids[i]
-                attention[row, : len(encoded.input_ids[i])] = 1
-                masked[row, encoded.content_positions[i]] = True
-            truth = ids.clone()
-            ids[masked] = runner.mask_token_id
-            alive = torch.ones(len(chunk), dtype=torch.bool)
-            lengths = masked.sum(1, dtype=torch.float64)
-            with torch.inference_mode(), runner.predictor.evaluating():
-                while bool((alive & masked.any(1)).any()):
-                    step = alive & masked.any(1)
-                    rows, columns = (masked & step[:, None]).nonzero(as_tuple=True)
-                    rates = masked.sum(1, dtype=torch.float64) / lengths
-                    logits = runner.target_logits(ids.to(runner.device), attention.to(runner.device), rates,
-                                                  rows.to(runner.device), columns.to(runner.device)).double().cpu()
-                    confidence, guess = torch.softmax(logits, -1).max(-1)
-                    for row in step.nonzero().flatten().tolist():
-                        here = (rows == row).nonzero().flatten()
-                        pick = here[confidence[here].argmax()]
-                        column = int(columns[pick])
-                        alive[row] &= bool(guess[pick] == truth[row, column])
-                        ids[row, column], masked[row, column] = guess[pick], False
-            for row, i in enumerate(chunk):
-                result[i] = bool(alive[row])
-        return result
-
     # -- lm-eval's three requests
     def loglikelihood(self, requests, disable_tqdm=False):
         """``(log p(continuation | context), is_greedy)`` per request, as :class:`LoglikelihoodEstimate`."""
         if not requests:
             return []
         encoded, contexts = self._encode_requests(requests)
-        groups, keys, where = [], [], {}
-        for i, request in enumerate(requests):  # the choices of one question: same task, document and context
-            key = (request.task_name, request.doc_id, contexts[i])
-            if key not in where or request.doc_id is None:
-                where[key] = len(groups)
-                groups.append([])
-                keys.append(f"{contexts[i]}\x00{request.args[1] if request.doc_id is None else ''}")
-            groups[where[key]].append(i)
-        estimates = self._estimate(encoded, groups, keys, given={i for i, context in enumerate(contexts) if context})
-        greedy = self._greedy(encoded, list(range(len(requests)))) if self.check_greedy else {}
+        # the choices of one question (same task, document and context) share their random numbers
+        questions = [None if request.doc_id is None else (request.task_name, request.doc_id, contexts[i])
+                     for i, request in enumerate(requests)]
+        groups, keys = pair_keys(contexts, [request.args[1] for request in requests], questions)
+        estimates = self.likelihood_estimator.estimate(encoded, keys, groups=groups,
+                                                       given={i for i, context in enumerate(contexts) if context})
+        greedy = greedy_matches(self.runner, encoded) if self.check_greedy else {}
         results = []
         for i, request in enumerate(requests):
             value, std, exact, passes, method = estimates[i]
@@ -583,7 +415,7 @@ class MaskedLMHarness(LM):
             flat = [w for j in pending for w in windows[j]]
             encoded = EncodedTexts([w[0] for w in flat], [w[1] for w in flat])
             keys = [w[2].numpy().astype(np.int64).tobytes().hex() for w in flat]
-            estimates = self._estimate(encoded, [[k] for k in range(len(flat))], keys)
+            estimates = self.likelihood_estimator.estimate(encoded, keys, given=())
             k = 0
             for j in pending:
                 parts = [estimates[k + n] for n in range(len(windows[j]))]
@@ -613,52 +445,3 @@ class MaskedLMHarness(LM):
             self.cache_hook.add_partial("generate_until", request.args, text)
         return results
 
-
-def generate_masked(runner, context, *, max_gen_toks=32, steps=None, block_length=None, temperature=0.0,
-                    random_state=None):
-    """LLaDA's sampler: ``max_gen_toks`` masks after the context, unmasked block by block, the most confident first.
-
-    Each block of ``block_length`` masks (``None``: one block) is unmasked in ``steps / n_blocks``
-    forward passes (``steps=None``: one token per pass); each pass predicts every masked position
-    of the block and keeps the most confident (low-confidence remasking), drawn at ``temperature``
-    (0 is the argmax). The context is cut from the left to fit.
-
-    Returns
-    -------
-    text : str
-        The generated tokens, decoded without special tokens.
-    """
-    tokenizer = runner.tokenizer
-    limit = check_max_length(tokenizer, runner.max_length)
-    length = min(int(max_gen_toks), limit - 1)
-    if length < 1:
-        raise ValueError(f"max_gen_toks must be at least 1; got {max_gen_toks!r}.")
-    block = length if block_length is None else max(1, min(int(block_length), length))
-    n_blocks = math.ceil(length / block)
-    per_block = block if steps is None else max(1, int(steps) // n_blocks)
-    context_ids = tokenizer(context, add_special_tokens=False)["input_ids"][-(limit - length):] if context else []
-    before, after = special_ids(runner)
-    ids = torch.cat([before, torch.tensor(context_ids, dtype=torch.long),
-                     torch.full((length,), runner.mask_token_id), after]).unsqueeze(0)
-    first = len(before) + len(context_ids)
-    generator = torch.Generator().manual_seed(int(random_state or 0) % 2**32)
-    excluded = torch.tensor(sorted({*tokenizer.all_special_ids, runner.mask_token_id}))
-    with torch.inference_mode(), runner.predictor.evaluating():
-        for b in range(n_blocks):
-            columns_all = torch.arange(first + b * block, first + min(length, (b + 1) * block))
-            schedule = np.diff(np.round(np.linspace(0, len(columns_all), per_block + 1)).astype(int))
-            for count in schedule[schedule > 0]:
-                columns = columns_all[ids[0, columns_all] == runner.mask_token_id]
-                rates = torch.tensor([float((ids == runner.mask_token_id).sum()) / (length + len(context_ids))],
-                                     dtype=torch.float64)
-                logits = runner.target_logits(ids.to(runner.device), torch.ones_like(ids).to(runner.device), rates,
-                                              torch.zeros(len(columns), dtype=torch.long, device=runner.device),
-                                              columns.to(runner.device)).double().cpu()[:, : len(tokenizer)]
-                logits[:, excluded[excluded < logits.shape[1]]] = -torch.inf
-                probs = torch.softmax(logits / temperature if temperature > 0 else logits, -1)
-                tokens = (torch.multinomial(probs, 1, generator=generator).squeeze(1) if temperature > 0
-                          else probs.argmax(-1))
-                confidence = probs.gather(1, tokens[:, None]).squeeze(1)
-                keep = confidence.argsort(descending=True)[: int(count)]
-                ids[0, columns[keep]] = tokens[keep]
-    return tokenizer.decode(ids[0, first : first + length], skip_special_tokens=True)

@@ -105,7 +105,7 @@ class MaskedLMRunner:
     ...                     num_attention_heads=2, intermediate_size=32)
     >>> predictor, tokenizer = load_masked_lm(config, tokenizer=tokenizer, device=torch.device("cpu"), random_state=0)
     >>> runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"))
-    >>> runner.score(encode_texts(texts[:2], tokenizer, runner.max_length), SweepMasks(n_masks=2)).shape
+    >>> runner.score(encode_texts(texts[:2], tokenizer, runner.max_length), SweepMasks(score_masks=2)).shape
     (2,)
     """
 

@@ -22,6 +22,7 @@ from .._validation import Interval, Options, validate_parameters
 from ..distributed import init_distributed
 from ..masks import check_mask_rates
 from ..objectives import curve_area
+from ..objectives.vocabulary import renamed_parameter
 from .conditional import conditional_log_likelihood, encode_pairs
 from .encoding import encode_texts, texts_of
 from .loading import load_masked_lm, model_max_length, require_text_extra
@@ -73,9 +74,8 @@ _PARAMETER_CONSTRAINTS = {
 _LEVELS = ("token", "word")
 
 
-def _check_option(value, name, options):
-    if not isinstance(value, str) or value not in options:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}.")
+#: What the options of the scoring methods accept.
+_OPTION_CONSTRAINTS = {"level": [Options(_LEVELS)], "metric": [Options(SingleTokenMasks.METRICS)]}
 
 
 class MLMCurveScorer(TransformerMixin, BaseEstimator):
@@ -466,7 +466,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         -------
         ppl : ndarray of shape (n_texts,)
         """
-        _check_option(level, "level", _LEVELS)
+        validate_parameters({"level": level}, _OPTION_CONSTRAINTS, "MLMCurveScorer.pseudo_perplexity")
         strategy = SingleTokenMasks(metric)
         encoded = self._encode(X, words=level == "word" or metric == "within_word_l2r")
         pll = self._score(X, strategy, encoded=encoded)
@@ -500,8 +500,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         scores : list of ndarray or pandas.DataFrame
             Per text, shape (n_units,), or (n_units, n_rates) with ``curve=True``.
         """
-        _check_option(level, "level", _LEVELS)
-        _check_option(metric, "metric", SingleTokenMasks.METRICS)
+        validate_parameters({"level": level, "metric": metric}, _OPTION_CONSTRAINTS, "MLMCurveScorer.token_scores")
         if curve and metric != "original":
             raise ValueError(f"metric={metric!r} is a variant of the PLL; the curve's token scores take no metric.")
         output = getattr(self, "_sklearn_output_config", {}).get("transform")  # what set_output chose
@@ -597,23 +596,31 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         strategy = CurveMasks(self.mask_rates_, self.params_["score_masks"], return_std)
         return self._with_std(self._score(None, strategy, encoded), return_std)
 
-    def conditional_score_samples(self, contexts, continuations, *, method=None, return_std=False):
-        """``log p(continuation | context)`` of each pair, with masks among the continuation's tokens.
+    def conditional_score_samples(self, contexts, continuations, *, score_method="auto", max_forward_passes=128,
+                                  return_std=False, method="deprecated"):
+        """``log p(continuation | context)`` of each pair, at a budget of forward passes, with masks among its tokens.
 
-        :func:`~skmpt.text.conditional_log_likelihood` with ``max(2, score_masks)`` draws: the
-        chain (one ordering is exact for a model whose conditionals come from one joint), the
-        sweep over every mask size, or LLaDA's Monte Carlo estimator with uniform mask sizes;
-        :func:`~skmpt.text.compare_conditional_estimators` sets them side by side. For minimal
-        pairs and multiple choice see :func:`~skmpt.text.multiple_choice`.
+        :func:`~skmpt.text.conditional_log_likelihood`: the budgeted estimator of the lm-eval model
+        (:class:`~skmpt.text.estimation.BudgetedEstimator`), exact where the continuation's
+        ``2**L - 1`` masks fit ``max_forward_passes``, else the estimator a pilot chooses (or the
+        one ``score_method`` names); with an int ``random_state`` it gives the lm-eval model's
+        numbers for ``seed=random_state``. :func:`~skmpt.text.compare_conditional_estimators` sets
+        the estimators side by side; for minimal pairs and multiple choice see
+        :func:`~skmpt.text.multiple_choice`.
 
         Parameters
         ----------
         contexts, continuations : sequences of str of the same length
             Joined as ``context + continuation``: start the continuation with its space.
-        method : {"chain", "sweep", "uniform", "exhaustive"} or None, default=None
-            None is the scorer's ``score_method``.
+        score_method : str, default="auto"
+            As :func:`~skmpt.text.conditional_log_likelihood`.
+        max_forward_passes : int >= 2, default=128
+            Masked copies per pair at most.
         return_std : bool, default=False
-            Also return each estimate's Monte Carlo standard error (needs ``score_masks >= 2``).
+            Also return each estimate's Monte Carlo standard error (0 where exact).
+        method : str
+            Deprecated since 0.2, removed in 0.3: the old name of ``score_method`` (its default
+            was the scorer's ``score_method``).
 
         Returns
         -------
@@ -622,10 +629,10 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
             Only with ``return_std=True``.
         """
         check_is_fitted(self)
-        self._check_std(return_std)  # as every estimate's: one mask gives no standard error
-        method = self.params_["score_method"] if method is None else method
-        result = conditional_log_likelihood(self.runner_, contexts, continuations, method=method,
-                                            n_masks=max(2, self.params_["score_masks"]), unit=self.params_["unit"],
+        score_method = renamed_parameter("method", method, "score_method", score_method,
+                                         "MLMCurveScorer.conditional_score_samples")
+        result = conditional_log_likelihood(self.runner_, contexts, continuations, score_method=score_method,
+                                            max_forward_passes=max_forward_passes, unit=self.params_["unit"],
                                             random_state=self.params_["random_state"], verbose=self.params_["verbose"])
         return (result.log_likelihood, result.std) if return_std else result.log_likelihood
 

@@ -12,19 +12,19 @@ one masked sequence through the model: one forward pass of one sequence.
 ============================  =======================================================  =======================
 strategy                      result per text                                          copies
 ============================  =======================================================  =======================
-:class:`CurveMasks`           ``S(x; M)`` at each masking rate                         ``n_masks`` per rate
-:class:`SweepMasks`           ``sum_M c_M S(x; M)`` (the paper's estimator)            ``n_masks * L``
-:class:`ChainMasks`           the chain rule along random orderings                    ``n_masks * L``
-:class:`ChainSpread`          the spread of the chain across orderings                 ``n_masks * L``
-:class:`UniformSizeMasks`     ``(L / M) sum_masked log p``, ``M`` uniform (LLaDA)      ``n_masks``
-:class:`StratifiedSizeMasks`  the same, sizes evenly spread (LLaDA's evaluation)       ``n_masks``
-:class:`BalancedMasks`        the same, all-masked once, positions balanced per size   ``n_masks``
-:class:`ControlledMasks`      the same, minus a control variate per token              ``n_masks``
-:class:`TimeMasks`            ``(1 / t) sum_masked log p``, masks Bernoulli(t) (MDLM)  ``n_masks``
+:class:`CurveMasks`           ``S(x; M)`` at each masking rate                         ``score_masks`` per rate
+:class:`SweepMasks`           ``sum_M c_M S(x; M)`` (the paper's estimator)            ``score_masks * L``
+:class:`ChainMasks`           the chain rule along random orderings                    ``score_masks * L``
+:class:`ChainSpread`          the spread of the chain across orderings                 ``score_masks * L``
+:class:`UniformSizeMasks`     ``(L / M) sum_masked log p``, ``M`` uniform (LLaDA)      ``score_masks``
+:class:`StratifiedSizeMasks`  the same, sizes evenly spread (LLaDA's evaluation)       ``score_masks``
+:class:`BalancedMasks`        the same, all-masked once, positions balanced per size   ``score_masks``
+:class:`ControlledMasks`      the same, minus a control variate per token              ``score_masks``
+:class:`TimeMasks`            ``(1 / t) sum_masked log p``, masks Bernoulli(t) (MDLM)  ``score_masks``
 :class:`ExhaustiveMasks`      ``sum_M S(x; M)`` over every mask: exact                 ``2**L - 1``
 :class:`SingleTokenMasks`     the pseudo-log-likelihood (or PLL-word-l2r)              ``L``
 :class:`TokenScores`          each token's log-probability in the PLL                  ``L``
-:class:`CurveTokenScores`     each token's mean log-probability at each rate           ``n_masks`` per rate
+:class:`CurveTokenScores`     each token's mean log-probability at each rate           ``score_masks`` per rate
 :class:`WholeWordMasks`       another strategy's masks drawn over words                the other's, over words
 ============================  =======================================================  =======================
 
@@ -37,12 +37,15 @@ what an adaptive budget or a paired comparison of two texts reads.
 
 import abc
 import math
+from numbers import Integral
 
 import numpy as np
 import torch
 
+from .._validation import Interval, Options, validate_parameters
 from ..masks import mask_size_for_rate, masks_of_sizes, nested_masks, random_orderings
 from ..objectives import mean_over_masks
+from ..objectives.vocabulary import MPT_ESTIMATORS, renamed_parameter
 
 __all__ = [
     "BalancedMasks",
@@ -61,26 +64,20 @@ __all__ = [
     "TokenScores",
     "UniformSizeMasks",
     "WholeWordMasks",
-    "balanced_windows",
-    "chain_masks",
     "estimator_strategy",
     "least_variance_estimator",
     "pilot_variances",
-    "size_masks",
-    "stratified_sizes",
-    "token_effects",
-    "within_word_l2r_masks",
 ]
 
 
-def size_masks(sizes, length, generator):
+def _size_masks(sizes, length, generator):
     """Random masks of the given sizes over a text's ``length`` tokens; targets are the masked.
 
     Examples
     --------
     >>> import torch
-    >>> from skmpt.text.strategies import size_masks
-    >>> masked, targets = size_masks([1, 3], 4, torch.Generator().manual_seed(0))
+    >>> from skmpt.text.strategies import _size_masks
+    >>> masked, targets = _size_masks([1, 3], 4, torch.Generator().manual_seed(0))
     >>> masked.sum(1).tolist(), bool((masked == targets).all())
     ([1, 3], True)
     """
@@ -88,7 +85,7 @@ def size_masks(sizes, length, generator):
     return masked, masked
 
 
-def chain_masks(n_orderings, length, generator, antithetic=False):
+def _chain_masks(n_orderings, length, generator, antithetic=False):
     """Nested masks along random orderings; each copy's target is the token it adds.
 
     With ``antithetic=True`` every second ordering is the one before it reversed.
@@ -96,8 +93,8 @@ def chain_masks(n_orderings, length, generator, antithetic=False):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.text.strategies import chain_masks
-    >>> masked, targets = chain_masks(2, 3, torch.Generator().manual_seed(0))
+    >>> from skmpt.text.strategies import _chain_masks
+    >>> masked, targets = _chain_masks(2, 3, torch.Generator().manual_seed(0))
     >>> masked.shape, targets.sum(1).tolist()
     (torch.Size([6, 3]), [1, 1, 1, 1, 1, 1])
     """
@@ -110,14 +107,14 @@ def chain_masks(n_orderings, length, generator, antithetic=False):
     return masked, targets
 
 
-def within_word_l2r_masks(word_ids):
+def _within_word_l2r_masks(word_ids):
     """PLL-word-l2r's copies: token ``j`` is the target, masked with its word's tokens to its right.
 
     Examples
     --------
     >>> import torch
-    >>> from skmpt.text.strategies import within_word_l2r_masks
-    >>> masked, targets = within_word_l2r_masks(torch.tensor([0, 1, 1, 1, 2]))
+    >>> from skmpt.text.strategies import _within_word_l2r_masks
+    >>> masked, targets = _within_word_l2r_masks(torch.tensor([0, 1, 1, 1, 2]))
     >>> masked.int().tolist()
     [[1, 0, 0, 0, 0], [0, 1, 1, 1, 0], [0, 0, 1, 1, 0], [0, 0, 0, 1, 0], [0, 0, 0, 0, 1]]
     """
@@ -128,23 +125,28 @@ def within_word_l2r_masks(word_ids):
     return same_word & right, torch.eye(length, dtype=torch.bool)
 
 
-def _check_draws(n_masks, return_std, what="n_masks"):
+def _check_draws(score_masks, return_std, owner, what="score_masks"):
     """Draws per text: a positive integer, at least 2 for a standard error."""
-    if isinstance(n_masks, bool) or not isinstance(n_masks, (int, np.integer)) or n_masks < 1:
-        raise ValueError(f"{what} must be a positive integer; got {n_masks!r}.")
-    if return_std and n_masks < 2:
-        raise ValueError(f"{what}={n_masks}: a standard error needs at least 2 masks per size, orderings or masks.")
-    return int(n_masks)
+    validate_parameters({what: score_masks}, {what: [Interval(Integral, 1, None, closed="left")]}, owner)
+    if return_std and score_masks < 2:
+        raise ValueError(f"{what}={score_masks}: a standard error needs at least 2 masks per size, orderings or masks.")
+    return int(score_masks)
+
+
+def _draws_of(score_masks, n_masks, return_std, owner):
+    """``score_masks`` (or its 0.1.0 name ``n_masks``, with a FutureWarning) checked as ``_check_draws`` does."""
+    return _check_draws(renamed_parameter("n_masks", n_masks, "score_masks", score_masks, owner, stacklevel=4),
+                        return_std, owner)
 
 
 def _with_std(value, std, return_std):
     return np.array([value, std]) if return_std else value
 
 
-def _group_standard_errors(masked, sums, n_masks):
-    """Standard error of each group's mean of ``sum / M`` over its ``n_masks`` masks (``ddof=1``)."""
-    ratios = (sums / masked.sum(1).numpy()).reshape(-1, n_masks)
-    return ratios.std(axis=1, ddof=1) / np.sqrt(n_masks)
+def _group_standard_errors(masked, sums, score_masks):
+    """Standard error of each group's mean of ``sum / M`` over its ``score_masks`` masks (``ddof=1``)."""
+    ratios = (sums / masked.sum(1).numpy()).reshape(-1, score_masks)
+    return ratios.std(axis=1, ddof=1) / np.sqrt(score_masks)
 
 
 def _spread_with_error(values):
@@ -172,10 +174,18 @@ class ScoringStrategy(abc.ABC):
     per_target : bool
         Class attribute: :meth:`reduce` receives each copy's target log-probabilities, of shape
         (n_copies, L) with NaN at the tokens that are not targets, instead of each copy's sum.
+    paired : bool
+        The draws come in antithetic pairs (an ordering and its reverse): a count of draws is
+        even. What the budgeted estimator (:class:`~skmpt.text.estimation.BudgetedEstimator`)
+        reads to size a strategy to a budget.
+    min_draws : int
+        The fewest draws that give a standard error (2; two pairs when ``paired``).
     """
 
     needs_words = False
     per_target = False
+    paired = False
+    min_draws = 2
 
     @abc.abstractmethod
     def n_copies(self, length, word_ids=None):
@@ -189,14 +199,22 @@ class ScoringStrategy(abc.ABC):
     def reduce(self, masked, values, word_ids=None):
         """The text's result from its copies' summed target log-probabilities, shape (n_copies,)."""
 
+    def draws(self, masked, values):
+        """Each independent draw's estimate of ``sum_M S(x; M)`` (an ordering's, a mask's), whose mean is the result.
+
+        What an adaptive budget or a paired comparison of two texts reads; the estimators of
+        :func:`estimator_strategy` give them, other strategies raise ``NotImplementedError``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} is not an estimator of sum_M S(x; M): it has no draws.")
+
 
 class CurveMasks(ScoringStrategy):
-    """``n_masks`` random masks of ``M = round(rate * L)`` tokens per rate; ``S(x; M)`` per rate.
+    """``score_masks`` random masks of ``M = round(rate * L)`` tokens per rate; ``S(x; M)`` per rate.
 
     Parameters
     ----------
     rates : array-like of float in (0, 1)
-    n_masks : int
+    score_masks : int
         Masks per rate.
     return_std : bool, default=False
         ``[curve, standard errors]`` (shape (2, n_rates)) instead of the curve.
@@ -204,37 +222,38 @@ class CurveMasks(ScoringStrategy):
     Examples
     --------
     >>> from skmpt.text.strategies import CurveMasks
-    >>> CurveMasks([0.2, 0.5], n_masks=3).n_copies(10)
+    >>> CurveMasks([0.2, 0.5], score_masks=3).n_copies(10)
     6
     """
 
-    def __init__(self, rates, n_masks, return_std=False):
-        self.rates, self.n_masks, self.return_std = rates, _check_draws(n_masks, return_std), return_std
+    def __init__(self, rates, score_masks=None, return_std=False, *, n_masks="deprecated"):
+        self.rates, self.return_std = rates, return_std
+        self.score_masks = _draws_of(score_masks, n_masks, return_std, type(self).__name__)
 
     def n_copies(self, length, word_ids=None):
-        return len(self.rates) * self.n_masks
+        return len(self.rates) * self.score_masks
 
     def copies(self, length, generator, word_ids=None):
         sizes = [mask_size_for_rate(float(rate), length) for rate in self.rates]
-        return size_masks(np.repeat(sizes, self.n_masks), length, generator)
+        return _size_masks(np.repeat(sizes, self.score_masks), length, generator)
 
     def reduce(self, masked, values, word_ids=None):
-        curve = mean_over_masks(values, masked.sum(1).numpy(), self.n_masks)
+        curve = mean_over_masks(values, masked.sum(1).numpy(), self.score_masks)
         if not self.return_std:
             return curve
-        return np.stack([curve, _group_standard_errors(masked, values, self.n_masks)])
+        return np.stack([curve, _group_standard_errors(masked, values, self.score_masks)])
 
 
 class SweepMasks(ScoringStrategy):
-    """``n_masks`` random masks at every size ``1..L``; ``sum_M c_M S(x; M)``, the paper's estimator.
+    """``score_masks`` random masks at every size ``1..L``; ``sum_M c_M S(x; M)``, the paper's estimator.
 
     Parameters
     ----------
-    n_masks : int
+    score_masks : int
         Masks per size.
     return_std : bool, default=False
         ``[estimate, standard error]``: the sizes' estimates are independent, so the error is
-        ``sqrt(sum_M c_M**2 var_M / n_masks)`` from the spread of each size's masks.
+        ``sqrt(sum_M c_M**2 var_M / score_masks)`` from the spread of each size's masks.
     weights : callable or None, default=None
         ``weights(L)`` gives ``c_M`` for ``M = 1..L`` (shape (L,)), as a noise schedule's
         discrete-time ELBO does (:func:`~skmpt.text.schedule_weights`); ``None`` is all ones.
@@ -243,40 +262,41 @@ class SweepMasks(ScoringStrategy):
     --------
     >>> import torch
     >>> from skmpt.text.strategies import SweepMasks
-    >>> strategy = SweepMasks(n_masks=2, return_std=True)
+    >>> strategy = SweepMasks(score_masks=2, return_std=True)
     >>> masked, _ = strategy.copies(3, torch.Generator().manual_seed(0))
     >>> sums = -masked.sum(1).double().numpy()  # every masked token has log-probability -1
     >>> strategy.n_copies(3), strategy.reduce(masked, sums).tolist()
     (6, [-3.0, 0.0])
     """
 
-    def __init__(self, n_masks, return_std=False, weights=None):
-        self.n_masks, self.return_std, self.weights = _check_draws(n_masks, return_std), return_std, weights
+    def __init__(self, score_masks=None, return_std=False, weights=None, *, n_masks="deprecated"):
+        self.score_masks = _draws_of(score_masks, n_masks, return_std, type(self).__name__)
+        self.return_std, self.weights = return_std, weights
 
     def n_copies(self, length, word_ids=None):
-        return self.n_masks * length
+        return self.score_masks * length
 
     def copies(self, length, generator, word_ids=None):
-        return size_masks(np.repeat(np.arange(1, length + 1), self.n_masks), length, generator)
+        return _size_masks(np.repeat(np.arange(1, length + 1), self.score_masks), length, generator)
 
     def draws(self, masked, values):
-        """Each round's ``sum_M c_M`` (one mask per size) estimate, shape (n_masks,)."""
+        """Each round's ``sum_M c_M`` (one mask per size) estimate, shape (score_masks,)."""
         length = masked.shape[1]
         weights = np.ones(length) if self.weights is None else np.asarray(self.weights(length), np.float64)
-        ratios = (np.asarray(values, np.float64) / masked.sum(1).numpy()).reshape(length, self.n_masks)
+        ratios = (np.asarray(values, np.float64) / masked.sum(1).numpy()).reshape(length, self.score_masks)
         return weights @ ratios
 
     def reduce(self, masked, values, word_ids=None):
-        curve = mean_over_masks(values, masked.sum(1).numpy(), self.n_masks)
+        curve = mean_over_masks(values, masked.sum(1).numpy(), self.score_masks)
         weights = np.ones(len(curve)) if self.weights is None else np.asarray(self.weights(len(curve)), np.float64)
         if not self.return_std:
             return curve.sum() if self.weights is None else weights @ curve
-        errors = _group_standard_errors(masked, values, self.n_masks)
+        errors = _group_standard_errors(masked, values, self.score_masks)
         return np.array([weights @ curve, np.sqrt((weights**2) @ errors**2)])
 
 
 class ChainMasks(ScoringStrategy):
-    """``n_masks`` random orderings, each token scored given those before it; their mean chain-rule sum.
+    """``score_masks`` random orderings, each token scored given those before it; their mean chain-rule sum.
 
     Exact for a model whose conditionals come from one joint, whatever the ordering. With
     ``antithetic=True`` the orderings come in pairs, the second the first reversed (a token
@@ -285,7 +305,7 @@ class ChainMasks(ScoringStrategy):
 
     Parameters
     ----------
-    n_masks : int
+    score_masks : int
         Orderings; even with ``antithetic``.
     return_std : bool, default=False
         ``[estimate, standard error]``: the spread of the draws' sums over the square root of
@@ -296,38 +316,40 @@ class ChainMasks(ScoringStrategy):
     --------
     >>> import torch
     >>> from skmpt.text.strategies import ChainMasks
-    >>> strategy = ChainMasks(n_masks=2, return_std=True)
+    >>> strategy = ChainMasks(score_masks=2, return_std=True)
     >>> masked, _ = strategy.copies(3, torch.Generator().manual_seed(0))
     >>> strategy.n_copies(3), strategy.reduce(masked, -torch.ones(6, dtype=torch.float64).numpy()).tolist()
     (6, [-3.0, 0.0])
     """
 
-    def __init__(self, n_masks, return_std=False, antithetic=False):
-        self.n_masks, self.return_std, self.antithetic = _check_draws(n_masks, return_std), return_std, antithetic
-        if antithetic and (self.n_masks % 2 or (return_std and self.n_masks < 4)):
-            raise ValueError(f"Antithetic orderings come in pairs: n_masks must be even (at least 4 for a standard "
-                             f"error); got {n_masks}.")
+    def __init__(self, score_masks=None, return_std=False, antithetic=False, *, n_masks="deprecated"):
+        self.score_masks = _draws_of(score_masks, n_masks, return_std, type(self).__name__)
+        self.return_std, self.antithetic = return_std, antithetic
+        self.paired, self.min_draws = bool(antithetic), 4 if antithetic else 2
+        if antithetic and (self.score_masks % 2 or (return_std and self.score_masks < 4)):
+            raise ValueError(f"Antithetic orderings come in pairs: score_masks must be even (at least 4 for a standard "
+                             f"error); got {score_masks}.")
 
     def n_copies(self, length, word_ids=None):
-        return self.n_masks * length
+        return self.score_masks * length
 
     def copies(self, length, generator, word_ids=None):
-        return chain_masks(self.n_masks, length, generator, antithetic=self.antithetic)
+        return _chain_masks(self.score_masks, length, generator, antithetic=self.antithetic)
 
     def draws(self, masked, values):
-        """Each ordering's chain-rule sum (each antithetic pair's mean), shape (n_masks,) or (n_masks / 2,)."""
-        totals = np.asarray(values, dtype=np.float64).reshape(self.n_masks, -1).sum(1)
+        """Each ordering's chain-rule sum (each antithetic pair's mean), shape (score_masks,) or (score_masks / 2,)."""
+        totals = np.asarray(values, dtype=np.float64).reshape(self.score_masks, -1).sum(1)
         return totals.reshape(-1, 2).mean(1) if self.antithetic else totals
 
     def reduce(self, masked, values, word_ids=None):
         if not self.return_std:
-            return values.sum() / self.n_masks
+            return values.sum() / self.score_masks
         totals = self.draws(masked, values)
         return np.array([totals.mean(), totals.std(ddof=1) / np.sqrt(len(totals))])
 
 
 class ChainSpread(ChainMasks):
-    """The spread of the chain across ``n_masks`` random orderings, and its standard error: ``[s, se(s)]``.
+    """The spread of the chain across ``score_masks`` random orderings, and its standard error: ``[s, se(s)]``.
 
     Each ordering gives ``sum_t log p(x_{s_t} | x_{s_<t})``, the chain rule along it. When the
     conditionals come from one joint every ordering gives ``log p(x)``: the spread (the standard
@@ -338,51 +360,52 @@ class ChainSpread(ChainMasks):
     Examples
     --------
     >>> from skmpt.text.strategies import ChainSpread
-    >>> ChainSpread(n_masks=4).n_copies(10)
+    >>> ChainSpread(score_masks=4).n_copies(10)
     40
     """
 
-    def __init__(self, n_masks):
-        super().__init__(n_masks, return_std=True)
+    def __init__(self, score_masks=None, *, n_masks="deprecated"):
+        super().__init__(renamed_parameter("n_masks", n_masks, "score_masks", score_masks, "ChainSpread"),
+                         return_std=True)
 
     def reduce(self, masked, values, word_ids=None):
-        return _spread_with_error(np.asarray(values, dtype=np.float64).reshape(self.n_masks, -1).sum(1))
+        return _spread_with_error(np.asarray(values, dtype=np.float64).reshape(self.score_masks, -1).sum(1))
 
 
 class UniformSizeMasks(ScoringStrategy):
-    """``n_masks`` masks of uniformly random sizes ``M`` in ``1..L``; the mean of ``(L / M) sum_masked log p``.
+    """``score_masks`` masks of uniformly random sizes ``M`` in ``1..L``; the mean of ``(L / M) sum_masked log p``.
 
     LLaDA's Monte Carlo estimator of ``log p(answer | prompt)`` and RADD's ``k_DCE``: unbiased
     for ``sum_M S(x; M)``, one copy per mask.
 
     Parameters
     ----------
-    n_masks : int
+    score_masks : int
     return_std : bool, default=False
-        ``[estimate, standard error]``: the masks' spread over ``sqrt(n_masks)``.
+        ``[estimate, standard error]``: the masks' spread over ``sqrt(score_masks)``.
 
     Examples
     --------
     >>> import torch
     >>> from skmpt.text.strategies import UniformSizeMasks
-    >>> strategy = UniformSizeMasks(n_masks=4, return_std=True)
+    >>> strategy = UniformSizeMasks(score_masks=4, return_std=True)
     >>> masked, _ = strategy.copies(5, torch.Generator().manual_seed(0))
     >>> strategy.reduce(masked, -masked.sum(1).double().numpy()).tolist()  # log p = -1 per token
     [-5.0, 0.0]
     """
 
-    def __init__(self, n_masks, return_std=False):
-        self.n_masks, self.return_std = _check_draws(n_masks, return_std), return_std
+    def __init__(self, score_masks=None, return_std=False, *, n_masks="deprecated"):
+        self.score_masks, self.return_std = _draws_of(score_masks, n_masks, return_std, type(self).__name__), return_std
 
     def n_copies(self, length, word_ids=None):
-        return self.n_masks
+        return self.score_masks
 
     def copies(self, length, generator, word_ids=None):
-        sizes = torch.randint(1, length + 1, (self.n_masks,), generator=generator).numpy()
-        return size_masks(sizes, length, generator)
+        sizes = torch.randint(1, length + 1, (self.score_masks,), generator=generator).numpy()
+        return _size_masks(sizes, length, generator)
 
     def draws(self, masked, values):
-        """Each mask's ``(L / M) sum_masked log p``, shape (n_masks,)."""
+        """Each mask's ``(L / M) sum_masked log p``, shape (score_masks,)."""
         return masked.shape[1] / masked.sum(1).numpy() * np.asarray(values, dtype=np.float64)
 
     def reduce(self, masked, values, word_ids=None):
@@ -391,44 +414,44 @@ class UniformSizeMasks(ScoringStrategy):
         return _with_std(terms.mean(), std, self.return_std)
 
 
-def stratified_sizes(n_masks, length, generator):
-    """LLaDA's count-stratified sizes: ``n_masks`` sizes evenly spaced over ``1..length`` from a random start.
+def _stratified_sizes(score_masks, length, generator):
+    """LLaDA's count-stratified sizes: ``score_masks`` sizes evenly spaced over ``1..length`` from a random start.
 
     Each size alone is uniform on ``1..length``; together they cover the range evenly.
 
     Examples
     --------
     >>> import torch
-    >>> from skmpt.text.strategies import stratified_sizes
-    >>> sorted(stratified_sizes(4, 8, torch.Generator().manual_seed(0)).tolist())
+    >>> from skmpt.text.strategies import _stratified_sizes
+    >>> sorted(_stratified_sizes(4, 8, torch.Generator().manual_seed(0)).tolist())
     [1, 3, 5, 7]
     """
     start = int(torch.randint(1, length + 1, (), generator=generator))
     # floor, not round: LLaDA's torch.round rounds halves to even, which favours even sizes for some (L, n)
-    sizes = start + np.floor(np.arange(n_masks) * (length / n_masks)).astype(np.int64)
+    sizes = start + np.floor(np.arange(score_masks) * (length / score_masks)).astype(np.int64)
     return (sizes - 1) % length + 1
 
 
 class StratifiedSizeMasks(UniformSizeMasks):
-    """LLaDA's evaluation estimator: :class:`UniformSizeMasks` with the sizes evenly spread (:func:`stratified_sizes`).
+    """LLaDA's evaluation estimator: :class:`UniformSizeMasks` with the sizes evenly spread (``_stratified_sizes``).
 
-    The ``n_masks`` sizes of a text share one random start, so they are not independent: the
+    The ``score_masks`` sizes of a text share one random start, so they are not independent: the
     standard error, computed as if they were, is conservative.
 
     Examples
     --------
     >>> import torch
     >>> from skmpt.text.strategies import StratifiedSizeMasks
-    >>> masked, _ = StratifiedSizeMasks(n_masks=4).copies(8, torch.Generator().manual_seed(0))
+    >>> masked, _ = StratifiedSizeMasks(score_masks=4).copies(8, torch.Generator().manual_seed(0))
     >>> sorted(masked.sum(1).tolist())
     [1, 3, 5, 7]
     """
 
     def copies(self, length, generator, word_ids=None):
-        return size_masks(stratified_sizes(self.n_masks, length, generator), length, generator)
+        return _size_masks(_stratified_sizes(self.score_masks, length, generator), length, generator)
 
 
-def balanced_windows(sizes, length, generator):
+def _balanced_windows(sizes, length, generator):
     """Masks of the given sizes, balanced over positions: each size's masks are windows of one random ordering.
 
     The ``k`` masks of size ``M`` are the cyclic windows of ``M`` consecutive entries of one
@@ -440,8 +463,8 @@ def balanced_windows(sizes, length, generator):
     Examples
     --------
     >>> import torch
-    >>> from skmpt.text.strategies import balanced_windows
-    >>> masked = balanced_windows([3, 3, 3, 3], 12, torch.Generator().manual_seed(0))
+    >>> from skmpt.text.strategies import _balanced_windows
+    >>> masked = _balanced_windows([3, 3, 3, 3], 12, torch.Generator().manual_seed(0))
     >>> masked.sum(0).tolist()  # four windows of 3 of 12 tokens: a partition
     [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
     """
@@ -461,10 +484,10 @@ class BalancedMasks(StratifiedSizeMasks):
     """Stratified over sizes and positions: the all-masked copy once, the other sizes evenly spread, each balanced.
 
     ``sum_M S(x; M) = S(x; L) + sum_{M < L} S(x; M)``. The one mask of size ``L`` gives
-    ``S(x; L)`` exactly from one copy (LLaDA's stratified sizes spend ``n_masks / L`` copies on
-    it). The other ``n_masks - 1`` copies take LLaDA's evenly spread sizes over ``1..L - 1``
-    (:func:`stratified_sizes`), each a term ``((L - 1) / M) sum_masked log p``, unbiased for the
-    rest; the masks of each size are windows of one random ordering (:func:`balanced_windows`),
+    ``S(x; L)`` exactly from one copy (LLaDA's stratified sizes spend ``score_masks / L`` copies on
+    it). The other ``score_masks - 1`` copies take LLaDA's evenly spread sizes over ``1..L - 1``
+    (``_stratified_sizes``), each a term ``((L - 1) / M) sum_masked log p``, unbiased for the
+    rest; the masks of each size are windows of one random ordering (``_balanced_windows``),
     so every token is masked nearly equally often within a size and the spread that comes from
     *which* tokens a mask holds (some are far harder to predict than others) mostly cancels.
     Same expectation as LLaDA's estimator; measured on AntiBERTy, 1.5 to 2 times less variance
@@ -473,7 +496,7 @@ class BalancedMasks(StratifiedSizeMasks):
 
     Parameters
     ----------
-    n_masks : int
+    score_masks : int
         Copies, the all-masked one included: at least 2 (3 for a standard error).
     return_std : bool, default=False
 
@@ -481,7 +504,7 @@ class BalancedMasks(StratifiedSizeMasks):
     --------
     >>> import numpy as np, torch
     >>> from skmpt.text.strategies import BalancedMasks
-    >>> strategy = BalancedMasks(n_masks=5, return_std=True)
+    >>> strategy = BalancedMasks(score_masks=5, return_std=True)
     >>> masked, _ = strategy.copies(3, torch.Generator().manual_seed(0))
     >>> masked.sum(1).tolist()  # the all-masked copy first, then sizes over 1..2
     [3, 1, 1, 2, 2]
@@ -489,23 +512,25 @@ class BalancedMasks(StratifiedSizeMasks):
     [-3.0, 0.0]
     """
 
-    def __init__(self, n_masks, return_std=False):
-        super().__init__(n_masks, return_std=return_std)
-        if self.n_masks < 2 + return_std:
-            raise ValueError(f"BalancedMasks needs n_masks >= {2 + return_std} (the all-masked copy and "
-                             f"{1 + return_std} more); got {n_masks}.")
+    min_draws = 3  # the all-masked copy and two draws
+
+    def __init__(self, score_masks=None, return_std=False, *, n_masks="deprecated"):
+        super().__init__(score_masks, return_std=return_std, n_masks=n_masks)
+        if self.score_masks < 2 + return_std:
+            raise ValueError(f"BalancedMasks needs score_masks >= {2 + return_std} (the all-masked copy and "
+                             f"{1 + return_std} more); got {score_masks}.")
 
     def copies(self, length, generator, word_ids=None):
         full = torch.ones((1, length), dtype=torch.bool)
         if length == 1:  # one token: every copy is the all-masked one
-            masked = full.expand(self.n_masks, 1).clone()
+            masked = full.expand(self.score_masks, 1).clone()
             return masked, masked
-        sizes = stratified_sizes(self.n_masks - 1, length - 1, generator)
-        masked = torch.cat([full, balanced_windows(sizes, length, generator)])
+        sizes = _stratified_sizes(self.score_masks - 1, length - 1, generator)
+        masked = torch.cat([full, _balanced_windows(sizes, length, generator)])
         return masked, masked
 
     def draws(self, masked, values):
-        """Each copy after the first: its term plus ``S(x; L)`` from the first, shape (n_masks - 1,)."""
+        """Each copy after the first: its term plus ``S(x; L)`` from the first, shape (score_masks - 1,)."""
         values = np.asarray(values, dtype=np.float64)
         length = masked.shape[1]
         if length == 1:
@@ -522,7 +547,7 @@ class ControlledMasks(StratifiedSizeMasks):
     far harder to predict than others). With a baseline ``a_j`` per token that does not depend on
     ``m``, ``(L / M) sum_{j in m} (l_j - a_j) + sum_j a_j`` has the same expectation (each token
     is in ``m`` with probability ``M / L``) and far less spread when ``a_j`` tracks ``l_j``. Here
-    ``a_j`` is fitted on the *other* masks only (:func:`token_effects`: ``l_jk = a_j + c_k``, each
+    ``a_j`` is fitted on the *other* masks only (``_token_effects``: ``l_jk = a_j + c_k``, each
     mask ``k`` at its own level ``c_k``), so it does not depend on ``m``. A shift of every ``a_j``
     by one constant cancels exactly, so the masks' sizes do not bias it.
 
@@ -533,7 +558,7 @@ class ControlledMasks(StratifiedSizeMasks):
     --------
     >>> import numpy as np, torch
     >>> from skmpt.text.strategies import ControlledMasks
-    >>> strategy = ControlledMasks(n_masks=6, return_std=True)
+    >>> strategy = ControlledMasks(score_masks=6, return_std=True)
     >>> masked, _ = strategy.copies(4, torch.Generator().manual_seed(0))
     >>> values = np.where(masked.numpy(), [-1.0, -2.0, -3.0, -4.0], np.nan)  # a mask does not change log p
     >>> strategy.reduce(masked, values).round(12).tolist()  # exactly sum_j l_j: the tokens' spread is gone
@@ -543,14 +568,14 @@ class ControlledMasks(StratifiedSizeMasks):
     per_target = True
 
     def draws(self, masked, values):
-        """Each mask's controlled term, shape (n_masks,)."""
+        """Each mask's controlled term, shape (score_masks,)."""
         masked = masked.numpy()
         values = np.where(masked, np.asarray(values, dtype=np.float64), 0.0)
         length, sizes = masked.shape[1], masked.sum(1)
         terms = np.empty(len(masked))
         for k in range(len(masked)):
             others = np.arange(len(masked)) != k
-            baseline = token_effects(masked[others], values[others])
+            baseline = _token_effects(masked[others], values[others])
             terms[k] = length / sizes[k] * (values[k] - baseline)[masked[k]].sum() + baseline.sum()
         return terms
 
@@ -573,7 +598,7 @@ def pilot_variances(masked, values):
     --------
     >>> import numpy as np, torch
     >>> from skmpt.text.strategies import ControlledMasks, pilot_variances
-    >>> masked, _ = ControlledMasks(n_masks=16).copies(8, torch.Generator().manual_seed(0))
+    >>> masked, _ = ControlledMasks(score_masks=16).copies(8, torch.Generator().manual_seed(0))
     >>> difficulty = np.linspace(-6.0, -0.5, 8)  # each token's log-probability, whatever is masked
     >>> variances = pilot_variances(masked, np.where(masked.numpy(), difficulty, np.nan))
     >>> variances["terms"] > 1.0, variances["controlled"] < 1e-12
@@ -612,8 +637,8 @@ def least_variance_estimator(variances, balance_gain=4.0, otherwise="balanced"):
     >>> least_variance_estimator({"terms": 1.0, "controlled": 0.8}, otherwise="nested")
     'nested'
     """
-    if otherwise not in ESTIMATOR_METHODS:
-        raise ValueError(f"otherwise must be one of {', '.join(map(repr, ESTIMATOR_METHODS))}; got {otherwise!r}.")
+    validate_parameters({"otherwise": otherwise}, {"otherwise": [Options(ESTIMATOR_METHODS)]},
+                        "least_variance_estimator")
     return "controlled" if variances["controlled"] * balance_gain < variances["terms"] else otherwise
 
 
@@ -628,7 +653,7 @@ class NestedMasks(ScoringStrategy):
     nested masks (which averages the masked tokens' spread away). With ``antithetic=True`` the
     orderings come in pairs, one the other reversed: a token revealed early in one is revealed
     late in the other, and a pair is one draw. The all-masked copy ends every ordering and is the
-    same for all: it runs once, so ``n_masks`` orderings cost ``n_masks * (L - 1) + 1`` copies.
+    same for all: it runs once, so ``score_masks`` orderings cost ``score_masks * (L - 1) + 1`` copies.
 
     The default ``chain_weight=1`` (the chain) was chosen on sequences held out from the first
     tuning (``benchmarks/text_estimator_variance.py --chains``): on AntiBERTy, the 12 residues
@@ -641,7 +666,7 @@ class NestedMasks(ScoringStrategy):
 
     Parameters
     ----------
-    n_masks : int
+    score_masks : int
         Orderings (``L - 1`` copies each, plus the one all-masked copy); even with ``antithetic``.
     return_std : bool, default=False
     chain_weight : float, default=1.0
@@ -651,7 +676,7 @@ class NestedMasks(ScoringStrategy):
     --------
     >>> import numpy as np, torch
     >>> from skmpt.text.strategies import NestedMasks
-    >>> strategy = NestedMasks(n_masks=4, return_std=True)
+    >>> strategy = NestedMasks(score_masks=4, return_std=True)
     >>> masked, _ = strategy.copies(3, torch.Generator().manual_seed(0))
     >>> masked.sum(1).tolist()  # the all-masked copy once, then each ordering's masks of 1 and 2 tokens
     [3, 1, 2, 1, 2, 1, 2, 1, 2]
@@ -662,19 +687,21 @@ class NestedMasks(ScoringStrategy):
 
     per_target = True
 
-    def __init__(self, n_masks, return_std=False, chain_weight=1.0, antithetic=True):
-        self.n_masks = _check_draws(n_masks, return_std)
-        if antithetic and self.n_masks % 2:
-            raise ValueError(f"antithetic orderings come in pairs: n_masks must be even; got {n_masks}.")
+    def __init__(self, score_masks=None, return_std=False, chain_weight=1.0, antithetic=True, *,
+                 n_masks="deprecated"):
+        self.score_masks = _draws_of(score_masks, n_masks, return_std, type(self).__name__)
+        if antithetic and self.score_masks % 2:
+            raise ValueError(f"antithetic orderings come in pairs: score_masks must be even; got {score_masks}.")
         if not math.isfinite(chain_weight):
             raise ValueError(f"chain_weight must be a finite number; got {chain_weight!r}.")
         self.return_std, self.chain_weight, self.antithetic = return_std, float(chain_weight), antithetic
+        self.paired, self.min_draws = bool(antithetic), 4 if antithetic else 2
 
     def n_copies(self, length, word_ids=None):
-        return self.n_masks * (length - 1) + 1
+        return self.score_masks * (length - 1) + 1
 
     def copies(self, length, generator, word_ids=None):
-        orderings = random_orderings(self.n_masks, length, random_state=generator)
+        orderings = random_orderings(self.score_masks, length, random_state=generator)
         if self.antithetic:
             orderings[1::2] = orderings[0::2].flip(1)
         nested = nested_masks(orderings)[:, :-1].reshape(-1, length)  # sizes 1..L - 1 of each ordering
@@ -682,13 +709,13 @@ class NestedMasks(ScoringStrategy):
         return masked, masked
 
     def draws(self, masked, values):
-        """Each ordering's (each antithetic pair's) estimate, shape (n_masks,) (or (n_masks / 2,))."""
+        """Each ordering's (each antithetic pair's) estimate, shape (score_masks,) (or (score_masks / 2,))."""
         length = masked.shape[1]
         values = np.asarray(values, dtype=np.float64)
-        masks = masked.numpy()[1:].reshape(self.n_masks, length - 1, length)
-        masks = np.concatenate([masks, np.ones((self.n_masks, 1, length), dtype=bool)], 1)
-        values = np.concatenate([values[1:].reshape(self.n_masks, length - 1, length),
-                                 np.broadcast_to(values[0], (self.n_masks, 1, length))], 1)
+        masks = masked.numpy()[1:].reshape(self.score_masks, length - 1, length)
+        masks = np.concatenate([masks, np.ones((self.score_masks, 1, length), dtype=bool)], 1)
+        values = np.concatenate([values[1:].reshape(self.score_masks, length - 1, length),
+                                 np.broadcast_to(values[0], (self.score_masks, 1, length))], 1)
         added = masks.copy()
         added[:, 1:] &= ~masks[:, :-1]  # the token each copy adds to the one before it
         chain = np.where(added, values, 0.0).sum(2)
@@ -702,7 +729,7 @@ class NestedMasks(ScoringStrategy):
         return _with_std(totals.mean(), std, self.return_std)
 
 
-def token_effects(masked, values, n_iter=10):
+def _token_effects(masked, values, n_iter=10):
     """Each token's effect ``a_j`` in the additive fit ``l_jk = a_j + c_k`` over the masks ``k`` that hold it.
 
     ``c_k`` is each mask's level (its size's difficulty); ``a_j`` is 0 for a token no mask holds.
@@ -711,10 +738,10 @@ def token_effects(masked, values, n_iter=10):
     Examples
     --------
     >>> import numpy as np
-    >>> from skmpt.text.strategies import token_effects
+    >>> from skmpt.text.strategies import _token_effects
     >>> masked = np.array([[1, 1, 0], [0, 1, 1]], dtype=bool)
     >>> values = np.array([[-1.0, -2.0, 0.0], [0.0, -3.0, -4.0]])  # the second mask is 1 harder
-    >>> effects = token_effects(masked, values)
+    >>> effects = _token_effects(masked, values)
     >>> np.round(effects - effects[1], 2).tolist()
     [1.0, 0.0, -1.0]
     """
@@ -733,13 +760,13 @@ class TimeMasks(UniformSizeMasks):
     of expectation ``-sum_M S(x; M)``. Each copy here is weighed by ``E[1 / t | M] = (L + 1) / M``
     (``t`` given ``M`` masked tokens is Beta(M + 1, L - M + 1)) instead of ``1 / t``: the same
     expectation, never more variance (Rao-Blackwell), so a comparison with it favours MDLM
-    slightly. With ``low_discrepancy=True`` the ``n_masks`` times are ``(u + k) / n_masks`` for
+    slightly. With ``low_discrepancy=True`` the ``score_masks`` times are ``(u + k) / score_masks`` for
     one uniform ``u`` (MDLM's low-discrepancy sampler); else independent. A copy that masks
     nothing counts 0 and still costs its pass.
 
     Parameters
     ----------
-    n_masks : int
+    score_masks : int
     return_std : bool, default=False
     low_discrepancy : bool, default=True
 
@@ -747,26 +774,26 @@ class TimeMasks(UniformSizeMasks):
     --------
     >>> import torch
     >>> from skmpt.text.strategies import TimeMasks
-    >>> masked, _ = TimeMasks(n_masks=4).copies(6, torch.Generator().manual_seed(0))
+    >>> masked, _ = TimeMasks(score_masks=4).copies(6, torch.Generator().manual_seed(0))
     >>> masked.shape
     torch.Size([4, 6])
     """
 
-    def __init__(self, n_masks, return_std=False, low_discrepancy=True):
-        super().__init__(n_masks, return_std=return_std)
+    def __init__(self, score_masks=None, return_std=False, low_discrepancy=True, *, n_masks="deprecated"):
+        super().__init__(score_masks, return_std=return_std, n_masks=n_masks)
         self.low_discrepancy = low_discrepancy
 
     def copies(self, length, generator, word_ids=None):
         if self.low_discrepancy:
             u = torch.rand((), generator=generator, dtype=torch.float64)
-            times = (u + torch.arange(self.n_masks, dtype=torch.float64)) / self.n_masks
+            times = (u + torch.arange(self.score_masks, dtype=torch.float64)) / self.score_masks
         else:
-            times = torch.rand(self.n_masks, generator=generator, dtype=torch.float64)
-        masked = torch.rand((self.n_masks, length), generator=generator, dtype=torch.float64) < times[:, None]
+            times = torch.rand(self.score_masks, generator=generator, dtype=torch.float64)
+        masked = torch.rand((self.score_masks, length), generator=generator, dtype=torch.float64) < times[:, None]
         return masked, masked
 
     def draws(self, masked, values):
-        """Each copy's ``((L + 1) / M) sum_masked log p`` (0 for an empty mask), shape (n_masks,)."""
+        """Each copy's ``((L + 1) / M) sum_masked log p`` (0 for an empty mask), shape (score_masks,)."""
         sizes = masked.sum(1).numpy()
         weights = (masked.shape[1] + 1) / np.maximum(sizes, 1)
         return np.where(sizes > 0, weights * np.asarray(values, dtype=np.float64), 0.0)
@@ -797,7 +824,7 @@ class ExhaustiveMasks(ScoringStrategy):
     """
 
     def __init__(self, max_tokens=12, return_std=False):
-        self.max_tokens = _check_draws(max_tokens, False, "max_tokens")
+        self.max_tokens = _check_draws(max_tokens, False, "ExhaustiveMasks", "max_tokens")
         self.return_std = return_std
 
     def n_copies(self, length, word_ids=None):
@@ -829,7 +856,7 @@ class SingleTokenMasks(ScoringStrategy):
     """Every token masked once, alone: the pseudo-log-likelihood ``L * S(x; 1)``.
 
     With ``metric="within_word_l2r"`` (Kauf and Ivanova, 2023), the copy that scores a token of
-    a multi-token word also masks the word's tokens to its right (:func:`within_word_l2r_masks`);
+    a multi-token word also masks the word's tokens to its right (``_within_word_l2r_masks``);
     that needs the texts' word ids.
 
     Parameters
@@ -847,8 +874,7 @@ class SingleTokenMasks(ScoringStrategy):
     METRICS = ("original", "within_word_l2r")
 
     def __init__(self, metric="original"):
-        if metric not in self.METRICS:
-            raise ValueError(f"metric must be one of {', '.join(map(repr, self.METRICS))}; got {metric!r}.")
+        validate_parameters({"metric": metric}, {"metric": [Options(self.METRICS)]}, type(self).__name__)
         self.metric = metric
         self.needs_words = metric == "within_word_l2r"
 
@@ -857,7 +883,7 @@ class SingleTokenMasks(ScoringStrategy):
 
     def copies(self, length, generator, word_ids=None):
         if self.needs_words:
-            return within_word_l2r_masks(word_ids)
+            return _within_word_l2r_masks(word_ids)
         single = torch.eye(length, dtype=torch.bool)
         return single, single
 
@@ -892,14 +918,14 @@ class CurveTokenScores(CurveMasks):
     Examples
     --------
     >>> from skmpt.text.strategies import CurveTokenScores
-    >>> CurveTokenScores([0.5], n_masks=2).n_copies(10)
+    >>> CurveTokenScores([0.5], score_masks=2).n_copies(10)
     2
     """
 
     per_target = True
 
     def reduce(self, masked, values, word_ids=None):
-        values = values.reshape(len(self.rates), self.n_masks, -1)
+        values = values.reshape(len(self.rates), self.score_masks, -1)
         covered = ~np.isnan(values)
         counts = covered.sum(1)
         totals = np.where(covered, values, 0.0).sum(1)
@@ -907,17 +933,29 @@ class CurveTokenScores(CurveMasks):
             return np.where(counts > 0, totals / np.maximum(counts, 1), np.nan).T
 
 
-def estimator_strategy(method, n_masks, *, return_std=False, weights=None):
-    """The strategy of an estimator of ``sum_M c_M S(x; M)`` named by ``method``: the one table of them.
+def estimator_strategy(score_method=None, score_masks=None, *, return_std=False, weights=None, method="deprecated",
+                       n_masks="deprecated"):
+    """The strategy of an estimator of ``sum_M c_M S(x; M)`` named by ``score_method``, with ``score_masks`` draws.
 
-    ``"sweep"`` (:class:`SweepMasks`, the only one that takes ``weights``), ``"chain"``
-    (:class:`ChainMasks`), ``"antithetic"`` (:class:`ChainMasks` with antithetic orderings),
-    ``"nested"`` (:class:`NestedMasks`), ``"uniform"`` (:class:`UniformSizeMasks`), ``"stratified"``
-    (:class:`StratifiedSizeMasks`, LLaDA's), ``"balanced"`` (:class:`BalancedMasks`), ``"controlled"``
-    (:class:`ControlledMasks`),
-    ``"time"`` and ``"low_discrepancy"`` (:class:`TimeMasks`, i.i.d. or MDLM's times) and
-    ``"exhaustive"`` (:class:`ExhaustiveMasks`, which ignores ``n_masks``). The scorer's ``score_method``, the
-    conditional functions' and the diffusion bound's ``method`` are read here.
+    The names are those of :data:`skmpt.objectives.MPT_ESTIMATORS` offered on text
+    (:data:`ESTIMATOR_METHODS`): ``"sweep"`` (:class:`SweepMasks`, the only one that takes
+    ``weights``), ``"chain"`` (:class:`ChainMasks`), ``"antithetic"`` (:class:`ChainMasks` with
+    antithetic orderings), ``"nested"`` (:class:`NestedMasks`), ``"uniform"``
+    (:class:`UniformSizeMasks`), ``"stratified"`` (:class:`StratifiedSizeMasks`, LLaDA's),
+    ``"balanced"`` (:class:`BalancedMasks`), ``"controlled"`` (:class:`ControlledMasks`), ``"time"``
+    and ``"low_discrepancy"`` (:class:`TimeMasks`, i.i.d. or MDLM's times) and ``"exhaustive"``
+    (:class:`ExhaustiveMasks`, which ignores ``score_masks``). Every ``score_method`` of the
+    text side is read here.
+
+    Parameters
+    ----------
+    score_method : str
+    score_masks : int
+        Draws: masks per size (sweep), orderings (chain, antithetic, nested), masks (the others).
+    return_std : bool, default=False
+    weights : callable or None, default=None
+    method, n_masks
+        Deprecated since 0.2, removed in 0.3: the old names of ``score_method`` and ``score_masks``.
 
     Examples
     --------
@@ -925,15 +963,18 @@ def estimator_strategy(method, n_masks, *, return_std=False, weights=None):
     >>> type(estimator_strategy("chain", 4)).__name__
     'ChainMasks'
     """
-    if method not in ESTIMATOR_METHODS:
-        raise ValueError(f"method must be one of {', '.join(map(repr, ESTIMATOR_METHODS))}; got {method!r}.")
-    if weights is not None and method != "sweep":
-        raise ValueError("The schedule's weights (n_steps) need method='sweep', the estimator of every S(x; M).")
-    if method == "sweep":
-        return SweepMasks(n_masks, return_std=return_std, weights=weights)
-    if method == "exhaustive":
+    score_method = renamed_parameter("method", method, "score_method", score_method, "estimator_strategy")
+    score_masks = renamed_parameter("n_masks", n_masks, "score_masks", score_masks, "estimator_strategy")
+    validate_parameters({"score_method": score_method}, {"score_method": [Options(ESTIMATOR_METHODS)]},
+                        "estimator_strategy")
+    if weights is not None and score_method != "sweep":
+        raise ValueError("The schedule's weights (n_steps) need score_method='sweep', the estimator of every "
+                         "S(x; M).")
+    if score_method == "sweep":
+        return SweepMasks(score_masks, return_std=return_std, weights=weights)
+    if score_method == "exhaustive":
         return ExhaustiveMasks(return_std=return_std)
-    return ESTIMATOR_METHODS[method](n_masks, return_std=return_std)
+    return ESTIMATOR_METHODS[score_method](score_masks, return_std=return_std)
 
 
 class WholeWordMasks(ScoringStrategy):
@@ -948,7 +989,7 @@ class WholeWordMasks(ScoringStrategy):
     --------
     >>> import torch
     >>> from skmpt.text.strategies import SweepMasks, WholeWordMasks
-    >>> strategy = WholeWordMasks(SweepMasks(n_masks=1))
+    >>> strategy = WholeWordMasks(SweepMasks(score_masks=1))
     >>> masked, targets = strategy.copies(3, torch.Generator().manual_seed(0), torch.tensor([0, 0, 1]))
     >>> masked.int().tolist()  # one word (here the first: 2 tokens), then both words
     [[1, 1, 0], [1, 1, 1]]
@@ -979,8 +1020,8 @@ class WholeWordMasks(ScoringStrategy):
         return self.strategy.reduce(masked[:, first], values)
 
 
-#: The estimators of ``sum_M S(x; M)`` by the name ``method`` and ``score_method`` give them.
-ESTIMATOR_METHODS = {
+#: The strategy class (or factory) of each estimator the text side offers, by its registry name.
+_STRATEGIES = {
     "sweep": SweepMasks,
     "chain": ChainMasks,
     "uniform": UniformSizeMasks,
@@ -988,8 +1029,12 @@ ESTIMATOR_METHODS = {
     "balanced": BalancedMasks,
     "controlled": ControlledMasks,
     "nested": NestedMasks,
-    "antithetic": lambda n_masks, return_std=False: ChainMasks(n_masks, return_std, antithetic=True),
-    "time": lambda n_masks, return_std=False: TimeMasks(n_masks, return_std, low_discrepancy=False),
+    "antithetic": lambda score_masks, return_std=False: ChainMasks(score_masks, return_std, antithetic=True),
+    "time": lambda score_masks, return_std=False: TimeMasks(score_masks, return_std, low_discrepancy=False),
     "low_discrepancy": TimeMasks,
     "exhaustive": ExhaustiveMasks,
 }
+
+#: The estimators of ``sum_M S(x; M)`` the text side offers, by the name ``score_method`` gives them: a view of
+#: :data:`skmpt.objectives.MPT_ESTIMATORS` (its entries marked ``text``), each with its strategy.
+ESTIMATOR_METHODS = {name: _STRATEGIES[name] for name, estimator in MPT_ESTIMATORS.items() if estimator.text}

@@ -94,7 +94,7 @@ def test_identity_and_every_path_agree_with_dense_conditioning(params, seed):
     orderings = random_orderings(3, n_features, random_state=seed)
     with torch.no_grad():
         lml = module.log_marginal(X_t).numpy()
-        exhaustive = objectives.cumulative_score(module, X_t, method="exhaustive").numpy()
+        exhaustive = objectives.cumulative_score(module, X_t, score_method="exhaustive").numpy()
         per_token = module.masked_log_prob(X_t, masks).numpy()
         per_sample = module.masked_log_prob(X_t, masks.expand(4, -1, -1)).numpy()
         chain = module.chain_log_prob(X_t, orderings).numpy()

@@ -202,6 +202,6 @@ def test_sweep_scoring_agrees_with_chain_in_expectation(binary_digits):
         vae.fit(binary_digits)
     X = torch.as_tensor(binary_digits[:20])
     with torch.no_grad():
-        sweep = objectives.cumulative_score(vae.module_, X, method="sweep", score_masks=30, random_state=0)
+        sweep = objectives.cumulative_score(vae.module_, X, score_method="sweep", score_masks=30, random_state=0)
         exact = vae.module_.log_marginal(X)
     assert abs(float(sweep.mean() - exact.mean())) < 0.5

@@ -106,9 +106,9 @@ def test_exact_scores_of_the_observed_sub_vector(kind, n_features, n_components,
     direct = _direct_log_density(model, X, observed)
     with torch.no_grad():
         exact = log_marginal(model, X, observed=observed).numpy()
-        exhaustive = cumulative_score(model, X, method="exhaustive", observed=observed).numpy()
-        chain = cumulative_score(model, X, method="chain", score_masks=2, random_state=seed, observed=observed).numpy()
-        curve = mpt_curve(model, X, method="exhaustive", observed=observed).numpy()
+        exhaustive = cumulative_score(model, X, score_method="exhaustive", observed=observed).numpy()
+        chain = cumulative_score(model, X, score_method="chain", score_masks=2, random_state=seed, observed=observed).numpy()
+        curve = mpt_curve(model, X, score_method="exhaustive", observed=observed).numpy()
     np.testing.assert_allclose(exact, direct, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(exhaustive, direct, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(chain, direct, rtol=1e-9, atol=1e-12)
@@ -118,7 +118,7 @@ def test_exact_scores_of_the_observed_sub_vector(kind, n_features, n_components,
     for row, count in enumerate(counts):
         assert np.all(curve[row, count:] == 0)
     with torch.no_grad():
-        complete = cumulative_score(model, X[:1], method="exhaustive").numpy()
+        complete = cumulative_score(model, X[:1], score_method="exhaustive").numpy()
     # equal up to rounding: the quadratic form's path is chosen by cost, which depends on n
     np.testing.assert_allclose(exhaustive[0], complete[0], rtol=1e-13, atol=0)
 

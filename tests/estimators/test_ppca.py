@@ -45,7 +45,7 @@ def test_exhaustive_score_is_closed_form_lml(params, seed):
     X = rng.randn(5, len(mean)) * 2 + mean
     with torch.no_grad():
         X_t = torch.as_tensor(X)
-        cumulative = objectives.cumulative_score(module, X_t, method="exhaustive").numpy()
+        cumulative = objectives.cumulative_score(module, X_t, score_method="exhaustive").numpy()
         closed = module.log_marginal(X_t).numpy()
     reference = multivariate_normal(mean, components.T @ components + noise_variance * np.eye(len(mean))).logpdf(X)
     np.testing.assert_allclose(closed, np.atleast_1d(reference), rtol=1e-9)
@@ -337,9 +337,9 @@ def test_shared_mask_fast_path_in_any_chunks_matches_per_sample_path(monkeypatch
     with torch.no_grad():
         shared = module.masked_log_prob_sum(X, masks)
         per_sample = module.masked_log_prob_sum(X, masks.expand(4, -1, -1))
-        whole = objectives.cumulative_score(module, X, method="exhaustive")
+        whole = objectives.cumulative_score(module, X, score_method="exhaustive")
         monkeypatch.setattr(type(module), "shared_mask_chunk", lambda self, n_samples: 7)
-        chunked = objectives.cumulative_score(module, X, method="exhaustive")
+        chunked = objectives.cumulative_score(module, X, score_method="exhaustive")
         lml = module.log_marginal(X)
     np.testing.assert_allclose(shared.numpy(), per_sample.numpy(), rtol=1e-10)
     np.testing.assert_allclose(chunked.numpy(), whole.numpy(), rtol=1e-12)
@@ -373,8 +373,8 @@ def test_cumulative_score_is_the_sum_of_the_curve(method):
     module = make_ppca_module(rng.randn(2, 8), rng.randn(8), 0.5)
     X = torch.as_tensor(rng.randn(50, 8))
     with torch.no_grad():
-        score = objectives.cumulative_score(module, X, method=method, score_masks=3, random_state=0)
-        curve = objectives.mpt_curve(module, X, method=method, score_masks=3, random_state=0)
+        score = objectives.cumulative_score(module, X, score_method=method, score_masks=3, random_state=0)
+        curve = objectives.mpt_curve(module, X, score_method=method, score_masks=3, random_state=0)
         lml = module.log_marginal(X)
     np.testing.assert_allclose(score.numpy(), curve.sum(-1).numpy(), rtol=1e-10)
     if method == "exhaustive":

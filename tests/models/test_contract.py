@@ -34,11 +34,11 @@ def test_objectives_score_every_model_reproducibly_and_sample_by_sample(name):
     model, X = MODELS[name]()
     with torch.no_grad():
         for method in ("sweep", "chain"):
-            score = objectives.cumulative_score(model, X, method=method, score_masks=2, random_state=0)
+            score = objectives.cumulative_score(model, X, score_method=method, score_masks=2, random_state=0)
             assert score.shape == (len(X),) and score.dtype == X.dtype
-            again = objectives.cumulative_score(model, X, method=method, score_masks=2, random_state=0)
+            again = objectives.cumulative_score(model, X, score_method=method, score_masks=2, random_state=0)
             assert torch.equal(score, again)
-            subset = objectives.cumulative_score(model, X[3:], method=method, score_masks=2, random_state=0)
+            subset = objectives.cumulative_score(model, X[3:], score_method=method, score_masks=2, random_state=0)
             np.testing.assert_allclose(subset.numpy(), score[3:].numpy(), rtol=1e-12)
 
 
@@ -94,7 +94,7 @@ def test_inherited_isotropic_fast_paths_are_caught():
     with torch.no_grad():
         exact = model.log_marginal(X)
         for method in ("exhaustive", "chain"):
-            wrong = objectives.cumulative_score(model, X, method=method, score_masks=1, random_state=0)
+            wrong = objectives.cumulative_score(model, X, score_method=method, score_masks=1, random_state=0)
             assert float((wrong - exact).abs().max()) > 0.1
 
     class ChainStillWrong(DiagonalNoisePPCA):
@@ -316,8 +316,8 @@ def test_a_duck_typed_model_is_wrapped_once_and_scored_through_every_objective(m
     seeded = {"generator": torch.Generator().manual_seed(0)}
     calls = {
         **{f"cumulative_score/{method}": lambda m, method=method: objectives.cumulative_score(
-            m, X, method=method, score_masks=2, random_state=0) for method in objectives.SCORE_METHODS},
-        "mpt_curve": lambda m: objectives.mpt_curve(m, X, method="sweep", score_masks=2, random_state=0),
+            m, X, score_method=method, score_masks=2, random_state=0) for method in objectives.SCORE_METHODS},
+        "mpt_curve": lambda m: objectives.mpt_curve(m, X, score_method="sweep", score_masks=2, random_state=0),
         "score_at_size": lambda m: objectives.score_at_size(m, X, 2),
         "fixed_rate_bias": lambda m: objectives.fixed_rate_bias(m, X, 0.5),
         "masked_log_prob_sum": lambda m: objectives.masked_log_prob_sum(m, X, masks),
@@ -368,7 +368,7 @@ def test_a_model_without_generator_or_observed_parameters_accepts_both(make):
     observed = torch.ones(4, 3, dtype=torch.bool)
     owner = "NoKeywords" if isinstance(model, NoKeywords) else "DuckGaussians"
     for call in (lambda: model.masked_log_prob(X, masks, observed=observed),
-                 lambda: objectives.cumulative_score(model, X, method="exhaustive", observed=~torch.eye(4, 3).bool())):
+                 lambda: objectives.cumulative_score(model, X, score_method="exhaustive", observed=~torch.eye(4, 3).bool())):
         with pytest.raises(NotImplementedError, match=rf"{owner}\.masked_log_prob takes no observed="):
             call()
     report = check_masked_model(model, X)

@@ -20,7 +20,7 @@ def _samples(joint, seed):
 @given(joint=tabular_joints(max_features=6), seed=st.integers(0, 2**16))
 def test_exhaustive_cumulative_score_is_log_marginal(joint, seed):
     X = _samples(joint, seed)
-    cumulative = objectives.cumulative_score(joint, X, method="exhaustive")
+    cumulative = objectives.cumulative_score(joint, X, score_method="exhaustive")
     np.testing.assert_allclose(cumulative.numpy(), joint.log_marginal(X).numpy(), rtol=1e-9, atol=0)
 
 
@@ -33,7 +33,7 @@ def test_chain_is_exact_for_every_ordering(joint, seed, data):
     chain = per_token.gather(-1, ordering.view(1, D, 1).expand(len(X), D, 1)).sum((1, 2))
     np.testing.assert_allclose(chain.numpy(), joint.log_marginal(X).numpy(), rtol=1e-9, atol=0)
     # and through the public estimator, with random orderings
-    estimate = objectives.cumulative_score(joint, X, method="chain", score_masks=3, random_state=seed)
+    estimate = objectives.cumulative_score(joint, X, score_method="chain", score_masks=3, random_state=seed)
     np.testing.assert_allclose(estimate.numpy(), joint.log_marginal(X).numpy(), rtol=1e-9, atol=0)
 
 
@@ -52,9 +52,9 @@ def test_uniform_mpt_objective_is_unbiased(joint, seed):
 def test_curve_methods_agree_in_expectation():
     joint = TabularJoint.random(5, random_state=3)
     X = joint.sample(3, random_state=0)
-    exact = objectives.mpt_curve(joint, X, method="exhaustive")
+    exact = objectives.mpt_curve(joint, X, score_method="exhaustive")
     for method in ("sweep", "nested", "chain"):
-        estimate = objectives.mpt_curve(joint, X, method=method, score_masks=4000, random_state=0)
+        estimate = objectives.mpt_curve(joint, X, score_method=method, score_masks=4000, random_state=0)
         assert estimate.shape == exact.shape
         # 4000 masks per size: Monte Carlo error well below 0.05 nats per entry here.
         np.testing.assert_allclose(estimate.numpy(), exact.numpy(), atol=0.05)
@@ -63,20 +63,20 @@ def test_curve_methods_agree_in_expectation():
 def test_sweep_and_nested_are_random_but_reproducible():
     joint = TabularJoint.random(6, random_state=0)
     X = joint.sample(5, random_state=0)
-    a = objectives.cumulative_score(joint, X, method="sweep", score_masks=2, random_state=1)
-    b = objectives.cumulative_score(joint, X, method="sweep", score_masks=2, random_state=1)
-    c = objectives.cumulative_score(joint, X, method="sweep", score_masks=2, random_state=2)
+    a = objectives.cumulative_score(joint, X, score_method="sweep", score_masks=2, random_state=1)
+    b = objectives.cumulative_score(joint, X, score_method="sweep", score_masks=2, random_state=1)
+    c = objectives.cumulative_score(joint, X, score_method="sweep", score_masks=2, random_state=2)
     assert torch.equal(a, b) and not torch.equal(a, c)
     # Masks are shared by the samples: scoring a subset gives the same numbers.
-    sub = objectives.cumulative_score(joint, X[:2], method="nested", score_masks=2, random_state=1)
-    full = objectives.cumulative_score(joint, X, method="nested", score_masks=2, random_state=1)
+    sub = objectives.cumulative_score(joint, X[:2], score_method="nested", score_masks=2, random_state=1)
+    full = objectives.cumulative_score(joint, X, score_method="nested", score_masks=2, random_state=1)
     np.testing.assert_allclose(sub.numpy(), full[:2].numpy(), rtol=1e-12)
 
 
 def test_score_at_size_and_fixed_rate_bias():
     joint = TabularJoint.random(4, random_state=0)
     X = joint.sample(3, random_state=0)
-    curve = objectives.mpt_curve(joint, X, method="exhaustive")
+    curve = objectives.mpt_curve(joint, X, score_method="exhaustive")
     for size in range(1, 5):
         s = objectives.score_at_size(joint, X, size)
         np.testing.assert_allclose(s.numpy(), curve[:, size - 1].numpy(), rtol=1e-12)
@@ -94,19 +94,19 @@ def test_sums_only_model_works_and_chain_explains_what_it_needs():
             return joint.masked_log_prob(X, m).sum(-1)
 
     X = joint.sample(2, random_state=0)
-    exact = objectives.cumulative_score(SumsOnly(), X, method="exhaustive")
+    exact = objectives.cumulative_score(SumsOnly(), X, score_method="exhaustive")
     np.testing.assert_allclose(exact.numpy(), joint.log_marginal(X).numpy(), rtol=1e-9)
     with pytest.raises(TypeError, match="masked_log_prob"):
-        objectives.cumulative_score(SumsOnly(), X, method="chain", score_masks=1)
+        objectives.cumulative_score(SumsOnly(), X, score_method="chain", score_masks=1)
     with pytest.raises(TypeError, match="neither"):
-        objectives.cumulative_score(object(), X, method="exhaustive")
+        objectives.cumulative_score(object(), X, score_method="exhaustive")
 
 
 def test_bad_arguments():
     joint = TabularJoint.random(3, random_state=0)
     X = joint.sample(2, random_state=0)
     with pytest.raises(ValueError, match="method"):
-        objectives.mpt_curve(joint, X, method="all")
+        objectives.mpt_curve(joint, X, score_method="all")
     with pytest.raises(ValueError, match="score_masks"):
         objectives.mpt_curve(joint, X, score_masks=0)
     with pytest.raises(ValueError, match="2-D"):
@@ -114,22 +114,22 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="empty mask"):
         objectives.mpt_objective(joint, X, torch.zeros(1, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="D=21"):
-        objectives.mpt_curve(joint, torch.zeros(1, 21, dtype=torch.float64), method="exhaustive")
+        objectives.mpt_curve(joint, torch.zeros(1, 21, dtype=torch.float64), score_method="exhaustive")
 
 
 def test_chunking_gives_the_same_answer(monkeypatch):
     joint = TabularJoint.random(5, random_state=0)
     X = joint.sample(3, random_state=0)
     methods = ("exhaustive", "sweep", "nested", "chain")
-    whole = [objectives.mpt_curve(joint, X, method=m, score_masks=7, random_state=0) for m in methods]
+    whole = [objectives.mpt_curve(joint, X, score_method=m, score_masks=7, random_state=0) for m in methods]
     # One mask (or ordering) evaluated at a time: the same masks, the same numbers.
     with skmpt.working_memory(1e-9):
         for method, expected in zip(methods, whole, strict=True):
-            chunked = objectives.mpt_curve(joint, X, method=method, score_masks=7, random_state=0)
+            chunked = objectives.mpt_curve(joint, X, score_method=method, score_masks=7, random_state=0)
             np.testing.assert_allclose(chunked.numpy(), expected.numpy(), rtol=1e-12)
     # Enumerated masks in blocks of one give the same exact curve.
     monkeypatch.setattr(objectives.scoring, "MASK_BLOCK", 1)
-    blocked = objectives.mpt_curve(joint, X, method="exhaustive")
+    blocked = objectives.mpt_curve(joint, X, score_method="exhaustive")
     np.testing.assert_allclose(blocked.numpy(), whole[0].numpy(), rtol=1e-12)
 
 
@@ -227,4 +227,4 @@ def test_a_model_returning_another_shape_is_named_not_broadcast():
 
     chain_bug = ChainBug(model.components.detach(), model.mean.detach(), 0.5)
     with pytest.raises(ValueError, match=r"ChainBug.chain_log_prob returned \(4, 5\)"):
-        objectives.cumulative_score(chain_bug, X, method="chain", score_masks=1, random_state=0)
+        objectives.cumulative_score(chain_bug, X, score_method="chain", score_masks=1, random_state=0)

@@ -50,13 +50,19 @@ def test_the_chain_is_the_exact_conditional_of_a_joint_and_the_others_agree_with
     contexts = [" ".join(words[:2]) for words in sentences]
     continuations = [" " + " ".join(words[2:]) for words in sentences]
     exact = np.array([exact_conditional(joint, words, 2) for words in sentences])
-    chain = conditional_log_likelihood(scorer.runner_, contexts, continuations, method="chain", n_masks=3,
-                                       random_state=0)
+    chain = conditional_log_likelihood(scorer.runner_, contexts, continuations, score_method="chain",
+                                       max_forward_passes=6, random_state=0)  # 7 masks do not fit: two orderings
     np.testing.assert_allclose(chain.log_likelihood, exact, rtol=1e-10)
     np.testing.assert_allclose(chain.std, 0, atol=1e-10)  # every ordering gives the same sum
-    assert chain.n_tokens.tolist() == [3] * 4 and chain.forward_passes.tolist() == [9] * 4
-    results = compare_conditional_estimators(scorer.runner_, contexts, continuations, n_masks=200, target_std=0.05,
-                                             random_state=0)
+    assert chain.n_tokens.tolist() == [3] * 4 and chain.forward_passes.tolist() == [6] * 4
+    assert chain.score_method.tolist() == ["chain"] * 4 and not chain.exact.any()
+    # three orderings cost 9 passes: the 2**3 - 1 = 7 masks fit, so they are enumerated instead
+    enumerated = conditional_log_likelihood(scorer.runner_, contexts, continuations, score_method="chain",
+                                            score_masks=3, random_state=0)
+    np.testing.assert_allclose(enumerated.log_likelihood, exact, rtol=1e-10)
+    assert enumerated.forward_passes.tolist() == [7] * 4 and enumerated.exact.all()
+    results = compare_conditional_estimators(scorer.runner_, contexts, continuations, score_masks=200,
+                                             target_std=0.05, random_state=0)
     for method in ("uniform", "sweep"):
         result = results[method]
         assert (result.std > 0).all()
@@ -78,16 +84,18 @@ def test_the_scorer_methods_give_the_conditional_and_its_curve(joint_scorer):
     continuations = [" " + " ".join(words[2:]) for words in sentences]
     exact = np.array([exact_conditional(joint, words, 2) for words in sentences])
     scorer = clone(scorer).set_params(mask_rates=[1 / 3, 2 / 3, 0.99], score_masks=3).fit()
-    scores, std = scorer.conditional_score_samples(contexts, continuations, method="chain", return_std=True)
+    scores, std = scorer.conditional_score_samples(contexts, continuations, score_method="chain", return_std=True)
     np.testing.assert_allclose(scores, exact, rtol=1e-10)
     np.testing.assert_allclose(std, 0, atol=1e-10)
     np.testing.assert_allclose(clone(scorer).set_params(unit="bits").fit().conditional_score_samples(
-        contexts, continuations, method="chain"), exact / np.log(2), rtol=1e-10)
-    # the curve over the continuation's 3 tokens (sizes 1, 2, 3) sums to the sweep's estimate
+        contexts, continuations, score_method="chain"), exact / np.log(2), rtol=1e-10)
+    # the curve over the continuation's 3 tokens (sizes 1, 2, 3) sums to an estimate of the conditional
     curve, curve_std = scorer.conditional_transform(contexts, continuations, return_std=True)
     assert curve.shape == curve_std.shape == (2, 3) and (curve_std >= 0).all()
-    sweep = scorer.conditional_score_samples(contexts, continuations, method="sweep")
-    np.testing.assert_allclose(curve.sum(1), sweep, rtol=1e-12)
+    assert (np.abs(curve.sum(1) - exact) <= 4 * np.sqrt((curve_std**2).sum(1)) + 1e-10).all()
+    # the scorer's conditional estimate is exact where the masks fit the budget, whatever the estimator named
+    sweep = scorer.conditional_score_samples(contexts, continuations, score_method="sweep")
+    np.testing.assert_allclose(sweep, exact, rtol=1e-10)
     with pytest.raises(ValueError, match="tokenizes to nothing"):
         scorer.conditional_transform(["a b"], [""])
 
@@ -161,17 +169,18 @@ def test_the_bound_agrees_with_mdlm_continuous_time_loss():
     generator = torch.Generator().manual_seed(0)
     direct, direct_std = mdlm_loss(model, ids, 20000, generator)
     for method, n_masks in [("sweep", 100), ("chain", 100), ("uniform", 2000)]:
-        bound = masked_diffusion_bound(scorer.runner_, [text], method=method, n_masks=n_masks, random_state=0)
+        bound = masked_diffusion_bound(scorer.runner_, [text], score_method=method, score_masks=n_masks,
+                                       random_state=0)
         std = np.hypot(bound.nelbo_std[0], direct_std)
         assert abs(bound.nelbo[0] - direct) < 3 * std, (method, bound.nelbo[0], direct, std)
         assert bound.nelbo_std[0] > 0
         np.testing.assert_allclose(bound.perplexity, np.exp(bound.nelbo / 8))
     # a discrete-time ELBO with the cosine schedule weighs the sizes: checked against its direct form
     discrete, discrete_std = mdlm_loss(model, ids, 20000, generator, schedule="cosine", n_steps=4)
-    bound = masked_diffusion_bound(scorer.runner_, [text], n_masks=100, schedule="cosine", n_steps=4,
+    bound = masked_diffusion_bound(scorer.runner_, [text], score_masks=100, schedule="cosine", n_steps=4,
                                    random_state=0)
     assert abs(bound.nelbo[0] - discrete) < 3 * np.hypot(bound.nelbo_std[0], discrete_std)
-    continuous = masked_diffusion_bound(scorer.runner_, [text], n_masks=100, random_state=0)
+    continuous = masked_diffusion_bound(scorer.runner_, [text], score_masks=100, random_state=0)
     assert abs(bound.nelbo[0] - continuous.nelbo[0]) > 1
 
 
@@ -180,7 +189,7 @@ def test_schedule_weights():
     np.testing.assert_allclose(schedule_weights("linear")(4), 1)
     with pytest.raises(ValueError, match="must decrease from 1"):
         schedule_weights(lambda t: t, n_steps=3)
-    with pytest.raises(ValueError, match="schedule must be 'linear', 'cosine'"):
+    with pytest.raises(ValueError, match="'schedule' parameter of noise_schedule must be .* or a callable; got 'exp'"):
         noise_schedule("exp")
 
 
@@ -209,9 +218,9 @@ def test_a_schedule_that_stays_unmasked_for_a_while_has_the_limit_not_nan():
 
 @pytest.mark.parametrize("n_steps", [2.7, 1.5, "3", True, float("nan"), 0, -2, np.float64(3.0)])
 def test_n_steps_is_an_integer_or_none_named_when_not(joint_scorer, n_steps):
-    with pytest.raises(ValueError, match=r"n_steps must be a positive integer or None; got "):
+    with pytest.raises(ValueError, match=r"'n_steps' parameter of schedule_weights must be None or an int in "):
         schedule_weights("linear", n_steps)
-    with pytest.raises(ValueError, match=r"n_steps must be a positive integer or None; got "):
+    with pytest.raises(ValueError, match=r"'n_steps' parameter of masked_diffusion_bound must be None or an int in "):
         masked_diffusion_bound(joint_scorer[1].runner_, ["a b"], n_steps=n_steps)
     assert schedule_weights("linear", np.int64(3))(2).shape == (2,)
 
@@ -240,20 +249,19 @@ def test_schedule_weights_sum_to_the_length_for_any_valid_schedule(knots, n_step
 
 def test_the_bound_and_the_conditional_functions_take_a_unit(joint_scorer):
     runner = joint_scorer[1].runner_
-    nats = masked_diffusion_bound(runner, ["a b a b b", "b b a a a"], n_masks=2, random_state=0)
-    bits = masked_diffusion_bound(runner, ["a b a b b", "b b a a a"], n_masks=2, random_state=0, unit="bits")
+    nats = masked_diffusion_bound(runner, ["a b a b b", "b b a a a"], score_masks=2, random_state=0)
+    bits = masked_diffusion_bound(runner, ["a b a b b", "b b a a a"], score_masks=2, random_state=0, unit="bits")
     np.testing.assert_allclose(bits.nelbo, nats.nelbo / np.log(2), rtol=1e-12)
     np.testing.assert_allclose(bits.nelbo_std, nats.nelbo_std / np.log(2), rtol=1e-12)
     np.testing.assert_array_equal(bits.perplexity, nats.perplexity)
     assert bits.corpus_perplexity == nats.corpus_perplexity
     pairs = (["a b"], [" a b a"])
-    nats = conditional_log_likelihood(runner, *pairs, n_masks=2, random_state=0)
-    bits = conditional_log_likelihood(runner, *pairs, n_masks=2, random_state=0, unit="bits")
+    nats = conditional_log_likelihood(runner, *pairs, max_forward_passes=4, random_state=0)
+    bits = conditional_log_likelihood(runner, *pairs, max_forward_passes=4, random_state=0, unit="bits")
     np.testing.assert_allclose(bits.log_likelihood, nats.log_likelihood / np.log(2), rtol=1e-12)
     for function in (masked_diffusion_bound, lambda runner, texts, **kw: conditional_log_likelihood(
             runner, ["a b"], texts, **kw)):
-        with pytest.raises(ValueError, match=r"The 'unit' parameter of unit_factor must be a str among "
-                                             r"{'bits', 'nats'}; got 'nat'"):
+        with pytest.raises(ValueError, match=r"'unit' parameter of \w+ must be a str among \{'bits', 'nats'\}"):
             function(runner, [" a b a"], unit="nat")
 
 
@@ -271,3 +279,12 @@ def test_every_log_probability_output_of_the_scorer_follows_its_unit(joint_score
     np.testing.assert_allclose(np.concatenate(in_bits.token_scores(texts)),
                                np.concatenate(scorer.token_scores(texts)) / np.log(2), rtol=1e-12)
     np.testing.assert_allclose(in_bits.pseudo_perplexity(texts), scorer.pseudo_perplexity(texts), rtol=1e-12)
+
+
+def test_the_bound_takes_its_0_1_names_with_a_future_warning(joint_scorer):
+    runner = joint_scorer[1].runner_
+    new = masked_diffusion_bound(runner, ["a b a b b"], score_method="chain", score_masks=2, random_state=0)
+    with pytest.warns(FutureWarning, match="masked_diffusion_bound: the parameter method was renamed score_method"):
+        with pytest.warns(FutureWarning, match="the parameter n_masks was renamed score_masks"):
+            old = masked_diffusion_bound(runner, ["a b a b b"], method="chain", n_masks=2, random_state=0)
+    np.testing.assert_array_equal(old.nelbo, new.nelbo)

@@ -37,7 +37,7 @@ NOT_COUNTS = st.one_of(
 @settings(max_examples=80, deadline=None)
 @given(value=NOT_COUNTS)
 def test_anything_but_a_positive_integer_is_named(value):
-    with pytest.raises(ValueError, match=r"n_steps must be a positive integer or None; got ") as raised:
+    with pytest.raises(ValueError, match=r"'n_steps' parameter of schedule_weights must be None or an int") as raised:
         check_n_steps(value)
     assert repr(value) in str(raised.value)
 

@@ -33,10 +33,11 @@ def _compute():
         "shifted": shifted.score_samples(TEXTS),
         "timestep": timed.score_samples(TEXTS),
         "losses": np.array([entry["loss"] for entry in timed.history_]),
-        "bound": masked_diffusion_bound(plain.runner_, TEXTS, method="chain", n_masks=2, random_state=0).nelbo,
+        "bound": masked_diffusion_bound(plain.runner_, TEXTS, score_method="chain", score_masks=2,
+                                        random_state=0).nelbo,
         "conditional": conditional_log_likelihood(plain.runner_, ["the cat", "a big", "the dog"],
-                                                  [" sat on the mat", " red dog ran", " ran"], n_masks=2,
-                                                  random_state=0).log_likelihood,
+                                                  [" sat on the mat", " red dog ran", " ran"],
+                                                  score_method="chain", score_masks=2, random_state=0).log_likelihood,
     }
 
 

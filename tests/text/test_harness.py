@@ -66,7 +66,7 @@ def test_short_continuations_are_exact_by_enumeration(joint, tokenizer):
                                        "low_discrepancy"])
 def test_monte_carlo_estimates_carry_a_standard_error_and_agree_with_the_answer(joint, tokenizer, estimator):
     lm = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=6,
-                         max_forward_passes=2, estimator=estimator)
+                         max_forward_passes=2, score_method=estimator)
     # two tokens need 3 masks to be exact: the budget of 2 forces Monte Carlo
     result = lm.loglikelihood([request("a b", " b a")])[0]
     assert not result.exact and result.forward_passes >= 2 and result.estimator == estimator
@@ -81,7 +81,7 @@ def test_auto_enumerates_what_fits_and_else_runs_the_estimator_a_pilot_chose(tin
     assert long.estimator in ("balanced", "controlled") and not long.exact and long.std > 0
     assert long.forward_passes == 48  # the pilot's 6 and the chosen estimator's 42
     forced = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=48, pilot_passes=6,
-                             estimator="stratified").loglikelihood([request("a b", " a b b a b a", doc_id=1)])[0]
+                             score_method="stratified").loglikelihood([request("a b", " a b b a b a", doc_id=1)])[0]
     assert forced.estimator == "stratified" and forced.forward_passes == 48
     no_room = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=24, pilot_passes=6)
     result = no_room.loglikelihood([request("a b", " a b b a b a")])[0]
@@ -156,7 +156,7 @@ def test_choices_of_one_question_share_random_numbers(tiny_bert, tokenizer):
 
 def test_adaptive_budget_stops_once_the_ranking_is_settled(tiny_bert, tokenizer):
     choices = [request("a b", " a b a b a b"), request("a b", " b b b b b b b b b b")]  # 63 and 1023 masks
-    options = {"pretrained": tiny_bert, "tokenizer": tokenizer, "max_forward_passes": 32, "estimator": "controlled"}
+    options = {"pretrained": tiny_bert, "tokenizer": tokenizer, "max_forward_passes": 32, "score_method": "controlled"}
     settled = MaskedLMHarness(**options, round_passes=4)
     fixed = MaskedLMHarness(**options, adaptive=False)
     adaptive_passes = [result.forward_passes for result in settled.loglikelihood(choices)]
@@ -205,10 +205,17 @@ def test_bad_inputs_are_named_before_any_pass(tiny_bert, tokenizer):
         lm.loglikelihood([request("a b", " a"), request("a b", "")])
     with pytest.raises(ValueError, match="text '' is empty"):
         lm.loglikelihood_rolling([request("", None, kind="loglikelihood_rolling")])
-    with pytest.raises(ValueError, match="estimator must be one of"):
-        MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, estimator="llada")
+    with pytest.raises(ValueError, match="score_method"):
+        MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, score_method="llada")
     with pytest.raises(ValueError, match="max_forward_passes"):
         MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=1)
+
+
+def test_the_estimator_model_argument_is_renamed_score_method(tiny_bert, tokenizer):
+    with pytest.warns(FutureWarning, match="estimator was renamed score_method"):
+        lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, estimator="chain", max_forward_passes=8)
+    assert lm.score_method == "chain"
+    assert lm.loglikelihood([request("a b", " a b a b")])[0].estimator == "chain"
 
 
 def test_a_model_with_no_mask_token_is_refused(tiny_bert):

@@ -29,9 +29,9 @@ def test_every_strategy_declares_the_protocol():
 
 @pytest.mark.parametrize("make, message", [
     (lambda: strategies.SweepMasks(1, return_std=True), "a standard error needs at least 2"),
-    (lambda: strategies.ChainMasks(2.5), "n_masks must be a positive integer; got 2.5"),
-    (lambda: strategies.UniformSizeMasks(True), "n_masks must be a positive integer; got True"),
-    (lambda: strategies.SingleTokenMasks("l2r"), "metric must be one of 'original', 'within_word_l2r'"),
+    (lambda: strategies.ChainMasks(2.5), "'score_masks' parameter of ChainMasks must be an int in .* got 2.5"),
+    (lambda: strategies.UniformSizeMasks(True), "'score_masks' parameter of UniformSizeMasks must be an int .* True"),
+    (lambda: strategies.SingleTokenMasks("l2r"), "'metric' parameter of SingleTokenMasks must be .*'within_word_l2r'"),
 ])
 def test_strategy_options_are_checked(make, message):
     with pytest.raises(ValueError, match=message):
@@ -46,7 +46,7 @@ def test_exhaustive_masks_are_the_expectation_of_the_sweep_and_exact_on_a_joint(
     table = joint.probabilities.reshape((2,) * 5)
     x = tuple("ab".index(w) for w in words)
     exact = float(torch.log(table[x] / table[x[:2]].sum()))
-    result = sktext.conditional_log_likelihood(scorer.runner_, ["a b"], [" b a b"], method="exhaustive")
+    result = sktext.conditional_log_likelihood(scorer.runner_, ["a b"], [" b a b"], score_method="exhaustive")
     np.testing.assert_allclose(result.log_likelihood, [exact], rtol=1e-12)
     assert result.std.tolist() == [0.0] and result.forward_passes.tolist() == [7]
     encoded = sktext.encode_texts([" ".join(words)], tokenizer, 16)
@@ -62,7 +62,7 @@ def test_compositions_need_no_fitted_scorer():
                                                  mask_token_id=MASK_ID)
     assert type(predictor).__name__ == "ModulePredictor" and predictor.mask_token_id == MASK_ID
     runner = sktext.MaskedLMRunner(predictor, tokenizer, torch.device("cpu"))
-    bound = sktext.masked_diffusion_bound(runner, TEXTS, method="chain", n_masks=2, random_state=0)
+    bound = sktext.masked_diffusion_bound(runner, TEXTS, score_method="chain", score_masks=2, random_state=0)
     fitted = MLMCurveScorer(predictor.module, tokenizer=tokenizer, mask_token_id=MASK_ID, device="cpu",
                             score_method="chain", score_masks=2, random_state=0).fit()
     np.testing.assert_allclose(-bound.nelbo, fitted.score_samples(TEXTS), rtol=1e-12)

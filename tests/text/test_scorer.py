@@ -108,7 +108,7 @@ def test_masks_exactly_m_of_the_own_tokens(joint_setup, rate):
     encoded = encode(scorer, texts)
     generator = torch.Generator().manual_seed(0)
     copies = [
-        sktext.strategies.size_masks(np.repeat(max(1, round(rate * len(p))), 4), len(p), generator)
+        sktext.strategies._size_masks(np.repeat(max(1, round(rate * len(p))), 4), len(p), generator)
         for p in encoded.content_positions
     ]
     for i, (masked, _) in enumerate(copies):
@@ -158,7 +158,7 @@ def test_batching_does_not_change_scores(tiny_bert):
     np.testing.assert_allclose(small.score_samples(texts[:8]), big.score_samples(texts[:8]), rtol=1e-5)
     # a forward pass never holds more than the token budget (one copy when a copy alone exceeds it)
     encoded = encode(small, texts[:8])
-    copies = [sktext.strategies.size_masks(np.arange(1, len(p) + 1), len(p), None) for p in encoded.content_positions]
+    copies = [sktext.strategies._size_masks(np.arange(1, len(p) + 1), len(p), None) for p in encoded.content_positions]
     for pieces in small.runner_.batches(encoded, copies):
         rows = sum(stop - start for _, start, stop in pieces)
         width = max(len(encoded.input_ids[i]) for i, _, _ in pieces)

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from skmpt.text.strategies import (BalancedMasks, ChainMasks, ControlledMasks, ExhaustiveMasks, NestedMasks,
-                                   balanced_windows, estimator_strategy, least_variance_estimator, pilot_variances,
-                                   stratified_sizes)
+                                   _balanced_windows, _stratified_sizes, estimator_strategy, least_variance_estimator,
+                                   pilot_variances)
 
 LENGTH = 5
 
@@ -39,12 +39,12 @@ def test_every_estimator_has_the_enumerations_expectation(table, method):
 
 def test_stratified_sizes_are_each_uniform():
     # every start gives each copy a size; over the starts each copy's size is uniform on 1..L
-    sizes = np.array([stratified_sizes(7, 3, torch.Generator().manual_seed(seed)) for seed in range(3000)])
+    sizes = np.array([_stratified_sizes(7, 3, torch.Generator().manual_seed(seed)) for seed in range(3000)])
     for column in sizes.T:
         counts = np.bincount(column, minlength=4)[1:] / len(column)
         assert np.allclose(counts, 1 / 3, atol=0.04)
     # the spacing rounds down: LLaDA's rounding of halves to even would favour even sizes here
-    assert sorted(stratified_sizes(4, 6, torch.Generator().manual_seed(0)) - 1) in ([0, 1, 3, 4], [1, 2, 4, 5],
+    assert sorted(_stratified_sizes(4, 6, torch.Generator().manual_seed(0)) - 1) in ([0, 1, 3, 4], [1, 2, 4, 5],
                                                                                    [0, 2, 3, 5])
 
 
@@ -69,20 +69,20 @@ def test_the_control_variate_removes_the_spread_of_additive_token_effects():
 
 
 def test_balanced_windows_cover_each_position_nearly_equally_often_and_each_alone_is_uniform():
-    masked = balanced_windows([4, 4, 4, 2, 2, 2], 7, torch.Generator().manual_seed(0))
+    masked = _balanced_windows([4, 4, 4, 2, 2, 2], 7, torch.Generator().manual_seed(0))
     assert masked.sum(1).tolist() == [4, 4, 4, 2, 2, 2]
     for rows in (slice(0, 3), slice(3, 6)):
         counts = masked[rows].sum(0)
         assert int(counts.max() - counts.min()) <= 1  # 12 (or 6) slots over 7 positions: 1 or 2 (0 or 1) each
     # one window's mask, over seeds: every position is in it with probability M / L
-    first = np.array([balanced_windows([3, 3], 6, torch.Generator().manual_seed(s))[0].numpy() for s in range(3000)])
+    first = np.array([_balanced_windows([3, 3], 6, torch.Generator().manual_seed(s))[0].numpy() for s in range(3000)])
     assert np.allclose(first.mean(0), 0.5, atol=0.04)
 
 
 def test_balanced_masks_run_the_all_masked_copy_once_and_spread_less_than_llada_on_additive_effects(table):
     masked, _ = BalancedMasks(9).copies(LENGTH, torch.Generator().manual_seed(0))
     assert masked[0].all() and not masked[1:].all(1).any()
-    with pytest.raises(ValueError, match="n_masks >= 3"):
+    with pytest.raises(ValueError, match="score_masks >= 3"):
         BalancedMasks(2, return_std=True)
     effects = np.random.default_rng(1).normal(-3.0, 2.0, 12)
     spread = {}  # additive token effects: what balancing positions within a size cancels
@@ -119,7 +119,7 @@ def test_nested_orderings_share_the_all_masked_copy(table):
     values = np.where(masked.numpy(), table[rows - 1], np.nan)
     value, std = strategy.reduce(masked, values)
     assert std > 0 and value == pytest.approx(strategy.draws(masked, values).mean())
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="'score_masks' parameter of NestedMasks must be an int in the range \\[1, inf\\)"):
         NestedMasks(0)
     with pytest.raises(ValueError, match="at least 2"):
         NestedMasks(1, return_std=True, antithetic=False)
@@ -142,3 +142,14 @@ def test_least_variance_estimator_falls_back_to_the_named_estimator():
     with pytest.raises(ValueError, match="otherwise"):
         least_variance_estimator(spread, otherwise="auto")
 
+
+
+def test_n_masks_is_renamed_score_masks_with_a_future_warning():
+    from skmpt.text.strategies import CurveMasks, SweepMasks, TimeMasks
+
+    for make in (lambda: SweepMasks(n_masks=3), lambda: TimeMasks(n_masks=3), lambda: BalancedMasks(n_masks=3),
+                 lambda: CurveMasks([0.5], n_masks=3), lambda: NestedMasks(n_masks=4), lambda: ChainMasks(n_masks=3)):
+        with pytest.warns(FutureWarning, match="the parameter n_masks was renamed score_masks"):
+            assert make().score_masks in (3, 4)
+    with pytest.warns(FutureWarning, match="estimator_strategy: the parameter method was renamed score_method"):
+        assert type(estimator_strategy(method="chain", score_masks=2)) is ChainMasks

@@ -1,0 +1,158 @@
+"""The budgeted estimator: exact where it fits, within its budget, one engine for lm-eval, the scorer, the functions."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from support.text import JointMaskedLM, binary_tokenizer  # noqa: E402
+from transformers import BertConfig, BertForMaskedLM  # noqa: E402
+
+from skmpt import MLMCurveScorer  # noqa: E402
+from skmpt.testing import TabularJoint  # noqa: E402
+from skmpt.text import MaskedLMRunner, encode_pairs, load_masked_lm, multiple_choice  # noqa: E402
+from skmpt.text.estimation import BudgetedEstimator, pair_keys  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return binary_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tokenizer):
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16, max_position_embeddings=16)
+    return BertForMaskedLM(config).eval()
+
+
+@pytest.fixture(scope="module")
+def runner(tiny_bert, tokenizer):
+    predictor, tokenizer = load_masked_lm(tiny_bert, tokenizer=tokenizer, device=torch.device("cpu"))
+    return MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), max_length=16)
+
+
+def estimates(runner, contexts, continuations, questions=None, **options):
+    encoded = encode_pairs(contexts, continuations, runner.tokenizer, runner.max_length)
+    groups, keys = pair_keys(contexts, continuations, questions)
+    return BudgetedEstimator(runner, **options).estimate(encoded, keys, groups=groups)
+
+
+def test_exact_where_the_masks_fit_and_within_the_budget_elsewhere(runner):
+    short, long = estimates(runner, ["a b", "a b"], [" a b", " a b b a b a"], max_forward_passes=20)
+    assert short.exact and short.std == 0.0 and short.forward_passes == 3 and short.score_method == "exhaustive"
+    assert not long.exact and long.std > 0 and long.forward_passes <= 20  # 63 masks do not fit
+    assert long.score_method == "balanced"  # 20 // 8 = 2 pilot copies: too few for a pilot
+
+
+def test_an_exact_answer_from_a_joint_whatever_the_estimator():
+    joint, tokenizer = TabularJoint.random(6, random_state=1), binary_tokenizer()
+    predictor, tokenizer = load_masked_lm(JointMaskedLM(joint, tokenizer), tokenizer=tokenizer,
+                                          device=torch.device("cpu"))
+    runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), max_length=8)
+    x = torch.tensor([[0.0, 1.0, 1.0, 0.0, 1.0, 0.0]], dtype=torch.float64)
+    exact = float(joint.log_marginal(x) - joint.log_marginal(x, observed=torch.tensor([True] * 2 + [False] * 4)))
+    for method in ("exhaustive", "chain", "antithetic", "nested"):  # one ordering is exact for a joint
+        # exact=False: Monte Carlo although the 15 masks would fit in the 16 passes
+        result = estimates(runner, ["a b"], [" b a b a"], score_method=method, max_forward_passes=16, exact=False)[0]
+        assert result.log_likelihood == pytest.approx(exact, abs=1e-10), method
+        assert result.exact == (method == "exhaustive") and result.forward_passes <= 16
+
+
+def test_draws_are_sized_by_what_the_strategy_declares():
+    assert BudgetedEstimator.strategy("nested", 6, 30).score_masks % 2 == 0  # antithetic pairs
+    assert BudgetedEstimator.strategy("nested", 6, 10).score_masks == 4  # two pairs at least, for a standard error
+    assert BudgetedEstimator.strategy("balanced", 6, 2).score_masks == 3  # the all-masked copy and two draws
+    assert BudgetedEstimator.strategy("chain", 6, 25).n_copies(6) == 24
+
+
+def test_score_masks_sets_the_draws_of_a_named_estimator(runner):
+    result = estimates(runner, ["a b"], [" a b b a b a"], score_method="chain", score_masks=3)[0]
+    assert result.forward_passes == 18 and result.score_method == "chain"
+    with pytest.raises(ValueError, match="score_masks counts the draws of a named score_method"):
+        BudgetedEstimator(runner, score_masks=3)
+
+
+@pytest.mark.parametrize("option, value", [("score_method", "llada"), ("max_forward_passes", 1),
+                                           ("pilot_passes", 2), ("confidence", 1.0), ("adaptive", "yes")])
+def test_parameters_are_checked_by_name(runner, option, value):
+    with pytest.raises(ValueError, match=f"The '{option}' parameter of BudgetedEstimator must be"):
+        BudgetedEstimator(runner, **{option: value})
+
+
+def test_one_key_per_group_and_common_random_numbers_within_a_question(runner):
+    contexts, choices = ["a b"] * 2, [" a b b a b a", " b b a a b a"]
+    encoded = encode_pairs(contexts, choices, runner.tokenizer, runner.max_length)
+    with pytest.raises(ValueError, match="Got 1 keys for 2 groups"):
+        BudgetedEstimator(runner).estimate(encoded, ["one"])
+    groups, keys = pair_keys(contexts, choices, questions=[0, 0])
+    assert groups == [[0, 1]] and keys == ["a b\x00"]
+    fixed = BudgetedEstimator(runner, score_method="uniform", max_forward_passes=16, adaptive=False)
+    shared = fixed.estimate(encoded, keys, groups=groups)
+    apart = fixed.estimate(encoded, ["a b\x00", "a b\x00"], groups=[[0], [1]])
+    # the same masks for both choices: grouped or apart with the same key, the same numbers
+    assert [e.log_likelihood for e in shared] == [e.log_likelihood for e in apart]
+
+
+def test_the_scorer_and_the_functions_give_the_estimate_of_the_lm_eval_model(tiny_bert, tokenizer):
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+
+    from skmpt.text.harness import MaskedLMHarness
+
+    contexts, continuations = ["a b", "b a b"], [" a b b a b a", " b b a a b a b"]
+    harness = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=32, seed=5,
+                              check_greedy=False, device="cpu")
+    alone = harness.loglikelihood([Instance("loglikelihood", {}, pair, 0, ("toy", None, 1))
+                                   for pair in zip(contexts, continuations, strict=True)])
+    scorer = MLMCurveScorer(tiny_bert, tokenizer=tokenizer, random_state=5, device="cpu").fit()
+    scores, std = scorer.conditional_score_samples(contexts, continuations, max_forward_passes=32, return_std=True)
+    assert not any(result.exact for result in alone)
+    np.testing.assert_array_equal(scores, [result[0] for result in alone])
+    np.testing.assert_array_equal(std, [result.std for result in alone])
+    # a question's choices: grouped by lm-eval's document, by multiple_choice's row
+    choices = [" a b b a b a", " b b a a b a"]
+    question = harness.loglikelihood([Instance("loglikelihood", {}, ("a b", choice), 0, ("toy", 3, 1))
+                                      for choice in choices])
+    grouped = multiple_choice(scorer.runner_, ["a b"], [choices], max_forward_passes=32, random_state=5)
+    np.testing.assert_array_equal(grouped.log_likelihood[0], [result[0] for result in question])
+    np.testing.assert_array_equal(grouped.forward_passes[0], [result.forward_passes for result in question])
+
+
+def test_the_estimator_imports_and_runs_without_lm_eval():
+    script = textwrap.dedent("""
+        import sys
+        sys.modules["lm_eval"] = None  # as if lm-eval were not installed
+        import torch
+        from support.text import binary_tokenizer
+        from transformers import BertConfig, BertForMaskedLM
+        from skmpt.text import MaskedLMRunner, encode_pairs, load_masked_lm
+        from skmpt.text.estimation import BudgetedEstimator, pair_keys
+        tokenizer = binary_tokenizer()
+        torch.manual_seed(0)
+        model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=8, num_hidden_layers=1,
+                                           num_attention_heads=2, intermediate_size=16, max_position_embeddings=16))
+        runner = MaskedLMRunner(*load_masked_lm(model, tokenizer=tokenizer, device=torch.device("cpu")),
+                                torch.device("cpu"), max_length=16)
+        encoded = encode_pairs(["a b"], [" a b b a b a"], tokenizer, 16)
+        result = BudgetedEstimator(runner, max_forward_passes=16).estimate(encoded, pair_keys(["a b"], [" x"])[1])[0]
+        assert result.forward_passes <= 16 and result.std > 0
+        try:
+            import skmpt.text.harness
+        except ImportError:
+            print("ran without lm-eval")
+    """)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=environment)
+    assert run.returncode == 0, run.stderr
+    assert "ran without lm-eval" in run.stdout
