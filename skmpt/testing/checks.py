@@ -353,7 +353,7 @@ def check_identity(case):
     identity = check_mpt_identity(
         case.model,
         case.X,
-        method=method,
+        score_method=method,
         score_masks=len(case.orderings),
         log_marginal=case.log_marginal,
         random_state=case.seed,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..objectives import cumulative_score
+from ..objectives import cumulative_score, renamed_parameter
 from ._inputs import as_model_and_tensor
 
 __all__ = ["IdentityCheck", "assert_mpt_identity", "check_mpt_identity"]
@@ -53,7 +53,8 @@ class IdentityCheck:
         return float(np.max(np.abs(self.discrepancy) / np.maximum(np.abs(self.log_marginal), 1e-300)))
 
 
-def check_mpt_identity(model, X, *, method="exhaustive", score_masks=100, log_marginal=None, random_state=None):
+def check_mpt_identity(model, X, *, score_method="exhaustive", score_masks=100, log_marginal=None, random_state=None,
+                       method="deprecated"):
     """Measure ``sum_M S(x; M) - log p(x)`` for a model on a small-``D`` sample.
 
     Parameters
@@ -63,7 +64,7 @@ def check_mpt_identity(model, X, *, method="exhaustive", score_masks=100, log_ma
         ``masked_log_prob_sum`` or ``masked_log_prob``
         (:mod:`skmpt.objectives`), and ``log_marginal`` unless ``log_marginal`` is given.
     X : array-like or torch.Tensor of shape (n_samples, n_features)
-    method : {"exhaustive", "sweep", "nested", "chain"}, default="exhaustive"
+    score_method : {"exhaustive", "sweep", "nested", "chain"}, default="exhaustive"
         How the cumulative score is computed (:func:`skmpt.objectives.mpt_curve`);
         ``"exhaustive"`` makes any discrepancy the model's own.
     score_masks : int, default=100
@@ -72,6 +73,8 @@ def check_mpt_identity(model, X, *, method="exhaustive", score_masks=100, log_ma
     log_marginal : array-like of shape (n_samples,), default=None
         Reference values; by default ``model.log_marginal(X)``.
     random_state : see :func:`skmpt.masks.check_generator`, default=None
+    method : str
+        The 0.1.0 spelling of ``score_method``: deprecated, with a ``FutureWarning``.
 
     Returns
     -------
@@ -85,9 +88,10 @@ def check_mpt_identity(model, X, *, method="exhaustive", score_masks=100, log_ma
     >>> check.max_abs_discrepancy < 1e-12
     True
     """
+    score_method = renamed_parameter("method", method, "score_method", score_method, "check_mpt_identity")
     module, tensor = as_model_and_tensor(model, X)
     with torch.no_grad():
-        cumulative = cumulative_score(module, tensor, score_method=method, score_masks=score_masks, random_state=random_state)
+        cumulative = cumulative_score(module, tensor, score_method=score_method, score_masks=score_masks, random_state=random_state)
         reference = module.log_marginal(tensor) if log_marginal is None else log_marginal
     cumulative = cumulative.detach().to("cpu", torch.float64).numpy()
     if isinstance(reference, torch.Tensor):

@@ -48,7 +48,7 @@ def test_exhaustive_score_is_grid_lml(K, D, likelihood, seed):
     X = _data(module, 4, g)
     check = check_mpt_identity(module, X)
     np.testing.assert_allclose(check.cumulative, check.log_marginal, rtol=1e-9)
-    chain = check_mpt_identity(module, X, method="chain", score_masks=2, random_state=seed)
+    chain = check_mpt_identity(module, X, score_method="chain", score_masks=2, random_state=seed)
     np.testing.assert_allclose(chain.cumulative, chain.log_marginal, rtol=1e-9)
 
 

@@ -114,12 +114,12 @@ def test_sampling_methods_are_reproducible_with_random_state(joint_and_data):
     joint, X = joint_and_data
     tempered = TemperedTable(joint.probabilities.reshape((2,) * 4).numpy(), 0.5)
     for method in ("sweep", "nested", "chain"):
-        a = check_mpt_identity(tempered, X, method=method, score_masks=3, random_state=0)
-        b = check_mpt_identity(tempered, X, method=method, score_masks=3, random_state=0)
+        a = check_mpt_identity(tempered, X, score_method=method, score_masks=3, random_state=0)
+        b = check_mpt_identity(tempered, X, score_method=method, score_masks=3, random_state=0)
         np.testing.assert_array_equal(a.cumulative, b.cumulative)
         # the chain is exact for consistent conditionals, whatever the ordering
         if method == "chain":
-            exact = check_mpt_identity(joint, X, method=method, score_masks=2, random_state=5)
+            exact = check_mpt_identity(joint, X, score_method=method, score_masks=2, random_state=5)
             assert exact.max_abs_discrepancy < 1e-12
 
 
@@ -147,3 +147,11 @@ def test_assert_mpt_identity_applies_its_tolerances(joint_and_data):
     assert_mpt_identity(joint, X, log_marginal=shifted, rtol=1e-2)
     with pytest.raises(AssertionError, match="The cumulative MPT score differs from the log-marginal likelihood"):
         assert_mpt_identity(joint, X, log_marginal=shifted, atol=5e-4)
+
+
+def test_the_0_1_0_spelling_method_warns_and_still_works(joint_and_data):
+    joint, X = joint_and_data
+    with pytest.warns(FutureWarning, match="check_mpt_identity: the parameter method was renamed score_method"):
+        old = check_mpt_identity(joint, X, method="chain", score_masks=2, random_state=0)
+    new = check_mpt_identity(joint, X, score_method="chain", score_masks=2, random_state=0)
+    np.testing.assert_array_equal(old.cumulative, new.cumulative)

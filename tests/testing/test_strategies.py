@@ -18,7 +18,7 @@ from skmpt.testing.strategies import ppca_parameters, tabular_joints
 def test_ppca_strategy_and_sampled_methods(params):
     module = make_ppca_module(*params)
     X = np.random.RandomState(0).randn(3, params[1].shape[0])
-    assert check_mpt_identity(module, X, method="chain", score_masks=2, random_state=0).max_rel_discrepancy < 1e-9
+    assert check_mpt_identity(module, X, score_method="chain", score_masks=2, random_state=0).max_rel_discrepancy < 1e-9
 
 
 @settings(max_examples=30)
