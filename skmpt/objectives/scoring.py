@@ -12,7 +12,8 @@ import torch
 from .._utils import check_generator, chunk_budget
 from .._validation import check_positive_int
 from ..masks import all_masks, mask_size_for_rate, masks_of_sizes, nested_masks, random_orderings
-from ..models import as_masked_model, has_own_chain, has_own_weighted_sum, reference_chain_log_prob
+from ..models import as_masked_model
+from ..models.contract import has_own_chain, has_own_weighted_sum, reference_chain_log_prob
 from .training import check_output, log_marginal, masked_log_prob_sum, noise_generator
 from .vocabulary import SCORE_METHODS, renamed_parameter
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import torch
 
 from .._validation import check_positive_int
-from ..models import as_masked_model, importance_log_weights, model_name, standard_normal
+from ..models import as_masked_model
+from ..models.contract import importance_log_weights, model_name, standard_normal
 
 __all__ = [
     "OBJECTIVES",

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from skmpt.masks import all_masks
-from skmpt.models import VAEModule, importance_log_weights
+from skmpt.models import VAEModule
+from skmpt.models.contract import importance_log_weights
 from skmpt.objectives.training import (
     check_output,
     elbo,

@@ -4,7 +4,8 @@
 import pytest
 import torch
 
-from skmpt.models import MaskedModel, PPCAModule, reference_chain_log_prob
+from skmpt.models import MaskedModel, PPCAModule
+from skmpt.models.contract import reference_chain_log_prob
 from skmpt.testing.case import MaskedModelCase
 from skmpt.testing.joints import TabularJoint
 from skmpt.testing.missing import check_incomplete_rows, incomplete_pattern
