@@ -118,7 +118,8 @@ def identity_discrepancies(n_models, rng):
                 lml = module.log_marginal(X_t).numpy()
                 scores = {
                     "exhaustive": cumulative_score(module, X_t, score_method="exhaustive").numpy(),
-                    "chain": cumulative_score(module, X_t, score_method="chain", score_masks=5, random_state=trial).numpy(),
+                    "chain": cumulative_score(module, X_t, score_method="chain", score_masks=5,
+                                              random_state=trial).numpy(),
                     "sklearn": reference.score_samples(X),
                 }
             for what, score in scores.items():

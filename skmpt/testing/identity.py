@@ -91,7 +91,8 @@ def check_mpt_identity(model, X, *, score_method="exhaustive", score_masks=100, 
     score_method = renamed_parameter("method", method, "score_method", score_method, "check_mpt_identity")
     module, tensor = as_model_and_tensor(model, X)
     with torch.no_grad():
-        cumulative = cumulative_score(module, tensor, score_method=score_method, score_masks=score_masks, random_state=random_state)
+        cumulative = cumulative_score(module, tensor, score_method=score_method, score_masks=score_masks,
+                                      random_state=random_state)
         reference = module.log_marginal(tensor) if log_marginal is None else log_marginal
     cumulative = cumulative.detach().to("cpu", torch.float64).numpy()
     if isinstance(reference, torch.Tensor):

@@ -97,7 +97,8 @@ def _incomplete_rows(case):
         method = "exhaustive" if int(observed.sum(-1).max()) <= MAX_EXHAUSTIVE_OBSERVED else "chain"
         with torch.no_grad():
             score = cumulative_score(
-                model, X, score_method=method, score_masks=len(case.orderings), random_state=case.seed, observed=observed
+                model, X, score_method=method, score_masks=len(case.orderings), random_state=case.seed,
+                observed=observed,
             )
         differences.append(_close(case, f"{method} score over observed entries against log_marginal", score, exact))
         if bool((~observed).all(-1).any()) and bool((exact[(~observed).all(-1)] != 0).any()):

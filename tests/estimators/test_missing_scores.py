@@ -107,7 +107,8 @@ def test_exact_scores_of_the_observed_sub_vector(kind, n_features, n_components,
     with torch.no_grad():
         exact = log_marginal(model, X, observed=observed).numpy()
         exhaustive = cumulative_score(model, X, score_method="exhaustive", observed=observed).numpy()
-        chain = cumulative_score(model, X, score_method="chain", score_masks=2, random_state=seed, observed=observed).numpy()
+        chain = cumulative_score(model, X, score_method="chain", score_masks=2, random_state=seed,
+                                 observed=observed).numpy()
         curve = mpt_curve(model, X, score_method="exhaustive", observed=observed).numpy()
     np.testing.assert_allclose(exact, direct, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(exhaustive, direct, rtol=1e-9, atol=1e-12)

@@ -368,7 +368,8 @@ def test_a_model_without_generator_or_observed_parameters_accepts_both(make):
     observed = torch.ones(4, 3, dtype=torch.bool)
     owner = "NoKeywords" if isinstance(model, NoKeywords) else "DuckGaussians"
     for call in (lambda: model.masked_log_prob(X, masks, observed=observed),
-                 lambda: objectives.cumulative_score(model, X, score_method="exhaustive", observed=~torch.eye(4, 3).bool())):
+                 lambda: objectives.cumulative_score(model, X, score_method="exhaustive",
+                                                     observed=~torch.eye(4, 3).bool())):
         with pytest.raises(NotImplementedError, match=rf"{owner}\.masked_log_prob takes no observed="):
             call()
     report = check_masked_model(model, X)

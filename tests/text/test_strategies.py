@@ -119,7 +119,8 @@ def test_nested_orderings_share_the_all_masked_copy(table):
     values = np.where(masked.numpy(), table[rows - 1], np.nan)
     value, std = strategy.reduce(masked, values)
     assert std > 0 and value == pytest.approx(strategy.draws(masked, values).mean())
-    with pytest.raises(ValueError, match="'score_masks' parameter of NestedMasks must be an int in the range \\[1, inf\\)"):
+    with pytest.raises(ValueError,
+                       match="'score_masks' parameter of NestedMasks must be an int in the range \\[1, inf\\)"):
         NestedMasks(0)
     with pytest.raises(ValueError, match="at least 2"):
         NestedMasks(1, return_std=True, antithetic=False)
