@@ -103,8 +103,8 @@ def test_chain_scores_and_curves_match_the_reference_path(model_and_data):
     observed[:, 0] = True
     for options in ({}, {"observed": observed}):
         for function in (cumulative_score, mpt_curve):
-            fast = function(model, X, method="chain", score_masks=2, random_state=0, **options)
-            slow = function(reference, X, method="chain", score_masks=2, random_state=0, **options)
+            fast = function(model, X, score_method="chain", score_masks=2, random_state=0, **options)
+            slow = function(reference, X, score_method="chain", score_masks=2, random_state=0, **options)
             assert close(fast, slow, 1e-9)
 
 
@@ -138,8 +138,8 @@ def test_mixture_sweep_scores_match_the_reference_path():
         observed = torch.rand(X.shape, generator=generator) < 0.8
         for options in ({}, {"observed": observed}):
             for function in (cumulative_score, mpt_curve):
-                fast = function(model, X, method="sweep", score_masks=3, random_state=0, **options)
-                assert close(fast, function(slow, X, method="sweep", score_masks=3, random_state=0, **options))
+                fast = function(model, X, score_method="sweep", score_masks=3, random_state=0, **options)
+                assert close(fast, function(slow, X, score_method="sweep", score_masks=3, random_state=0, **options))
 
 
 def test_mixture_masked_sums_that_would_underflow_take_the_reference():
