@@ -8,7 +8,8 @@ import torch
 from sklearn.decomposition import PCA
 
 from skmpt import MaskedFactorAnalysis, MaskedPPCA
-from skmpt.estimators._base import moment_standardization, standardization
+from skmpt.estimators._data import standardization
+from skmpt.estimators._moments import moment_standardization
 from skmpt.objectives import Moments
 
 
@@ -84,7 +85,7 @@ def test_auto_mixes_moments_of_frequent_patterns_with_rows_of_rare_ones():
     params = {"random_state": 0, "device": "cpu"}
     mixed = MaskedPPCA(2, **params).fit(X)
     observed = torch.as_tensor(~np.isnan(X))
-    groups, part = mixed._training_groups(torch.as_tensor(np.nan_to_num(X)), observed, None)
+    groups, part = mixed._solver().groups(torch.as_tensor(np.nan_to_num(X)), observed, None)
     _, counts = np.unique(~np.isnan(X), axis=0, return_counts=True)
     frequent = counts >= 100
     assert sorted(round(g.share * len(X)) for g in groups) == sorted(counts[frequent])
