@@ -146,8 +146,8 @@ class MomentSolver(MiniBatchSolver):
         ``MAX_MOMENT_GROUPS`` most frequent patterns shared by ``MOMENT_GROUP_MIN_SAMPLES`` rows or
         more and the other rows by mini-batches (all rows when no pattern is that frequent);
         ``partial_fit`` from moments from a first chunk of ``MOMENTS_MIN_SAMPLES`` rows on.
-    start : callable or None
-        ``start(groups, n_components)`` -> a module near the optimum (PCA's solution) or None.
+    start_from : callable or None
+        ``start_from(groups, n_components)`` -> a module near the optimum (PCA's solution) or None.
     """
 
     mode: str = "auto"
