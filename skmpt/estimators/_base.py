@@ -131,8 +131,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     ``_check_data(X)``                        refuses ``score_method="exhaustive"`` beyond its limit
     ``_likelihood()``                         ``"gaussian"`` (data standardised for training)
     ``_binarize_threshold()``                 None: no binarisation
-    ``_objective_name()``                     ``"mpt"`` (a key of :data:`skmpt.objectives.OBJECTIVES`)
-    ``_objective_kwargs()``                   ``{}``
+    ``_objective()``                          ``("mpt", {})``: a key of :data:`skmpt.objectives.OBJECTIVES`, options
     ``_log_marginal_kwargs()``                ``{}``
     ``_resolve_n_components(X, w, moments)``  ``params_.n_components``
     ``_solver()``                             ``MiniBatchSolver()``: mini-batches of rows
@@ -192,13 +191,10 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """Values above it become 1 and the others 0 before a Bernoulli model sees them; None: none."""
         return None
 
-    def _objective_name(self):
-        """Key of :data:`skmpt.objectives.OBJECTIVES` that training maximises."""
-        return "mpt"
-
-    def _objective_kwargs(self):
-        """Keyword arguments of the training objective (e.g. IWAE's number of particles)."""
-        return {}
+    def _objective(self):
+        """``(name, options)``: the key of :data:`skmpt.objectives.OBJECTIVES` that training maximises
+        and its keyword arguments (e.g. IWAE's number of particles)."""
+        return "mpt", {}
 
     def _log_marginal_kwargs(self):
         """Keyword arguments of the module's ``log_marginal`` (e.g. a number of samples)."""
@@ -484,10 +480,11 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     def _trainer(self, weights, near_start=False):
         """The :class:`~skmpt.estimators._trainer.Trainer` of ``params_`` for ``module_``: its objective
-        (:meth:`_objective_name`), its masks (``params_.mask_rate``), the ``"lml"`` monitor and the
+        (:meth:`_objective`), its masks (``params_.mask_rate``), the ``"lml"`` monitor and the
         training rows' ``weights``; ``near_start``: smaller first steps."""
         params, module = self.params_, self.module_
-        objective = TrainingObjective(self._objective_name(), module, self._objective_kwargs())
+        name, options = self._objective()
+        objective = TrainingObjective(name, module, options)
         monitor = partial(module.log_marginal, **self._log_marginal_kwargs()) if params.monitor == "lml" else None
         return Trainer.from_params(params, objective, monitor=monitor, sample_weight=weights, near_start=near_start)
 

@@ -170,8 +170,8 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
     def _likelihood(self):
         return self.params_.likelihood
 
-    def _objective_name(self):
-        return self.params_.objective
+    def _objective(self):
+        return self.params_.objective, {}
 
     def _binarize_threshold(self):
         return self.params_.binarize if self.params_.likelihood == "bernoulli" else None

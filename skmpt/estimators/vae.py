@@ -203,8 +203,6 @@ class MaskedVAE(_BaseMaskedEstimator):
     def _likelihood(self):
         return self.params_.likelihood
 
-    def _objective_name(self):
-        return self.params_.objective
 
     def _check_data(self, X):
         super()._check_data(X)
@@ -227,9 +225,10 @@ class MaskedVAE(_BaseMaskedEstimator):
             dtype=X.dtype,
         ).to(X.device)
 
-    def _objective_kwargs(self):
+    def _objective(self):
         # The IWAE bound draws n_particles particles per sample, like the conditionals.
-        return {"n_particles": self.params_.n_particles} if self.params_.objective == "iwae" else {}
+        objective = self.params_.objective
+        return objective, {"n_particles": self.params_.n_particles} if objective == "iwae" else {}
 
     def log_marginal_likelihood(self, X, *, n_lml_samples=None, return_diagnostics=False):
         """Importance-sampled ``log p(x)`` of each sample, with ``n_lml_samples`` draws.
