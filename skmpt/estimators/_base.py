@@ -1,315 +1,62 @@
-"""The base of the array estimators: parameters, validated data, training, fitted state and
-everything computed from a fitted ``module_``.
+"""The base of the array estimators: parameters, validated data, the training pipeline, fitted state
+and everything computed from a fitted ``module_``.
 
-A concrete estimator declares its parameters and implements two hooks, ``_build_module`` (its
-:class:`skmpt.models.MaskedModel` on the training data) and ``_set_fitted_attributes``; the
-optional hooks have defaults. Training is a :class:`~skmpt.estimators._trainer.Trainer`.
+A concrete estimator declares its parameters and implements ``_build_module`` (its
+:class:`skmpt.models.MaskedModel` on the training data); the other hooks have defaults, listed
+with them in :class:`_BaseMaskedEstimator`'s docstring. Training is one pipeline of named stages
+that ``fit`` and ``partial_fit`` share; what it runs on is the solver object of the ``_solver``
+hook (:class:`~skmpt.estimators._trainer.MiniBatchSolver` by default; the linear-Gaussian
+estimators may choose ``skmpt.estimators._moments``' solver), and the loop is a
+:class:`~skmpt.estimators._trainer.Trainer`.
 
-Fitted state stays fitted: ``fit`` (and ``partial_fit``) copies the constructor parameters into
-``params_``, and every method of a fitted estimator reads ``params_`` and the fitted ``module_``,
+Fitted state stays fitted: ``fit`` (and ``partial_fit``) copies the validated constructor
+parameters into ``params_`` (a :class:`~sklearn.utils.Bunch`: a dict whose keys read as
+attributes), and every method of a fitted estimator reads ``params_`` and the fitted ``module_``,
 never a parameter as it is now; ``set_params`` after ``fit`` acts at the next ``fit``, as in
 scikit-learn. The options of the score (``score_method``, ``score_masks``, ``random_state``)
 follow the same rule.
-
-Sections: data checks (binary data, magnitudes a dtype holds, the units training works in, user
-masks), sample weights, information criteria, and the base estimator itself (hooks, data,
-training, scoring, imputation, conversion from scikit-learn, persistence).
 """
 
 import abc
 import copy
-import math
 import time
 import warnings
+from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import Bunch
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import objectives
 from .._utils import DTYPES, check_generator, resolve_device, seeded
 from .._validation import Interval, Options, check_positive_int, validate_parameters
-from ..masks import MAX_EXHAUSTIVE_FEATURES, observed_masks, sample_masks
-from ..models.likelihoods import LIKELIHOODS
-from ._trainer import MomentGroup, StreamState, Trainer, fit_threads, intra_op_threads, training_mode
+from ..masks import MAX_EXHAUSTIVE_FEATURES
+from ._data import (
+    check_chunk_units,
+    check_mask_array,
+    check_missing,
+    check_values,
+    dtype_name,
+    log_jacobian,
+    standardization,
+    training_rows,
+    weighted_mean,
+)
+from ._trainer import (
+    MiniBatchSolver,
+    StreamState,
+    Trainer,
+    TrainingObjective,
+    fit_threads,
+    intra_op_threads,
+    training_mode,
+)
 
-__all__ = [
-    "check_chunk_units",
-    "check_mask_array",
-    "check_missing",
-    "check_sample_weight",
-    "check_values",
-    "dtype_name",
-    "linear_gaussian_parameter_count",
-    "moment_groups",
-    "moment_standardization",
-    "scale_limits",
-    "standardization",
-    "training_rows",
-    "weighted_mean",
-]
-
-
-# ====================================================================== data checks and units
-def dtype_name(dtype):
-    """``"float32"`` for ``torch.float32``."""
-    return str(dtype).removeprefix("torch.")
-
-
-def scale_limits(dtype):
-    """Spreads (and magnitudes) whose squares, times a 1e-8 margin either way, ``dtype`` holds.
-
-    The margin leaves room for variances well below or above the data's own.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from skmpt.estimators._base import scale_limits
-    >>> low, high = scale_limits(torch.float32)
-    >>> bool(low < 1e-10 < 1e10 < high)
-    True
-    """
-    info = torch.finfo(dtype)
-    return 1e4 * math.sqrt(info.tiny), 1e-4 * math.sqrt(info.max)
-
-
-def check_values(X, likelihood):
-    """Binary data for a Bernoulli likelihood; magnitudes whose squares the dtype holds for a Gaussian one."""
-    if likelihood != "gaussian":
-        LIKELIHOODS[likelihood].check(X)
-        return
-    # Validated data hold no NaN (missing entries are zeros by now); an infinity (or a float64
-    # value beyond float32's range, cast) is larger than the limit. One pass, no temporary.
-    smallest, largest = torch.aminmax(X) if X.numel() else (X.new_zeros(()), X.new_zeros(()))
-    largest = max(float(largest), -float(smallest))
-    limit = scale_limits(X.dtype)[1]
-    if largest > limit:
-        raise ValueError(
-            f"X holds values as large as {largest:.3g}: a Gaussian log-density squares them, which "
-            f"overflows {dtype_name(X.dtype)} beyond {limit:.3g}. Rescale X (e.g. with "
-            f"sklearn.preprocessing.StandardScaler); the log-likelihood of c * X is that of X minus "
-            f"n_features * log(c)."
-        )
-
-
-def check_missing(X, *, reset):
-    """The missing (NaN) entries of a validated float64 array, or None when there are none.
-
-    At fit time (``reset``) every feature must be observed in some sample: a model cannot
-    learn anything about a feature it never sees.
-    """
-    missing = np.isnan(X)
-    if not missing.any():
-        return None
-    if reset:
-        never = np.flatnonzero(missing.all(0))
-        if never.size:
-            raise ValueError(
-                f"Feature(s) {never[:10].tolist()} are missing (NaN) in every training sample: a model "
-                f"cannot be fitted to a feature it never observes. Drop the column(s)."
-            )
-    return missing
-
-
-def standardization(X, likelihood, observed=None):
-    """Centre and overall scale that training divides out (zero and one when it does not).
-
-    Gaussian models are closed under such maps, so training on ``(X - centre) / scale`` and
-    mapping the module back is exact; binary data must stay binary and are left alone. With
-    ``observed`` (a boolean tensor of ``X``'s shape), the statistics of the observed entries.
-    """
-    n_features = X.shape[1]
-    if likelihood != "gaussian":
-        return X.new_zeros(n_features), X.new_ones(())
-    if observed is not None:
-        return _observed_standardization(X, observed)
-    center = X.mean(0)
-    deviation = X - center
-    # Divided by the largest deviation before squaring, so that no square under- or overflows.
-    largest = deviation.abs().max()
-    if largest == 0:
-        return center, X.new_ones(())  # constant data: nothing to rescale
-    scale = largest * (deviation / largest).square().mean().sqrt()
-    return center, _check_scale(scale, X.dtype)
-
-
-def moment_standardization(moments):
-    """:func:`standardization`'s centre and scale from the :class:`~skmpt.objectives.Moments` of
-    complete data, and the moments of the standardised data: ``((center, scale), moments)``; None
-    when the spread is zero or its square leaves the range the dtype holds (then
-    :func:`standardization`, which divides by the largest deviation before squaring, decides)."""
-    covariance = moments.covariance
-    scale = (covariance.diagonal().sum() / covariance.shape[0]).sqrt()
-    low, high = scale_limits(covariance.dtype)
-    if not low <= float(scale) <= high:
-        return None
-    standardized = objectives.Moments(moments.weight, torch.zeros_like(moments.mean), covariance / scale.square())
-    return (moments.mean, scale), standardized
-
-
-def _observed_standardization(X, observed):
-    """:func:`standardization` from the observed entries only (each feature's own mean).
-
-    A feature with no observed entry (possible in a ``partial_fit`` chunk of an already fitted
-    model, never at ``fit``) is centred at zero: the units are a choice, mapped back exactly.
-    """
-    seen = observed.to(X.dtype)
-    center = (X * seen).sum(0) / seen.sum(0).clamp_min(1)
-    deviation = (X - center) * seen
-    largest = deviation.abs().max()
-    if largest == 0:
-        return center, X.new_ones(())
-    scale = largest * ((deviation / largest).square().sum() / seen.sum()).sqrt()
-    return center, _check_scale(scale, X.dtype)
-
-
-def _check_scale(scale, dtype):
-    low, high = scale_limits(dtype)
-    if not low <= float(scale) <= high:
-        raise ValueError(
-            f"X's spread (root-mean-square deviation {float(scale):.3g}) is outside the range whose "
-            f"variances {dtype_name(dtype)} can hold, [{low:.3g}, {high:.3g}]. Rescale X (e.g. with "
-            f"sklearn.preprocessing.StandardScaler); the log-likelihood of c * X is that of X minus "
-            f"n_features * log(c)."
-        )
-    return scale
-
-
-def check_mask_array(masks, n_features):
-    """User masks as a boolean array of shape ``(n_masks, D)`` or ``(n_samples, n_masks, D)``."""
-    masks = np.asarray(masks)
-    if masks.dtype != bool:
-        if masks.size and not np.isin(masks, (0, 1)).all():
-            raise ValueError("masks must be boolean (True marks a masked token) or hold only 0 and 1.")
-        masks = masks.astype(bool)
-    if masks.ndim not in (2, 3) or masks.shape[-1] != n_features:
-        raise ValueError(
-            f"masks must have shape (n_masks, {n_features}) or (n_samples, n_masks, "
-            f"{n_features}); got {masks.shape}."
-        )
-    return masks
-
-
-def check_chunk_units(X, center, scale, *, first):
-    """Warn when a ``partial_fit`` chunk cannot set, or does not fit, the training units.
-
-    The first chunk's centre and overall scale are the units training works in; a feature
-    that is constant in it, or a later chunk whose spread in those units is a hundredfold
-    larger or smaller, means the first chunk was not representative of the data.
-    """
-    if first:
-        constant = (X == X[:1]).all(0) if len(X) > 1 else torch.ones(X.shape[1], dtype=torch.bool)
-        if bool(constant.any()):
-            features = torch.nonzero(constant).flatten().tolist()
-            warnings.warn(
-                f"The first partial_fit chunk ({len(X)} samples) is constant in feature(s) "
-                f"{features[:10]}: it sets the units training works in (centre and scale), and "
-                f"a model fitted from it starts with no spread there. Pass a representative first "
-                f"chunk (shuffle the data before splitting it).",
-                UserWarning,
-                stacklevel=3,
-            )
-        return
-    spread = float(((X - center) / scale).square().mean().sqrt())
-    if not 0.01 <= spread <= 100:
-        warnings.warn(
-            f"This partial_fit chunk's spread is {spread:.3g} times the first chunk's: training "
-            f"works in the first chunk's units, and a step size tuned to them may be far off "
-            f"here. Pass a representative first chunk (shuffle the data before splitting it).",
-            UserWarning,
-            stacklevel=3,
-        )
-
-
-# ====================================================================== sample weights
-# A weight ``w_i`` counts sample ``i`` ``w_i`` times: training maximises the weighted mean of the
-# per-sample objective, ``sum_i w_i f(x_i) / sum_i w_i``, whose optimum is that of the data with
-# every row repeated ``w_i`` times (for integer weights); mini-batch steps weight each sample's
-# gradient by ``w_i / mean(w)``, an unbiased estimate of the same mean. Rows of zero weight are
-# left out of training altogether, initialisation included.
-
-
-def check_sample_weight(sample_weight, n_samples):
-    """``sample_weight`` as a float64 array of shape ``(n_samples,)``, divided by its largest
-    value, or None when it is None.
-
-    Weights must be finite and non-negative, with a positive sum; a ``ValueError`` names the
-    problem otherwise. The caller's array is never modified. Weights only matter relative to
-    each other, so they are rescaled (to a largest weight of one) rather than refused when
-    their sum would overflow (e.g. ``1e308`` each): fitting and scoring then give what equal
-    weights give. A weight below ``1e-308`` times the largest becomes zero, as it counts for
-    nothing next to it.
-    """
-    if sample_weight is None:
-        return None
-    try:
-        weights = np.array(sample_weight, dtype=np.float64)  # a copy
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"sample_weight must be an array of numbers; {exc}") from exc
-    if weights.ndim != 1 or weights.shape[0] != n_samples:
-        raise ValueError(
-            f"sample_weight must have shape ({n_samples},), one weight per sample; got shape {weights.shape}."
-        )
-    if not np.isfinite(weights).all():
-        raise ValueError("sample_weight holds NaN or infinite values.")
-    if (weights < 0).any():
-        raise ValueError(f"sample_weight must be non-negative; its smallest value is {weights.min():.6g}.")
-    largest = weights.max(initial=0.0)
-    if largest <= 0:
-        raise ValueError("sample_weight sums to zero: no sample would count.")
-    return weights / largest
-
-
-def training_rows(X, observed, sample_weight, *, min_samples=1):
-    """The rows of the training tensor ``X`` (and of its ``observed`` entries, None when all
-    are) that count, and their weights scaled to mean one.
-
-    Returns ``(X, observed, None)`` without weights (the unweighted path, unchanged); otherwise
-    the rows of positive weight and a tensor of their weights divided by their mean, in ``X``'s
-    dtype and on its device.
-    """
-    weights = check_sample_weight(sample_weight, X.shape[0])
-    if weights is None:
-        return X, observed, None
-    keep = weights > 0
-    if keep.sum() < min_samples:
-        raise ValueError(
-            f"sample_weight gives {int(keep.sum())} sample(s) a positive weight; at least {min_samples} needed."
-        )
-    weights = weights[keep] / weights[keep].mean()
-    rows = torch.as_tensor(np.flatnonzero(keep), device=X.device)
-    observed = None if observed is None else observed[rows]
-    return X[rows], observed, torch.as_tensor(weights, dtype=X.dtype, device=X.device)
-
-
-def weighted_mean(values, sample_weight):
-    """Mean of ``values`` (a NumPy array) weighted by validated ``sample_weight`` (or unweighted)."""
-    weights = check_sample_weight(sample_weight, len(values))
-    return float(np.mean(values)) if weights is None else float(np.average(values, weights=weights))
-
-
-def moment_groups(X, observed, weights):
-    """The training samples as :class:`~skmpt.estimators._trainer.MomentGroup`: one group of
-    every sample for complete data, one per pattern of observed entries otherwise.
-
-    ``X`` holds the (standardised) training rows, ``observed`` their observed entries (None
-    when all are), ``weights`` their weights of mean one (None: equal). Each group's moments
-    are weighted; its share is its weight over the total.
-    """
-    if observed is None:
-        return [MomentGroup(objectives.Moments.from_samples(X, weights))]
-    patterns, labels = torch.unique(observed, dim=0, return_inverse=True)
-    total = float(X.shape[0]) if weights is None else float(weights.sum())
-    groups = []
-    for index, pattern in enumerate(patterns):
-        rows = torch.nonzero(labels == index).flatten()
-        part = None if weights is None else weights[rows]
-        moments = objectives.Moments.from_samples(X[rows], part)
-        groups.append(MomentGroup(moments, pattern, float(moments.weight) / total))
-    return groups
+__all__ = ["linear_gaussian_parameter_count"]
 
 
 # ====================================================================== information criteria
@@ -367,59 +114,34 @@ def linear_gaussian_parameter_count(n_features, n_components, n_noise):
 
 
 # ====================================================================== the base estimator
-def _log_jacobian(X, scale, observed=None):
-    # Every log-density in D dimensions shifts by -D log(scale) when mapped back (of the
-    # observed entries: by -|o| log(scale), on average over the samples).
-    dimension = X.shape[1] if observed is None else float(observed.sum(-1).double().mean())
-    return -dimension * float(scale.log())
-
-
-def _fill_missing(X, observed):
-    """``X`` with its unobserved entries at zero (the centre of standardised data)."""
-    return X if observed is None else torch.where(observed, X, torch.zeros_like(X))
-
-
-def _step_size(trainer, X, groups):
-    """About the numbers one training step handles: rows times masks times features, or from
-    moments, masks times features squared (what :func:`~skmpt.estimators._trainer.fit_threads` sizes)."""
-    n_features = X.shape[1]
-    if groups is not None:
-        return len(groups) * trainer.n_masks * trainer.moment_masks_per_step * n_features**2
-    return trainer.resolved_batch_size(X.shape[0]) * trainer.n_masks * n_features
-
-
-def _merge_groups(groups, new):
-    """The moment groups of two sets of samples: the moments of a pattern in both are added,
-    and every group's share is its weight over the new total."""
-    merged = {None if g.observed is None else tuple(g.observed.tolist()): g for g in groups}
-    for group in new:
-        key = None if group.observed is None else tuple(group.observed.tolist())
-        old = merged.get(key)
-        merged[key] = group if old is None else MomentGroup(old.moments + group.moments, group.observed)
-    total = sum(float(g.moments.weight) for g in merged.values())
-    return [MomentGroup(g.moments, g.observed, float(g.moments.weight) / total) for g in merged.values()]
-
-
-def _moment_stream_step(trainer, module, X, observed, weights, state, generator, first):
-    """One ``partial_fit`` call from moments: the chunk's moments added to those of the chunks
-    before it, then training on all of them until the stopping rule is met (so the model after
-    the last call is the model ``fit`` would train on every chunk). Returns the last step's
-    objective, the stopping objective and the last step size."""
-    if not first:
-        state.groups = _merge_groups(state.groups, moment_groups(X, observed, weights))
-    if first and state.groups[0].observed is None:  # near the optimum already: smaller first steps
-        trainer.first_step_factor = trainer.near_start_factor
-    history, trainer.history = trainer.history, []
-    trainer.fit_moments(module, state.groups, generator, 0.0)
-    last, trainer.history = trainer.history[-1], history
-    return last["objective"], last["stopping_objective"], last["learning_rate"]
-
-
 class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator, metaclass=abc.ABCMeta):
     """Base for estimators trained by masked pre-training and scored by its cumulative sum.
 
     Everything a fitted estimator computes comes from its fitted ``module_`` and ``params_``
     (the parameters of the last ``fit``), never from a parameter as it is now.
+
+    The hooks a subclass may override, each defined below with its default (``_build_module`` is
+    the one it must give):
+
+    ========================================  ====================================================
+    hook                                      default
+    ========================================  ====================================================
+    ``_build_module(X, generator, units)``    required: the untrained module
+    ``_set_fitted_attributes()``              none: no attributes beyond ``module_``
+    ``_check_data(X)``                        refuses ``score_method="exhaustive"`` beyond its limit
+    ``_likelihood()``                         ``"gaussian"`` (data standardised for training)
+    ``_binarize_threshold()``                 None: no binarisation
+    ``_objective()``                          ``("mpt", {})``: a key of :data:`skmpt.objectives.OBJECTIVES`, options
+    ``_log_marginal_kwargs()``                ``{}``
+    ``_resolve_n_components(X, w, moments)``  ``params_.n_components``
+    ``_solver()``                             ``MiniBatchSolver()``: mini-batches of rows
+    ========================================  ====================================================
+
+    The pipeline (``fit`` and ``partial_fit``): :meth:`_set_params_` and
+    :meth:`_validate_training_data`, then the solver of :meth:`_solver` prepares the data, the
+    start comes from :meth:`_initialize`, the trainer from :meth:`_trainer` (its masks from
+    ``params_.mask_rate``), the solver trains, and :meth:`_finish` maps the module back to the
+    data's units.
     """
 
     _parameter_constraints: dict = {
@@ -452,44 +174,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     def _set_fitted_attributes(self):
         """Copy learned parameters out of ``module_`` into NumPy attributes; none by default."""
 
-    def _objective_name(self):
-        """Key of :data:`skmpt.objectives.OBJECTIVES` that training maximises."""
-        return "mpt"
-
-    def _objective_kwargs(self):
-        """Keyword arguments of the training objective (e.g. IWAE's number of particles)."""
-        return {}
-
-    def _resolve_n_components(self, X, sample_weight, moments):
-        """The latent dimension to fit on (standardised) training data ``X`` with its training
-        weights (a tensor of mean one, or None), or, when ``X`` is None, on the data whose
-        :class:`~skmpt.objectives.Moments` are ``moments``: ``n_components`` by default; an
-        estimator with a data-driven choice (PPCA's ``"mle"``) overrides it."""
-        return self.params_["n_components"]
-
-    def _trains_from_moments(self):
-        """Whether training on complete rows runs from their moments alone (a
-        Gaussian model with masks shared by the samples): then the standardised data are never
-        formed."""
-        return False
-
-    def _training_data(self, X, observed, weights):
-        """``(X_train, groups, units)``: the standardised training data ``(X - center) / scale`` (missing
-        entries at zero) and ``units = (center, scale)``; or, for complete data that train from their
-        moments, ``X_train`` None and the one moment group of the standardised data, the units from
-        the moments (no pass over the data beyond theirs)."""
-        if observed is None and self._likelihood() == "gaussian" and self._trains_from_moments():
-            moments = objectives.Moments.from_samples(X, weights)
-            standardized = moment_standardization(moments)
-            if standardized is not None:
-                units, moments = standardized
-                return None, [MomentGroup(moments)], units
-        center, scale = standardization(X, self._likelihood(), observed)
-        return _fill_missing((X - center) / scale, observed), None, (center, scale)
-
     def _check_data(self, X):
         """Data-dependent checks on the validated training array; subclasses extend them."""
-        if self.params_["score_method"] == "exhaustive" and X.shape[1] > MAX_EXHAUSTIVE_FEATURES:
+        if self.params_.score_method == "exhaustive" and X.shape[1] > MAX_EXHAUSTIVE_FEATURES:
             raise ValueError(
                 f"score_method='exhaustive' enumerates 2**D - 1 masks, allowed for at most "
                 f"{MAX_EXHAUSTIVE_FEATURES} features; X has {X.shape[1]}. Use score_method='sweep', "
@@ -500,46 +187,37 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """``"gaussian"`` (data standardised for training) or ``"bernoulli"`` (binary data)."""
         return "gaussian"
 
-    def _log_marginal_kwargs(self):
-        """Keyword arguments of the module's ``log_marginal`` (e.g. a number of samples)."""
-        return {}
-
     def _binarize_threshold(self):
         """Values above it become 1 and the others 0 before a Bernoulli model sees them; None: none."""
         return None
 
-    def _get_parameters(self):
-        """The learned parameters (a copy of ``module_``'s state), for :meth:`_set_parameters`:
-        ``n_init`` keeps the best of its starts with them, as scikit-learn's ``BaseMixture``."""
-        return copy.deepcopy(self.module_.state_dict())
+    def _objective(self):
+        """``(name, options)``: the key of :data:`skmpt.objectives.OBJECTIVES` that training maximises
+        and its keyword arguments (e.g. IWAE's number of particles)."""
+        return "mpt", {}
 
-    def _training_groups(self, X, observed, weights):
-        """``(groups, part)``: the training samples as moment groups when this estimator trains from
-        moments (a Gaussian model with masks shared by the samples), and a
-        :class:`~skmpt.estimators._trainer.RowPart` of those trained by mini-batches beside them (None:
-        none); ``(None, None)``: mini-batches of rows."""
-        return None, None
+    def _log_marginal_kwargs(self):
+        """Keyword arguments of the module's ``log_marginal`` (e.g. a number of samples)."""
+        return {}
 
-    def _streams_from_moments(self, n_samples):
-        """Whether ``partial_fit`` trains from moments, given a first chunk of ``n_samples`` rows
-        whose patterns of observed entries all go through moments."""
-        return False
+    def _resolve_n_components(self, X, sample_weight, moments):
+        """The latent dimension to fit on (standardised) training data ``X`` with its training
+        weights (a tensor of mean one, or None), or, when ``X`` is None, on the data whose
+        :class:`~skmpt.objectives.Moments` are ``moments``: ``n_components`` by default; an
+        estimator with a data-driven choice (PPCA's ``"mle"``) overrides it."""
+        return self.params_.n_components
 
-    def _moment_start(self, groups):
-        """A start computed from the moment ``groups`` (e.g. PCA's solution), or None: :meth:`_build_module`'s."""
-        return None
-
-    def _set_parameters(self, params):
-        """Load parameters from :meth:`_get_parameters` into ``module_`` and the fitted attributes."""
-        self.module_.load_state_dict(params)
-        self._set_fitted_attributes()
+    def _solver(self):
+        """What training runs on, chosen here once per fit: mini-batches of rows by default (the
+        linear-Gaussian estimators read their ``solver`` parameter)."""
+        return MiniBatchSolver()
 
     # ------------------------------------------------------------------ data
     @property
     def _dtype(self):
         """The torch dtype of the fitted module, or the one ``dtype`` asks for before fit."""
         module = getattr(self, "module_", None)
-        return DTYPES[self.params_["dtype"]] if module is None else next(module.parameters()).dtype
+        return DTYPES[self.params_.dtype] if module is None else next(module.parameters()).dtype
 
     def _offset(self, center, dtype):
         """What is subtracted from the data, in float64, before they are cast to ``dtype``.
@@ -569,7 +247,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=2 if reset else 1,
             ensure_all_finite="allow-nan",
         )
-        dtype = DTYPES[self.params_["dtype"]] if reset else self._dtype
+        dtype = DTYPES[self.params_.dtype] if reset else self._dtype
         X = np.asarray(X, dtype=np.float64)
         # One pass for the column sums: finite sums mean no NaN (which would propagate), so the
         # entry-by-entry search for missing entries runs only on data that may have some.
@@ -599,7 +277,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         rows of positive ``sample_weight``, and their weights scaled to mean one (None without
         ``sample_weight``)."""
         if reset:
-            self.device_ = resolve_device(self.params_["device"])
+            self.device_ = resolve_device(self.params_.device)
         X_t, observed = self._to_tensor(X, reset=reset)
         X_t, observed, weights = training_rows(X_t, observed, sample_weight, min_samples=2 if reset else 1)
         if reset and observed is not None:
@@ -612,13 +290,6 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if reset:
             self._check_data(X_t)
         return X_t, observed, weights
-
-    def _set_params_(self):
-        """Validate the parameters and copy them into ``params_``: what this fit, and every method
-        of the fitted estimator until the next fit, reads."""
-        params = self.get_params(deep=False)
-        validate_parameters(params, self._parameter_constraints, type(self).__name__)
-        self.params_ = params
 
     def _map_back(self, center, scale):
         """Map ``module_`` fitted on ``(x - center) / scale`` to the units of ``x``."""
@@ -638,45 +309,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         with torch.no_grad():
             return module.unstandardize_(-shift / scale, 1 / scale)
 
-    # ------------------------------------------------------------------ training
-    def _trainer(self):
-        params = self.params_
-
-        def objective(X, masks, observed=None):
-            masks = () if masks is None else (masks,)
-            return objectives.OBJECTIVES[self._objective_name()](self.module_, X, *masks, observed=observed,
-                                                                 **self._objective_kwargs())
-
-        def draw_masks(shape, n_features, generator, device, observed=None):
-            if observed is not None:  # among each sample's observed entries
-                return observed_masks(params["mask_rate"], shape, observed, random_state=generator, device=device)
-            return sample_masks(params["mask_rate"], shape, n_features, random_state=generator, device=device)
-
-        def monitor(X, observed=None):
-            return self.module_.log_marginal(X, **self._log_marginal_kwargs(), observed=observed)
-
-        def moment_objective(moments, masks, observed=None):
-            return objectives.moment_mpt_objective(self.module_, moments, masks, observed=observed)
-
-        def moment_monitor(moments, observed=None):
-            return self.module_.moment_log_marginal(moments.mean, moments.covariance, observed=observed)
-
-        return Trainer(
-            objective,
-            draw_masks if self._objective_name() == "mpt" else None,
-            params["n_masks"],
-            params["learning_rate"],
-            batch_size=params["batch_size"],
-            max_epochs=params["max_epochs"],
-            tol=params["tol"],
-            n_iter_no_change=params["n_iter_no_change"],
-            monitor=monitor if params["monitor"] == "lml" else None,
-            monitor_every=params["monitor_every"],
-            verbose=params["verbose"],
-            moment_objective=moment_objective,
-            moment_monitor=moment_monitor if params["monitor"] == "lml" else None,
-        )
-
+    # ------------------------------------------------------------------ training: one pipeline
     def fit(self, X, y=None, sample_weight=None):
         """Fit the model by maximising its training objective with Adam until it converges.
 
@@ -716,52 +349,20 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
             generator = check_generator(random_state)
             seed = int(torch.randint(2**62, (1,), generator=generator))
-            X_train, groups, (center, scale) = self._training_data(X_t, observed, weights)
-            trainer = self._trainer()
-            trainer.sample_weight = weights
+            solver = self._solver()
+            data = solver.prepare(X_t, observed, weights, self._likelihood())
             with seeded(seed, self.device_):
-                moments = None if X_train is not None else groups[0].moments
-                self.n_components_ = self._resolve_n_components(X_train, weights, moments)
-                part = None
-                if X_train is not None:
-                    groups, part = self._training_groups(X_train, observed, weights)
-                start = None if groups is None or previous is not None else self._moment_start(groups)
-                if start is None:  # from moments alone, their mean stands for the data's width, dtype and device
-                    data = X_train if X_train is not None else moments.mean[None]
-                    self.module_ = self._start_module(data, generator, (center, scale), previous)
-                else:  # near the optimum already: smaller first steps
-                    self.module_, trainer.first_step_factor = start, trainer.near_start_factor
-                log_jacobian = _log_jacobian(X_t, scale, observed)
-                with intra_op_threads(fit_threads(_step_size(trainer, X_t, groups))):
-                    if groups is None:
-                        self.n_iter_, self.converged_ = trainer.fit(
-                            self.module_, X_train, generator, log_jacobian, observed
-                        )
-                    else:
-                        self.n_iter_, self.converged_ = trainer.fit_moments(
-                            self.module_, groups, generator, log_jacobian, part
-                        )
-            self.history_ = trainer.history
-            self._map_back(center, scale)
-            self._set_fitted_attributes()
+                self.n_components_ = self._resolve_n_components(data.X, weights, data.moments)
+                # From moments alone, their mean stands for the data's width, dtype and device.
+                rows = data.X if data.X is not None else data.moments.mean[None]
+                self.module_, near_start = self._initialize(solver, data.groups, rows, generator, data.units, previous)
+                trainer = self._trainer(weights, near_start)
+                jacobian = log_jacobian(X_t, data.units[1], observed)
+                with intra_op_threads(fit_threads(solver.step_size(trainer, data))):
+                    self.n_iter_, self.converged_ = solver.fit(trainer, self.module_, data, generator, jacobian)
+            self._finish(trainer, data.units)
             self.__dict__.pop("_partial_fit_state", None)
-        if trainer.downhill is not None:
-            start, end, kept = trainer.downhill
-            warnings.warn(
-                f"{type(self).__name__}'s training ended below where it started (stopping objective "
-                f"{end:.6g} against {start:.6g} nats per sample at the start), so it has not converged; the "
-                f"parameters are those of epoch {kept} (0 is the start). Lower learning_rate "
-                f"(now {self.params_['learning_rate']}) or try another random_state.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-        elif not self.converged_:
-            warnings.warn(
-                f"{type(self).__name__} stopped after max_epochs={self.params_['max_epochs']} epochs while the "
-                f"objective was still improving by more than tol={self.params_['tol']}; raise max_epochs.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
+        self._warn_unconverged(trainer)
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One more pass of the optimiser over a chunk of data, for data that do not fit in memory.
@@ -797,7 +398,55 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             The updated estimator.
         """
         first = not hasattr(self, "module_")
-        state = getattr(self, "_partial_fit_state", None)
+        state = self.__dict__.get("_partial_fit_state")
+        self._check_stream(state)
+        with training_mode(self.verbose):
+            self._set_params_()
+            X_t, observed, weights = self._validate_training_data(X, reset=first, sample_weight=sample_weight)
+            if state is None:
+                state = self._stream_state(X_t, observed)
+            if observed is not None:  # missing entries at the centre of the training units
+                X_t = torch.where(observed, X_t, state.center)
+            if self._likelihood() == "gaussian":  # binary data are not rescaled: no units to set
+                check_chunk_units(X_t, state.center, state.scale, first=state.calls == 0)
+            X_train = (X_t - state.center) / state.scale
+            units, near_start = (state.center, state.scale), False
+            # A generator per call, from the first call's seed: the run is reproducible.
+            generator = torch.Generator().manual_seed(state.seed + state.calls)
+            with seeded(state.seed + state.calls, self.device_):
+                if first:
+                    self.n_components_ = self._resolve_n_components(X_train, weights, None)
+                    state.groups = state.solver.stream_groups(X_train, observed, weights)
+                    self.module_, near_start = self._initialize(state.solver, state.groups, X_train, generator, units)
+                else:
+                    self._map_back(-state.center / state.scale, 1 / state.scale)  # to the training units
+                trainer = self._trainer(weights, near_start)
+                trainer.history = self.history_
+                start = time.perf_counter()
+                objective, progress, learning_rate = state.solver.stream_step(
+                    trainer, self.module_, X_train, observed, weights, state, generator, first
+                )
+            self._partial_fit_state = state
+            self.n_iter_ += 1
+            self.__dict__.pop("converged_", None)
+            jacobian = log_jacobian(X_train, state.scale, observed)
+            record = {"epoch": self.n_iter_, "objective": objective + jacobian}
+            record["stopping_objective"] = progress + jacobian
+            record["learning_rate"] = learning_rate
+            trainer.record(record, start)
+            self._finish(trainer, units)
+        return self
+
+    # ------------------------------------------------------------------ the pipeline's stages
+    def _set_params_(self):
+        """Validate the parameters and copy them into ``params_``: what this fit, and every method
+        of the fitted estimator until the next fit, reads (as attributes, ``params_.mask_rate``)."""
+        params = self.get_params(deep=False)
+        validate_parameters(params, self._parameter_constraints, type(self).__name__)
+        self.params_ = Bunch(**params)
+
+    def _check_stream(self, state):
+        """Refuse a ``partial_fit`` call whose parameters the calls before it cannot continue with."""
         # A data-driven n_components ("mle", a variance fraction) was resolved by the first call.
         if state is not None and isinstance(self.n_components, Integral) and self.n_components != self.n_components_:
             raise ValueError(
@@ -810,52 +459,61 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 f"dtype={self.dtype!r} was set after partial_fit started in {dtype_name(state.dtype)}; a "
                 f"model cannot change precision between calls. Refit, or set dtype back."
             )
-        with training_mode(self.verbose):
-            self._set_params_()
-            X_t, observed, weights = self._validate_training_data(X, reset=first, sample_weight=sample_weight)
-            if state is None:
-                seed = int(torch.randint(2**62, (1,), generator=check_generator(self.params_["random_state"])))
-                center, scale = standardization(X_t, self._likelihood(), observed)
-                state = StreamState(center, scale, seed, X_t.dtype)
-                self.history_, self.n_iter_ = [], 0
-            if observed is not None:  # missing entries at the centre of the training units
-                X_t = torch.where(observed, X_t, state.center)
-            if self._likelihood() == "gaussian":  # binary data are not rescaled: no units to set
-                check_chunk_units(X_t, state.center, state.scale, first=state.calls == 0)
-            X_train = (X_t - state.center) / state.scale
-            trainer = self._trainer()
-            trainer.history, trainer.sample_weight = self.history_, weights
-            # A generator per call, from the first call's seed: the run is reproducible.
-            generator = torch.Generator().manual_seed(state.seed + state.calls)
-            with seeded(state.seed + state.calls, self.device_):
-                if first:
-                    self.n_components_ = self._resolve_n_components(X_train, weights, None)
-                    groups, part = self._training_groups(X_train, observed, weights)
-                    state.groups = groups if part is None and self._streams_from_moments(len(X_train)) else None
-                    start = None if state.groups is None else self._moment_start(state.groups)
-                    self.module_ = self._build_module(X_train, generator, (state.center, state.scale)) \
-                        if start is None else start
-                else:
-                    self._map_back(-state.center / state.scale, 1 / state.scale)  # to the training units
-                start = time.perf_counter()
-                if state.groups is None:
-                    objective, progress = trainer.stream_step(self.module_, X_train, state, generator, observed)
-                    learning_rate = state.optimizer["learning_rate"]
-                else:
-                    objective, progress, learning_rate = _moment_stream_step(
-                        trainer, self.module_, X_train, observed, weights, state, generator, first
-                    )
-            self._map_back(state.center, state.scale)
-            self._partial_fit_state = state
-            self.n_iter_ += 1
-            self.__dict__.pop("converged_", None)
-            log_jacobian = _log_jacobian(X_train, state.scale, observed)
-            record = {"epoch": self.n_iter_, "objective": objective + log_jacobian}
-            record["stopping_objective"] = progress + log_jacobian
-            record["learning_rate"] = learning_rate
-            trainer.record(record, start)
-            self._set_fitted_attributes()
-        return self
+
+    def _stream_state(self, X, observed):
+        """A new :class:`~skmpt.estimators._trainer.StreamState` from the first chunk ``X``: its units,
+        a seed from ``random_state`` and the solver, which every later call continues with."""
+        seed = int(torch.randint(2**62, (1,), generator=check_generator(self.params_.random_state)))
+        center, scale = standardization(X, self._likelihood(), observed)
+        self.history_, self.n_iter_ = [], 0
+        return StreamState(center, scale, seed, X.dtype, solver=self._solver())
+
+    def _initialize(self, solver, groups, rows, generator, units, previous=None):
+        """The module training starts from, and whether it is near the optimum: the ``solver``'s start
+        from the moment ``groups`` (PCA's solution, for the moments solver), else ``_build_module``'s
+        on the standardised ``rows``, or for a warm start the ``previous`` fit ``(module, offset)``
+        mapped to the training ``units = (center, scale)``."""
+        start = None if previous is not None else solver.start(groups, self.n_components_)
+        if start is not None:
+            return start, True
+        return self._start_module(rows, generator, units, previous), False
+
+    def _trainer(self, weights, near_start=False):
+        """The :class:`~skmpt.estimators._trainer.Trainer` of ``params_`` for ``module_``: its objective
+        (:meth:`_objective`), its masks (``params_.mask_rate``), the ``"lml"`` monitor and the
+        training rows' ``weights``; ``near_start``: smaller first steps."""
+        params, module = self.params_, self.module_
+        name, options = self._objective()
+        objective = TrainingObjective(name, module, options)
+        monitor = partial(module.log_marginal, **self._log_marginal_kwargs()) if params.monitor == "lml" else None
+        return Trainer.from_params(params, objective, monitor=monitor, sample_weight=weights, near_start=near_start)
+
+    def _finish(self, trainer, units):
+        """The trained ``module_`` back in the data's units ``(center, scale)``, with its history and
+        the fitted attributes."""
+        self.history_ = trainer.history
+        self._map_back(*units)
+        self._set_fitted_attributes()
+
+    def _warn_unconverged(self, trainer):
+        """A ``ConvergenceWarning`` at the caller of ``fit`` when training went downhill or ran out of epochs."""
+        if trainer.downhill is not None:
+            start, end, kept = trainer.downhill
+            warnings.warn(
+                f"{type(self).__name__}'s training ended below where it started (stopping objective "
+                f"{end:.6g} against {start:.6g} nats per sample at the start), so it has not converged; the "
+                f"parameters are those of epoch {kept} (0 is the start). Lower learning_rate "
+                f"(now {self.params_.learning_rate}) or try another random_state.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+        elif not self.converged_:
+            warnings.warn(
+                f"{type(self).__name__} stopped after max_epochs={self.params_.max_epochs} epochs while the "
+                f"objective was still improving by more than tol={self.params_.tol}; raise max_epochs.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
 
     # ------------------------------------------------------------------ scoring
     def _evaluate(self, X, function):
@@ -875,12 +533,12 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         # same masks (and a stochastic model with the same noise), so scores are reproducible
         # and comparable across estimators.
         params = self.params_
-        return {"score_method": params["score_method"], "score_masks": params["score_masks"],
-                "random_state": params["random_state"]}
+        return {"score_method": params.score_method, "score_masks": params.score_masks,
+                "random_state": params.random_state}
 
     def _noise_generator(self):
         """A fresh generator from ``random_state`` for a stochastic module's noise, else None."""
-        return check_generator(self.params_["random_state"]) if self.module_.stochastic else None
+        return check_generator(self.params_.random_state) if self.module_.stochastic else None
 
     def score_samples(self, X):
         """Cumulative MPT estimate of each sample's log-marginal likelihood, ``sum_M S(x; M)``.
@@ -977,7 +635,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                     "(NaN) entries. Pass complete rows."
                 )
             return objectives.fixed_rate_bias(
-                module, X_t, mask_rate, score_masks=score_masks, random_state=self.params_["random_state"]
+                module, X_t, mask_rate, score_masks=score_masks, random_state=self.params_.random_state
             )
 
         return self._evaluate(X, bias)
@@ -1161,7 +819,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             raise ValueError(f"n_components is taken from the {source_class.__name__}; do not pass it.")
         estimator = cls(**params)
         estimator._set_params_()
-        estimator.device_ = resolve_device(estimator.params_["device"])
+        estimator.device_ = resolve_device(estimator.params_.device)
         estimator.offset_ = estimator._offset(np.asarray(center(source), dtype=np.float64), estimator._dtype)
         with torch.no_grad():
             n_components, module = build_module(estimator._dtype, estimator.device_, estimator.offset_)
@@ -1188,6 +846,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     def __setstate__(self, state):
         super().__setstate__(state)
+        params = self.__dict__.get("params_")
+        if params is not None and not isinstance(params, Bunch):  # pickled by skmpt 0.1.0: a plain dict
+            self.params_ = Bunch(**params)
         device = getattr(self, "device_", None)
         if device is not None and device.type == "cuda":
             if torch.cuda.is_available():

@@ -102,8 +102,9 @@ SHARED_ATTRIBUTES = {
     "params_": (
         "dict",
         "The parameters (``get_params(deep=False)``) as they were at the last ``fit`` or "
-        "``partial_fit``: every method of the fitted estimator reads these, so ``set_params`` after "
-        "``fit`` changes no number until the next ``fit``, as in scikit-learn.",
+        "``partial_fit``, validated, in a :class:`~sklearn.utils.Bunch` (``params_.mask_rate`` is "
+        "``params_[\"mask_rate\"]``): every method of the fitted estimator reads these, so ``set_params`` "
+        "after ``fit`` changes no number until the next ``fit``, as in scikit-learn.",
     ),
     "device_": ("torch.device", "Where the module lives."),
     "n_features_in_": ("int", "Number of features seen during fit."),

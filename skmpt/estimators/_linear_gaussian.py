@@ -1,9 +1,12 @@
 """What PPCA and factor analysis share as estimators: the loadings, mean and noise they fit, the
-covariance and precision scikit-learn's decompositions report, their initialisation, and the
-variances along principal axes (PCA's choice of ``n_components`` from the data, by Minka's MLE
-or a fraction of the variance, and the fitted model's ``explained_variance_``)."""
+covariance and precision scikit-learn's decompositions report, their initialisation (PCA's
+solution from the data's moments), their solver (``solver``: the moments of
+``skmpt.estimators._moments`` or mini-batches), and the variances along principal axes (PCA's choice
+of ``n_components`` from the data, by Minka's MLE or a fraction of the variance, and the fitted
+model's ``explained_variance_``)."""
 
 import math
+from functools import partial
 from numbers import Integral
 
 import numpy as np
@@ -11,26 +14,16 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import Options
-from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count, moment_groups
-from ._trainer import MomentGroup, RowPart
+from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count
+from ._moments import choose_solver
 
 __all__ = [
-    "MAX_MOMENT_GROUPS",
-    "MOMENT_GROUP_MIN_SAMPLES",
-    "MOMENTS_MIN_SAMPLES",
     "choose_from_spectrum",
     "choose_n_components",
     "explained_variance",
     "minka_dimension",
+    "pca_start",
 ]
-
-#: With ``solver="auto"``, ``partial_fit`` trains from moments from a first chunk of this many rows on.
-MOMENTS_MIN_SAMPLES = 1000
-#: With ``solver="auto"`` on incomplete data, a pattern of observed entries goes through its moments
-#: when this many rows share it, for the ``MAX_MOMENT_GROUPS`` most frequent: a group's step costs the
-#: same whatever its rows, and each group adds one to every step.
-MOMENT_GROUP_MIN_SAMPLES = 100
-MAX_MOMENT_GROUPS = 10
 
 
 # ====================================================================== spectra
@@ -117,6 +110,30 @@ def explained_variance(components, noise_variance, isotropic):
     return variance, variance / total
 
 
+def pca_start(groups, n_components, module_class, isotropic):
+    """PCA's solution on complete data, as a ``module_class`` module: the top ``n_components``
+    eigenvectors of the covariance of the moment ``groups`` scaled by the square roots of their
+    eigenvalues less the noise, the noise the mean of the other eigenvalues (the maximum-likelihood
+    PPCA), or for per-feature noise (not ``isotropic``) the variance the loadings leave in each
+    feature; None (the random start) on incomplete data, and with as many components as features
+    (the maximum likelihood then leaves no noise: a degenerate start)."""
+    if len(groups) > 1 or groups[0].observed is not None:
+        return None
+    moments = groups[0].moments
+    K, n_features = n_components, moments.mean.shape[0]
+    if K >= n_features:
+        return None
+    eigenvalues, eigenvectors = torch.linalg.eigh(moments.covariance)
+    eigenvalues, eigenvectors = eigenvalues.flip(0).clamp_min(0), eigenvectors.flip(1)
+    # Standardised data have a mean variance of one, or none at all when constant.
+    floor = 1e-6 * (float(eigenvalues.mean()) or 1.0)
+    noise = eigenvalues[K:].mean().clamp_min(floor)
+    components = eigenvectors[:, :K].T * (eigenvalues[:K] - noise).clamp_min(0).sqrt().unsqueeze(-1)
+    if not isotropic:
+        noise = (moments.covariance.diagonal() - components.square().sum(0)).clamp_min(floor)
+    return module_class(components.contiguous(), moments.mean.clone(), noise)
+
+
 # ====================================================================== the shared base
 
 
@@ -134,7 +151,7 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
     def _check_data(self, X):
         super()._check_data(X)
         n_features = X.shape[1]
-        n_components = self.params_["n_components"]
+        n_components = self.params_.n_components
         if isinstance(n_components, Integral) and n_components > n_features:
             raise ValueError(
                 f"n_components={n_components} must be at most the number of features, but X "
@@ -149,68 +166,13 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         noise = self._initial_noise(X, units)
         return self._module_class(components.to(X.device), X.new_zeros(n_features), noise)
 
-    def _trains_from_moments(self):
-        """Complete data train from their moments unless ``solver="minibatch"``: for masks shared by the
-        rows, the objective's expectation over the masks is the mini-batches' (each row's masks are
-        drawn from the same distribution), whatever the number of rows, and one pass gives them."""
-        return self.params_["solver"] != "minibatch"
-
-    def _streams_from_moments(self, n_samples):
-        """``partial_fit`` trains from moments with ``solver="moments"``, or with ``"auto"`` from a first
-        chunk of ``MOMENTS_MIN_SAMPLES`` rows on: each call then trains to convergence on the moments of
-        every chunk so far, which costs more than a call's one pass of mini-batches over smaller chunks."""
-        solver = self.params_["solver"]
-        return solver == "moments" or (solver == "auto" and n_samples >= MOMENTS_MIN_SAMPLES)
-
-    def _training_groups(self, X, observed, weights):
-        """``(groups, part)``: the moment groups (:func:`~skmpt.estimators._base.moment_groups`) and the
-        :class:`~skmpt.estimators._trainer.RowPart` of the rows trained by mini-batches beside them (None
-        when there are none). ``solver="minibatch"``: ``(None, None)``; ``"moments"``: a group per
-        pattern of observed entries; ``"auto"`` on incomplete data: a group for each of the
-        ``MAX_MOMENT_GROUPS`` most frequent patterns shared by ``MOMENT_GROUP_MIN_SAMPLES`` rows or more,
-        the other rows by mini-batches (all of them when no pattern is that frequent)."""
-        solver = self.params_["solver"]
-        if solver == "minibatch":
-            return None, None
-        if observed is None or solver == "moments":
-            return moment_groups(X, observed, weights), None
-        _, labels, counts = torch.unique(observed, dim=0, return_inverse=True, return_counts=True)
-        frequent = counts.argsort(descending=True, stable=True)[:MAX_MOMENT_GROUPS]
-        frequent = frequent[counts[frequent] >= MOMENT_GROUP_MIN_SAMPLES]
-        if len(frequent) == 0:
-            return None, None
-        grouped = torch.isin(labels, frequent)
-        total = float(X.shape[0]) if weights is None else float(weights.sum())
-        parts = [None if weights is None else weights[rows] for rows in (grouped, ~grouped)]
-        groups = moment_groups(X[grouped], observed[grouped], parts[0])
-        in_groups = float(grouped.sum()) if weights is None else float(parts[0].sum())
-        groups = [MomentGroup(g.moments, g.observed, g.share * in_groups / total) for g in groups]
-        if bool(grouped.all()):
-            return groups, None
-        rest = None if weights is None else parts[1] / parts[1].mean()
-        return groups, RowPart(X[~grouped], observed[~grouped], rest, 1.0 - in_groups / total)
-
-    def _moment_start(self, groups):
-        """PCA's solution on complete data: the top ``K`` eigenvectors of the covariance scaled by
-        the square roots of their eigenvalues less the noise, the noise the mean of the other
-        eigenvalues (the maximum-likelihood PPCA), or for per-feature noise the variance the
-        loadings leave in each feature; None (the random start) on incomplete data, and with as many
-        components as features (the maximum likelihood then leaves no noise: a degenerate start)."""
-        if len(groups) > 1 or groups[0].observed is not None or self.params_.get("noise_variance_init") is not None:
-            return None
-        moments = groups[0].moments
-        K, n_features = self.n_components_, moments.mean.shape[0]
-        if K >= n_features:
-            return None
-        eigenvalues, eigenvectors = torch.linalg.eigh(moments.covariance)
-        eigenvalues, eigenvectors = eigenvalues.flip(0).clamp_min(0), eigenvectors.flip(1)
-        # Standardised data have a mean variance of one, or none at all when constant.
-        floor = 1e-6 * (float(eigenvalues.mean()) or 1.0)
-        noise = eigenvalues[K:].mean().clamp_min(floor)
-        components = eigenvectors[:, :K].T * (eigenvalues[:K] - noise).clamp_min(0).sqrt().unsqueeze(-1)
-        if not self._isotropic:
-            noise = (moments.covariance.diagonal() - components.square().sum(0)).clamp_min(floor)
-        return self._module_class(components.contiguous(), moments.mean.clone(), noise)
+    def _solver(self):
+        """The ``solver`` parameter's: mini-batches (``"minibatch"``) or the data's moments (``"moments"``,
+        ``"auto"``: see :class:`~skmpt.estimators._moments.MomentSolver`), which start from PCA's
+        solution unless a first noise variance is given (factor analysis' ``noise_variance_init``)."""
+        given = self.params_.get("noise_variance_init") is not None
+        start = None if given else partial(pca_start, module_class=self._module_class, isotropic=self._isotropic)
+        return choose_solver(self.params_.solver, start)
 
     def _initial_noise(self, X, units):
         """The first noise variance(s) in the training units ``units = (center, scale)``: one,

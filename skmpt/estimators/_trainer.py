@@ -1,5 +1,9 @@
-"""The optimiser loop of the array estimators, as an object: epochs of shuffled mini-batches with
-fresh masks, the stopping rule, and the state ``partial_fit`` continues from call to call."""
+"""The training loop of the array estimators, as objects: the :class:`Trainer` (Adam, the step-size
+schedule, the stopping rule and the one epoch loop, :meth:`Trainer.train`), the training masks
+(:class:`MaskSampler`) and objective (:class:`TrainingObjective`), the default solver
+(:class:`MiniBatchSolver`: shuffled mini-batches of rows with fresh masks) and the state
+``partial_fit`` continues from call to call. Training from moments is a solver of its own, in
+``skmpt.estimators._moments``."""
 
 import contextlib
 import itertools
@@ -13,10 +17,13 @@ import torch
 from torch.optim.adam import adam
 
 from .._utils import seeded
+from ..masks import observed_masks, sample_masks
+from ..objectives import OBJECTIVES
+from ._data import fill_missing, standardization
 
 __all__ = [
-    "AdamOnPlateau", "MomentGroup", "RowPart", "StreamState", "Trainer", "fit_threads", "intra_op_threads",
-    "training_mode",
+    "AdamOnPlateau", "MaskSampler", "MiniBatchSolver", "StreamState", "Trainer", "TrainingData", "TrainingObjective",
+    "fit_threads", "intra_op_threads", "training_mode",
 ]
 
 logger = logging.getLogger("skmpt")
@@ -190,13 +197,15 @@ class AdamOnPlateau:
             self.learning_rate, self.best, self.n_stalled = state["learning_rate"], state["best"], state["n_stalled"]
 
 
+
 @dataclass
 class StreamState:
     """What ``partial_fit`` carries from one call to the next.
 
-    The training units (``center``, ``scale``) and the stopping rule's fixed samples come
-    from the first chunk; the optimiser's and the step-size schedule's states continue. When
-    training runs from moments, ``groups`` holds the moments of every chunk so far.
+    The training units (``center``, ``scale``), the stopping rule's fixed samples and the
+    ``solver`` come from the first chunk; the optimiser's and the step-size schedule's states
+    continue. When the solver trains from moments, ``groups`` holds the moments of every chunk
+    so far.
     """
 
     center: torch.Tensor
@@ -208,42 +217,56 @@ class StreamState:
     optimizer: dict = None
     stopping: tuple = None
     groups: list = None
+    solver: object = None
 
 
-@dataclass
-class MomentGroup:
-    """Samples that share a pattern of observed entries, summarised by their moments.
+@dataclass(frozen=True)
+class MaskSampler:
+    """The training masks of ``mask_rate``: the sampler the trainer draws each step's masks with.
 
-    ``moments`` is a :class:`skmpt.objectives.Moments`; ``observed`` the pattern (a boolean
-    tensor of shape ``(n_features,)``, None when every entry is observed); ``share`` the
-    group's weight over the total weight of the training samples.
+    Called as ``sampler(shape, n_features, generator, device[, observed=])`` it returns boolean masks
+    of ``shape + (n_features,)`` from :func:`skmpt.masks.sample_masks`, or with ``observed`` (a
+    boolean tensor of the samples' observed entries) from :func:`skmpt.masks.observed_masks`, among
+    each sample's observed entries.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.estimators._trainer import MaskSampler
+    >>> masks = MaskSampler(0.5)((3, 2), 4, torch.Generator().manual_seed(0), "cpu")
+    >>> masks.shape, masks.sum(-1).unique().tolist()
+    (torch.Size([3, 2, 4]), [2])
     """
 
-    moments: object
-    observed: object = None
-    share: float = 1.0
+    mask_rate: object
+
+    def __call__(self, shape, n_features, generator, device, observed=None):
+        if observed is not None:
+            return observed_masks(self.mask_rate, shape, observed, random_state=generator, device=device)
+        return sample_masks(self.mask_rate, shape, n_features, random_state=generator, device=device)
 
 
-@dataclass
-class RowPart:
-    """Samples trained by mini-batches beside moment groups (their pattern of observed entries is rare).
+@dataclass(frozen=True)
+class TrainingObjective:
+    """``module``'s training objective :data:`skmpt.objectives.OBJECTIVES` ``[name]``, per sample.
 
-    ``X`` holds their (standardised) rows, ``observed`` their observed entries, ``weights`` their
-    weights scaled to mean one over them (None: equal), ``share`` their weight over the total
-    weight of the training samples.
+    Called as ``objective(X, masks, observed=None)``; ``masks`` is None for an objective without
+    masks (``masked`` is False: ``"elbo"``, ``"iwae"``, ``"lml"``). ``options`` are its keyword
+    arguments (e.g. IWAE's number of particles).
     """
 
-    X: torch.Tensor
-    observed: torch.Tensor
-    weights: object = None
-    share: float = 1.0
+    name: str
+    module: torch.nn.Module
+    options: dict = field(default_factory=dict)
 
-    def objective(self, trainer, rows, masks):
-        """The part's share of the mean objective over every training sample, from the samples ``rows``."""
-        objective = trainer.objective(self.X[rows], masks, observed=self.observed[rows])
-        if self.weights is not None:
-            objective = objective * self.weights[rows]
-        return self.share * objective.mean()
+    @property
+    def masked(self):
+        """Whether the objective takes masks (masked pre-training)."""
+        return self.name == "mpt"
+
+    def __call__(self, X, masks, observed=None):
+        masks = () if masks is None else (masks,)
+        return OBJECTIVES[self.name](self.module, X, *masks, observed=observed, **self.options)
 
 
 @dataclass
@@ -252,7 +275,7 @@ class Trainer:
 
     Parameters
     ----------
-    objective : callable
+    objective : TrainingObjective or callable
         ``objective(X, masks[, observed=])`` -> log-likelihood per sample of shape
         ``(n_samples,)``, with gradients to the module's parameters; ``masks`` is None when
         ``draw_masks`` is None; ``observed`` (the entries not missing) only with incomplete data.
@@ -267,11 +290,6 @@ class Trainer:
         ``monitor_every`` epochs.
     sample_weight : torch.Tensor of shape (n_samples,) or None
         Weights of the training rows, of mean one: every mean over samples is weighted.
-    moment_objective : callable or None
-        ``moment_objective(moments, masks, observed=)`` -> the mean objective over samples
-        summarised by their moments, for masks shared by them (:meth:`fit_moments`).
-    moment_monitor : callable or None
-        ``moment_monitor(moments, observed=)`` -> their mean log-marginal likelihood.
     first_step_factor : float
         Adam starts at ``learning_rate`` times this (``near_start_factor`` from a start computed
         from the data); errors name ``learning_rate`` itself.
@@ -290,8 +308,6 @@ class Trainer:
     verbose: int = 0
     history: list = field(default_factory=list)
     sample_weight: object = None
-    moment_objective: object = None
-    moment_monitor: object = None
     first_step_factor: float = 1.0
     best: tuple = None
     start_progress: float = None
@@ -312,14 +328,32 @@ class Trainer:
     max_steps_per_epoch = 50
     # A run whose stopping objective ends this many tol below its start's went downhill.
     downhill_factor = 10
-    # Training from moments: a step draws this many masks per mask of n_masks, shared by the
-    # samples of a group (the data's noise is gone, only the masks' is left); the stopping
-    # rule's masks, drawn once, are this many more.
-    moment_masks_per_step = 16
-    moment_stopping_factor = 1
     # A start computed from the data (PCA's solution) is near the optimum: Adam's first steps,
     # of about the step size in every parameter whatever the gradient, start this much smaller.
     near_start_factor = 0.1
+
+    @classmethod
+    def from_params(cls, params, objective, *, monitor=None, sample_weight=None, near_start=False):
+        """The trainer of an estimator's validated ``params`` (read as attributes: ``mask_rate``,
+        ``n_masks``, ``learning_rate``, ``batch_size``, ``max_epochs``, ``tol``, ``n_iter_no_change``,
+        ``monitor_every``, ``verbose``) for the :class:`TrainingObjective` ``objective``: its masks
+        come from ``MaskSampler(params.mask_rate)`` when the objective takes masks. ``near_start``: the
+        module starts near the optimum (first steps ``near_start_factor`` times smaller)."""
+        return cls(
+            objective,
+            MaskSampler(params.mask_rate) if objective.masked else None,
+            params.n_masks,
+            params.learning_rate,
+            batch_size=params.batch_size,
+            max_epochs=params.max_epochs,
+            tol=params.tol,
+            n_iter_no_change=params.n_iter_no_change,
+            monitor=monitor,
+            monitor_every=params.monitor_every,
+            verbose=params.verbose,
+            sample_weight=sample_weight,
+            first_step_factor=cls.near_start_factor if near_start else 1.0,
+        )
 
     def optimizer(self, module):
         """Adam on ``module``'s parameters with the step-size schedule of torch's ``ReduceLROnPlateau``
@@ -351,9 +385,9 @@ class Trainer:
         n_seen = 0
         for batch in batches:
             seen = _rows(observed, batch)
-            masks = self._masks((len(batch), self.n_masks), n_features, generator, X.device, seen)
+            masks = self.masks((len(batch), self.n_masks), n_features, generator, X.device, seen)
             optimizer.zero_grad()
-            with self._diverging():
+            with self.diverging():
                 objective = self.objective(X[batch], masks, observed=seen)
                 if self.sample_weight is not None:
                     objective = objective * self.sample_weight[batch]
@@ -364,7 +398,7 @@ class Trainer:
         return float(total) / n_seen
 
     @contextlib.contextmanager
-    def _diverging(self):
+    def diverging(self):
         """Linear algebra that fails on the parameters (a covariance no longer positive
         definite) means the optimiser left the model's domain: say so, as a non-finite
         objective does, instead of surfacing torch's error."""
@@ -377,7 +411,9 @@ class Trainer:
                 f"learning_rate (now {self.learning_rate})."
             ) from exc
 
-    def _masks(self, shape, n_features, generator, device, observed=None):
+    def masks(self, shape, n_features, generator, device, observed=None):
+        """Masks of ``shape + (n_features,)`` from ``draw_masks`` (among the ``observed`` entries when
+        given), or None for an objective without masks."""
         if self.draw_masks is None:
             return None
         return self.draw_masks(shape, n_features, generator, device, observed=observed)
@@ -399,7 +435,7 @@ class Trainer:
         n_samples, n_features = X.shape
         rows = self.monitor_rows(n_samples, generator, X.device)
         seen = _rows(observed, rows)
-        masks = self._masks((len(rows), self.n_masks), n_features, generator, X.device, seen)
+        masks = self.masks((len(rows), self.n_masks), n_features, generator, X.device, seen)
         weights = None if self.sample_weight is None else self.sample_weight[rows]
         return X[rows], masks, int(torch.randint(2**62, (1,), generator=generator)), seen, weights
 
@@ -412,7 +448,7 @@ class Trainer:
             for i in range(0, len(X), batch_size):
                 part = None if masks is None else masks[i : i + batch_size]
                 seen = None if observed is None else observed[i : i + batch_size]
-                with self._diverging():
+                with self.diverging():
                     objective = self.objective(X[i : i + batch_size], part, observed=seen)
                     if weights is not None:
                         objective = objective * weights[i : i + batch_size]
@@ -447,129 +483,38 @@ class Trainer:
         self.downhill = (start, progress, kept)
         return epoch, False
 
-    def fit(self, module, X, generator, log_jacobian, observed=None):
-        """Train ``module`` on (standardised) ``X``; ``(n_epochs, converged)``.
+    def train(self, module, epoch, stopping, log_jacobian, monitor=None):
+        """Train ``module`` until the stopping rule is met or ``max_epochs`` have run; ``(n_epochs, converged)``.
 
-        ``observed`` (a boolean tensor of ``X``'s shape, or None) marks the entries that
-        were observed; the objective, the masks and the monitor see only those.
+        The one epoch loop of every solver, which hands it three callables: ``epoch(optimizer)``
+        runs an epoch's steps and returns its mean objective; ``stopping()`` is the stopping
+        objective, on samples, masks and noise the solver drew once (common random numbers:
+        it changes only with the parameters); ``monitor()`` (None: none) the mean log-marginal
+        likelihood, recorded every ``monitor_every`` epochs. Log-densities are shifted by
+        ``log_jacobian`` to the units of the original data; records go to ``history``.
 
         Adam with the schedule of torch's ``ReduceLROnPlateau`` (:class:`AdamOnPlateau`) on the
         stopping objective (as scikit-learn's ``MLPRegressor`` with ``learning_rate="adaptive"``): a
         stall of ``n_iter_no_change`` epochs means the step size, not the model, limits progress, so
-        it is cut; the stall after ``n_lr_cuts`` cuts is convergence. Records go to ``history``;
-        log-densities are shifted by ``log_jacobian`` to the units of the original data. A run whose
-        stopping objective ends well below its start's has not converged (see :meth:`_end`).
+        it is cut; the stall after ``n_lr_cuts`` cuts is convergence. A run whose stopping
+        objective ends well below its start's has not converged (see :meth:`_end`).
         """
         optimizer = self.optimizer(module)
-        stopping = self.stopping_sample(X, generator, observed)
-        self.start_progress = self.stopping_objective(*stopping) + log_jacobian
+        self.start_progress = stopping() + log_jacobian
         self._keep_best(module, self.start_progress, 0)
         cuts = self.start_cuts()
-        n_batches = math.ceil(X.shape[0] / self.resolved_batch_size(X.shape[0]))
-        stream = self.batch_stream(X.shape[0], generator, X.device) if n_batches > self.max_steps_per_epoch else None
-        for epoch in range(1, self.max_epochs + 1):
+        for n_epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
             learning_rate = optimizer.learning_rate
-            batches = None if stream is None else itertools.islice(stream, self.max_steps_per_epoch)
-            record = {"epoch": epoch, "objective": self.run_epoch(X, optimizer, generator, observed, batches)}
-            record["objective"] += log_jacobian
-            record["stopping_objective"] = self.stopping_objective(*stopping) + log_jacobian
-            if self.monitor is not None and epoch % self.monitor_every == 0:
-                with torch.no_grad():
-                    lml = self.monitor(X, observed=observed)
-                    lml = lml if self.sample_weight is None else lml * self.sample_weight
-                    record["lml"] = float(lml.mean(dtype=torch.float64)) + log_jacobian
+            record = {"epoch": n_epoch, "objective": epoch(optimizer) + log_jacobian}
+            record["stopping_objective"] = stopping() + log_jacobian
+            if monitor is not None and n_epoch % self.monitor_every == 0:
+                record["lml"] = monitor() + log_jacobian
             record["learning_rate"] = learning_rate
-            progress, cuts = self._epoch_end(module, record, start, epoch, optimizer, cuts)
+            progress, cuts = self._epoch_end(module, record, start, n_epoch, optimizer, cuts)
             if cuts > self.n_lr_cuts:
-                return self._end(module, progress, epoch, True)
+                return self._end(module, progress, n_epoch, True)
         return self._end(module, progress, self.max_epochs, False)
-
-    def _group_masks(self, group, n_masks, generator, device):
-        """``n_masks`` masks shared by the samples of ``group``, among its observed entries."""
-        n_features = group.moments.mean.shape[0]
-        if group.observed is None:
-            return self.draw_masks((n_masks,), n_features, generator, device)
-        return self.draw_masks((1, n_masks), n_features, generator, device, observed=group.observed[None])[0]
-
-    def _moment_objective(self, groups, masks, rows=None):
-        """Mean objective over every training sample: the groups' objectives weighted by their shares,
-        plus, with ``rows = (part, samples, masks)``, the :class:`RowPart`'s from those of its samples."""
-        objective = sum(
-            group.share * self.moment_objective(group.moments, part, observed=group.observed)
-            for group, part in zip(groups, masks, strict=True)
-        )
-        return objective if rows is None else objective + rows[0].objective(self, *rows[1:])
-
-    def _part_rows(self, part, samples, generator):
-        """``(part, samples, masks)``: fresh masks among the observed entries of ``samples`` of ``part``."""
-        masks = self._masks((len(samples), self.n_masks), part.X.shape[1], generator, part.X.device,
-                            part.observed[samples])
-        return part, samples, masks
-
-    def moment_epoch(self, groups, optimizer, generator, rows=None):
-        """One step on the groups' moments with fresh shared masks (and on a mini-batch of the
-        :class:`RowPart` ``rows = (part, batches)``); the objective before it."""
-        device = groups[0].moments.mean.device
-        n_masks = self.n_masks * self.moment_masks_per_step
-        masks = [self._group_masks(group, n_masks, generator, device) for group in groups]
-        batch = None if rows is None else self._part_rows(rows[0], next(rows[1]), generator)
-        optimizer.zero_grad()
-        with self._diverging():
-            objective = self._moment_objective(groups, masks, batch)
-            (-objective).backward()
-        optimizer.step()
-        return float(objective.detach())
-
-    def fit_moments(self, module, groups, generator, log_jacobian, part=None):
-        """Train ``module`` from the moments of its (standardised) training samples; ``(n_steps, converged)``.
-
-        ``groups`` are :class:`MomentGroup`. Each step (an "epoch" of ``history``) draws fresh
-        masks shared by the samples of each group, so its cost does not depend on the number of
-        samples; the stopping rule and the step-size schedule are :meth:`fit`'s, on masks
-        drawn once. A :class:`RowPart` ``part`` (samples of rare patterns of observed entries)
-        adds a mini-batch of its samples to each step, and a fixed sample of them to the stopping
-        rule's objective: one objective over every sample, of the same expectation. An epoch is
-        then :meth:`fit`'s: one pass over the part's samples or ``max_steps_per_epoch`` steps.
-        """
-        optimizer = self.optimizer(module)
-        device = groups[0].moments.mean.device
-        n_stopping = self.n_masks * self.moment_masks_per_step * self.moment_stopping_factor
-        stopping = [self._group_masks(group, n_stopping, generator, device) for group in groups]
-        rows, stopping_rows, n_steps = None, None, 1
-        if part is not None:  # an epoch of the rows' mini-batches: one pass or max_steps_per_epoch steps
-            n_part = part.X.shape[0]
-            rows = (part, self.batch_stream(n_part, generator, device))
-            n_steps = min(math.ceil(n_part / self.resolved_batch_size(n_part)), self.max_steps_per_epoch)
-            stopping_rows = self._part_rows(part, self.monitor_rows(n_part, generator, device), generator)
-        with torch.no_grad(), self._diverging():
-            self.start_progress = float(self._moment_objective(groups, stopping, stopping_rows)) + log_jacobian
-        self._keep_best(module, self.start_progress, 0)
-        cuts = self.start_cuts()
-        for epoch in range(1, self.max_epochs + 1):
-            start = time.perf_counter()
-            learning_rate = optimizer.learning_rate
-            objective = sum(self.moment_epoch(groups, optimizer, generator, rows) for _ in range(n_steps)) / n_steps
-            record = {"epoch": epoch, "objective": objective + log_jacobian}
-            with torch.no_grad(), self._diverging():
-                value = self._moment_objective(groups, stopping, stopping_rows)
-                record["stopping_objective"] = float(value) + log_jacobian
-                if self.moment_monitor is not None and epoch % self.monitor_every == 0:
-                    record["lml"] = self._moment_lml(groups, part) + log_jacobian
-            record["learning_rate"] = learning_rate
-            progress, cuts = self._epoch_end(module, record, start, epoch, optimizer, cuts)
-            if cuts > self.n_lr_cuts:
-                return self._end(module, progress, epoch, True)
-        return self._end(module, progress, self.max_epochs, False)
-
-    def _moment_lml(self, groups, part):
-        """Mean log-marginal likelihood over every training sample, of the groups from their moments
-        and of the :class:`RowPart` ``part`` (None: none) from its rows."""
-        lml = sum(group.share * self.moment_monitor(group.moments, observed=group.observed) for group in groups)
-        if part is not None:
-            values = self.monitor(part.X, observed=part.observed)
-            lml = lml + part.share * (values if part.weights is None else values * part.weights).mean()
-        return float(lml)
 
     def start_cuts(self):
         """The step size's cuts that a smaller first step stands for: Adam starting at
@@ -617,5 +562,94 @@ class Trainer:
         return objective, progress
 
 
-def _rows(observed, rows):
-    return None if observed is None else observed[rows]
+@dataclass
+class TrainingData:
+    """The training samples as a solver trains on them (:meth:`MiniBatchSolver.prepare`).
+
+    ``X``: the standardised rows ``(x - center) / scale`` with missing entries at zero, or None when
+    training sees only moments; ``observed``: their observed entries (None: all); ``weights``: their
+    weights of mean one (None: equal); ``units``: ``(center, scale)``; ``shape``: the validated
+    data's; ``groups`` and ``part``: the moment groups and the rows trained beside them of a solver
+    that trains from moments (None otherwise; ``skmpt.estimators._moments``).
+    """
+
+    X: object
+    observed: object
+    weights: object
+    units: tuple
+    shape: tuple
+    groups: list = None
+    part: object = None
+
+    @property
+    def moments(self):
+        """The data's moments when training sees no rows (complete data), else None."""
+        return None if self.X is not None else self.groups[0].moments
+
+
+class MiniBatchSolver:
+    """What training runs on: shuffled mini-batches of rows with fresh masks per sample.
+
+    The solver of every estimator unless it chooses another in its ``_solver`` hook (the
+    linear-Gaussian estimators may train from moments: ``skmpt.estimators._moments``). A solver
+    prepares the data (:meth:`prepare`), may offer a start computed from them (:meth:`start`),
+    sizes a step for the thread count (:meth:`step_size`), trains (:meth:`fit`, through
+    :meth:`Trainer.train`) and makes ``partial_fit``'s calls (:meth:`stream_groups`,
+    :meth:`stream_step`).
+    """
+
+    def prepare(self, X, observed, weights, likelihood):
+        """:class:`TrainingData` of the validated tensor ``X`` (its ``observed`` entries, its
+        ``weights``): the rows standardised to the units of :func:`standardization`."""
+        center, scale = standardization(X, likelihood, observed)
+        return TrainingData(fill_missing((X - center) / scale, observed), observed, weights, (center, scale), X.shape)
+
+    def start(self, data, n_components):
+        """A module computed from ``data`` near the optimum, or None: the estimator builds its own."""
+        return None
+
+    def step_size(self, trainer, data):
+        """About the numbers one step handles (rows times masks times features), which
+        :func:`fit_threads` sizes."""
+        n_samples, n_features = data.shape
+        return trainer.resolved_batch_size(n_samples) * trainer.n_masks * n_features
+
+    def fit(self, trainer, module, data, generator, log_jacobian):
+        """Train ``module`` on ``data``'s rows; ``(n_epochs, converged)``.
+
+        An epoch is one pass over the rows or ``max_steps_per_epoch`` mini-batches of a stream of
+        shuffled passes, whichever is fewer; the stopping rule compares epochs on samples, masks
+        and noise drawn once (:meth:`Trainer.stopping_sample`).
+        """
+        X, observed = data.X, data.observed
+        stopping = trainer.stopping_sample(X, generator, observed)
+        n_batches = math.ceil(X.shape[0] / trainer.resolved_batch_size(X.shape[0]))
+        many = n_batches > trainer.max_steps_per_epoch
+        stream = trainer.batch_stream(X.shape[0], generator, X.device) if many else None
+
+        def epoch(optimizer):
+            batches = None if stream is None else itertools.islice(stream, trainer.max_steps_per_epoch)
+            return trainer.run_epoch(X, optimizer, generator, observed, batches)
+
+        def monitor():
+            with torch.no_grad():
+                lml = trainer.monitor(X, observed=observed)
+                lml = lml if trainer.sample_weight is None else lml * trainer.sample_weight
+                return float(lml.mean(dtype=torch.float64))
+
+        return trainer.train(module, epoch, lambda: trainer.stopping_objective(*stopping), log_jacobian,
+                             None if trainer.monitor is None else monitor)
+
+    def stream_groups(self, X, observed, weights):
+        """What ``partial_fit``'s first chunk (standardised rows ``X``) trains from beside its rows:
+        None, rows alone."""
+        return None
+
+    def stream_step(self, trainer, module, X, observed, weights, state, generator, first):
+        """One ``partial_fit`` call on the standardised chunk ``X`` (:meth:`Trainer.stream_step`);
+        ``(objective, stopping objective, step size)``."""
+        objective, progress = trainer.stream_step(module, X, state, generator, observed)
+        return objective, progress, state.optimizer["learning_rate"]
+
+
+def _rows(observed, rows):    return None if observed is None else observed[rows]

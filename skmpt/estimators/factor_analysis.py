@@ -160,8 +160,8 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
 
     def _check_data(self, X):
         super()._check_data(X)
-        if self.params_["noise_variance_init"] is not None:
-            init = np.asarray(self.params_["noise_variance_init"], dtype=np.float64)
+        if self.params_.noise_variance_init is not None:
+            init = np.asarray(self.params_.noise_variance_init, dtype=np.float64)
             if init.shape != (X.shape[1],) or not (np.isfinite(init) & (init > 0)).all():
                 raise ValueError(
                     f"noise_variance_init must hold one positive, finite variance per feature, shape "
@@ -169,7 +169,7 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
                 )
 
     def _initial_noise(self, X, units):
-        init = self.params_["noise_variance_init"]
+        init = self.params_.noise_variance_init
         if init is None:
             return super()._initial_noise(X, units)
         # Given in the data's units; training divides the data by one overall scale.

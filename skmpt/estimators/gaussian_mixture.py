@@ -11,6 +11,7 @@ cumulative MPT score is its log-marginal likelihood (Moreno-Muñoz, Recasens and
 and MPT with uniform mask sizes aims at EM's optimum.
 """
 
+import copy
 import math
 import warnings
 from numbers import Integral
@@ -25,7 +26,8 @@ from .._utils import check_generator
 from .._validation import Interval, Options, check_positive_int
 from ..models import GaussianMixtureModule
 from ..models.imputation import gaussian_conditional
-from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, weighted_mean
+from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
+from ._data import weighted_mean
 from ._docs import fill_docstring
 
 __all__ = ["MaskedGaussianMixture"]
@@ -363,9 +365,9 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     def _check_data(self, X):
         super()._check_data(X)
-        if self.params_["n_components"] > X.shape[0]:
+        if self.params_.n_components > X.shape[0]:
             raise ValueError(
-                f"n_components={self.params_['n_components']} must be at most the number of samples, but X has "
+                f"n_components={self.params_.n_components} must be at most the number of samples, but X has "
                 f"{X.shape[0]} sample(s)."
             )
 
@@ -375,9 +377,9 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         params = self.params_
         seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
         weights, means, covariances = initial_parameters(
-            X, params["n_components"], params["covariance_type"], params["init_params"], seed
+            X, params.n_components, params.covariance_type, params.init_params, seed
         )
-        return GaussianMixtureModule(weights, means, covariances, params["covariance_type"])
+        return GaussianMixtureModule(weights, means, covariances, params.covariance_type)
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit by MPT from ``n_init`` starts, keeping the best (or from the previous fit with
@@ -470,6 +472,16 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         _, params, self.history_, self.n_iter_, self.converged_ = best
         self._set_parameters(params)
 
+    def _get_parameters(self):
+        """The learned parameters (a copy of ``module_``'s state), for :meth:`_set_parameters`:
+        ``n_init`` keeps the best of its starts with them, as scikit-learn's ``BaseMixture``."""
+        return copy.deepcopy(self.module_.state_dict())
+
+    def _set_parameters(self, params):
+        """Load parameters from :meth:`_get_parameters` into ``module_`` and the fitted attributes."""
+        self.module_.load_state_dict(params)
+        self._set_fitted_attributes()
+
     def _set_fitted_attributes(self):
         module = self.module_
         with torch.no_grad():
@@ -547,5 +559,5 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         check_is_fitted(self)
         n_samples = check_positive_int(n_samples, "n_samples")
         with torch.no_grad():
-            X, labels = self.module_.sample(int(n_samples), generator=check_generator(self.params_["random_state"]))
+            X, labels = self.module_.sample(int(n_samples), generator=check_generator(self.params_.random_state))
         return X.cpu().numpy() + self.offset_, labels.cpu().numpy()

@@ -168,17 +168,17 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
         self.verbose = verbose
 
     def _likelihood(self):
-        return self.params_["likelihood"]
+        return self.params_.likelihood
 
-    def _objective_name(self):
-        return self.params_["objective"]
+    def _objective(self):
+        return self.params_.objective, {}
 
     def _binarize_threshold(self):
-        return self.params_["binarize"] if self.params_["likelihood"] == "bernoulli" else None
+        return self.params_.binarize if self.params_.likelihood == "bernoulli" else None
 
     def _n_points(self):
-        n_quadrature = self.params_["n_quadrature"]
-        return AUTO_QUADRATURE[self.params_["n_components"]] if n_quadrature == "auto" else n_quadrature
+        n_quadrature = self.params_.n_quadrature
+        return AUTO_QUADRATURE[self.params_.n_components] if n_quadrature == "auto" else n_quadrature
 
     def _check_data(self, X):
         super()._check_data(X)
@@ -188,10 +188,10 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
                 f"n_quadrature={n_points}: beyond {MAX_QUADRATURE} nodes the normalised Gauss–Hermite "
                 f"weights underflow float64."
             )
-        grid = n_points**self.params_["n_components"]
+        grid = n_points**self.params_.n_components
         if grid > MAX_GRID_POINTS or grid * X.shape[1] > chunk_budget(4):
             raise ValueError(
-                f"n_quadrature={n_points} with n_components={self.params_['n_components']} makes a grid of {grid} "
+                f"n_quadrature={n_points} with n_components={self.params_.n_components} makes a grid of {grid} "
                 f"points, and tables of {grid} x {X.shape[1]} features; the limits are {MAX_GRID_POINTS} "
                 f"points and {chunk_budget(4)} entries (four times skmpt.working_memory). Use fewer nodes."
             )
@@ -199,9 +199,9 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
     def _build_module(self, X, generator, units):
         n_features = X.shape[1]
         # Small random loadings break the symmetry of W = 0, a saddle point of every objective.
-        components = 0.1 * torch.randn(self.params_["n_components"], n_features, generator=generator, dtype=X.dtype)
+        components = 0.1 * torch.randn(self.params_.n_components, n_features, generator=generator, dtype=X.dtype)
         intercept = X.new_zeros(n_features)
-        if self.params_["likelihood"] == "bernoulli":
+        if self.params_.likelihood == "bernoulli":
             # Start at the independent-pixel fit; clamping keeps all-0 or all-1 pixels finite.
             mean = X.mean(0).clamp(1e-3, 1 - 1e-3)
             intercept = torch.log(mean) - torch.log1p(-mean)
@@ -209,8 +209,8 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
             components.to(X.device),
             intercept,
             self._n_points(),
-            likelihood=self.params_["likelihood"],
-            encoder=self.params_["objective"] == "elbo",
+            likelihood=self.params_.likelihood,
+            encoder=self.params_.objective == "elbo",
         )
 
     def _n_parameters(self):
@@ -218,11 +218,11 @@ class MaskedLinearVAE(_InformationCriteriaMixin, _BaseMaskedEstimator):
         invariant), ``D`` intercepts, and the noise variance of the Gaussian likelihood; the
         amortised encoder of ``objective="elbo"`` is a training device, not part of the model."""
         check_is_fitted(self)
-        n_noise = 1 if self.params_["likelihood"] == "gaussian" else 0
+        n_noise = 1 if self.params_.likelihood == "gaussian" else 0
         return linear_gaussian_parameter_count(self.n_features_in_, self.n_components_, n_noise)
 
     def _set_fitted_attributes(self):
         self.components_ = self.module_.components.detach().cpu().numpy()
         self.intercept_ = self.module_.intercept.detach().cpu().numpy().astype(np.float64) + self.offset_
-        if self.params_["likelihood"] == "gaussian":
+        if self.params_.likelihood == "gaussian":
             self.noise_variance_ = float(self.module_.noise_variance.detach())

@@ -150,7 +150,7 @@ class MaskedPPCA(_BaseLinearGaussian):
     }
 
     def _resolve_n_components(self, X, sample_weight, moments):
-        n_components = self.params_["n_components"]
+        n_components = self.params_.n_components
         if not isinstance(n_components, (str, float)):
             return int(n_components)
         if moments is not None:  # the weighted covariance's spectrum, as the rows' SVD gives it

@@ -17,7 +17,8 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import Interval, Options
 from ..models import VAEModule, conditioning_set, importance_diagnostics, pareto_k_threshold
 from ..models.vae import ACTIVATIONS
-from ._base import _BaseMaskedEstimator, check_mask_array
+from ._base import _BaseMaskedEstimator
+from ._data import check_mask_array
 from ._docs import fill_docstring
 
 __all__ = ["MaskedVAE"]
@@ -200,14 +201,12 @@ class MaskedVAE(_BaseMaskedEstimator):
         self.verbose = verbose
 
     def _likelihood(self):
-        return self.params_["likelihood"]
+        return self.params_.likelihood
 
-    def _objective_name(self):
-        return self.params_["objective"]
 
     def _check_data(self, X):
         super()._check_data(X)
-        sizes = self.params_["hidden_layer_sizes"]
+        sizes = self.params_.hidden_layer_sizes
         if any(not isinstance(h, Integral) or h < 1 for h in sizes):
             raise ValueError(f"hidden_layer_sizes must hold positive integers; got {sizes!r}.")
 
@@ -215,20 +214,21 @@ class MaskedVAE(_BaseMaskedEstimator):
         # The module's weights come from torch's generator, which fit has seeded from random_state.
         return VAEModule(
             X.shape[1],
-            self.params_["n_components"],
-            tuple(self.params_["hidden_layer_sizes"]),
-            self.params_["activation"],
-            self.params_["likelihood"],
-            conditional=self.params_["conditional"],
-            n_particles=self.params_["n_particles"],
-            n_gibbs=self.params_["n_gibbs"],
+            self.params_.n_components,
+            tuple(self.params_.hidden_layer_sizes),
+            self.params_.activation,
+            self.params_.likelihood,
+            conditional=self.params_.conditional,
+            n_particles=self.params_.n_particles,
+            n_gibbs=self.params_.n_gibbs,
             fill=X.mean(0),
             dtype=X.dtype,
         ).to(X.device)
 
-    def _objective_kwargs(self):
+    def _objective(self):
         # The IWAE bound draws n_particles particles per sample, like the conditionals.
-        return {"n_particles": self.params_["n_particles"]} if self.params_["objective"] == "iwae" else {}
+        objective = self.params_.objective
+        return objective, {"n_particles": self.params_.n_particles} if objective == "iwae" else {}
 
     def log_marginal_likelihood(self, X, *, n_lml_samples=None, return_diagnostics=False):
         """Importance-sampled ``log p(x)`` of each sample, with ``n_lml_samples`` draws.
@@ -259,7 +259,7 @@ class MaskedVAE(_BaseMaskedEstimator):
         """Importance draws of one call: ``n_lml_samples``, or the fitted number."""
         check_is_fitted(self)
         if n_lml_samples is None:
-            return self.params_["n_lml_samples"]
+            return self.params_.n_lml_samples
         if isinstance(n_lml_samples, bool) or not isinstance(n_lml_samples, Integral) or n_lml_samples < 1:
             raise ValueError(f"n_lml_samples must be a positive integer or None; got {n_lml_samples!r}.")
         return int(n_lml_samples)
@@ -337,7 +337,7 @@ class MaskedVAE(_BaseMaskedEstimator):
         if n_unreliable:
             warnings.warn(
                 f"The importance-sampled log-likelihood of {n_unreliable} of {len(result.reliable)} sample(s) "
-                f"is unreliable: Pareto k_hat above {threshold:.2f} with n_lml_samples={self.params_['n_lml_samples']} "
+                f"is unreliable: Pareto k_hat above {threshold:.2f} with n_lml_samples={self.params_.n_lml_samples} "
                 f"(inf: too few draws to fit the tail, at least 20 needed). Raise n_lml_samples; if k_hat "
                 f"stays high, the encoder is a poor proposal for those samples.",
                 UserWarning,
@@ -407,9 +407,9 @@ class MaskedVAE(_BaseMaskedEstimator):
         >>> d.ess.shape, d.standard_error.shape
         ((5, 4), (5, 4, 4))
         """
-        if self.params_["conditional"] != "importance":
+        if self.params_.conditional != "importance":
             raise ValueError("conditional_diagnostics needs conditional='importance'; "
-                             f"the {self.params_['conditional']!r} conditionals have no importance weights.")
+                             f"the {self.params_.conditional!r} conditionals have no importance weights.")
         log_prob = self.conditional_log_prob(X, masks)
         check_is_fitted(self)
         X_t, observed = self._to_tensor(X, reset=False)
@@ -420,8 +420,8 @@ class MaskedVAE(_BaseMaskedEstimator):
             )
         scored = conditioning_set(mask_t, observed)[0].expand(log_prob.shape)
         diagnostics = conditional_diagnostics(log_w, token, scored, torch.as_tensor(log_prob, device=X_t.device))
-        return warn_unreliable_conditionals(diagnostics, self.params_["n_particles"])
+        return warn_unreliable_conditionals(diagnostics, self.params_.n_particles)
 
     def _log_marginal_kwargs(self):
         # log_marginal_likelihood and history_["lml"] are importance-sampled with this many draws.
-        return {"n_lml_samples": self.params_["n_lml_samples"]}
+        return {"n_lml_samples": self.params_.n_lml_samples}

@@ -187,3 +187,71 @@ def test_a_fit_does_not_import_torch_dynamo():
             "MaskedVAE(max_epochs=1).fit(X); print('torch._dynamo' in sys.modules)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert run.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------------- the pipeline's seams
+def test_a_new_estimator_overrides_one_hook_and_never_meets_moments(monkeypatch):
+    """A VAE-like estimator gives ``_build_module``; fit, partial_fit and score run on the default
+    solver, without any of the moments code."""
+    import skmpt.estimators._moments as moments
+    from skmpt.estimators._base import _BaseMaskedEstimator
+    from skmpt.estimators._trainer import MiniBatchSolver
+    from skmpt.models import PPCAModule
+
+    class Tiny(_BaseMaskedEstimator):
+        def __init__(self, n_components=1, *, mask_rate="uniform", n_masks=1, score_masks=1, score_method="chain",
+                     max_epochs=3, batch_size="auto", learning_rate=0.03, tol=1e-3, n_iter_no_change=10,
+                     monitor=None, monitor_every=1, dtype="float64", device="cpu", random_state=0, verbose=0):
+            for name, value in locals().items():
+                if name not in ("self", "__class__"):
+                    setattr(self, name, value)
+
+        def _build_module(self, X, generator, units):
+            components = 0.1 * torch.randn(self.params_.n_components, X.shape[1], generator=generator, dtype=X.dtype)
+            return PPCAModule(components, X.new_zeros(X.shape[1]), X.new_ones(()))
+
+    for name in ("moment_groups", "moment_standardization", "_merge_groups"):
+        monkeypatch.setattr(moments, name, lambda *a, **k: pytest.fail("a moment helper was called"))
+    X = make_ppca(120, 4, 1, random_state=0).data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        tiny = Tiny().fit(X)
+    assert type(tiny._solver()) is MiniBatchSolver and tiny.n_iter_ == 3 and np.isfinite(tiny.score(X))
+    tiny.partial_fit(X[:60])
+    assert tiny.n_iter_ == 1 and type(tiny._partial_fit_state.solver) is MiniBatchSolver
+
+
+def test_the_masks_come_from_the_fitted_mask_rate():
+    from skmpt.estimators._trainer import MaskSampler, Trainer, TrainingObjective
+    from skmpt.masks import observed_masks, sample_masks
+
+    ppca = MaskedPPCA(mask_rate=0.5, n_masks=3, solver="minibatch", max_epochs=1, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ppca.fit(make_ppca(50, 4, 1, random_state=0).data)
+    ppca.set_params(mask_rate=0.25)  # acts at the next fit
+    assert ppca.params_.mask_rate == ppca.params_["mask_rate"] == 0.5
+    trainer = ppca._trainer(None)
+    assert trainer.draw_masks == MaskSampler(0.5) and trainer.n_masks == 3
+    assert isinstance(trainer.objective, TrainingObjective) and trainer.objective.masked
+    for observed in (None, torch.tensor([[True, True, False, True]] * 2)):
+        drawn = trainer.draw_masks((2, 3), 4, torch.Generator().manual_seed(1), "cpu", observed=observed)
+        expected = (sample_masks(0.5, (2, 3), 4, random_state=torch.Generator().manual_seed(1), device="cpu")
+                    if observed is None else
+                    observed_masks(0.5, (2, 3), observed, random_state=torch.Generator().manual_seed(1), device="cpu"))
+        assert torch.equal(drawn, expected)
+    elbo = Trainer.from_params(ppca.params_, TrainingObjective("elbo", ppca.module_))
+    assert elbo.draw_masks is None
+
+
+def test_an_estimator_pickled_with_a_dict_of_parameters_loads():
+    """skmpt 0.1.0 pickled ``params_`` as a plain dict; it loads as the Bunch every method reads."""
+    import pickle
+
+    X = make_ppca(60, 4, 1, random_state=0).data
+    ppca = MaskedPPCA(1, random_state=0).fit(X)
+    scores = ppca.score_samples(X)
+    ppca.params_ = dict(ppca.params_)
+    restored = pickle.loads(pickle.dumps(ppca))
+    assert restored.params_.score_method == "chain"
+    np.testing.assert_array_equal(restored.score_samples(X), scores)

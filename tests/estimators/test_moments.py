@@ -8,7 +8,8 @@ import torch
 from sklearn.decomposition import PCA
 
 from skmpt import MaskedFactorAnalysis, MaskedPPCA
-from skmpt.estimators._base import moment_standardization, standardization
+from skmpt.estimators._data import standardization
+from skmpt.estimators._moments import moment_standardization
 from skmpt.objectives import Moments
 
 
@@ -84,7 +85,7 @@ def test_auto_mixes_moments_of_frequent_patterns_with_rows_of_rare_ones():
     params = {"random_state": 0, "device": "cpu"}
     mixed = MaskedPPCA(2, **params).fit(X)
     observed = torch.as_tensor(~np.isnan(X))
-    groups, part = mixed._training_groups(torch.as_tensor(np.nan_to_num(X)), observed, None)
+    groups, part = mixed._solver().groups(torch.as_tensor(np.nan_to_num(X)), observed, None)
     _, counts = np.unique(~np.isnan(X), axis=0, return_counts=True)
     frequent = counts >= 100
     assert sorted(round(g.share * len(X)) for g in groups) == sorted(counts[frequent])
@@ -131,3 +132,30 @@ def test_a_start_at_pcas_solution_counts_its_smaller_steps_as_cuts():
     # Adam starts at a tenth of learning_rate, three of the schedule's halvings; four more end the stall.
     np.testing.assert_allclose(rates, [0.003 / 2**i for i in range(4)])
     assert ppca.converged_ and ppca.n_iter_ < 10 * 5
+
+
+def test_the_solver_parameter_is_read_in_one_place():
+    from skmpt.estimators._moments import MomentSolver, choose_solver
+    from skmpt.estimators._trainer import MiniBatchSolver
+
+    X = _data(n=200)
+    assert type(choose_solver("minibatch")) is MiniBatchSolver
+    for solver in ("auto", "moments"):
+        chosen = MaskedPPCA(2, solver=solver, device="cpu").fit(X)._solver()
+        assert isinstance(chosen, MomentSolver) and chosen.mode == solver and chosen.start_from is not None
+    assert type(MaskedPPCA(2, solver="minibatch", device="cpu").fit(X)._solver()) is MiniBatchSolver
+    # factor analysis with its own first noise variances starts from them, not from PCA's solution
+    given = MaskedFactorAnalysis(2, noise_variance_init=np.ones(8), device="cpu", max_epochs=2)
+    with pytest.warns(Warning):
+        assert given.fit(X)._solver().start_from is None
+
+
+def test_partial_fit_keeps_the_solver_of_its_first_call():
+    X = _data(n=3000)
+    ppca = MaskedPPCA(2, solver="moments", random_state=0, device="cpu")
+    ppca.partial_fit(X[:1500])
+    ppca.set_params(solver="minibatch")  # acts at the next fit: the stream goes on from moments
+    ppca.partial_fit(X[1500:])
+    state = ppca._partial_fit_state
+    assert state.solver.mode == "moments"
+    assert float(state.groups[0].moments.weight) == 3000
