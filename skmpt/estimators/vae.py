@@ -15,7 +15,9 @@ from sklearn.utils import Bunch
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import Interval, Options
-from ..models import VAEModule, conditioning_set, importance_diagnostics, pareto_k_threshold
+from ..models import VAEModule, importance_diagnostics
+from ..models.contract import conditioning_set
+from ..models.importance import pareto_k_threshold
 from ..models.vae import ACTIVATIONS
 from ._base import _BaseMaskedEstimator
 from ._data import check_mask_array

@@ -24,19 +24,6 @@ from .linear_gaussian import FactorAnalysisModule, LinearGaussianModule, PPCAMod
 from .linear_vae import LinearVAEModule
 from .vae import VAEModule
 
-# Helpers of the contract and of importance sampling, for skmpt's own objectives, estimators and
-# checks, which import them from here; users import them from their modules (not in __all__).
-from .contract import (
-    conditioning_set,
-    has_own_chain,
-    has_own_weighted_sum,
-    importance_log_weights,
-    model_name,
-    reference_chain_log_prob,
-    standard_normal,
-)
-from .importance import pareto_k_threshold, pareto_khat
-
 __all__ = [
     "CONTRACT_KEYWORDS",
     "FactorAnalysisModule",
@@ -52,6 +39,10 @@ __all__ = [
     "provides",
 ]
 
-# Used by no caller outside skmpt.models: 0.1.0 exported them here.
-__getattr__ = moved_names(__name__, dict.fromkeys(["gaussian_log_prob", "standard_normal_log_prob"],
-                                                  "skmpt.models.contract"))
+# 0.1.0 exported these helpers here; they are documented, and imported, from their modules.
+__getattr__ = moved_names(__name__, {
+    **dict.fromkeys(["conditioning_set", "gaussian_log_prob", "has_own_chain", "has_own_weighted_sum",
+                     "importance_log_weights", "model_name", "reference_chain_log_prob", "standard_normal",
+                     "standard_normal_log_prob"], "skmpt.models.contract"),
+    **dict.fromkeys(["pareto_k_threshold", "pareto_khat"], "skmpt.models.importance"),
+})

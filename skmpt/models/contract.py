@@ -166,7 +166,7 @@ def importance_log_weights(model, X, noise, *, encoded=None, observed=None):
     ----------
     model : MaskedModel or object
         Has ``encode`` and ``log_likelihood`` (see :class:`MaskedModel`); another object is
-        wrapped by :func:`as_masked_model`.
+        wrapped by :func:`~skmpt.models.as_masked_model`.
     X : torch.Tensor of shape (n_samples, n_features)
     noise : torch.Tensor of shape (S, K) (shared by the samples) or (n_samples, S, K)
     encoded : tuple of torch.Tensor, default=None
@@ -204,12 +204,12 @@ def reference_chain_log_prob(model, X, orderings, *, generator=None, observed=No
     Step ``t`` of ordering ``s`` is ``log p(x_{s_t} | x_{s_{t+1:D}})``: the token that the
     ``t``-th nested mask (:func:`skmpt.masks.nested_masks`) adds, predicted by
     ``model.masked_log_prob`` on that mask. Costs ``D`` masks per ordering; a model may
-    override :meth:`MaskedModel.chain_log_prob` with something faster that agrees with this.
+    override :meth:`~skmpt.models.MaskedModel.chain_log_prob` with something faster that agrees with this.
 
     Parameters
     ----------
     model : MaskedModel or object
-        Has ``masked_log_prob``; another object is wrapped by :func:`as_masked_model`.
+        Has ``masked_log_prob``; another object is wrapped by :func:`~skmpt.models.as_masked_model`.
     X : torch.Tensor of shape (n_samples, n_features)
     orderings : torch.Tensor of dtype long and shape (n_orderings, n_features)
     generator : torch.Generator, default=None

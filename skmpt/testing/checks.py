@@ -245,7 +245,7 @@ def check_call_shapes(case):
     Training calls ``masked_log_prob_sum`` with one mask per sample ``(n, 1, D)`` by default,
     scoring with shared masks ``(P, D)`` in chunks that may hold a single mask, and the last
     chunk of samples may hold one sample. For every form of
-    :attr:`MaskedModelCase.call_forms` (one shared mask, shared masks, one mask per sample,
+    :attr:`~skmpt.testing.MaskedModelCase.call_forms` (one shared mask, shared masks, one mask per sample,
     per-sample masks; every sample, and a chunk of one): ``masked_log_prob`` returns shape
     ``(n, P, D)`` and, for a deterministic model, the values it gives with all the masks and
     samples at once; ``masked_log_prob_sum`` (shape ``(n, P)``) and, for shared masks,
@@ -327,7 +327,7 @@ def check_identity(case):
 
     Skipped when the model does not provide ``log_marginal``, and for a stochastic model: its
     conditionals and its ``log_marginal`` are separate Monte Carlo estimates; compare them
-    with :func:`check_mpt_identity` at a tolerance of their Monte Carlo error.
+    with :func:`~skmpt.testing.check_mpt_identity` at a tolerance of their Monte Carlo error.
 
     Examples
     --------

@@ -428,7 +428,8 @@ class MaskedLMHarness(LM):
         return results
 
     def generate_until(self, requests, disable_tqdm=False):
-        """Text after each context, by LLaDA's sampler (:func:`generate_masked`), cut at the first stop sequence."""
+        """Text after each context, by LLaDA's sampler (:func:`~skmpt.text.unmasking.generate_masked`), cut at the first
+        stop sequence."""
         results = []
         for index, request in enumerate(requests):
             context, options = request.args[0], dict(request.args[1] if len(request.args) > 1 else {})

@@ -37,6 +37,7 @@ what an adaptive budget or a paired comparison of two texts reads.
 
 import abc
 import math
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -1038,3 +1039,16 @@ _STRATEGIES = {
 #: The estimators of ``sum_M S(x; M)`` the text side offers, by the name ``score_method`` gives them: a view of
 #: :data:`skmpt.objectives.MPT_ESTIMATORS` (its entries marked ``text``), each with its strategy.
 ESTIMATOR_METHODS = {name: _STRATEGIES[name] for name, estimator in MPT_ESTIMATORS.items() if estimator.text}
+
+#: 0.1.0's public mask helpers, private since 0.2.0 (no user called them).
+_PRIVATE_SINCE_0_2 = ("size_masks", "chain_masks", "within_word_l2r_masks", "stratified_sizes", "balanced_windows",
+                      "token_effects")
+
+
+def __getattr__(name):
+    """0.1.0's public mask helpers, with a ``FutureWarning``: they are removed in 0.3.0."""
+    if name not in _PRIVATE_SINCE_0_2:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"{__name__}.{name} is deprecated since 0.2.0 and will be removed in 0.3.0: it is a helper of the "
+                  "strategies; build masks with a strategy's copies() instead.", FutureWarning, stacklevel=2)
+    return globals()[f"_{name}"]

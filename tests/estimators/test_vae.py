@@ -12,7 +12,7 @@ from sklearn.preprocessing import StandardScaler
 from skmpt import MaskedPPCA, MaskedVAE
 from skmpt.datasets import load_binarized_digits, make_ppca
 from skmpt.masks import masks_of_sizes
-from skmpt.models import importance_log_weights
+from skmpt.models.contract import importance_log_weights
 
 
 def _quiet_fit(estimator, X):

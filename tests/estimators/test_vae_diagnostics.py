@@ -9,7 +9,8 @@ from scipy.stats import genpareto
 
 from skmpt import MaskedVAE
 from skmpt.datasets import make_ppca
-from skmpt.models import VAEModule, importance_diagnostics, pareto_khat
+from skmpt.models import VAEModule, importance_diagnostics
+from skmpt.models.importance import pareto_khat
 
 
 @pytest.fixture(scope="module")

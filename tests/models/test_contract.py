@@ -426,7 +426,12 @@ def test_the_package_exports_what_users_call_and_the_unused_helpers_warn():
         "CONTRACT_KEYWORDS", "FactorAnalysisModule", "GaussianMixtureModule", "LinearGaussianModule",
         "LinearVAEModule", "MaskedModel", "MaskedModelAdapter", "PPCAModule", "VAEModule", "as_masked_model",
         "importance_diagnostics", "provides"])
-    for name in ("gaussian_log_prob", "standard_normal_log_prob"):
+    from skmpt.models import importance
+
+    for name in ("conditioning_set", "gaussian_log_prob", "has_own_chain", "has_own_weighted_sum",
+                 "importance_log_weights", "model_name", "reference_chain_log_prob", "standard_normal",
+                 "standard_normal_log_prob", "pareto_k_threshold", "pareto_khat"):
+        module = importance if name.startswith("pareto") else contract
         with pytest.warns(FutureWarning, match=rf"skmpt.models.{name} is deprecated since 0.2.0 .*"
-                                                rf"\(skmpt.models.contract.{name}\)"):
-            assert getattr(skmpt.models, name) is getattr(contract, name)
+                                                rf"\({module.__name__}.{name}\)"):
+            assert getattr(skmpt.models, name) is getattr(module, name)

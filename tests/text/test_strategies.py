@@ -154,3 +154,15 @@ def test_n_masks_is_renamed_score_masks_with_a_future_warning():
             assert make().score_masks in (3, 4)
     with pytest.warns(FutureWarning, match="estimator_strategy: the parameter method was renamed score_method"):
         assert type(estimator_strategy(method="chain", score_masks=2)) is ChainMasks
+
+
+@pytest.mark.parametrize("name", ["size_masks", "chain_masks", "within_word_l2r_masks", "stratified_sizes",
+                                  "balanced_windows", "token_effects"])
+def test_the_0_1_0_mask_helpers_warn_and_still_work(name):
+    import skmpt.text.strategies as strategies
+
+    with pytest.warns(FutureWarning, match=rf"skmpt.text.strategies.{name} is deprecated since 0.2.0"):
+        helper = getattr(strategies, name)
+    assert callable(helper) and helper.__name__ == f"_{name}"
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_helper'"):
+        _ = strategies.no_such_helper
