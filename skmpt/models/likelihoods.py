@@ -205,7 +205,7 @@ class Gaussian(Likelihood):
 
     def unstandardize_(self, scale):
         if self.variance_floor is not None:
-            self.variance_floor.mul_(scale.square())
+            self.variance_floor = self.variance_floor * scale.square()  # per feature when the scale is
         self.log_variance.add_(2 * torch.log(scale))
         return self
 

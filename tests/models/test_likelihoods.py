@@ -138,6 +138,7 @@ def test_gaussian_mixture_of_outputs_is_scipy_mixture_density():
     [
         (None, [3.0, 0.5], [0.5 * 9, 2.0 * 0.25]),  # one scale per feature
         (0.1, 3.0, [0.5 * 9, 2.0 * 9]),  # one scale for all (the estimators' standardisation), with a floor
+        (0.1, [3.0, 0.5], [0.5 * 9, 2.0 * 0.25]),  # one scale per feature, with a floor: one floor per feature
     ],
 )
 def test_gaussian_unstandardize_is_the_change_of_variables(floor, scale, expected_variance):
@@ -150,7 +151,7 @@ def test_gaussian_unstandardize_is_the_change_of_variables(floor, scale, expecte
         after = likelihood.log_prob(scale * X, scale * out)
         np.testing.assert_allclose(likelihood.variance().numpy(), expected_variance, rtol=1e-12)
         if floor is not None:
-            assert float(likelihood.variance_floor) == pytest.approx(floor * 9)
+            np.testing.assert_allclose(likelihood.variance_floor.numpy(), floor * scale.square().numpy(), rtol=1e-12)
     torch.testing.assert_close(after, before - scale.log().expand(2), rtol=1e-12, atol=1e-12)
 
 

@@ -162,3 +162,13 @@ def test_a_fitted_estimator_is_checked_through_its_module():
     case = MaskedModelCase(estimator, X[:3])
     assert case.model is estimator.module_ and case.X.shape == (3, 4) and case.X.dtype == torch.float64
     assert case.posterior_mean.shape == (3, 1)
+
+
+def test_assert_close_with_rtol_zero_takes_equal_infinities_as_equal(joint_and_data):
+    joint, X = joint_and_data
+    case = MaskedModelCase(joint, X, rtol=0.0, atol=1e-3)
+    expected = torch.tensor([[1.0, -math.inf]], dtype=torch.float64)
+    case.assert_close("inf", expected + torch.tensor([[5e-4, 0.0]], dtype=torch.float64), expected)
+    assert case.report["inf"] == pytest.approx(5e-4)
+    with pytest.raises(AssertionError, match="beyond tolerance"):
+        case.assert_close("inf", torch.tensor([[1.0, math.inf]], dtype=torch.float64), expected)
