@@ -20,8 +20,8 @@ from skmpt.models import (
     LinearVAEModule,
     PPCAModule,
     VAEModule,
-    conditioning_set,
 )
+from skmpt.models.contract import conditioning_set
 from skmpt.objectives import cumulative_score, log_marginal, mpt_curve
 from skmpt.testing import check_masked_model
 
