@@ -78,7 +78,9 @@ def test_parquet(tmp_path):
     ("a,b\n1,\n3,\n5,\n7,\n", "no observed value"),
     ("a,b\nu,v\nw,x\ny,z\nq,r\n", "no numeric column"),
     ("a,b\n1,2\n", "at least 4"),
-    ("a,b,c\n1,2,3\ninf,4,5\n5,-inf,7\n7,8,9\n", "column(s) ['a', 'b'] hold infinite values ('a' at row(s) [2]"),
+    ("a,b,c\n1,2,3\ninf,4,5\n5,-inf,7\n7,8,9\n", "column(s) ['a', 'b'] hold infinite values ('a' at data row(s) [2]"),
+    ('n,m\n"1,234",1\n"2,345",2\n,3\n"4,000",4\n5,6\n', "column 'n' holds numbers written with a thousands"),
+    ("n,m\n1 000,1\n2 345,2\n,3\n4 000,4\n5,6\n", "pass --thousands SEP"),
 ])
 def test_bad_tables_are_refused_before_fitting(tmp_path, capsys, text, message):
     source = _write(tmp_path / "in.csv", text)
@@ -87,14 +89,25 @@ def test_bad_tables_are_refused_before_fitting(tmp_path, capsys, text, message):
     assert not (tmp_path / "out.csv").exists()
 
 
-def test_marker_that_collides_and_files_that_are_not_tables(tmp_path, capsys):
+@pytest.mark.parametrize("marker", ["-1", "-1.0", "-1.00", "-1e0"])
+def test_a_numeric_marker_matches_every_spelling_of_its_value(tmp_path, marker):
     source = _write(tmp_path / "in.csv", "a,b\n-1,2\n-1.0,3\n4,5\n6,7\n8,9\n")
-    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), "--missing-values", "-1", *FAST]) == 1
-    assert "collides with the value '-1.0'" in capsys.readouterr().err
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), f"--missing-values={marker}", *FAST]) == 0
+    rows = [line.split(",") for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows[0] == ["a", "b"] and [row[1] for row in rows[1:]] == ["2", "3", "5", "7", "9"]
+    assert [row[0] for row in rows[3:]] == ["4", "6", "8"]
+    assert all(float(row[0]) != -1 for row in rows[1:3])
+
+
+def test_files_that_are_not_tables(tmp_path, capsys):
     binary = tmp_path / "in.csv"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe" * 20)
     assert main(["impute", str(binary), "-o", str(tmp_path / "out.csv"), *FAST]) == 1
-    assert "is not a csv table" in capsys.readouterr().err or "no numeric column" in capsys.readouterr().err
+    assert "is not a csv table" in capsys.readouterr().err
+    ragged = _write(tmp_path / "ragged.csv", "a,b\n1,2\n3\n4,5\n6,7\n")
+    assert main(["impute", str(ragged), "-o", str(tmp_path / "out.csv"), *FAST]) == 1
+    assert "data row 2 (1-based, the header not counted) has 1 cells" in capsys.readouterr().err
 
 
 def test_output_never_replaces_its_input_and_is_not_overwritten_without_force(tmp_path, capsys):
