@@ -291,7 +291,7 @@ def run(args):
                                                     index=index)
     passed = [j for j in range(len(header)) if j not in positions and j not in index]
     stored = [name for name in frame.index.names if name is not None] if fmt_in == "parquet" else []
-    logger.info("read %d rows (data rows are numbered from 1 in messages, the header not counted)", len(frame))
+    logger.info("read %d data rows (numbered 1-based in messages, the header not counted)", len(frame))
     logger.info("modelled: %d numeric columns %s, %d missing cells to fill", len(positions),
                 _names(header, positions), int(missing.sum()))
     logger.info("passed through unchanged: %s; kept as index: %s", _names(header, passed),
