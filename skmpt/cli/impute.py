@@ -179,7 +179,7 @@ def numeric_columns(frame, header, marker, *, thousands=None, index=()):
             if value is not None:
                 missing |= np.array(numbers == value, dtype=bool)
         else:
-            text = column.astype(str).str.strip()
+            text = column.astype(object).where(column.notna(), "").astype(str).str.strip()
             missing = np.array((text == "") | text.str.lower().isin(MISSING_WORDS), dtype=bool)
             if marker is not None:
                 matched = np.array(text == marker, dtype=bool)
@@ -313,12 +313,12 @@ def run(args):
         holes = missing[:, k]
         if not holes.any():
             continue  # written back as read, dtype included
-        if fmt_in == "parquet":
-            column = out[j].to_numpy(dtype=np.float64, na_value=np.nan, copy=True)  # filled values are floats
-            column[holes] = imputed[holes, k]
-        else:
+        if out[j].dtype == object or pandas.api.types.is_string_dtype(out[j]):  # text cells: filled with text
             column = out[j].to_numpy(dtype=object).copy()
             column[holes] = [_formatted(v) for v in imputed[holes, k]]
+        else:  # a typed Parquet column: float64, as the filled values are
+            column = out[j].to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+            column[holes] = imputed[holes, k]
         out[j] = column
     if fmt_in == "parquet" and fmt_out != "parquet":
         header, out = _as_text(header, out)

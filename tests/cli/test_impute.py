@@ -235,15 +235,15 @@ TEXT = st.sampled_from(["x", "Paris", "a, b", 'say "hi"', "tab\there", "é"])
 
 @st.composite
 def tables(draw, fmt):
-    """A DataFrame of 4 to 7 rows: int, big int, float, bool and text columns, some with holes; its index."""
+    """A DataFrame of 4 to 7 rows: int, big int, float, bool, text and digit columns, some with holes; its index."""
     n = draw(st.integers(4, 7))
-    kinds = draw(st.lists(st.sampled_from(["int", "big", "float", "bool", "text"]), min_size=1, max_size=4))
+    kinds = draw(st.lists(st.sampled_from(["int", "big", "float", "bool", "text", "digits"]), min_size=1, max_size=4))
     kinds.append("float")  # at least one numeric column
     names = draw(st.lists(st.sampled_from(["a", "b", "", "a b", "x,y"]), min_size=len(kinds), max_size=len(kinds),
                           unique=fmt == "parquet"))
     columns = []
     for kind in kinds:
-        holes = draw(st.lists(st.booleans(), min_size=n, max_size=n)) if kind in ("int", "float", "text") else [0] * n
+        holes = [0] * n if kind in ("big", "bool") else draw(st.lists(st.booleans(), min_size=n, max_size=n))
         holes[draw(st.integers(0, n - 1))] = False  # one cell observed at least
         if kind == "int":
             values = pd.array([None if h else draw(st.integers(-9, 9)) for h in holes], dtype="Int64")
@@ -253,6 +253,8 @@ def tables(draw, fmt):
             values = np.array([np.nan if h else draw(st.floats(-50, 50, width=32)) for h in holes])
         elif kind == "bool":
             values = np.array([draw(st.booleans()) for _ in holes])
+        elif kind == "digits":  # numbers stored as text
+            values = np.array([None if h else str(draw(st.integers(-99, 99))) for h in holes], dtype=object)
         else:
             values = np.array([None if h else draw(TEXT) for h in holes], dtype=object)
         columns.append(pd.Series(values))
@@ -284,11 +286,14 @@ def test_any_table_comes_back_cell_for_cell_with_its_holes_filled(tmp_path, fmt,
         assert list(after.columns) == list(before.columns)
         for j, kind in enumerate(kinds):
             old, new = before.iloc[:, j], after.iloc[:, j]
+            observed = old.notna().to_numpy()
             if kind == "text" or not old.isna().any():
                 pd.testing.assert_series_equal(new, old)
+            elif kind == "digits":  # text cells: the filled ones are numbers written as text
+                assert new.dtype == old.dtype and (new[observed] == old[observed]).all()
+                assert np.isfinite(new[~observed].astype(float)).all()
             else:
                 assert new.dtype == np.float64 and np.isfinite(new).all()
-                observed = old.notna().to_numpy()
                 np.testing.assert_array_equal(new[observed], old[observed].astype(np.float64))
         return
     delimiter = "," if fmt == "csv" else "\t"
@@ -298,7 +303,8 @@ def test_any_table_comes_back_cell_for_cell_with_its_holes_filled(tmp_path, fmt,
     for old_row, new_row in zip(before[1:], after[1:], strict=True):
         assert len(new_row) == len(old_row)
         for j, (old, new) in enumerate(zip(old_row, new_row, strict=True)):
-            numeric = j >= shift and kinds[j - shift] in ("int", "float", "big")
+            unnamed_index = j == 0 and before[0][0] == ""  # kept as DataFrame.to_csv's index, not modelled
+            numeric = j >= shift and kinds[j - shift] in ("int", "float", "big", "digits") and not unnamed_index
             if old or not numeric:
                 assert new == old
             else:
