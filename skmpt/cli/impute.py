@@ -1,11 +1,17 @@
 """``skmpt impute IN -o OUT``: fill the holes of a table with :class:`skmpt.MaskedImputer`.
 
-The table is a CSV (``.csv``), TSV (``.tsv``, ``.tab``) or Parquet (``.parquet``, needs pyarrow)
-file read with pandas. A cell is missing when it is empty, ``NaN``/``NA``/``null`` (any case), or
-equal to ``--missing-values``. Every column whose observed cells are all numbers is imputed; a
-column of text is passed through untouched; the header and the order of the columns are kept, and
-every observed cell is written back as it was read (only missing cells of the numeric columns get
-new text). The imputation is that of the Python API::
+The table is a CSV (``.csv``), TSV (``.tsv``, ``.tab``) or Parquet (``.parquet``, needs pyarrow,
+checked before any work) file. A CSV or TSV is read and written with ``csv``: the header is kept
+exactly (duplicate and empty names), every observed cell keeps its text, and a blank line of a
+one-column table is a missing cell. A Parquet file is read and written with pandas: its stored
+index is kept, and every column without a hole keeps its dtype; a numeric column with holes is
+written as float64 (the filled values are floats). A cell is missing when it is empty,
+``NaN``/``NA``/``null`` (any case), or equal to ``--missing-values`` (a numeric marker: equal in
+value, ``-999`` matches ``-999.0``). Every column whose observed cells are all numbers is modelled
+and imputed (``--thousands`` reads ``1,234``; without it such a column is refused); a column of
+text, an ``--index-col`` column and a CSV's first column with an empty name (the index
+``DataFrame.to_csv`` writes) are passed through untouched. Rows in messages are data rows numbered
+from 1, the header not counted. The imputation is that of the Python API::
 
     MaskedImputer(random_state=seed).fit_transform(numeric_columns_as_float)
 
@@ -69,10 +75,26 @@ def _format(path, given):
 def read_table(path, fmt):
     """``(header, frame)``: the column names exactly as written, and the cells in columns ``0, 1, ...``.
 
-    A CSV or TSV is read with :mod:`csv`: every cell is its text as written (unquoted), the
+    A CSV or TSV is read with ``csv``: every cell is its text as written (unquoted), the
     header is kept as it is (duplicate names, an empty name), and a blank line of a one-column
-    table is a missing cell (of a wider table, a row of missing cells). A Parquet file is read with
+    table is a missing cell (in a wider table, an error). A Parquet file is read with
     pandas: its columns keep their dtypes and its stored index is the frame's index.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from skmpt.cli.impute import read_table, write_table
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+    >>> with open(path, "w", encoding="utf-8") as file:
+    ...     _ = file.write(',a,a\\n0,"1,234",\\n1,7,8\\n')
+    >>> header, frame = read_table(path, "csv")
+    >>> header, frame.values.tolist()
+    (['', 'a', 'a'], [['0', '1,234', ''], ['1', '7', '8']])
+    >>> write_table(header, frame, path, "csv", overwrite=True)
+    >>> print(open(path, encoding="utf-8").read(), end="")
+    ,a,a
+    0,"1,234",
+    1,7,8
     """
     import csv
 
@@ -92,8 +114,13 @@ def read_table(path, fmt):
     if not rows or any("\0" in cell for row in rows for cell in row):
         raise ValueError(f"{str(path)!r} is not a {fmt} table: {'it is empty' if not rows else 'it holds NUL bytes'}")
     header, rows = rows[0], rows[1:]
-    rows = [row or [""] * len(header) for row in rows]  # a blank line: every cell of the row is missing
+    if len(header) == 1:
+        rows = [row or [""] for row in rows]  # a blank line is the missing cell of a one-column table
     for number, row in enumerate(rows, start=1):
+        if not row:
+            raise ValueError(f"{str(path)!r}: data row {number} (1-based, the header not counted) is a blank line "
+                             f"in a table of {len(header)} columns; remove it, or write its missing cells between "
+                             f"separators")
         if len(row) != len(header):
             raise ValueError(f"{str(path)!r} is not a {fmt} table: data row {number} (1-based, the header not "
                              f"counted) has {len(row)} cells where the header has {len(header)}")
@@ -103,7 +130,7 @@ def read_table(path, fmt):
 def write_table(header, frame, path, fmt, overwrite):
     """Write ``frame`` (columns ``0, 1, ...``) under ``header``, as :func:`read_table` reads it back.
 
-    A CSV or TSV is written with :mod:`csv` (minimal quoting, ``\\n`` line ends), cell for cell;
+    A CSV or TSV is written with ``csv`` (minimal quoting, ``\\n`` line ends), cell for cell;
     a Parquet file with pandas, its columns' dtypes and its index kept.
     """
     import csv
@@ -253,12 +280,15 @@ def _formatted(value):
     return repr(float(value))
 
 
-def _index_positions(header, names, fmt):
-    """Positions of the ``--index-col`` columns; for a CSV or TSV, a first column with an empty name too."""
+def _index_positions(header, names, fmt, stored=()):
+    """Positions of the ``--index-col`` columns; for a CSV or TSV, a first column with an empty name too.
+
+    A name of the ``stored`` index of a Parquet table is no column, and is kept anyway.
+    """
     positions = [0] if fmt != "parquet" and header and header[0] == "" else []
     for name in names or ():
         found = [j for j, column in enumerate(header) if column == name]
-        if not found:
+        if not found and name not in stored:
             raise UsageError(f"--index-col {name!r} is no column of IN; its columns are {header}")
         positions += found
     return sorted(set(positions))
@@ -286,11 +316,11 @@ def run(args):
     header, frame = read_table(args.input, fmt_in)
     if len(frame) < 4:
         raise ValueError(f"{args.input!r} has {len(frame)} rows; at least 4 are needed to choose and fit a model")
-    index = _index_positions(header, args.index_col, fmt_in)
+    stored = [name for name in frame.index.names if name is not None] if fmt_in == "parquet" else []
+    index = _index_positions(header, args.index_col, fmt_in, stored)
     X, positions, missing, report = numeric_columns(frame, header, args.missing_values, thousands=args.thousands,
                                                     index=index)
     passed = [j for j in range(len(header)) if j not in positions and j not in index]
-    stored = [name for name in frame.index.names if name is not None] if fmt_in == "parquet" else []
     logger.info("read %d data rows (numbered 1-based in messages, the header not counted)", len(frame))
     logger.info("modelled: %d numeric columns %s, %d missing cells to fill", len(positions),
                 _names(header, positions), int(missing.sum()))

@@ -108,6 +108,9 @@ def test_files_that_are_not_tables(tmp_path, capsys):
     ragged = _write(tmp_path / "ragged.csv", "a,b\n1,2\n3\n4,5\n6,7\n")
     assert main(["impute", str(ragged), "-o", str(tmp_path / "out.csv"), *FAST]) == 1
     assert "data row 2 (1-based, the header not counted) has 1 cells" in capsys.readouterr().err
+    blank = _write(tmp_path / "blank.csv", "a,b\n1,2\n\n4,5\n6,7\n8,9\n")
+    assert main(["impute", str(blank), "-o", str(tmp_path / "out.csv"), *FAST]) == 1
+    assert "data row 2 (1-based, the header not counted) is a blank line in a table of 2" in capsys.readouterr().err
 
 
 def test_output_never_replaces_its_input_and_is_not_overwritten_without_force(tmp_path, capsys):
@@ -208,7 +211,7 @@ def test_parquet_keeps_its_index_and_the_dtypes_of_complete_columns(tmp_path):
                           "n": pd.array([1, None, 3, 4, 5, 6], dtype="Int64")}).set_index("key")
     source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
     frame.to_parquet(source)
-    assert main(["impute", str(source), "-o", str(out), *FAST]) == 0
+    assert main(["impute", str(source), "-o", str(out), "--index-col", "key", "--index-col", "id", *FAST]) == 0
     result = pd.read_parquet(out)
     pd.testing.assert_index_equal(result.index, frame.index)
     pd.testing.assert_frame_equal(result[["id", "flag"]], frame[["id", "flag"]])
