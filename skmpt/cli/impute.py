@@ -127,11 +127,18 @@ def read_table(path, fmt):
     return header, pd.DataFrame(rows, columns=range(len(header)), dtype=object)
 
 
-def write_table(header, frame, path, fmt, overwrite):
+def _line_end(path):
+    """``"\\r\\n"`` if the first line of the text file ``path`` ends so, else ``"\\n"``."""
+    with open(path, "rb") as file:
+        first = file.readline()
+    return "\r\n" if first.endswith(b"\r\n") else "\n"
+
+
+def write_table(header, frame, path, fmt, overwrite, *, lineterminator="\n"):
     """Write ``frame`` (columns ``0, 1, ...``) under ``header``, as :func:`read_table` reads it back.
 
-    A CSV or TSV is written with ``csv`` (minimal quoting, ``\\n`` line ends), cell for cell;
-    a Parquet file with pandas, its columns' dtypes and its index kept.
+    A CSV or TSV is written with ``csv`` (minimal quoting, lines ended by ``lineterminator``), cell
+    for cell; a Parquet file with pandas, its columns' dtypes and its index kept.
     """
     import csv
     import io
@@ -141,7 +148,7 @@ def write_table(header, frame, path, fmt, overwrite):
             frame.set_axis(header, axis=1).to_parquet(file)
         else:
             text = io.StringIO()
-            writer = csv.writer(text, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+            writer = csv.writer(text, delimiter="," if fmt == "csv" else "\t", lineterminator=lineterminator)
             writer.writerow(header)
             writer.writerows(frame.itertuples(index=False, name=None))
             file.write(text.getvalue().encode("utf-8"))
@@ -318,6 +325,8 @@ def run(args):
         raise ValueError(f"{args.input!r} has {len(frame)} rows; at least 4 are needed to choose and fit a model")
     stored = [name for name in frame.index.names if name is not None] if fmt_in == "parquet" else []
     index = _index_positions(header, args.index_col, fmt_in, stored)
+    if fmt_out == "parquet" and len(set(header)) < len(header):
+        raise UsageError(f"Parquet cannot hold the duplicate column names of IN {header}; write {fmt_in} instead")
     X, positions, missing, report = numeric_columns(frame, header, args.missing_values, thousands=args.thousands,
                                                     index=index)
     passed = [j for j in range(len(header)) if j not in positions and j not in index]
@@ -355,7 +364,8 @@ def run(args):
     elif fmt_in != "parquet" and fmt_out == "parquet":
         for j in positions:  # the numbers of the text, as pandas reads a column of numbers
             out[j] = _as_numbers(out[j].astype(str).str.strip(), args.thousands)
-    write_table(header, out, args.out, fmt_out, args.force)
+    write_table(header, out, args.out, fmt_out, args.force,
+                lineterminator="\n" if fmt_in == "parquet" else _line_end(args.input))
 
 
 def _as_text(header, frame):

@@ -195,6 +195,19 @@ def test_the_unnamed_index_of_to_csv_and_index_col_are_kept_and_not_modelled(tmp
     assert "--index-col 'nope' is no column" in capsys.readouterr().err
 
 
+def test_line_ends_are_kept_and_duplicate_names_are_not_written_to_parquet(tmp_path, monkeypatch, capsys):
+    import skmpt.cli.impute as impute
+
+    source = _write(tmp_path / "in.csv", "a,a\r\n1,2\r\n,3\r\n4,\r\n5,6\r\n7,8\r\n")
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), *FAST]) == 0
+    lines = out.read_bytes().split(b"\r\n")
+    assert lines[:2] == [b"a,a", b"1,2"] and lines[-1] == b"" and len(lines) == 7
+    monkeypatch.setattr(impute, "imputer_for", lambda *a, **k: pytest.fail("fitted before checking the names"))
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.parquet"), *FAST]) == 2
+    assert "Parquet cannot hold the duplicate column names" in capsys.readouterr().err
+
+
 def test_thousands_separators_are_read_with_thousands(tmp_path):
     source = _write(tmp_path / "in.csv", 'n,m\n"1,234",1\n"2,345",2\n,3\n"4,000",4\n5,6\n')
     out = tmp_path / "out.csv"
