@@ -1,11 +1,17 @@
 """``skmpt impute IN -o OUT``: fill the holes of a table with :class:`skmpt.MaskedImputer`.
 
-The table is a CSV (``.csv``), TSV (``.tsv``, ``.tab``) or Parquet (``.parquet``, needs pyarrow)
-file read with pandas. A cell is missing when it is empty, ``NaN``/``NA``/``null`` (any case), or
-equal to ``--missing-values``. Every column whose observed cells are all numbers is imputed; a
-column of text is passed through untouched; the header and the order of the columns are kept, and
-every observed cell is written back as it was read (only missing cells of the numeric columns get
-new text). The imputation is that of the Python API::
+The table is a CSV (``.csv``), TSV (``.tsv``, ``.tab``) or Parquet (``.parquet``, needs pyarrow,
+checked before any work) file. A CSV or TSV is read and written with ``csv``: the header is kept
+exactly (duplicate and empty names), every observed cell keeps its text, and a blank line of a
+one-column table is a missing cell. A Parquet file is read and written with pandas: its stored
+index is kept, and every column without a hole keeps its dtype; a numeric column with holes is
+written as float64 (the filled values are floats). A cell is missing when it is empty,
+``NaN``/``NA``/``null`` (any case), or equal to ``--missing-values`` (a numeric marker: equal in
+value, ``-999`` matches ``-999.0``). Every column whose observed cells are all numbers is modelled
+and imputed (``--thousands`` reads ``1,234``; without it such a column is refused); a column of
+text, an ``--index-col`` column and a CSV's first column with an empty name (the index
+``DataFrame.to_csv`` writes) are passed through untouched. Rows in messages are data rows numbered
+from 1, the header not counted. The imputation is that of the Python API::
 
     MaskedImputer(random_state=seed).fit_transform(numeric_columns_as_float)
 
@@ -42,6 +48,12 @@ def add_arguments(parser):
         help="format of IN and OUT when their extension does not say")
     add("--missing-values", default=None, metavar="MARKER",
         help="a cell equal to MARKER is missing too (besides empty cells and NaN)")
+    add("--index-col", action="append", default=None, metavar="NAME",
+        help="a column kept as it is and not modelled (an id, a key); repeat for several. A first column with "
+             "an empty name (the index DataFrame.to_csv writes) is kept so without it")
+    add("--thousands", default=None, metavar="SEP",
+        help="the thousands separator of numbers written with one ('1,234' with --thousands ','); without it "
+             "such a column is refused")
     add("--model", choices=MODELS, default="auto",
         help="'auto': the family and size chosen by held-out likelihood; a family: its size chosen")
     add("--max-epochs", type=positive_int, default=None,
@@ -61,89 +73,196 @@ def _format(path, given):
 
 
 def read_table(path, fmt):
-    """The table as a DataFrame of text cells (CSV, TSV) or typed columns (Parquet)."""
+    """``(header, frame)``: the column names exactly as written, and the cells in columns ``0, 1, ...``.
+
+    A CSV or TSV is read with ``csv``: every cell is its text as written (unquoted), the
+    header is kept as it is (duplicate names, an empty name), and a blank line of a one-column
+    table is a missing cell (in a wider table, an error). A Parquet file is read with
+    pandas: its columns keep their dtypes and its stored index is the frame's index.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from skmpt.cli.impute import read_table, write_table
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+    >>> with open(path, "w", encoding="utf-8") as file:
+    ...     _ = file.write(',a,a\\n0,"1,234",\\n1,7,8\\n')
+    >>> header, frame = read_table(path, "csv")
+    >>> header, frame.values.tolist()
+    (['', 'a', 'a'], [['0', '1,234', ''], ['1', '7', '8']])
+    >>> write_table(header, frame, path, "csv", overwrite=True)
+    >>> print(open(path, encoding="utf-8").read(), end="")
+    ,a,a
+    0,"1,234",
+    1,7,8
+    """
+    import csv
+
     import pandas as pd
 
     try:
         if fmt == "parquet":
-            return pd.read_parquet(path)
-        return pd.read_csv(path, sep="," if fmt == "csv" else "\t", dtype=str, keep_default_na=False,
-                           na_filter=False, skip_blank_lines=True)
+            frame = pd.read_parquet(path)
+            header = list(frame.columns)
+            return header, frame.set_axis(range(len(header)), axis=1)
+        with open(path, encoding="utf-8", newline="") as file:
+            rows = list(csv.reader(file, delimiter="," if fmt == "csv" else "\t", strict=True))
     except ImportError as exc:
         raise UsageError(f"reading {fmt} needs a package that is not installed: {exc}") from None
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError, OSError) as exc:
+    except (ValueError, UnicodeDecodeError, csv.Error, OSError) as exc:
         raise ValueError(f"{str(path)!r} is not a {fmt} table: {' '.join(str(exc).split())}") from None
+    if not rows or any("\0" in cell for row in rows for cell in row):
+        raise ValueError(f"{str(path)!r} is not a {fmt} table: {'it is empty' if not rows else 'it holds NUL bytes'}")
+    header, rows = rows[0], rows[1:]
+    if len(header) == 1:
+        rows = [row or [""] for row in rows]  # a blank line is the missing cell of a one-column table
+    for number, row in enumerate(rows, start=1):
+        if not row:
+            raise ValueError(f"{str(path)!r}: data row {number} (1-based, the header not counted) is a blank line "
+                             f"in a table of {len(header)} columns; remove it, or write its missing cells between "
+                             f"separators")
+        if len(row) != len(header):
+            raise ValueError(f"{str(path)!r} is not a {fmt} table: data row {number} (1-based, the header not "
+                             f"counted) has {len(row)} cells where the header has {len(header)}")
+    return header, pd.DataFrame(rows, columns=range(len(header)), dtype=object)
 
 
-def numeric_columns(table, marker):
-    """The columns to impute as a float array (NaN where missing), their names, and the missing mask.
+def _line_end(path):
+    """``"\\r\\n"`` if the first line of the text file ``path`` ends so, else ``"\\n"``."""
+    with open(path, "rb") as file:
+        first = file.readline()
+    return "\r\n" if first.endswith(b"\r\n") else "\n"
 
-    A column is numeric when every cell that is not missing is a number; a column none of whose
-    cells is a number is text (passed through); a column mixing the two, a numeric column with no
-    observed cell, and a ``marker`` that equals a number of the data written otherwise are errors.
+
+def write_table(header, frame, path, fmt, overwrite, *, lineterminator="\n"):
+    """Write ``frame`` (columns ``0, 1, ...``) under ``header``, as :func:`read_table` reads it back.
+
+    A CSV or TSV is written with ``csv`` (minimal quoting, lines ended by ``lineterminator``), cell
+    for cell; a Parquet file with pandas, its columns' dtypes and its index kept.
+    """
+    import csv
+    import io
+
+    with atomic_output(path, overwrite=overwrite) as [file]:
+        if fmt == "parquet":
+            frame.set_axis(header, axis=1).to_parquet(file)
+        else:
+            text = io.StringIO()
+            writer = csv.writer(text, delimiter="," if fmt == "csv" else "\t", lineterminator=lineterminator)
+            writer.writerow(header)
+            writer.writerows(frame.itertuples(index=False, name=None))
+            file.write(text.getvalue().encode("utf-8"))
+
+
+def check_parquet():
+    """Raise a :class:`~skmpt.cli.UsageError` unless pandas can read and write Parquet (pyarrow or fastparquet)."""
+    import importlib.util
+
+    if not any(importlib.util.find_spec(engine) for engine in ("pyarrow", "fastparquet")):
+        raise UsageError("reading or writing parquet needs pyarrow (or fastparquet), which is not installed: "
+                         "pip install pyarrow")
+
+
+#: A number written with a thousands separator: ``1,234``, ``-12,345.5``, ``1 000``.
+GROUPED = r"[+-]?\d{1,3}(?:[,_' \u00a0]\d{3})+(?:\.\d*)?"
+
+
+def _as_numbers(text, thousands):
+    """``text`` (a Series of stripped cells) as floats, ``NaN`` where a cell is no number."""
+    import pandas as pd
+
+    if thousands:
+        text = text.str.replace(thousands, "", regex=False)
+    return pd.to_numeric(text, errors="coerce")
+
+
+def numeric_columns(frame, header, marker, *, thousands=None, index=()):
+    """The columns to impute as a float array (NaN where missing), their positions, the missing mask, and a report.
+
+    A column is numeric when every cell that is not missing is a number (``thousands`` removed
+    first); a column none of whose cells is a number is text (passed through); the columns at
+    positions ``index`` are passed through too. A numeric ``marker`` matches every cell of the
+    same value (``-999`` matches ``-999.0``). Refused: a column mixing numbers and text, a text
+    column whose cells are numbers written with a thousands separator (unless ``thousands``), a
+    numeric column with no observed cell, an infinite observed value. Rows are numbered from 1,
+    the header not counted.
+
+    Returns
+    -------
+    X : ndarray of shape (n_rows, n_numeric)
+    positions : list of int
+    missing : ndarray of bool of shape (n_rows, n_numeric)
+    report : dict
+        ``"text"``: position -> number of empty cells of each text column passed through;
+        ``"marker"``: the distinct spellings ``marker`` matched.
     """
     import pandas as pd
 
-    names, values, infinite = [], [], {}
-    for name in table.columns:
-        column = table[name]
-        is_text = column.dtype == object or pd.api.types.is_string_dtype(column)
-        text = column.astype(str).str.strip() if is_text else None
-        if text is None and not pd.api.types.is_numeric_dtype(column):
+    value = _as_number(marker)
+    positions, values, infinite, report = [], [], {}, {"text": {}, "marker": set()}
+    for j in range(frame.shape[1]):
+        if j in index:
             continue
-        if text is None:
+        name, column = header[j], frame[j]
+        is_text = column.dtype == object or pd.api.types.is_string_dtype(column)
+        if not is_text and not pd.api.types.is_numeric_dtype(column):
+            continue
+        if not is_text:
             numbers = column.astype(np.float64)
             missing = np.array(numbers.isna(), dtype=bool)
+            if value is not None:
+                missing |= np.array(numbers == value, dtype=bool)
         else:
+            text = column.astype(object).where(column.notna(), "").astype(str).str.strip()
             missing = np.array((text == "") | text.str.lower().isin(MISSING_WORDS), dtype=bool)
             if marker is not None:
-                missing |= np.array(text == marker, dtype=bool)
-            numbers = pd.to_numeric(text.where(~missing), errors="coerce")
+                matched = np.array(text == marker, dtype=bool)
+                if value is not None:
+                    matched |= np.array(_as_numbers(text, None) == value, dtype=bool)
+                report["marker"].update(text[matched & ~missing])
+                missing |= matched
+            numbers = _as_numbers(text.where(~missing, ""), thousands)
             bad = ~missing & np.array(numbers.isna(), dtype=bool)
+            grouped = ~missing & np.array(text.str.fullmatch(GROUPED), dtype=bool)
+            if bad.any() and grouped[bad].all() and not thousands:
+                rows = np.flatnonzero(bad)[:3]
+                raise ValueError(f"column {name!r} holds numbers written with a thousands separator (data row(s) "
+                                 f"{(rows + 1).tolist()}, 1-based: {[column.iloc[i] for i in rows]}); pass "
+                                 f"--thousands SEP (such as --thousands ',') to read them as numbers, or "
+                                 f"--index-col {name!r} to pass the column through")
             if bad.any() and not (~missing & ~bad).any():
-                continue  # a text column: no observed cell is a number
+                report["text"][j] = int(missing.sum())  # a text column: no observed cell is a number
+                continue
             if bad.any():
                 rows = np.flatnonzero(bad)[:3]
-                raise ValueError(f"column {name!r} mixes numbers and text: row(s) {(rows + 1).tolist()} hold "
-                                 f"{[column.iloc[i] for i in rows]}; mark missing cells with --missing-values")
-        if marker is not None and text is None:
-            missing |= np.array(numbers == _as_number(marker), dtype=bool)
-        _check_marker(name, numbers.to_numpy(dtype=np.float64), missing, marker, text)
+                raise ValueError(f"column {name!r} mixes numbers and text: data row(s) {(rows + 1).tolist()} "
+                                 f"(1-based, the header not counted) hold {[column.iloc[i] for i in rows]}; "
+                                 f"mark missing cells with --missing-values")
+        numbers = numbers.to_numpy(dtype=np.float64)
         if missing.all():
-            raise ValueError(f"column {name!r} has no observed value: nothing can impute it; drop it")
-        rows = np.flatnonzero(~missing & np.isinf(numbers.to_numpy(dtype=np.float64)))
+            raise ValueError(f"column {name!r} has no observed value: nothing can impute it; drop it, or pass it "
+                             f"through with --index-col {name!r}")
+        rows = np.flatnonzero(~missing & np.isinf(numbers))
         if len(rows):
             infinite[name] = (rows[:3] + 1).tolist()
-        names.append(name)
-        values.append(np.where(missing, np.nan, numbers.to_numpy(dtype=np.float64)))
+        positions.append(j)
+        values.append(np.where(missing, np.nan, numbers))
     if infinite:
-        where = "; ".join(f"{name!r} at row(s) {rows}" for name, rows in infinite.items())
-        raise ValueError(f"column(s) {list(infinite)} hold infinite values ({where}): no model can fit or "
-                         f"impute them; replace them, or mark them missing with --missing-values")
-    if not names:
+        where = "; ".join(f"{name!r} at data row(s) {rows}" for name, rows in infinite.items())
+        raise ValueError(f"column(s) {list(infinite)} hold infinite values ({where}; 1-based, the header not "
+                         f"counted): no model can fit or impute them; replace them, or mark them missing with "
+                         f"--missing-values")
+    if not positions:
         raise ValueError("the table has no numeric column to impute")
     X = np.column_stack(values)
-    return X, names, np.isnan(X)
+    return X, positions, np.isnan(X), report
 
 
 def _as_number(marker):
     try:
-        return float(marker)
+        return None if marker is None else float(marker)
     except ValueError:
         return None
-
-
-def _check_marker(name, numbers, missing, marker, text):
-    """A numeric marker written differently in the data (``-1`` and ``-1.0``) is ambiguous: refuse it."""
-    value = None if marker is None else _as_number(marker)
-    if value is None or text is None:
-        return
-    clash = ~missing & (numbers == value)
-    if clash.any():
-        row = int(np.flatnonzero(clash)[0])
-        raise ValueError(f"--missing-values {marker!r} collides with the value {text.iloc[row]!r} of column "
-                         f"{name!r} (row {row + 1}): is it missing or a number? Choose a marker that the data "
-                         f"never hold")
 
 
 def imputer_for(model, n_features, seed, *, max_epochs=None, verbose=0):
@@ -168,44 +287,95 @@ def _formatted(value):
     return repr(float(value))
 
 
+def _index_positions(header, names, fmt, stored=()):
+    """Positions of the ``--index-col`` columns; for a CSV or TSV, a first column with an empty name too.
+
+    A name of the ``stored`` index of a Parquet table is no column, and is kept anyway.
+    """
+    positions = [0] if fmt != "parquet" and header and header[0] == "" else []
+    for name in names or ():
+        found = [j for j, column in enumerate(header) if column == name]
+        if not found and name not in stored:
+            raise UsageError(f"--index-col {name!r} is no column of IN; its columns are {header}")
+        positions += found
+    return sorted(set(positions))
+
+
+def _names(header, positions):
+    return [header[j] for j in positions]
+
+
 def run(args):
     """Read ``args.input``, impute it, write ``args.out``."""
     if not os.path.isfile(args.input):
         raise UsageError(f"IN {args.input!r} is not a file")
     fmt_in, fmt_out = _format(args.input, args.format), _format(args.out, args.format)
     check_outputs({"IN": args.input}, {"--out": args.out}, overwrite=args.force)
+    if args.thousands is not None and (len(args.thousands) != 1 or args.thousands in "0123456789.+-eE"):
+        raise UsageError(f"--thousands must be one character that is no digit, sign or decimal point; got "
+                         f"{args.thousands!r}")
     try:
         import pandas  # noqa: F401
     except ImportError:
         raise UsageError("skmpt impute needs pandas: pip install 'skmpt[impute]'") from None
-    table = read_table(args.input, fmt_in)
-    if len(table) < 4:
-        raise ValueError(f"{args.input!r} has {len(table)} rows; at least 4 are needed to choose and fit a model")
-    X, names, missing = numeric_columns(table, args.missing_values)
-    logger.info("read %d rows; imputing %d missing cells of %d numeric columns (%d text columns kept)",
-                len(table), int(missing.sum()), len(names), table.shape[1] - len(names))
-    imputer = imputer_for(args.model, len(names), args.seed, max_epochs=args.max_epochs,
+    if "parquet" in (fmt_in, fmt_out):
+        check_parquet()  # before any fit
+    header, frame = read_table(args.input, fmt_in)
+    if len(frame) < 4:
+        raise ValueError(f"{args.input!r} has {len(frame)} rows; at least 4 are needed to choose and fit a model")
+    stored = [name for name in frame.index.names if name is not None] if fmt_in == "parquet" else []
+    index = _index_positions(header, args.index_col, fmt_in, stored)
+    if fmt_out == "parquet" and len(set(header)) < len(header):
+        raise UsageError(f"Parquet cannot hold the duplicate column names of IN {header}; write {fmt_in} instead")
+    X, positions, missing, report = numeric_columns(frame, header, args.missing_values, thousands=args.thousands,
+                                                    index=index)
+    passed = [j for j in range(len(header)) if j not in positions and j not in index]
+    logger.info("read %d data rows (numbered 1-based in messages, the header not counted)", len(frame))
+    logger.info("modelled: %d numeric columns %s, %d missing cells to fill", len(positions),
+                _names(header, positions), int(missing.sum()))
+    logger.info("passed through unchanged: %s; kept as index: %s", _names(header, passed),
+                _names(header, index) + stored)
+    if report["marker"]:
+        logger.info("--missing-values %r matched the cells %s", args.missing_values, sorted(report["marker"]))
+    holes = {header[j]: n for j, n in report["text"].items() if n}
+    if holes:
+        import warnings
+
+        warnings.warn(f"text column(s) {holes} (column: empty cells) are passed through with their empty cells "
+                      f"left empty; only numeric columns are imputed", UserWarning, stacklevel=2)
+    imputer = imputer_for(args.model, len(positions), args.seed, max_epochs=args.max_epochs,
                           verbose=0 if args.quiet else 1)
     imputed = imputer.fit_transform(X)
     logger.info("imputed with %s", " ".join(repr(imputer.estimator_).split()))
-    out = table.copy()
-    for j, name in enumerate(names):
-        if fmt_in == "parquet" or fmt_out == "parquet":
-            out[name] = imputed[:, j]  # observed entries come back from transform bit for bit
-        else:
-            filled = [_formatted(v) for v in imputed[missing[:, j], j]]
-            column = out[name].to_numpy(dtype=object).copy()
-            column[missing[:, j]] = filled
-            out[name] = column
-    _write(out, args.out, fmt_out, args.force)
+    out = frame.copy()
+    for k, j in enumerate(positions):
+        holes = missing[:, k]
+        if not holes.any():
+            continue  # written back as read, dtype included
+        if out[j].dtype == object or pandas.api.types.is_string_dtype(out[j]):  # text cells: filled with text
+            column = out[j].to_numpy(dtype=object).copy()
+            column[holes] = [_formatted(v) for v in imputed[holes, k]]
+        else:  # a typed Parquet column: float64, as the filled values are
+            column = out[j].to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+            column[holes] = imputed[holes, k]
+        out[j] = column
+    if fmt_in == "parquet" and fmt_out != "parquet":
+        header, out = _as_text(header, out)
+    elif fmt_in != "parquet" and fmt_out == "parquet":
+        for j in positions:  # the numbers of the text, as pandas reads a column of numbers
+            out[j] = _as_numbers(out[j].astype(str).str.strip(), args.thousands)
+    write_table(header, out, args.out, fmt_out, args.force,
+                lineterminator="\n" if fmt_in == "parquet" else _line_end(args.input))
 
 
-def _write(table, path, fmt, overwrite):
-    with atomic_output(path, overwrite=overwrite) as [file]:
-        if fmt == "parquet":
-            try:
-                table.to_parquet(file, index=False)
-            except ImportError as exc:
-                raise UsageError(f"writing parquet needs a package that is not installed: {exc}") from None
-        else:
-            file.write(table.to_csv(index=False, sep="," if fmt == "csv" else "\t").encode("utf-8"))
+def _as_text(header, frame):
+    """A Parquet table as text cells: a stored index (any but the default ``0, 1, ...``) as the first columns."""
+    import pandas as pd
+
+    index = frame.index
+    if not (index.equals(pd.RangeIndex(len(frame))) and index.names == [None]):
+        names = [f"level_{i}" if name is None else name for i, name in enumerate(index.names)]
+        frame = pd.concat([index.to_frame(index=False, name=names), frame.reset_index(drop=True)], axis=1)
+        header = [*names, *header]
+        frame = frame.set_axis(range(len(header)), axis=1)
+    return header, frame.astype(object).where(frame.notna(), "").astype(str)

@@ -78,7 +78,9 @@ def test_parquet(tmp_path):
     ("a,b\n1,\n3,\n5,\n7,\n", "no observed value"),
     ("a,b\nu,v\nw,x\ny,z\nq,r\n", "no numeric column"),
     ("a,b\n1,2\n", "at least 4"),
-    ("a,b,c\n1,2,3\ninf,4,5\n5,-inf,7\n7,8,9\n", "column(s) ['a', 'b'] hold infinite values ('a' at row(s) [2]"),
+    ("a,b,c\n1,2,3\ninf,4,5\n5,-inf,7\n7,8,9\n", "column(s) ['a', 'b'] hold infinite values ('a' at data row(s) [2]"),
+    ('n,m\n"1,234",1\n"2,345",2\n,3\n"4,000",4\n5,6\n', "column 'n' holds numbers written with a thousands"),
+    ("n,m\n1 000,1\n2 345,2\n,3\n4 000,4\n5,6\n", "pass --thousands SEP"),
 ])
 def test_bad_tables_are_refused_before_fitting(tmp_path, capsys, text, message):
     source = _write(tmp_path / "in.csv", text)
@@ -87,14 +89,28 @@ def test_bad_tables_are_refused_before_fitting(tmp_path, capsys, text, message):
     assert not (tmp_path / "out.csv").exists()
 
 
-def test_marker_that_collides_and_files_that_are_not_tables(tmp_path, capsys):
+@pytest.mark.parametrize("marker", ["-1", "-1.0", "-1.00", "-1e0"])
+def test_a_numeric_marker_matches_every_spelling_of_its_value(tmp_path, marker):
     source = _write(tmp_path / "in.csv", "a,b\n-1,2\n-1.0,3\n4,5\n6,7\n8,9\n")
-    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), "--missing-values", "-1", *FAST]) == 1
-    assert "collides with the value '-1.0'" in capsys.readouterr().err
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), f"--missing-values={marker}", *FAST]) == 0
+    rows = [line.split(",") for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows[0] == ["a", "b"] and [row[1] for row in rows[1:]] == ["2", "3", "5", "7", "9"]
+    assert [row[0] for row in rows[3:]] == ["4", "6", "8"]
+    assert all(float(row[0]) != -1 for row in rows[1:3])
+
+
+def test_files_that_are_not_tables(tmp_path, capsys):
     binary = tmp_path / "in.csv"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe" * 20)
     assert main(["impute", str(binary), "-o", str(tmp_path / "out.csv"), *FAST]) == 1
-    assert "is not a csv table" in capsys.readouterr().err or "no numeric column" in capsys.readouterr().err
+    assert "is not a csv table" in capsys.readouterr().err
+    ragged = _write(tmp_path / "ragged.csv", "a,b\n1,2\n3\n4,5\n6,7\n")
+    assert main(["impute", str(ragged), "-o", str(tmp_path / "out.csv"), *FAST]) == 1
+    assert "data row 2 (1-based, the header not counted) has 1 cells" in capsys.readouterr().err
+    blank = _write(tmp_path / "blank.csv", "a,b\n1,2\n\n4,5\n6,7\n8,9\n")
+    assert main(["impute", str(blank), "-o", str(tmp_path / "out.csv"), *FAST]) == 1
+    assert "data row 2 (1-based, the header not counted) is a blank line in a table of 2" in capsys.readouterr().err
 
 
 def test_output_never_replaces_its_input_and_is_not_overwritten_without_force(tmp_path, capsys):
@@ -126,3 +142,186 @@ def test_observed_cells_are_written_back_unchanged(tmp_path, rows, spelling):
     for row, new in zip(rows, written, strict=True):
         for cell, value in zip(row, new, strict=True):
             assert value == cell if cell else np.isfinite(float(value))
+
+
+# --- a user's file kept as it was read (issue 46) --------------------------------------------
+
+
+def _cells(path, delimiter=","):
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as file:
+        return list(csv.reader(file, delimiter=delimiter))
+
+
+def test_blank_lines_of_a_one_column_table_are_holes(tmp_path):
+    source = _write(tmp_path / "in.csv", "v\n1.0\n2.0\n\n4.0\n5.0\n\n7.0\n8.0\n")
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), *FAST]) == 0
+    column = [row[0] for row in _cells(out)]
+    assert len(column) == 9 and column[0] == "v"
+    assert [column[i] for i in (1, 2, 4, 5, 7, 8)] == ["1.0", "2.0", "4.0", "5.0", "7.0", "8.0"]
+    assert np.isfinite([float(column[3]), float(column[6])]).all()
+
+
+@pytest.mark.parametrize("header", [["a", "a", "b"], ["", "x", "y"], ["Unnamed: 0", "x", "x.1"], [" s ", "é", "q\"r"]])
+def test_headers_are_written_back_exactly(tmp_path, header):
+    import csv
+    import io
+
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows([header, *[[str(i), str(i * 2 % 5), ""] for i in range(5)]])
+    text = text.getvalue().replace("\n0,0,\n", "\n0,0,7\n")  # the last column observed once
+    source = _write(tmp_path / "in.csv", text)
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), *FAST]) == 0
+    assert _cells(out)[0] == header
+
+
+def test_the_unnamed_index_of_to_csv_and_index_col_are_kept_and_not_modelled(tmp_path, capsys):
+    frame = pd.DataFrame({"id": [101, 102, 103, 104, 105], "x": [1.0, np.nan, 3, 4, 5.5], "y": [2.0, 3, 4, 6, 7]})
+    source = tmp_path / "in.csv"
+    frame.to_csv(source)
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), "--index-col", "id", "--model", "ppca",
+                 "--max-epochs", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "modelled: 2 numeric columns ['x', 'y']" in err and "kept as index: ['', 'id']" in err
+    assert "1-based" in err
+    written, read = _cells(out), _cells(source)
+    assert written[0] == ["", "id", "x", "y"]
+    assert [row[:2] for row in written] == [row[:2] for row in read]
+    assert main(["impute", str(source), "-o", str(out), "--index-col", "nope", "--force", *FAST]) == 2
+    assert "--index-col 'nope' is no column" in capsys.readouterr().err
+
+
+def test_line_ends_are_kept_and_duplicate_names_are_not_written_to_parquet(tmp_path, monkeypatch, capsys):
+    import skmpt.cli.impute as impute
+
+    source = _write(tmp_path / "in.csv", "a,a\r\n1,2\r\n,3\r\n4,\r\n5,6\r\n7,8\r\n")
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), *FAST]) == 0
+    lines = out.read_bytes().split(b"\r\n")
+    assert lines[:2] == [b"a,a", b"1,2"] and lines[-1] == b"" and len(lines) == 7
+    monkeypatch.setattr(impute, "imputer_for", lambda *a, **k: pytest.fail("fitted before checking the names"))
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.parquet"), *FAST]) == 2
+    assert "Parquet cannot hold the duplicate column names" in capsys.readouterr().err
+
+
+def test_thousands_separators_are_read_with_thousands(tmp_path):
+    source = _write(tmp_path / "in.csv", 'n,m\n"1,234",1\n"2,345",2\n,3\n"4,000",4\n5,6\n')
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), "--thousands", ",", *FAST]) == 0
+    cells = _cells(out)
+    assert [row[0] for row in cells[:3]] == ["n", "1,234", "2,345"] and np.isfinite(float(cells[3][0]))
+    assert main(["impute", str(source), "-o", str(out), "--thousands", ".", "--force", *FAST]) == 2
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow is not installed")
+def test_parquet_keeps_its_index_and_the_dtypes_of_complete_columns(tmp_path):
+    frame = pd.DataFrame({"key": list("pqrstu"), "id": np.array([2**60 + 1, 2**53 + 1, 5, 6, 7, 8], dtype=np.int64),
+                          "flag": [True, False, True, True, False, True], "x": [1.0, np.nan, 3, 4, 5, 6.5],
+                          "n": pd.array([1, None, 3, 4, 5, 6], dtype="Int64")}).set_index("key")
+    source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    frame.to_parquet(source)
+    assert main(["impute", str(source), "-o", str(out), "--index-col", "key", "--index-col", "id", *FAST]) == 0
+    result = pd.read_parquet(out)
+    pd.testing.assert_index_equal(result.index, frame.index)
+    pd.testing.assert_frame_equal(result[["id", "flag"]], frame[["id", "flag"]])
+    assert result["x"].dtype == result["n"].dtype == np.float64 and not result.isna().any().any()
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), *FAST]) == 0
+    cells = _cells(tmp_path / "out.csv")
+    assert cells[0] == ["key", "id", "flag", "x", "n"] and cells[1][:3] == ["p", str(2**60 + 1), "True"]
+
+
+def test_a_parquet_engine_is_checked_before_any_fit(tmp_path, monkeypatch, capsys):
+    import skmpt.cli.impute as impute
+
+    source = _write(tmp_path / "in.csv", TABLE)
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("pyarrow", "fastparquet") else find_spec(name, *a))
+    monkeypatch.setattr(impute, "imputer_for", lambda *a, **k: pytest.fail("fitted before checking the writer"))
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.parquet"), *FAST]) == 2
+    assert "parquet needs pyarrow" in capsys.readouterr().err
+
+
+TEXT = st.sampled_from(["x", "Paris", "a, b", 'say "hi"', "tab\there", "é"])
+
+
+@st.composite
+def tables(draw, fmt):
+    """A DataFrame of 4 to 7 rows: int, big int, float, bool, text and digit columns, some with holes; its index."""
+    n = draw(st.integers(4, 7))
+    kinds = draw(st.lists(st.sampled_from(["int", "big", "float", "bool", "text", "digits"]), min_size=1, max_size=4))
+    kinds.append("float")  # at least one numeric column
+    names = draw(st.lists(st.sampled_from(["a", "b", "", "a b", "x,y"]), min_size=len(kinds), max_size=len(kinds),
+                          unique=fmt == "parquet"))
+    columns = []
+    for kind in kinds:
+        holes = [0] * n if kind in ("big", "bool") else draw(st.lists(st.booleans(), min_size=n, max_size=n))
+        holes[draw(st.integers(0, n - 1))] = False  # one cell observed at least
+        if kind == "int":
+            values = pd.array([None if h else draw(st.integers(-9, 9)) for h in holes], dtype="Int64")
+        elif kind == "big":
+            values = np.array([2**60 + draw(st.integers(0, 99)) for _ in holes], dtype=np.int64)
+        elif kind == "float":
+            values = np.array([np.nan if h else draw(st.floats(-50, 50, width=32)) for h in holes])
+        elif kind == "bool":
+            values = np.array([draw(st.booleans()) for _ in holes])
+        elif kind == "digits":  # numbers stored as text
+            values = np.array([None if h else str(draw(st.integers(-99, 99))) for h in holes], dtype=object)
+        else:
+            values = np.array([None if h else draw(TEXT) for h in holes], dtype=object)
+        columns.append(pd.Series(values))
+    frame = pd.concat(columns, axis=1).set_axis(names, axis=1)
+    index = draw(st.sampled_from([None, "key"]))
+    if index:
+        frame.index = pd.Index([f"k{i}" for i in range(n)], name=index)
+    return frame, kinds
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "parquet"])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_table_comes_back_cell_for_cell_with_its_holes_filled(tmp_path, fmt, data):
+    if fmt == "parquet" and importlib.util.find_spec("pyarrow") is None:
+        pytest.skip("pyarrow is not installed")
+    frame, kinds = data.draw(tables(fmt))
+    source, out = tmp_path / f"in.{fmt}", tmp_path / f"out.{fmt}"
+    if fmt == "parquet":
+        frame.to_parquet(source)
+    else:
+        frame.to_csv(source, sep="," if fmt == "csv" else "\t", index=frame.index.name is not None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["impute", str(source), "-o", str(out), "--force", *FAST]) == 0
+    if fmt == "parquet":
+        before, after = pd.read_parquet(source), pd.read_parquet(out)
+        pd.testing.assert_index_equal(after.index, before.index)
+        assert list(after.columns) == list(before.columns)
+        for j, kind in enumerate(kinds):
+            old, new = before.iloc[:, j], after.iloc[:, j]
+            observed = old.notna().to_numpy()
+            if kind == "text" or not old.isna().any():
+                pd.testing.assert_series_equal(new, old)
+            elif kind == "digits":  # text cells: the filled ones are numbers written as text
+                assert new.dtype == old.dtype and (new[observed] == old[observed]).all()
+                assert np.isfinite(new[~observed].astype(float)).all()
+            else:
+                assert new.dtype == np.float64 and np.isfinite(new).all()
+                np.testing.assert_array_equal(new[observed], old[observed].astype(np.float64))
+        return
+    delimiter = "," if fmt == "csv" else "\t"
+    before, after = _cells(source, delimiter), _cells(out, delimiter)
+    assert after[0] == before[0] and len(after) == len(before)
+    shift = 1 if frame.index.name is not None else 0
+    for old_row, new_row in zip(before[1:], after[1:], strict=True):
+        assert len(new_row) == len(old_row)
+        for j, (old, new) in enumerate(zip(old_row, new_row, strict=True)):
+            unnamed_index = j == 0 and before[0][0] == ""  # kept as DataFrame.to_csv's index, not modelled
+            numeric = j >= shift and kinds[j - shift] in ("int", "float", "big", "digits") and not unnamed_index
+            if old or not numeric:
+                assert new == old
+            else:
+                assert np.isfinite(float(new))
