@@ -216,3 +216,9 @@ def test_every_estimator_keeps_every_budget_or_refuses_before_any_pass(runner, p
         assert counting.copies == sum(result.forward_passes for result in results), case
         assert all(0 < result.forward_passes <= budget for result in results), case
         assert all(result.exact == exact for result in results), case
+
+
+def test_score_masks_below_an_estimators_fewest_draws_is_refused_naming_them(runner):
+    with pytest.raises(ValueError, match=r"Text 0 has 6 tokens: score_method='nested' needs at least 21 masked copies "
+                                         r".* more than the 11 of score_masks=2"):
+        estimates(runner, ["a b"], [" a b b a b a"], score_method="nested", score_masks=2, exact=False)
