@@ -195,7 +195,7 @@ class BudgetedEstimator:
 
     @staticmethod
     def minimum_passes(score_method, length):
-        """The fewest copies ``score_method`` spends on a text of ``length`` tokens: its fewest draws' (a standard error's).
+        """The fewest copies ``score_method`` spends on a text of ``length`` tokens (a standard error's draws).
 
         ``2**length - 1`` for ``"exhaustive"``; ``"auto"``'s is that of the cheapest estimator it
         falls back to (``"stratified"``, 2 copies).
@@ -256,6 +256,16 @@ class BudgetedEstimator:
         ------
         ValueError
             Naming the first text refused, its tokens, the estimator's minimum and the budget.
+
+        Examples
+        --------
+        >>> from skmpt.text.estimation import BudgetedEstimator
+        >>> estimator = BudgetedEstimator(None, score_method="chain", max_forward_passes=8)
+        >>> estimator.check_budget([3, 4])  # 7 masks enumerated; two orderings of 4 copies
+        >>> estimator.check_budget([5])
+        Traceback (most recent call last):
+        ...
+        ValueError: Text 0 has 5 tokens: score_method='chain' needs at least 10 masked copies for it ...
         """
         for i, length in enumerate(int(n) for n in n_tokens):
             method = "exhaustive" if self.exact and 2**length - 1 <= self.budget(length) else self.score_method
