@@ -244,7 +244,8 @@ def compare_conditional_estimators(runner, contexts, continuations, *, score_mas
     for name in score_methods:
         encoded, estimates = _estimates(runner, contexts, continuations, None, score_method=name,
                                         score_masks=None if name == "exhaustive" else score_masks,
-                                        max_forward_passes=128, random_state=random_state, exact=False)
+                                        max_forward_passes=2**12 - 1,  # exhaustive: any text it enumerates
+                                        random_state=random_state, exact=False)
         result = _bunch(estimates, encoded.n_tokens, 1.0)
         draws = 1 if name == "exhaustive" else score_masks
         per_draw = result.forward_passes // draws

@@ -34,7 +34,7 @@ from scipy.stats import norm
 
 from .._utils import chunk_budget
 from .._validation import Interval, Options, validate_parameters
-from .strategies import (ESTIMATOR_METHODS, ControlledMasks, ExhaustiveMasks, estimator_strategy,
+from .strategies import (ESTIMATOR_METHODS, BalancedMasks, ControlledMasks, ExhaustiveMasks, estimator_strategy,
                          least_variance_estimator, pilot_variances)
 
 __all__ = ["BudgetedEstimator", "Estimate", "pair_keys"]
@@ -104,12 +104,16 @@ class BudgetedEstimator:
         picks ``"controlled"`` where a control variate per token divides the terms' spread by
         more than 4, else ``"nested"`` for a question whose continuations all have a context
         where two antithetic pairs of its orderings fit in the rest, else ``"balanced"``; no
-        pilot (``"balanced"``) when that is below 4 copies. The estimate is the chosen
+        pilot (``"balanced"``, or ``"stratified"`` at a budget of 2, below balanced's 3 copies)
+        when that is below 4 copies. The estimate is the chosen
         estimator's alone; the pilot's passes are counted. ``"exhaustive"`` enumerates every
         text (at most 12 tokens).
-    max_forward_passes : int >= 2, default=128
-        Masked copies per text at most; a text of ``T`` tokens with ``2**T - 1`` at most this is
-        scored exactly.
+    max_forward_passes : int >= 1, default=128
+        Masked copies per text at most, a promise kept by every estimator: a text of ``T``
+        tokens with ``2**T - 1`` at most this is scored exactly; else the estimator's draws
+        that fit are run, and a text whose estimator needs more than the budget for its
+        fewest draws (:meth:`minimum_passes`: ``T`` copies per chain ordering, for instance)
+        is refused with that minimum before any forward pass.
     score_masks : int or None, default=None
         Draws of a named ``score_method`` (orderings, masks, masks per size) instead of a
         budget: each text's budget is then what they cost.
@@ -151,7 +155,7 @@ class BudgetedEstimator:
 
     _parameter_constraints = {
         "score_method": [Options({"auto", *ESTIMATOR_METHODS})],
-        "max_forward_passes": [Interval(Integral, 2, None, closed="left")],
+        "max_forward_passes": [Interval(Integral, 1, None, closed="left")],
         "score_masks": [None, Interval(Integral, 2, None, closed="left")],
         "pilot_passes": [Interval(Integral, 4, None, closed="left")],
         "adaptive": ["boolean"],
@@ -190,12 +194,31 @@ class BudgetedEstimator:
         return self.exact and 2**length - 1 <= self.budget(length)
 
     @staticmethod
+    def minimum_passes(score_method, length):
+        """The fewest copies ``score_method`` spends on a text of ``length`` tokens (a standard error's draws).
+
+        ``2**length - 1`` for ``"exhaustive"``; ``"auto"``'s is that of the cheapest estimator it
+        falls back to (``"stratified"``, 2 copies).
+
+        Examples
+        --------
+        >>> from skmpt.text.estimation import BudgetedEstimator
+        >>> BudgetedEstimator.minimum_passes("chain", 100), BudgetedEstimator.minimum_passes("nested", 40)
+        (200, 157)
+        """
+        if score_method == "exhaustive":
+            return 2**length - 1
+        score_method = "stratified" if score_method == "auto" else score_method
+        return estimator_strategy(score_method, estimator_strategy(score_method, 4).min_draws).n_copies(length)
+
+    @staticmethod
     def strategy(score_method, length, budget):
         """The strategy of ``score_method`` with the most draws that fit ``budget`` (at least a standard error's).
 
         The strategy declares what this needs of it: whether its draws come in antithetic pairs
         (``paired``: counts stay even) and the fewest draws that give a standard error
-        (``min_draws``); see :class:`~skmpt.text.strategies.ScoringStrategy`.
+        (``min_draws``); see :class:`~skmpt.text.strategies.ScoringStrategy`. A budget below
+        those fewest draws' copies (:meth:`minimum_passes`) is a ``ValueError`` that names them.
 
         Examples
         --------
@@ -203,25 +226,69 @@ class BudgetedEstimator:
         >>> BudgetedEstimator.strategy("chain", 5, 23).score_masks  # 4 orderings of 5 copies fit in 23
         4
         """
+        least = BudgetedEstimator.minimum_passes(score_method, length)
+        if least > budget:
+            raise ValueError(f"score_method={score_method!r} needs at least {least} masked copies for a text of "
+                             f"{length} tokens (its fewest draws for a standard error); the budget is {budget}.")
         probe = estimator_strategy(score_method, 4)
-        step, least = (2 if probe.paired else 1), probe.min_draws
+        step = 2 if probe.paired else 1
         per_draw = max(1, probe.n_copies(length) // 4)
-        count = max(2, budget // per_draw // step * step)
-        while count > 2 and estimator_strategy(score_method, count).n_copies(length) > budget:  # nested: + 1
-            count -= step
-        return estimator_strategy(score_method, max(least, count))
+        count = max(probe.min_draws, budget // per_draw // step * step)
+        while count > probe.min_draws and estimator_strategy(score_method, count).n_copies(length) > budget:
+            count -= step  # nested: + 1 copy
+        return estimator_strategy(score_method, count)
+
+    def check_budget(self, n_tokens, names=None):
+        """Refuse, before any forward pass, a text whose estimator cannot keep within its budget.
+
+        A text of ``T`` tokens is enumerated where ``2**T - 1`` copies fit its budget; else its
+        estimator (``score_method``, or ``"auto"``'s cheapest) must fit its fewest draws
+        (:meth:`minimum_passes`) in it.
+
+        Parameters
+        ----------
+        n_tokens : sequence of int
+            Each text's tokens that are masked and scored.
+        names : sequence of str or None, default=None
+            What to call each text in the error (``"text i"`` when None).
+
+        Raises
+        ------
+        ValueError
+            Naming the first text refused, its tokens, the estimator's minimum and the budget.
+
+        Examples
+        --------
+        >>> from skmpt.text.estimation import BudgetedEstimator
+        >>> estimator = BudgetedEstimator(None, score_method="chain", max_forward_passes=8)
+        >>> estimator.check_budget([3, 4])  # 7 masks enumerated; two orderings of 4 copies
+        >>> estimator.check_budget([5])
+        Traceback (most recent call last):
+        ...
+        ValueError: Text 0 has 5 tokens: score_method='chain' needs at least 10 masked copies for it ...
+        """
+        for i, length in enumerate(int(n) for n in n_tokens):
+            method = "exhaustive" if self.exact and 2**length - 1 <= self.budget(length) else self.score_method
+            least = self.minimum_passes(method, length)
+            if least > self.budget(length):
+                name = f"text {i}" if names is None else names[i]
+                fewest = "its 2**T - 1 masks" if method == "exhaustive" else "its fewest draws for a standard error"
+                budget = (f"max_forward_passes={self.max_forward_passes}" if self.score_masks is None else
+                          f"the {self.budget(length)} of score_masks={self.score_masks}")
+                raise ValueError(
+                    f"{name[:1].upper()}{name[1:]} has {length} tokens: score_method={method!r} needs at least {least} "
+                    f"masked copies for it ({fewest}), more than {budget}; raise the budget to {least} or choose "
+                    "another score_method.")
 
     def _next_round(self, method, length, spent, started, compared):
         """The strategy of an item's next round, or None when it is exact, done or out of budget."""
         if method == "exhaustive" or (started and not compared):
             return None
-        budget = self.budget(length) - spent
-        if compared:
-            budget = min(budget, self.round_passes)
-        strategy = self.strategy(method, length, budget)
-        if started and spent + strategy.n_copies(length) > self.budget(length):
+        remaining = self.budget(length) - spent
+        least = self.minimum_passes(method, length)
+        if started and least > remaining:
             return None
-        return strategy
+        return self.strategy(method, length, max(least, min(remaining, self.round_passes) if compared else remaining))
 
     def _seed(self, key, round_index):
         return zlib.crc32(f"{round_index}\x00{key}".encode(), self.seed)
@@ -255,8 +322,9 @@ class BudgetedEstimator:
         pending = [[i for i in group if i not in methods] for group in groups]
         copies = min(self.pilot_passes, self.max_forward_passes // 8)  # an eighth of the budget at most
         if self.score_method != "auto" or copies < 4:
+            cheapest = "balanced" if BalancedMasks.min_draws <= self.max_forward_passes else "stratified"
             for group in pending:
-                methods.update(dict.fromkeys(group, "balanced" if self.score_method == "auto" else self.score_method))
+                methods.update(dict.fromkeys(group, cheapest if self.score_method == "auto" else self.score_method))
             return
         items = [i for group in pending for i in group]
         seeds = [self._seed(key, -1) for group, key in zip(pending, keys, strict=True) for _ in group]
@@ -290,8 +358,12 @@ class BudgetedEstimator:
                 return False
         return True
 
-    def estimate(self, encoded, keys, *, groups=None, given=None):
+    def estimate(self, encoded, keys, *, groups=None, given=None, names=None):
         """Each text's :class:`Estimate`, in the order of ``encoded``.
+
+        Every text is checked first (:meth:`check_budget`): a text the budget cannot serve is
+        refused before any forward pass. Within a group, a text given twice is scored once:
+        each copy of it gets the estimate it gets alone in its group.
 
         Parameters
         ----------
@@ -304,21 +376,36 @@ class BudgetedEstimator:
             None is every text alone.
         given : collection of int or None, default=None
             The texts whose continuation has a context (for ``"auto"``'s choice); None is all.
+        names : sequence of str or None, default=None
+            What to call each text in an error (``"text i"`` when None).
 
         Returns
         -------
         estimates : list of Estimate
         """
-        from tqdm.auto import tqdm
-
         groups = [[i] for i in range(len(encoded))] if groups is None else [list(group) for group in groups]
         if len(keys) != len(groups):
             raise ValueError(f"Got {len(keys)} keys for {len(groups)} groups; one key per group.")
         given = set(range(len(encoded))) if given is None else set(given)
-        n_tokens = encoded.n_tokens
+        self.check_budget(encoded.n_tokens, names)
         if self.score_method == "exhaustive":  # a text too long to enumerate is refused before any pass
-            for i in range(len(encoded)):
-                ExhaustiveMasks().n_copies(int(n_tokens[i]))
+            for n in encoded.n_tokens:
+                ExhaustiveMasks().n_copies(int(n))
+        first, kept = {}, []
+        for group in groups:  # a text repeated within its group: its first copy is scored
+            seen = {}
+            for i in group:
+                text = (tuple(encoded.input_ids[i].tolist()), tuple(encoded.content_positions[i].tolist()))
+                first[i] = seen.setdefault(text, i)
+            kept.append([i for i in group if first[i] == i])
+        results = self._estimate(encoded, keys, kept, given)
+        return [results[first.get(i, i)] for i in range(len(encoded))]
+
+    def _estimate(self, encoded, keys, groups, given):
+        """Each text's :class:`Estimate` (None for those in no group), its texts checked and distinct per group."""
+        from tqdm.auto import tqdm
+
+        n_tokens = encoded.n_tokens
         draws, passes, methods = {}, {}, {}
         with tqdm(desc="scoring (BudgetedEstimator)", unit="copy", disable=not self.verbose) as progress:
             exact = [i for group in groups for i in group if self.is_exact(int(n_tokens[i]))]

@@ -150,7 +150,7 @@ def _load(pretrained, tokenizer, device, dtype, trust_remote_code, mask_token_id
 #: The model arguments of :class:`MaskedLMHarness` and what each accepts (checked before the model loads).
 _PARAMETER_CONSTRAINTS = {
     "score_method": [Options({"auto", *(name for name in ESTIMATOR_METHODS if name != "exhaustive")})],
-    "max_forward_passes": [Interval(Integral, 2, None, closed="left")],
+    "max_forward_passes": [Interval(Integral, 1, None, closed="left")],
     "pilot_passes": [Interval(Integral, 4, None, closed="left")],
     "adaptive": ["boolean"],
     "confidence": [Interval(Real, 0.5, 1, closed="neither")],
@@ -207,8 +207,12 @@ class MaskedLMHarness(LM):
         ``min(pilot_passes, max_forward_passes // 8)`` copies, and none (``"balanced"`` is used)
         when that is below 4.
     max_forward_passes : int, default=128
-        Masked copies per request at most (each one forward pass of one sequence); a continuation
-        of ``T`` tokens with ``2**T - 1`` at most this is scored exactly.
+        Masked copies per request at most (each one forward pass of one sequence), whatever the
+        estimator; a continuation of ``T`` tokens with ``2**T - 1`` at most this is scored
+        exactly. A request whose estimator needs more for its fewest draws
+        (:meth:`~skmpt.text.estimation.BudgetedEstimator.minimum_passes`: ``2 * T`` copies for
+        ``"chain"``, ``4 * (T - 1) + 1`` for ``"nested"``, 2 for ``"auto"``) is refused, with
+        that minimum, before any forward pass.
     adaptive : bool, default=True
         Multiple choice: draw in rounds of ``round_passes`` and stop once the ranking is settled.
     confidence : float in (0.5, 1), default=0.95
@@ -240,7 +244,9 @@ class MaskedLMHarness(LM):
     timestep_arg : str or None, default=None
         Pass each copy's masking rate to the model's forward as this keyword.
     seed : int, default=0
-        Seeds the masks, with each request's text: a request's result does not depend on the batch or process.
+        Seeds the masks and the sampler, with each request's content (its text, and
+        ``gen_kwargs`` for ``generate_until``): a request's result does not depend on its place in
+        the call, on the other requests, on how often it is repeated or on the process.
     estimator : str
         Deprecated since 0.2, removed in 0.3: the old name of ``score_method``.
 
@@ -335,7 +341,11 @@ class MaskedLMHarness(LM):
         spaces = len(context) - len(context.rstrip())
         if spaces:  # the space before a word belongs to the word
             context, continuation = context[:-spaces], context[-spaces:] + continuation
-        if not context.strip():
+        if not context.strip():  # the continuation alone: all of it must fit, as it must beside a context
+            n_tokens = len(self.runner.tokenizer(continuation.lstrip(), add_special_tokens=False)["input_ids"])
+            if n_tokens > self.limit:
+                raise ValueError(f"Request {index}: the continuation has {n_tokens} tokens; at most {self.limit} fit "
+                                 "the model's context (a truncated continuation would be scored as another text).")
             return "", continuation, False
         tokens = self.runner.tokenizer(context + continuation, add_special_tokens=False, return_offsets_mapping=True)
         offsets = tokens["offset_mapping"]
@@ -376,7 +386,8 @@ class MaskedLMHarness(LM):
                      for i, request in enumerate(requests)]
         groups, keys = pair_keys(contexts, [request.args[1] for request in requests], questions)
         estimates = self.likelihood_estimator.estimate(encoded, keys, groups=groups,
-                                                       given={i for i, context in enumerate(contexts) if context})
+                                                       given={i for i, context in enumerate(contexts) if context},
+                                                       names=[f"request {i}" for i in range(len(requests))])
         greedy = greedy_matches(self.runner, encoded) if self.check_greedy else {}
         results = []
         for i, request in enumerate(requests):
@@ -405,6 +416,9 @@ class MaskedLMHarness(LM):
     def loglikelihood_rolling(self, requests, disable_tqdm=False):
         """Each text's bound ``sum_M S(x; M)`` (minus its negative ELBO), by windows, as :class:`RollingEstimate`."""
         windows = [self._windows(i, request.args[0]) for i, request in enumerate(requests)]  # checks first
+        self.likelihood_estimator.check_budget([len(w[1]) for text in windows for w in text],
+                                               [f"request {i} (window {k})" for i, text in enumerate(windows)
+                                                for k in range(len(text))])
         budget = chunk_budget()
         results, pending = [], []
         for i in range(len(requests)):
@@ -431,14 +445,15 @@ class MaskedLMHarness(LM):
         """Text after each context, by LLaDA's sampler (:func:`~skmpt.text.unmasking.generate_masked`), cut at the first
         stop sequence."""
         results = []
-        for index, request in enumerate(requests):
+        for request in requests:  # seeded by the request's content: the same text wherever it stands
             context, options = request.args[0], dict(request.args[1] if len(request.args) > 1 else {})
+            seed = zlib.crc32(repr((context, sorted(options.items(), key=repr))).encode(), self.seed)
             until = options.pop("until", None) or []
             until = [until] if isinstance(until, str) else list(until)
             text = generate_masked(self.runner, context, max_gen_toks=int(options.pop("max_gen_toks", 32)),
                                    steps=options.pop("steps", None), block_length=options.pop("block_length", None),
                                    temperature=float(options.pop("temperature", 0.0) or 0.0),
-                                   random_state=zlib.crc32(f"{index}\x00{context}".encode(), self.seed))
+                                   random_state=seed)
             for stop in until:
                 if stop and stop in text:
                     text = text[: text.index(stop)]

@@ -71,8 +71,12 @@ def test_an_exact_answer_from_a_joint_whatever_the_estimator():
 
 def test_draws_are_sized_by_what_the_strategy_declares():
     assert BudgetedEstimator.strategy("nested", 6, 30).score_masks % 2 == 0  # antithetic pairs
-    assert BudgetedEstimator.strategy("nested", 6, 10).score_masks == 4  # two pairs at least, for a standard error
-    assert BudgetedEstimator.strategy("balanced", 6, 2).score_masks == 3  # the all-masked copy and two draws
+    assert BudgetedEstimator.strategy("nested", 6, 21).score_masks == 4  # two pairs at least, for a standard error
+    with pytest.raises(ValueError, match="'nested' needs at least 21 masked copies for a text of 6 tokens"):
+        BudgetedEstimator.strategy("nested", 6, 20)
+    assert BudgetedEstimator.strategy("balanced", 6, 3).score_masks == 3  # the all-masked copy and two draws
+    with pytest.raises(ValueError, match="'balanced' needs at least 3 masked copies"):
+        BudgetedEstimator.strategy("balanced", 6, 2)
     assert BudgetedEstimator.strategy("chain", 6, 25).n_copies(6) == 24
 
 
@@ -83,7 +87,7 @@ def test_score_masks_sets_the_draws_of_a_named_estimator(runner):
         BudgetedEstimator(runner, score_masks=3)
 
 
-@pytest.mark.parametrize("option, value", [("score_method", "llada"), ("max_forward_passes", 1),
+@pytest.mark.parametrize("option, value", [("score_method", "llada"), ("max_forward_passes", 0),
                                            ("pilot_passes", 2), ("confidence", 1.0), ("adaptive", "yes")])
 def test_parameters_are_checked_by_name(runner, option, value):
     with pytest.raises(ValueError, match=f"The '{option}' parameter of BudgetedEstimator must be"):
@@ -156,3 +160,65 @@ def test_the_estimator_imports_and_runs_without_lm_eval():
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=environment)
     assert run.returncode == 0, run.stderr
     assert "ran without lm-eval" in run.stdout
+
+
+#: The fewest copies of each estimator for a text of T tokens: its fewest draws for a standard error.
+FEWEST = {"sweep": lambda T: 2 * T, "chain": lambda T: 2 * T, "antithetic": lambda T: 4 * T,
+          "nested": lambda T: 4 * (T - 1) + 1, "balanced": lambda T: 3, "exhaustive": lambda T: 2**T - 1,
+          "auto": lambda T: 2}
+
+
+class CountingRunner:
+    """A runner that counts the masked copies it runs."""
+
+    def __init__(self, runner):
+        self.runner, self.copies = runner, 0
+
+    def __getattr__(self, name):
+        return getattr(self.runner, name)
+
+    def run_copies(self, encoded, copies, **options):
+        self.copies += sum(len(masked) for masked, _ in copies)
+        return self.runner.run_copies(encoded, copies, **options)
+
+
+def budget_cases():
+    from skmpt.text.strategies import ESTIMATOR_METHODS
+
+    for method in ["auto", *ESTIMATOR_METHODS]:
+        for length in (1, 2, 3, 4):
+            for budget in range(1, 2**length + 1):
+                yield method, length, budget
+        for length in (9, 13):
+            fewest = FEWEST.get(method, lambda T: 2)(length)
+            for budget in sorted({1, fewest - 1, fewest, 40} - {0}):  # 40: auto's pilot runs (5 copies)
+                yield method, length, budget
+
+
+@pytest.mark.parametrize("pairs", [1, 2], ids=["alone", "question"])
+def test_every_estimator_keeps_every_budget_or_refuses_before_any_pass(runner, pairs):
+    counting = CountingRunner(runner)
+    for method, length, budget in budget_cases():
+        continuations = [" a" * length, " b" * length][:pairs]
+        exact = method == "exhaustive" or 2**length - 1 <= budget
+        fewest = 2**length - 1 if exact else FEWEST.get(method, lambda T: 2)(length)
+        estimator = BudgetedEstimator(counting, score_method=method, max_forward_passes=budget, round_passes=4)
+        encoded = encode_pairs(["a"] * pairs, continuations, runner.tokenizer, runner.max_length)
+        groups, keys = pair_keys(["a"] * pairs, continuations, [0] * pairs)
+        counting.copies = 0
+        case = f"{method} at {length} tokens, budget {budget}"
+        if length == 13 and method == "exhaustive" or fewest > budget:
+            with pytest.raises(ValueError, match=f"needs at least {fewest} masked copies|longer than max_tokens"):
+                estimator.estimate(encoded, keys, groups=groups)
+            assert counting.copies == 0, case
+            continue
+        results = estimator.estimate(encoded, keys, groups=groups)
+        assert counting.copies == sum(result.forward_passes for result in results), case
+        assert all(0 < result.forward_passes <= budget for result in results), case
+        assert all(result.exact == exact for result in results), case
+
+
+def test_score_masks_below_an_estimators_fewest_draws_is_refused_naming_them(runner):
+    with pytest.raises(ValueError, match=r"Text 0 has 6 tokens: score_method='nested' needs at least 21 masked copies "
+                                         r".* more than the 11 of score_masks=2"):
+        estimates(runner, ["a b"], [" a b b a b a"], score_method="nested", score_masks=2, exact=False)

@@ -62,15 +62,18 @@ def test_short_continuations_are_exact_by_enumeration(joint, tokenizer):
         assert result[0] == pytest.approx(conditional(joint, words), abs=1e-10)
 
 
-@pytest.mark.parametrize("estimator", ["nested", "antithetic", "balanced", "controlled", "stratified", "chain",
-                                       "low_discrepancy"])
-def test_monte_carlo_estimates_carry_a_standard_error_and_agree_with_the_answer(joint, tokenizer, estimator):
-    lm = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=6,
-                         max_forward_passes=2, score_method=estimator)
-    # two tokens need 3 masks to be exact: the budget of 2 forces Monte Carlo
-    result = lm.loglikelihood([request("a b", " b a")])[0]
-    assert not result.exact and result.forward_passes >= 2 and result.estimator == estimator
-    assert abs(result[0] - conditional(joint, ["a", "b", "b", "a"])) <= 6 * result.std + 1e-9
+@pytest.mark.parametrize("estimator", ["nested", "balanced", "controlled", "stratified", "chain", "low_discrepancy"])
+def test_monte_carlo_estimates_carry_a_standard_error_and_agree_with_the_answer(tokenizer, estimator):
+    joint = TabularJoint.random(6, random_state=0)
+    lm = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=8,
+                         max_forward_passes=14, score_method=estimator)
+    # four tokens need 15 masks to be exact: the budget of 14 forces Monte Carlo (antithetic's fewest draws, 4
+    # orderings of 4 copies, do not fit below it: tests/text/test_estimation.py runs it without enumeration)
+    result = lm.loglikelihood([request("a b", " b a a b")])[0]
+    x = torch.tensor([[0.0, 1.0, 1.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+    answer = float(joint.log_marginal(x) - joint.log_marginal(x, observed=torch.tensor([True] * 2 + [False] * 4)))
+    assert not result.exact and 2 <= result.forward_passes <= 14 and result.estimator == estimator
+    assert abs(result[0] - answer) <= 6 * result.std + 1e-9
 
 
 def test_auto_enumerates_what_fits_and_else_runs_the_estimator_a_pilot_chose(tiny_bert, tokenizer):
@@ -208,7 +211,80 @@ def test_bad_inputs_are_named_before_any_pass(tiny_bert, tokenizer):
     with pytest.raises(ValueError, match="score_method"):
         MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, score_method="llada")
     with pytest.raises(ValueError, match="max_forward_passes"):
-        MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=1)
+        MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=0)
+
+
+@pytest.mark.parametrize("option", ["max_forward_passes", "pilot_passes", "round_passes", "rolling_context",
+                                    "max_length", "seed"])
+@pytest.mark.parametrize("value", [2.7, 6.0, "6", True])
+def test_integer_options_refuse_what_is_not_an_integer(tiny_bert, tokenizer, option, value):
+    # lm-eval's model_args parse "rolling_context=2.7" as the float 2.7: refused, not taken as 2
+    with pytest.raises(ValueError, match=f"The '{option}' parameter of MaskedLMHarness must be"):
+        MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, **{option: value})
+
+
+@pytest.mark.filterwarnings("ignore:1 of 1 contexts were longer")  # "a b" and three tokens: the context is cut
+def test_a_continuation_longer_than_the_context_is_refused_with_or_without_a_context(tiny_bert, tokenizer):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_length=6, max_forward_passes=16)
+    assert lm.limit == 4  # the model sees 4 tokens
+    for context in ("", " ", "a", "a b"):
+        room = lm.limit - (1 if context.strip() else 0)
+        for n in range(1, lm.limit + 3):
+            continuation = " ".join("ab"[i % 2] for i in range(n))
+            pair = request(context, f" {continuation}" if context.strip() else continuation)
+            if n > room:
+                with pytest.raises(ValueError, match=f"Request 1: the continuation has {n} tokens; at most {room} "):
+                    lm.loglikelihood([request("a", " b"), pair])
+            else:  # scored in full: exact, every token of it
+                result = lm.loglikelihood([pair])[0]
+                assert result.exact and result.forward_passes == 2**n - 1, (context, n)
+
+
+def test_a_budget_below_an_estimators_fewest_draws_is_refused_naming_them(tiny_bert, tokenizer):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, score_method="chain", max_forward_passes=8)
+    with pytest.raises(ValueError, match=r"Request 1 has 5 tokens: score_method='chain' needs at least 10 masked "
+                                         r"copies .* more than max_forward_passes=8"):
+        lm.loglikelihood([request("a b", " a b a b"), request("a b", " a b a b a")])
+    with pytest.raises(ValueError, match=r"Request 0 \(window 0\) has 14 tokens: score_method='chain' needs at "
+                                         r"least 28"):
+        lm.loglikelihood_rolling([request(" ".join(["a"] * 20), None, kind="loglikelihood_rolling")])
+
+
+def shuffled_with_others(requests, others, seed):
+    """``requests`` among ``others``, in a random order, and where each of ``requests`` went."""
+    order = np.random.default_rng(seed).permutation(len(requests) + len(others))
+    pool = [*requests, *others]
+    return [pool[k] for k in order], [int(np.flatnonzero(order == k)[0]) for k in range(len(requests))]
+
+
+@pytest.mark.parametrize("kind", ["loglikelihood", "loglikelihood_rolling", "generate_until"])
+def test_a_request_gives_the_same_result_alone_repeated_or_shuffled_among_others(tiny_bert, tokenizer, kind):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=16, rolling_context=4)
+    if kind == "generate_until":
+        def make(context, doc_id):
+            return Instance(kind, {}, (context, {"max_gen_toks": 6, "temperature": 1.5}), 0, ("toy", doc_id, 1))
+        contexts = ["a b", "b b a", "a"]
+        call = lm.generate_until
+    else:
+        def make(text, doc_id):
+            return request("a b", text, doc_id) if kind == "loglikelihood" else request(
+                " ".join(["a", "b", "b"] * 6) + text, None, doc_id, kind=kind)
+        contexts = [" a b b a b a", " b b a a b", " a a b"]
+        call = getattr(lm, kind)
+    for doc_id in (0, None):
+        target = make(contexts[0], doc_id)
+        alone = call([target])[0]
+        for repeated in (call([target] * 8), call([make(contexts[0], doc_id) for _ in range(8)])):
+            assert all(result == alone for result in repeated)
+        others = [make(context, 7 + k) for k, context in enumerate(contexts[1:] * 3)]
+        for seed in range(3):
+            pool, where = shuffled_with_others([target] * 3, others, seed)
+            results = call(pool)
+            assert all(results[k] == alone for k in where), (kind, doc_id, seed)
+    assert len({call([make(context, None)])[0] for context in contexts}) == 3  # not one text for all
+
+
+
 
 
 def test_the_estimator_model_argument_is_renamed_score_method(tiny_bert, tokenizer):
