@@ -40,6 +40,7 @@ from ._data import (
     check_mask_array,
     check_missing,
     check_values,
+    counted_samples,
     dtype_name,
     log_jacobian,
     standardization,
@@ -133,7 +134,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     ``_binarize_threshold()``                 None: no binarisation
     ``_objective()``                          ``("mpt", {})``: a key of :data:`skmpt.objectives.OBJECTIVES`, options
     ``_log_marginal_kwargs()``                ``{}``
-    ``_resolve_n_components(X, w, moments)``  ``params_.n_components``
+    ``_resolve_n_components(X, w, m, n)``     ``params_.n_components``
     ``_solver()``                             ``MiniBatchSolver()``: mini-batches of rows
     ========================================  ====================================================
 
@@ -200,11 +201,12 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """Keyword arguments of the module's ``log_marginal`` (e.g. a number of samples)."""
         return {}
 
-    def _resolve_n_components(self, X, sample_weight, moments):
+    def _resolve_n_components(self, X, sample_weight, moments, n_samples):
         """The latent dimension to fit on (standardised) training data ``X`` with its training
         weights (a tensor of mean one, or None), or, when ``X`` is None, on the data whose
-        :class:`~skmpt.objectives.Moments` are ``moments``: ``n_components`` by default; an
-        estimator with a data-driven choice (PPCA's ``"mle"``) overrides it."""
+        :class:`~skmpt.objectives.Moments` are ``moments``; ``n_samples`` is the number of samples
+        they count (the sum of ``sample_weight`` as given, as repeated rows). ``n_components`` by
+        default; an estimator with a data-driven choice (PPCA's ``"mle"``) overrides it."""
         return self.params_.n_components
 
     def _solver(self):
@@ -352,7 +354,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             solver = self._solver()
             data = solver.prepare(X_t, observed, weights, self._likelihood())
             with seeded(seed, self.device_):
-                self.n_components_ = self._resolve_n_components(data.X, weights, data.moments)
+                self.n_components_ = self._resolve_n_components(data.X, weights, data.moments,
+                                                                counted_samples(sample_weight, len(X_t)))
                 # From moments alone, their mean stands for the data's width, dtype and device.
                 rows = data.X if data.X is not None else data.moments.mean[None]
                 self.module_, near_start = self._initialize(solver, data.groups, rows, generator, data.units, previous)
@@ -415,7 +418,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             generator = torch.Generator().manual_seed(state.seed + state.calls)
             with seeded(state.seed + state.calls, self.device_):
                 if first:
-                    self.n_components_ = self._resolve_n_components(X_train, weights, None)
+                    self.n_components_ = self._resolve_n_components(X_train, weights, None,
+                                                                    counted_samples(sample_weight, len(X_train)))
                     state.groups = state.solver.stream_groups(X_train, observed, weights)
                     self.module_, near_start = self._initialize(state.solver, state.groups, X_train, generator, units)
                 else:

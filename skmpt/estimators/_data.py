@@ -17,6 +17,7 @@ __all__ = [
     "check_missing",
     "check_sample_weight",
     "check_values",
+    "counted_samples",
     "dtype_name",
     "fill_missing",
     "log_jacobian",
@@ -242,6 +243,23 @@ def training_rows(X, observed, sample_weight, *, min_samples=1):
     rows = torch.as_tensor(np.flatnonzero(keep), device=X.device)
     observed = None if observed is None else observed[rows]
     return X[rows], observed, torch.as_tensor(weights, dtype=X.dtype, device=X.device)
+
+
+def counted_samples(sample_weight, n_samples):
+    """The number of samples that validated ``sample_weight`` counts: its sum, as integer weights
+    count repeated rows (``n_samples`` without weights). Not rescaled: it overflows to infinity
+    for weights whose sum does.
+
+    Examples
+    --------
+    >>> from skmpt.estimators._data import counted_samples
+    >>> counted_samples([2, 0, 1.5], 3), counted_samples(None, 3)
+    (3.5, 3.0)
+    """
+    if sample_weight is None:
+        return float(n_samples)
+    with np.errstate(over="ignore"):
+        return float(np.sum(np.asarray(sample_weight, dtype=np.float64)))
 
 
 def weighted_mean(values, sample_weight):

@@ -58,35 +58,39 @@ def minka_dimension(spectrum, n_samples):
     return int(np.argmax(evidence)) + 1
 
 
-def choose_n_components(X, n_components, sample_weight=None):
+def choose_n_components(X, n_components, sample_weight=None, n_samples=None):
     """``n_components`` resolved on centred data ``X`` (a NumPy array) as :class:`~sklearn.decomposition.PCA`
     resolves it: an int as given; ``"mle"`` by Minka's MLE; a float in (0, 1) as the fewest
     components whose share of the variance exceeds it.
 
-    With ``sample_weight`` (positive, of mean one, as training uses them), the spectrum is that
-    of the weighted covariance, about the weighted mean, so a sample counts as often as it
-    does in training; Minka's MLE still counts the ``n_samples`` rows.
+    With ``sample_weight`` (positive, of any common scale), the spectrum is that of the weighted
+    covariance, about the weighted mean. Minka's MLE counts ``n_samples`` samples: by default
+    the rows of ``X``, or the sum of ``sample_weight``; integer weights then choose as repeated
+    rows do.
     """
     if not isinstance(n_components, (str, float)):
         return int(n_components)
-    n_samples, n_features = X.shape
+    if n_samples is None:
+        n_samples = len(X) if sample_weight is None else float(np.sum(sample_weight))
     if sample_weight is not None:
         X = (X - np.average(X, axis=0, weights=sample_weight)) * np.sqrt(sample_weight)[:, None]
-    spectrum = np.linalg.svd(X, compute_uv=False) ** 2 / (n_samples - 1)
-    spectrum = np.concatenate([spectrum, np.zeros(n_features - len(spectrum))])
+    spectrum = np.linalg.svd(X, compute_uv=False) ** 2
+    spectrum = np.concatenate([spectrum, np.zeros(X.shape[1] - len(spectrum))])
     return choose_from_spectrum(spectrum, n_components, n_samples)
 
 
 def choose_from_spectrum(spectrum, n_components, n_samples):
     """:func:`choose_n_components` for ``"mle"`` or a float, from the covariance's eigenvalues ``spectrum``
-    (descending, divided by ``n_samples - 1``) of ``n_samples`` samples: what the data's moments give
-    without the data. An int needs no spectrum; its callers return it before computing one."""
+    (descending, of any common scale) of ``n_samples`` samples (a count, or the sum of their
+    weights): what the data's moments give without the data. An int needs no spectrum; its
+    callers return it before computing one."""
     n_features = len(spectrum)
     if n_components == "mle":
-        if n_samples < n_features:
+        if not n_samples >= n_features or not math.isfinite(n_samples):
             raise ValueError(
-                f"n_components='mle' needs at least as many samples as features, as PCA's; X has "
-                f"{n_samples} samples and {n_features} features."
+                f"n_components='mle' needs at least as many samples as features, as PCA's, and counts "
+                f"sum(sample_weight) samples when weights are given; X has {n_samples:.6g} samples (or weights "
+                f"summing to it) and {n_features} features."
             )
         return minka_dimension(spectrum, n_samples)
     ratio = np.cumsum(spectrum / spectrum.sum())

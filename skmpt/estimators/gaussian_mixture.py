@@ -457,20 +457,26 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         """Fit from ``n_init`` starts and keep the parameters of highest (weighted) mean exact
         log-likelihood on ``X``, as GaussianMixture keeps the best of its runs
         (``_get_parameters`` / ``_set_parameters``). The first start uses ``random_state``, the
-        others seeds drawn from it; only the first warns about convergence."""
+        others seeds drawn from it. The run kept is the one whose convergence is warned about,
+        once: a kept run that ended below its start or ran out of epochs says so."""
         seeds = torch.randint(2**31 - 1, (self.n_init - 1,), generator=check_generator(self.random_state))
         best = None
-        for start, random_state in enumerate([self.random_state, *seeds.tolist()]):
-            with warnings.catch_warnings():
-                if start:  # warned about by the first run only
-                    warnings.simplefilter("ignore", ConvergenceWarning)
+        for random_state in [self.random_state, *seeds.tolist()]:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
                 self._fit(X, sample_weight, random_state=random_state,
                           previous=self._em_source(X, sample_weight, random_state))
+            convergence = [w.message for w in caught if issubclass(w.category, ConvergenceWarning)]
+            for other in caught:  # any other warning as it came
+                if not issubclass(other.category, ConvergenceWarning):
+                    warnings.warn_explicit(other.message, other.category, other.filename, other.lineno)
             value = weighted_mean(self.log_marginal_likelihood(X), sample_weight)
             if best is None or value > best[0]:
-                best = (value, self._get_parameters(), self.history_, self.n_iter_, self.converged_)
-        _, params, self.history_, self.n_iter_, self.converged_ = best
+                best = (value, self._get_parameters(), self.history_, self.n_iter_, self.converged_, convergence)
+        _, params, self.history_, self.n_iter_, self.converged_, convergence = best
         self._set_parameters(params)
+        for message in convergence[:1]:
+            warnings.warn(message, stacklevel=3)
 
     def _get_parameters(self):
         """The learned parameters (a copy of ``module_``'s state), for :meth:`_set_parameters`:

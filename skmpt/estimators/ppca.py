@@ -44,8 +44,9 @@ class MaskedPPCA(_BaseLinearGaussian):
         Latent dimension ``K``, at most the number of features; or chosen from the training
         data's covariance spectrum (weighted by ``sample_weight``, when given) as
         :class:`~sklearn.decomposition.PCA` chooses it:
-        ``"mle"`` by Minka's MLE of the dimension (at least as many samples as features), a
-        float as the fewest components whose share of the variance exceeds it. The chosen
+        ``"mle"`` by Minka's MLE of the dimension (at least as many samples as features; with
+        ``sample_weight``, the samples it counts are its sum, so that integer weights choose as
+        repeated rows do), a float as the fewest components whose share of the variance exceeds it. The chosen
         ``K`` is ``n_components_`` (by ``partial_fit``: from the first chunk).
     {mask_rate}
     {n_masks}
@@ -149,17 +150,15 @@ class MaskedPPCA(_BaseLinearGaussian):
         ],
     }
 
-    def _resolve_n_components(self, X, sample_weight, moments):
+    def _resolve_n_components(self, X, sample_weight, moments, n_samples):
         n_components = self.params_.n_components
         if not isinstance(n_components, (str, float)):
             return int(n_components)
         if moments is not None:  # the weighted covariance's spectrum, as the rows' SVD gives it
-            n_samples = int(round(float(moments.weight)))
             spectrum = np.linalg.eigvalsh(moments.covariance.detach().cpu().numpy().astype(np.float64))[::-1]
-            spectrum = spectrum.clip(0) * n_samples / (n_samples - 1)
-            return choose_from_spectrum(spectrum, n_components, n_samples)
+            return choose_from_spectrum(spectrum.clip(0), n_components, n_samples)
         weights = None if sample_weight is None else sample_weight.detach().cpu().numpy().astype(np.float64)
-        return choose_n_components(X.detach().cpu().numpy().astype(np.float64), n_components, weights)
+        return choose_n_components(X.detach().cpu().numpy().astype(np.float64), n_components, weights, n_samples)
 
     def __init__(
         self, n_components=2, *, mask_rate="uniform", n_masks=4, score_masks=1, score_method="chain",

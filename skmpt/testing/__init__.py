@@ -11,7 +11,8 @@
   handles missing entries (``handles_missing``) to the contract on rows with entries not observed.
 - :func:`check_masked_predictor` is the same for the text side's masked predictors
   (:data:`MASKED_PREDICTOR_CHECKS`, :class:`skmpt.text.MaskedPredictor`): logits of the right
-  shape, finite, not hidden states, a valid mask id, padding that changes nothing, determinism,
+  shape, a valid mask id, a finite log-probability of each masked token (``-inf`` allowed at the
+  tokens a model forbids), not hidden states, padding that changes nothing, determinism,
   and the user's module left as it was; its checks, one by one, are in ``skmpt.testing.predictors``.
 - :data:`MODELS` is the registry of skmpt's own small models that every generic test runs over.
 - :class:`TabularJoint` is a model whose conditionals are exact by construction (a probability

@@ -37,8 +37,10 @@ class MaskedPredictorCase:
     """A predictor, its tokenizer and a small batch of masked copies that every check runs on.
 
     The batch holds the text that the tokenizer's first ``n_tokens`` ordinary (not special)
-    tokens spell, with its special tokens around it, once per own token with that token masked. The module's
-    parameters, buffers and modes are recorded first, for :func:`~skmpt.testing.predictors.check_module_unchanged`.
+    tokens spell, with its special tokens around it, once per own token with that token masked
+    (``input_ids``); ``text_ids`` holds the same copies unmasked, which the checks that run
+    before the mask id is known to be in range use. The module's parameters, buffers and modes
+    are recorded first, for :func:`~skmpt.testing.predictors.check_module_unchanged`.
 
     Parameters
     ----------
@@ -73,7 +75,8 @@ class MaskedPredictorCase:
         if len(own) < 2:
             raise ValueError(f"The tokenizer's first tokens make a text of {len(own)} tokens; the checks need 2.")
         # one copy per own token, that token masked
-        self.input_ids = ids.repeat(len(own), 1)
+        self.text_ids = ids.repeat(len(own), 1)
+        self.input_ids = self.text_ids.clone()
         self.input_ids[torch.arange(len(own)), own] = predictor.mask_token_id
         self.attention_mask = torch.ones_like(self.input_ids)
         self.rates = torch.full((len(own),), 1 / len(own), dtype=torch.float64)
@@ -93,9 +96,31 @@ class MaskedPredictorCase:
             self.fail("logits shape", f"logits() returned a {type(logits).__name__}, not a tensor.")
         return logits.detach().float().cpu()
 
+    def target_logits(self):
+        """The logits the runner reads: those that predict each copy's masked token, of shape (copies, V)."""
+        rows = torch.arange(len(self.own))
+        with torch.inference_mode(), self.predictor.evaluating():
+            logits = self.predictor.target_logits(self.input_ids.to(self.device), self.attention_mask.to(self.device),
+                                                  self.rates, rows.to(self.device), self.own.to(self.device))
+        return logits.detach().float().cpu()
+
+
+def _equal(first, second, rtol, atol):
+    """Whether two logits agree within the tolerances, equal infinities and NaN included; and by how much they differ.
+
+    The difference is the largest over the entries that are finite in both (0 when none is).
+    """
+    same = torch.allclose(first, second, rtol=rtol, atol=atol, equal_nan=True)
+    finite = torch.isfinite(first) & torch.isfinite(second)
+    difference = float((first[finite] - second[finite]).abs().max()) if bool(finite.any()) else 0.0
+    return same, difference
+
 
 def check_logits_shape(case):
     """``"logits shape"``: logits of shape (batch, length, V), ``V`` covering every id the tokenizer makes.
+
+    Run on the case's copies unmasked (``case.text_ids``): the mask id is checked against ``V``
+    next (:func:`~skmpt.testing.predictors.check_mask_id`), before any copy holds it.
 
     Examples
     --------
@@ -112,7 +137,7 @@ def check_logits_shape(case):
     >>> case.report["logits shape"] == len(tokenizer)
     True
     """
-    logits = case.logits()
+    logits = case.logits(case.text_ids)
     if logits.ndim != 3 or logits.shape[:2] != case.input_ids.shape:
         case.fail("logits shape", f"logits of shape {tuple(logits.shape)} for input_ids of shape "
                                   f"{tuple(case.input_ids.shape)}; they must be (batch, length, vocab_size).")
@@ -124,12 +149,50 @@ def check_logits_shape(case):
 
 
 def check_finite_logits(case):
-    """``"finite logits"``: no NaN or infinite logit at any real position."""
-    logits = case.logits()
-    bad = ~torch.isfinite(logits)
-    if bool(bad.any()):
-        case.fail("finite logits", f"{int(bad.sum())} of {logits.numel()} logits are NaN or infinite.")
-    case.report["finite logits"] = 0
+    """``"finite logits"``: the logits that predict masked tokens give each of them a finite log-probability.
+
+    What the runner needs of the logits it reads (those at the masked positions, through
+    :meth:`~skmpt.text.MaskedPredictor.target_logits`): no NaN and no ``+inf``, and a finite
+    logit at the masked token, so that its log-probability is finite. ``-inf`` at other tokens
+    (tokens the model forbids, such as the mask itself in MDLM's parameterisation) is accepted,
+    as are any values at positions the runner does not read (special tokens, unmasked tokens).
+    The report holds the number of ``-inf`` logits accepted.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.datasets import load_wordnet_sentences, make_wordpiece_tokenizer
+    >>> from skmpt.text import MaskedPredictor
+    >>> from skmpt.testing import MaskedPredictorCase
+    >>> from skmpt.testing.predictors import check_finite_logits
+    >>> tokenizer = make_wordpiece_tokenizer(load_wordnet_sentences()[:100], vocab_size=200)
+    >>> class NeverMask(MaskedPredictor):  # uniform, but never predicts the mask
+    ...     def logits(self, input_ids, attention_mask, rates):
+    ...         logits = torch.zeros(*input_ids.shape, len(tokenizer))
+    ...         logits[..., self.mask_token_id] = -torch.inf
+    ...         return logits
+    >>> case = MaskedPredictorCase(NeverMask(torch.nn.Linear(1, 1), tokenizer.mask_token_id), tokenizer)
+    >>> check_finite_logits(case)
+    >>> case.report["finite logits"] == len(case.own)  # one -inf per masked copy, at the mask id
+    True
+    """
+    logits = case.target_logits()
+    targets = case.text_ids[torch.arange(len(case.own)), case.own]
+    nan, positive = int(torch.isnan(logits).sum()), int((logits == torch.inf).sum())
+    if nan or positive:
+        case.fail("finite logits", f"{nan} NaN and {positive} +inf among the {logits.numel()} logits that predict "
+                                   "masked tokens; the runner's log-probabilities would be NaN.")
+    at_target = logits.gather(1, targets.unsqueeze(1)).squeeze(1)
+    forbidden = ~torch.isfinite(at_target)
+    if bool(forbidden.any()):
+        copy = int(forbidden.nonzero()[0, 0])
+        token = case.tokenizer.convert_ids_to_tokens(int(targets[copy]))
+        empty = " (a row with no finite logit)" if not bool(torch.isfinite(logits[copy]).any()) else ""
+        case.fail("finite logits", f"the logits of {int(forbidden.sum())} of {len(targets)} masked copies are -inf at "
+                                   f"the masked token{empty} (first: {token!r}, id {int(targets[copy])}, at position "
+                                   f"{int(case.own[copy])}): the runner would give the text a log-probability of "
+                                   "-inf. A model may forbid tokens with -inf, but not the tokens of a text.")
+    case.report["finite logits"] = int((logits == -torch.inf).sum())
 
 
 def check_not_hidden_states(case):
@@ -157,8 +220,12 @@ def check_not_hidden_states(case):
 
 
 def check_mask_id(case):
-    """``"mask id"``: the mask id is within the logits' vocabulary and is no padding or other special token."""
-    width = int(case.logits().shape[-1])
+    """``"mask id"``: the mask id is within the logits' vocabulary and is no padding or other special token.
+
+    The width of the vocabulary is read from the logits of the copies unmasked
+    (``case.text_ids``), so that a mask id outside it fails here, not in the model's embedding.
+    """
+    width = int(case.logits(case.text_ids).shape[-1])
     mask = case.predictor.mask_token_id
     try:
         check_mask_token_id(mask, case.tokenizer, width)
@@ -175,8 +242,8 @@ def check_padding_invariance(case):
     extra = torch.full((len(case.input_ids), 3), pad, dtype=torch.long)
     padded = case.logits(torch.cat([case.input_ids, extra], 1),
                          torch.cat([case.attention_mask, torch.zeros_like(extra)], 1))
-    difference = float((padded[:, : plain.shape[1]] - plain).abs().max())
-    if not torch.allclose(padded[:, : plain.shape[1]], plain, rtol=case.rtol, atol=case.atol):
+    same, difference = _equal(padded[:, : plain.shape[1]], plain, case.rtol, case.atol)
+    if not same:
         case.fail("padding", f"three padding positions change the real tokens' logits by up to {difference:.3g}: "
                              "the module must honour attention_mask.")
     case.report["padding"] = difference
@@ -184,9 +251,8 @@ def check_padding_invariance(case):
 
 def check_deterministic(case):
     """``"deterministic in evaluation"``: two calls in evaluation mode give the same logits (no dropout left on)."""
-    first, second = case.logits(), case.logits()
-    difference = float((first - second).abs().max())
-    if not torch.allclose(first, second, rtol=case.rtol, atol=case.atol):
+    same, difference = _equal(case.logits(), case.logits(), case.rtol, case.atol)
+    if not same:
         case.fail("deterministic in evaluation", f"two calls differ by up to {difference:.3g}.")
     case.report["deterministic in evaluation"] = difference
 
@@ -208,9 +274,9 @@ def check_module_unchanged(case):
 #: Every check of the masked-predictor contract, in the order :func:`check_masked_predictor` runs them.
 MASKED_PREDICTOR_CHECKS = (
     check_logits_shape,
+    check_mask_id,
     check_finite_logits,
     check_not_hidden_states,
-    check_mask_id,
     check_deterministic,
     check_padding_invariance,
     check_module_unchanged,
@@ -222,10 +288,11 @@ def check_masked_predictor(predictor, tokenizer, *, rtol=1e-4, atol=1e-5):
 
     Runs :data:`MASKED_PREDICTOR_CHECKS` in order on one :class:`MaskedPredictorCase`, stopping
     at the first failure: logits of shape (batch, length, V) over the tokenizer's vocabulary
-    (:func:`~skmpt.testing.predictors.check_logits_shape`); finite
+    (:func:`~skmpt.testing.predictors.check_logits_shape`); a mask id in range that is no
+    special token's (:func:`~skmpt.testing.predictors.check_mask_id`); a finite log-probability of
+    every masked token, ``-inf`` accepted at the tokens a model forbids
     (:func:`~skmpt.testing.predictors.check_finite_logits`); not the hidden states of a head-less
-    encoder (:func:`~skmpt.testing.predictors.check_not_hidden_states`); a mask id in range that is no
-    special token's (:func:`~skmpt.testing.predictors.check_mask_id`); deterministic in evaluation
+    encoder (:func:`~skmpt.testing.predictors.check_not_hidden_states`); deterministic in evaluation
     (:func:`~skmpt.testing.predictors.check_deterministic`); padding that does not change the real
     tokens' logits (:func:`~skmpt.testing.predictors.check_padding_invariance`); and the module
     returned with its parameters and train/eval modes unchanged

@@ -307,9 +307,7 @@ def load_masked_lm(model, *, tokenizer=None, device, dtype=None, model_kwargs=No
     own = model if isinstance(model, MaskedPredictor) else None
     if own is not None:
         model = own.module
-        if mask_token_id is not None and int(mask_token_id) != own.mask_token_id:
-            raise ValueError(f"mask_token_id={mask_token_id} differs from the predictor's own ({own.mask_token_id}).")
-        mask_token_id = own.mask_token_id
+        mask_token_id = as_predictor(own, mask_token_id).mask_token_id  # refuses an id other than its own
     elif callable(model) and not isinstance(model, (torch.nn.Module, transformers.PretrainedConfig)):
         if train:
             raise ValueError(

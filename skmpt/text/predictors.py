@@ -559,7 +559,9 @@ def as_predictor(model, mask_token_id, *, shift_logits=False, timestep_fn=None):
         callable a :class:`ModulePredictor`, :class:`ShiftedLogitsPredictor` (``shift_logits``),
         :class:`TimeConditionedPredictor` (``timestep_fn``) or, with both,
         :class:`~skmpt.text.predictors.ShiftedTimeConditionedPredictor`.
-    mask_token_id : int
+    mask_token_id : int or None
+        The id that masks a token. A predictor keeps its own: ``None`` or that id, any other is
+        refused.
     shift_logits : bool, default=False
     timestep_fn : callable or None, default=None
 
@@ -567,20 +569,39 @@ def as_predictor(model, mask_token_id, *, shift_logits=False, timestep_fn=None):
     -------
     predictor : MaskedPredictor
 
+    Raises
+    ------
+    ValueError
+        For a predictor with ``shift_logits`` or ``timestep_fn``, or with a ``mask_token_id``
+        other than its own.
+
     Examples
     --------
     >>> from transformers import BertConfig, BertForMaskedLM
     >>> from skmpt.text import as_predictor
     >>> model = BertForMaskedLM(BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1,
     ...                                    num_attention_heads=1, intermediate_size=8))
-    >>> type(as_predictor(model, 4)).__name__
+    >>> predictor = as_predictor(model, 4)
+    >>> type(predictor).__name__
     'MaskedLMPredictor'
+    >>> as_predictor(predictor, 4) is predictor
+    True
+    >>> as_predictor(predictor, 5)
+    Traceback (most recent call last):
+    ...
+    ValueError: mask_token_id=5 differs from the predictor's own (4); ...
     """
     if isinstance(model, MaskedPredictor):
         if shift_logits or timestep_fn is not None:
             raise ValueError(
                 f"model is a {type(model).__name__}, a predictor that knows its own layout: shift_logits and "
                 "timestep_fn are options of the built-in families only."
+            )
+        if mask_token_id is not None and int(mask_token_id) != model.mask_token_id:
+            raise ValueError(
+                f"mask_token_id={mask_token_id} differs from the predictor's own ({model.mask_token_id}); a "
+                f"{type(model).__name__} keeps the mask id it was built with: pass None or {model.mask_token_id}, "
+                "or build the predictor with the other id."
             )
         return model
     if shift_logits and timestep_fn is not None:

@@ -272,3 +272,19 @@ def test_bad_sample_count():
     gmm = MaskedGaussianMixture.from_estimator(GaussianMixture(1).fit(np.random.RandomState(0).randn(20, 2)))
     with pytest.raises(ValueError, match="n_samples must be a positive integer; got 0"):
         gmm.sample(0)
+
+
+@pytest.mark.parametrize("random_state", [0, 2, 5])
+def test_the_run_kept_of_n_init_says_once_whether_it_converged(random_state):
+    """A cluster of identical points (a k-means start of variance 1e-6 on it) sends some runs
+    downhill. The run kept among ``n_init`` is the one warned about, once: only the first run
+    used to warn, so a kept run that had not converged passed in silence (``random_state=0``:
+    ``converged_=False``, no warning), and a first run's warning could come with a kept run
+    that had converged."""
+    rng = np.random.RandomState(0)
+    X = np.r_[rng.randn(100, 2), rng.randn(100, 2) + [4, 0], np.tile([[10.0, 10.0]], (30, 1))]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mixture = MaskedGaussianMixture(3, n_init=3, random_state=random_state, device="cpu").fit(X)
+    convergence = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(convergence) == (0 if mixture.converged_ else 1)

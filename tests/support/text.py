@@ -40,13 +40,14 @@ class JointMaskedLM(torch.nn.Module):
         self.mask_id, self.vocab_size = tokenizer.mask_token_id, len(tokenizer)
 
     def forward(self, input_ids, attention_mask):
-        words = input_ids[:, 1:-1]
+        end = int(attention_mask.sum(1).max()) - 1  # the [SEP] of texts of D words; padding after it is ignored
+        words = input_ids[:, 1:end]
         masks = (words == self.mask_id).unsqueeze(1)
         logits = torch.full((*input_ids.shape, self.vocab_size), -torch.inf, dtype=torch.float64)
         for value, token in ((0.0, self.a), (1.0, self.b)):
             X = torch.where(words == self.b, 1.0, 0.0).double()
             X[masks[:, 0]] = value
-            logits[:, 1:-1, token] = self.joint.masked_log_prob(X, masks)[:, 0]
+            logits[:, 1:end, token] = self.joint.masked_log_prob(X, masks)[:, 0]
         return types.SimpleNamespace(logits=logits)
 
 

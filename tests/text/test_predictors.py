@@ -145,3 +145,25 @@ def test_the_predictors_parameters_are_validated_with_their_names():
     with pytest.raises(InvalidParameterError, match="The 'timestep_fn' parameter of TimeConditionedPredictor must be "
                                                     "a callable; got 0.5"):
         sktext.TimeConditionedPredictor(torch.nn.Identity(), 4, 0.5)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: sktext.as_predictor(BertForMaskedLM(BertConfig(vocab_size=7, hidden_size=8, num_hidden_layers=1,
+                                                           num_attention_heads=2, intermediate_size=16)), 4),
+    lambda: sktext.as_predictor(TinyBidirectionalLM(), MASK_ID),
+    lambda: sktext.as_predictor(TinyBidirectionalLM(), MASK_ID, shift_logits=True),
+    lambda: sktext.as_predictor(TinyBidirectionalLM(timestep=True), MASK_ID, timestep_fn=lambda r: {"timesteps": r}),
+    lambda: sktext.as_predictor(lambda input_ids, attention_mask: torch.zeros(*input_ids.shape, 7), 4),
+], ids=["masked_lm", "module", "shifted", "timestep", "callable"])
+def test_a_predictor_keeps_its_mask_id_and_refuses_another(make):
+    predictor = make()
+    own = predictor.mask_token_id
+    for same in (None, own, np.int64(own)):
+        assert sktext.as_predictor(predictor, same) is predictor and predictor.mask_token_id == own
+    message = rf"mask_token_id={own + 1} differs from the predictor's own \({own}\)"
+    with pytest.raises(ValueError, match=message):
+        sktext.as_predictor(predictor, own + 1)
+    tokenizer = binary_tokenizer() if own == 4 else gpt2_style_tokenizer()
+    with pytest.raises(ValueError, match=message):  # the loader refuses the same mismatch the same way
+        sktext.load_masked_lm(predictor, tokenizer=tokenizer, device=torch.device("cpu"), mask_token_id=own + 1)
+    assert predictor.mask_token_id == own
