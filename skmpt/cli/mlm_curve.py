@@ -37,11 +37,6 @@ from skmpt.cli.common import (
     process_group,
     read_lines,
 )
-from skmpt._utils import DTYPES
-from skmpt.masks import parse_mask_rates
-from skmpt.objectives import curve_area
-from skmpt.text import MLMCurveScorer, encode_texts, load_antiberty
-from skmpt.text.loading import check_local_path
 
 __all__ = ["DEFAULT_RATES", "DESCRIPTION", "HELP", "add_arguments", "run"]
 
@@ -53,9 +48,15 @@ logger = logging.getLogger("skmpt.cli")
 #: ``--mask-rates`` by default: the scorer's ``DEFAULT_MASK_RATES``, spelled out.
 DEFAULT_RATES = "0.01:0.99:0.01"
 
+#: ``--dtype``'s names: those of ``skmpt._utils.DTYPES``, written out so that ``--help`` needs no torch
+#: (tests/cli/test_mlm_curve.py checks that they are the same).
+_DTYPE_NAMES = ("float64", "float32", "bfloat16", "float16")
+
 
 def _mask_rates(text):
     """``--mask-rates``, read and checked by :func:`skmpt.masks.parse_mask_rates`."""
+    from skmpt.masks import parse_mask_rates
+
     try:
         return parse_mask_rates(text)
     except ValueError as exc:
@@ -94,7 +95,7 @@ def add_arguments(parser):
     add("--max-batch-tokens", type=positive_int, default=16384, help="most tokens per forward pass")
     add("--max-length", type=_at_least_two, default=512, help="longest text in tokens; longer ones are truncated")
     add("--device", default="auto", help="'auto', 'cpu', 'cuda' or 'cuda:N'")
-    add("--dtype", choices=["auto", *DTYPES], default="auto",
+    add("--dtype", choices=["auto", *_DTYPE_NAMES], default="auto",
         help="dtype the model runs in; 'auto': the checkpoint's own (bfloat16 is faster on a GPU or a CPU with "
              "bfloat16 units, and differs by about 1e-3 nats per token)")
     add("--revision", default=None, help="hub revision of the model (branch, tag or commit)")
@@ -146,13 +147,16 @@ def _validate(args):
         raise UsageError(f"--std needs --score-masks 2 or more (a standard deviation); got {args.score_masks}")
     if args.plot is not None:
         _check_plot_format(args.plot)
+    texts = _read_texts(args.texts)
+    from skmpt.text.loading import check_local_path
+
     try:
         check_local_path(args.model, "--model")
         if args.tokenizer is not None:
             check_local_path(args.tokenizer, "--tokenizer")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return _read_texts(args.texts)
+    return texts
 
 
 class _TimestepArgument:
@@ -166,6 +170,9 @@ class _TimestepArgument:
 
 
 def _score_file(args, line_numbers, lines, context):
+    from skmpt.objectives import curve_area
+    from skmpt.text import MLMCurveScorer, encode_texts, load_antiberty
+
     options = {"revision": args.revision, "local_files_only": args.local_files_only,
                "trust_remote_code": args.trust_remote_code}
     if context.is_main:
