@@ -148,10 +148,12 @@ def _validate(args):
     if args.plot is not None:
         _check_plot_format(args.plot)
     texts = _read_texts(args.texts)
-    from skmpt.text.loading import check_local_path
+    from skmpt.text.loading import check_hub_name, check_local_path
 
     try:
         check_local_path(args.model, "--model")
+        if args.model != "antiberty" or os.path.exists(args.model):  # "antiberty": the installed one
+            check_hub_name(args.model, "--model", revision=args.revision, local_files_only=args.local_files_only)
         if args.tokenizer is not None:
             check_local_path(args.tokenizer, "--tokenizer")
     except ValueError as exc:
