@@ -48,7 +48,8 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
     """Adds ``(default: ...)`` to an option's help unless it has no default or its help gives one."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False, argparse.SUPPRESS) or "default" in (action.help or ""):
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS or (
+                "default" in (action.help or "")):
             return action.help
         return super()._get_help_string(action)
 

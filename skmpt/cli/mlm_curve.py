@@ -208,7 +208,14 @@ def _score_file(args, line_numbers, lines, context):
     kept = [i for i, line in enumerate(lines) if line.strip()]
     texts = [lines[i] for i in kept]
     names = [f"line {line_numbers[i]}" for i in kept]
-    lengths = encode_texts(texts, scorer.tokenizer_, scorer.max_length_, names=names).n_tokens
+    stages = _stages(args, scorer)
+    encoded = encode_texts(texts, scorer.tokenizer_, scorer.max_length_, names=names,
+                           word_ids=any(stage.needs_words for stage in stages))
+    lengths = encoded.n_tokens
+    if context.is_main:
+        copies, passes = _work(scorer, stages, encoded)
+        logger.info("this run scores %d masked copies in about %d forward passes (of at most %d copies each); "
+                    "fewer --mask-rates or --score-masks spend fewer", copies, passes, args.score_batch_size)
     with warnings.catch_warnings():  # the truncation and unknown-token warnings were given once, just above
         warnings.filterwarnings("ignore", message=".* longer than max_length", category=UserWarning)
         warnings.filterwarnings("ignore", message=".* tokens the tokenizer does not know", category=UserWarning)
@@ -251,6 +258,30 @@ def _score_file(args, line_numbers, lines, context):
         len(texts), len(lines) - len(texts), scores.mean(), args.unit, areas.mean(),
         "" if args.out == "-" else f": {args.out}", "" if args.plot is None else f", figure: {args.plot}",
     )
+
+
+def _stages(args, scorer):
+    """The scoring strategies that the scorer runs for the curve, the score and ``--pll``, in that order."""
+    from skmpt.text.strategies import CurveMasks, SingleTokenMasks, WholeWordMasks, estimator_strategy
+
+    stages = [CurveMasks(scorer.mask_rates_, args.score_masks),
+              estimator_strategy(args.score_method, args.score_masks, return_std=args.std)]
+    if args.whole_word_masking:
+        stages = [WholeWordMasks(stage) for stage in stages]
+    return stages + ([SingleTokenMasks(args.pll)] if args.pll is not None else [])
+
+
+def _work(scorer, stages, encoded):
+    """``(masked copies, forward passes)`` that ``stages`` spend on the texts, cut into passes by the scorer's
+    runner (at most ``--score-batch-size`` copies and ``--max-batch-tokens`` tokens each)."""
+    words = encoded.word_ids or [None] * len(encoded)
+    copies = passes = 0
+    for stage in stages:
+        counts = [int(stage.n_copies(int(n), w)) for n, w in zip(encoded.n_tokens, words, strict=True)]
+        copies += sum(counts)
+        # the runner reads only how many copies each text has: a range of that length stands for them
+        passes += sum(1 for _ in scorer.runner_.batches(encoded, [(range(count),) for count in counts]))
+    return copies, passes
 
 
 def _plot(file, scorer, curve, args):
