@@ -34,7 +34,7 @@ def _arguments(cls, method):
 
 def _methods():
     for cls in CLASSES:
-        for name, method in inspect.getmembers(cls, inspect.isfunction):
+        for name, _ in inspect.getmembers(cls, inspect.isfunction):
             if name.startswith("_") or name in NEEDS_NO_FIT or name.startswith("set_") and name.endswith("_request"):
                 continue
             yield pytest.param(cls, name, id=f"{cls.__name__}.{name}")

@@ -13,7 +13,8 @@ from .._validation import validate_parameters
 from .predictors import MaskedPredictor, as_predictor, check_mask_token_id
 from .encoding import check_max_length
 
-__all__ = ["check_hub_name", "check_local_path", "load_masked_lm", "load_tokenizer", "model_max_length", "require_text_extra"]
+__all__ = ["check_hub_name", "check_local_path", "load_masked_lm", "load_tokenizer", "model_max_length",
+           "require_text_extra"]
 
 logger = logging.getLogger("skmpt.text")
 
