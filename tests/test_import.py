@@ -18,3 +18,13 @@ def test_public_names():
     for name in skmpt.__all__:
         assert getattr(skmpt, name) is not None
     assert set(skmpt.__all__) <= set(dir(skmpt))
+
+
+def test_import_skmpt_cli_is_light():
+    """The command line's table and its commands' options load without torch: ``--help`` answers at once."""
+    code = (
+        "import sys, skmpt.cli, skmpt.cli.common, skmpt.cli.impute, skmpt.cli.lm_eval, skmpt.cli.mlm_curve; "
+        "heavy = [name for name in ('torch', 'transformers', 'lm_eval', 'sklearn') if name in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

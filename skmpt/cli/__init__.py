@@ -10,17 +10,20 @@ Every argument is checked before any model loads. An error is one line on standa
 exit status 2 for a usage error (a bad argument, a missing file, an output that exists without
 ``--force``: :class:`UsageError`) and 1 for an error while running; ``--debug`` shows the
 traceback. Under ``torchrun`` or ``accelerate launch`` only rank 0 reports.
+
+Importing this package and its command modules loads neither torch nor the models: a command
+imports them when it runs, so that ``--help``, ``--version`` and a bad argument answer at once.
 """
 
 import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 import warnings
 
 from .. import __version__
-from ..distributed import launcher_ranks
 
 __all__ = ["COMMANDS", "UsageError", "main"]
 
@@ -41,15 +44,31 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: error: {message}")
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Adds ``(default: ...)`` to an option's help unless it has no default or its help gives one."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS or (
+                "default" in (action.help or "")):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _plain(text):
+    """``text`` without reST markup (a command's ``DESCRIPTION`` may be its module's docstring)."""
+    text = re.sub(r":[a-z]+(?::[a-z]+)?:`~?([^`<]*?)\s*(?:<[^>]*>)?`", r"\1", text)  # :mod:`x`, :func:`t <x>`
+    return re.sub(r"``(.*?)``", r"\1", text, flags=re.DOTALL)
+
+
 def _parser():
     parser = _Parser(prog="skmpt", description="Masked pre-training tools: " + ", ".join(COMMANDS) + ".",
-                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                     formatter_class=_Formatter)
     parser.add_argument("--version", action="version", version=f"skmpt {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        command = commands.add_parser(name, help=module.HELP, description=module.DESCRIPTION,
-                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        command = commands.add_parser(name, help=module.HELP, description=_plain(module.DESCRIPTION),
+                                      formatter_class=_Formatter)
         module.add_arguments(command)
         command.set_defaults(run=module.run)
     return parser
@@ -65,6 +84,19 @@ def _one_line_warning(message, *args, **kwargs):
 
 def _silent(*args, **kwargs):
     """``showwarning`` of a secondary rank: the main rank shows the same warnings."""
+
+
+def _secondary_rank():
+    """Whether a launcher started this process with a rank other than 0 (it then reports nothing).
+
+    :func:`skmpt.distributed.launcher_ranks` reads the variables and checks them; it imports torch,
+    so it is asked only when one of the variables that it reads is set.
+    """
+    if not any(name in os.environ for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK")):
+        return False
+    from ..distributed import launcher_ranks
+
+    return launcher_ranks(os.environ)[0] != 0
 
 
 def main(argv=None):
@@ -87,7 +119,7 @@ def main(argv=None):
     try:
         args = _parser().parse_args(argv)
         # Under a launcher, only the main process (RANK 0) reports; the others show no messages.
-        secondary = (launcher_ranks(os.environ) or (0,))[0] != 0
+        secondary = _secondary_rank()
         if not getattr(args, "quiet", False) and not secondary:
             package_logger.addHandler(handler)
             package_logger.setLevel(logging.INFO)

@@ -29,9 +29,6 @@ import stat
 import sys
 import tempfile
 
-import torch.distributed as dist
-
-from ..distributed import init_distributed, launcher_ranks
 from . import UsageError
 
 __all__ = [
@@ -373,6 +370,10 @@ def process_group(device="auto"):
     ...     print(context.world_size, context.is_main)
     1 True
     """
+    import torch.distributed as dist  # imported when a command runs, not for its --help
+
+    from ..distributed import init_distributed, launcher_ranks
+
     if launcher_ranks(os.environ) is not None:
         # no thread may outlive the process group: the tokenizers' pool and tqdm's monitor
         # would otherwise still run at interpreter exit, where the C++ runtime aborts on them

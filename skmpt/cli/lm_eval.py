@@ -49,6 +49,7 @@ def add_arguments(parser):
     add("--batch_size", type=positive_int, default=None, help="masked copies per forward pass")
     add("--seed", type=non_negative_int, default=0, help="seeds lm-eval's sampling and the masks")
     add("--quiet", action="store_true", help="no progress messages")
+    add("--debug", action="store_true", help="show the traceback of an error")
 
 
 def _checked(args):

@@ -37,11 +37,6 @@ from skmpt.cli.common import (
     process_group,
     read_lines,
 )
-from skmpt._utils import DTYPES
-from skmpt.masks import parse_mask_rates
-from skmpt.objectives import curve_area
-from skmpt.text import MLMCurveScorer, encode_texts, load_antiberty
-from skmpt.text.loading import check_local_path
 
 __all__ = ["DEFAULT_RATES", "DESCRIPTION", "HELP", "add_arguments", "run"]
 
@@ -53,9 +48,15 @@ logger = logging.getLogger("skmpt.cli")
 #: ``--mask-rates`` by default: the scorer's ``DEFAULT_MASK_RATES``, spelled out.
 DEFAULT_RATES = "0.01:0.99:0.01"
 
+#: ``--dtype``'s names: those of ``skmpt._utils.DTYPES``, written out so that ``--help`` needs no torch
+#: (tests/cli/test_mlm_curve.py checks that they are the same).
+_DTYPE_NAMES = ("float64", "float32", "bfloat16", "float16")
+
 
 def _mask_rates(text):
     """``--mask-rates``, read and checked by :func:`skmpt.masks.parse_mask_rates`."""
+    from skmpt.masks import parse_mask_rates
+
     try:
         return parse_mask_rates(text)
     except ValueError as exc:
@@ -94,7 +95,7 @@ def add_arguments(parser):
     add("--max-batch-tokens", type=positive_int, default=16384, help="most tokens per forward pass")
     add("--max-length", type=_at_least_two, default=512, help="longest text in tokens; longer ones are truncated")
     add("--device", default="auto", help="'auto', 'cpu', 'cuda' or 'cuda:N'")
-    add("--dtype", choices=["auto", *DTYPES], default="auto",
+    add("--dtype", choices=["auto", *_DTYPE_NAMES], default="auto",
         help="dtype the model runs in; 'auto': the checkpoint's own (bfloat16 is faster on a GPU or a CPU with "
              "bfloat16 units, and differs by about 1e-3 nats per token)")
     add("--revision", default=None, help="hub revision of the model (branch, tag or commit)")
@@ -146,13 +147,18 @@ def _validate(args):
         raise UsageError(f"--std needs --score-masks 2 or more (a standard deviation); got {args.score_masks}")
     if args.plot is not None:
         _check_plot_format(args.plot)
+    texts = _read_texts(args.texts)
+    from skmpt.text.loading import check_hub_name, check_local_path
+
     try:
         check_local_path(args.model, "--model")
+        if args.model != "antiberty" or os.path.exists(args.model):  # "antiberty": the installed one
+            check_hub_name(args.model, "--model", revision=args.revision, local_files_only=args.local_files_only)
         if args.tokenizer is not None:
             check_local_path(args.tokenizer, "--tokenizer")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return _read_texts(args.texts)
+    return texts
 
 
 class _TimestepArgument:
@@ -166,6 +172,9 @@ class _TimestepArgument:
 
 
 def _score_file(args, line_numbers, lines, context):
+    from skmpt.objectives import curve_area
+    from skmpt.text import MLMCurveScorer, encode_texts, load_antiberty
+
     options = {"revision": args.revision, "local_files_only": args.local_files_only,
                "trust_remote_code": args.trust_remote_code}
     if context.is_main:
@@ -199,7 +208,14 @@ def _score_file(args, line_numbers, lines, context):
     kept = [i for i, line in enumerate(lines) if line.strip()]
     texts = [lines[i] for i in kept]
     names = [f"line {line_numbers[i]}" for i in kept]
-    lengths = encode_texts(texts, scorer.tokenizer_, scorer.max_length_, names=names).n_tokens
+    stages = _stages(args, scorer)
+    encoded = encode_texts(texts, scorer.tokenizer_, scorer.max_length_, names=names,
+                           word_ids=any(stage.needs_words for stage in stages))
+    lengths = encoded.n_tokens
+    if context.is_main:
+        copies, passes = _work(scorer, stages, encoded)
+        logger.info("this run scores %d masked copies in about %d forward passes (of at most %d copies each); "
+                    "fewer --mask-rates or --score-masks spend fewer", copies, passes, args.score_batch_size)
     with warnings.catch_warnings():  # the truncation and unknown-token warnings were given once, just above
         warnings.filterwarnings("ignore", message=".* longer than max_length", category=UserWarning)
         warnings.filterwarnings("ignore", message=".* tokens the tokenizer does not know", category=UserWarning)
@@ -242,6 +258,30 @@ def _score_file(args, line_numbers, lines, context):
         len(texts), len(lines) - len(texts), scores.mean(), args.unit, areas.mean(),
         "" if args.out == "-" else f": {args.out}", "" if args.plot is None else f", figure: {args.plot}",
     )
+
+
+def _stages(args, scorer):
+    """The scoring strategies that the scorer runs for the curve, the score and ``--pll``, in that order."""
+    from skmpt.text.strategies import CurveMasks, SingleTokenMasks, WholeWordMasks, estimator_strategy
+
+    stages = [CurveMasks(scorer.mask_rates_, args.score_masks),
+              estimator_strategy(args.score_method, args.score_masks, return_std=args.std)]
+    if args.whole_word_masking:
+        stages = [WholeWordMasks(stage) for stage in stages]
+    return stages + ([SingleTokenMasks(args.pll)] if args.pll is not None else [])
+
+
+def _work(scorer, stages, encoded):
+    """``(masked copies, forward passes)`` that ``stages`` spend on the texts, cut into passes by the scorer's
+    runner (at most ``--score-batch-size`` copies and ``--max-batch-tokens`` tokens each)."""
+    words = encoded.word_ids or [None] * len(encoded)
+    copies = passes = 0
+    for stage in stages:
+        counts = [int(stage.n_copies(int(n), w)) for n, w in zip(encoded.n_tokens, words, strict=True)]
+        copies += sum(counts)
+        # the runner reads only how many copies each text has: a range of that length stands for them
+        passes += sum(1 for _ in scorer.runner_.batches(encoded, [(range(count),) for count in counts]))
+    return copies, passes
 
 
 def _plot(file, scorer, curve, args):

@@ -409,6 +409,7 @@ class MaskedVAE(_BaseMaskedEstimator):
         >>> d.ess.shape, d.standard_error.shape
         ((5, 4), (5, 4, 4))
         """
+        check_is_fitted(self)
         if self.params_.conditional != "importance":
             raise ValueError("conditional_diagnostics needs conditional='importance'; "
                              f"the {self.params_.conditional!r} conditionals have no importance weights.")

@@ -13,7 +13,8 @@ from .._validation import validate_parameters
 from .predictors import MaskedPredictor, as_predictor, check_mask_token_id
 from .encoding import check_max_length
 
-__all__ = ["check_local_path", "load_masked_lm", "load_tokenizer", "model_max_length", "require_text_extra"]
+__all__ = ["check_hub_name", "check_local_path", "load_masked_lm", "load_tokenizer", "model_max_length",
+           "require_text_extra"]
 
 logger = logging.getLogger("skmpt.text")
 
@@ -141,6 +142,77 @@ def check_local_path(source, name):
         )
 
 
+def _hub_reachable(endpoint, timeout=3.0):
+    """Whether a connection to the hub's host opens within ``timeout`` seconds (a proxy is taken as reachable)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(key) for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True  # the proxy, not this machine, reaches the hub
+    url = urlsplit(endpoint)
+    try:
+        with socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout):
+            return True
+    except OSError:
+        return False
+
+
+def check_hub_name(source, name, *, revision=None, cache_dir=None, local_files_only=False):
+    """A hub name that the hub cannot give must be in the local cache: say so at once.
+
+    Offline (``local_files_only``, ``HF_HUB_OFFLINE=1``) or when the hub's host cannot be
+    reached, a name that is neither on disk nor in the Hugging Face cache cannot load; transformers
+    would retry the hub for a minute or more before saying that it "couldn't connect". Online, or
+    for a path, nothing is checked (:func:`check_local_path` checks paths).
+
+    Parameters
+    ----------
+    source : str or path
+        A model source: a hub name or a local path.
+    name : str
+        What names ``source`` in the error (``"model"``, ``"--model"``).
+    revision : str, optional
+        The hub revision looked for in the cache (default: ``main``).
+    cache_dir : str or path, optional
+        The cache (default: the Hugging Face hub's, ``HF_HUB_CACHE``).
+    local_files_only : bool, default=False
+        Never use the network: the name must be cached.
+
+    Raises
+    ------
+    ValueError
+        When ``source`` is a hub name, not cached, and the hub is offline or cannot be reached.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from skmpt.text.loading import check_hub_name
+    >>> check_hub_name("nosuchmodel-xyz", "--model", cache_dir=tempfile.mkdtemp(), local_files_only=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: --model='nosuchmodel-xyz': no local directory and no entry of the cache ... and the hub is off ...
+    """
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    text = os.fspath(source)
+    if isinstance(source, os.PathLike) or os.path.exists(os.path.expanduser(text)) or _looks_like_path(text):
+        return
+    offline = local_files_only or constants.HF_HUB_OFFLINE
+    if not offline and _hub_reachable(constants.ENDPOINT):
+        return
+    cached = try_to_load_from_cache(text, "config.json", cache_dir=cache_dir, revision=revision)
+    if isinstance(cached, str):
+        return
+    why = ("the hub is off (local_files_only or HF_HUB_OFFLINE)" if offline
+           else f"the hub, {constants.ENDPOINT}, cannot be reached")
+    at = "" if revision is None else f" at revision {revision!r}"
+    raise ValueError(
+        f"{name}={text!r}: no local directory and no entry of the cache "
+        f"({os.fspath(cache_dir or constants.HF_HUB_CACHE)!r}) has that name{at}, and {why}; "
+        "give a saved directory, or download the model while online."
+    )
+
+
 def _check_tokenizer_directory(source, name):
     """A local directory must hold tokenizer files: transformers would build an empty tokenizer."""
     directory = os.path.expanduser(os.fspath(source))
@@ -239,6 +311,8 @@ def _model_source(model, kwargs):
 
     if isinstance(model, (str, os.PathLike)):
         check_local_path(model, "model")
+        check_hub_name(model, "model", revision=kwargs.get("revision"), cache_dir=kwargs.get("cache_dir"),
+                       local_files_only=kwargs.get("local_files_only", False))
         config = transformers.AutoConfig.from_pretrained(model, **kwargs)
         _check_masked_lm_class(config, f"model={os.fspath(model)!r}")
         return model

@@ -371,6 +371,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         curve_std : ndarray of shape (n_texts, n_rates)
             Only with ``return_std=True``.
         """
+        check_is_fitted(self)
         self._check_std(return_std)
         strategy = CurveMasks(self.mask_rates_, self.params_["score_masks"], return_std)
         return self._with_std(self._score(X, self._masks(strategy)), return_std)
@@ -392,6 +393,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         scores_std : ndarray of shape (n_texts,)
             Only with ``return_std=True``.
         """
+        check_is_fitted(self)
         self._check_std(return_std)
         strategy = estimator_strategy(self.params_["score_method"], self.params_["score_masks"], return_std=return_std)
         return self._with_std(self._score(X, self._masks(strategy)), return_std)
@@ -549,6 +551,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         spread_std : ndarray of shape (n_texts,)
             Only with ``return_std=True``.
         """
+        check_is_fitted(self)
         self._check_std(return_std, always=True)
         return self._with_std(self._score(X, self._masks(ChainSpread(self.params_["score_masks"]))), return_std)
 

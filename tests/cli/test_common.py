@@ -8,8 +8,8 @@ import os
 import pytest
 import torch.distributed as dist
 
+import skmpt.distributed
 from skmpt.cli import UsageError
-from skmpt.cli import common
 from skmpt.cli.common import (
     atomic_output,
     check_outputs,
@@ -223,7 +223,8 @@ def test_a_group_joined_for_the_command_is_left_when_it_ends(monkeypatch, fails)
     _no_launcher(monkeypatch)
     with process_group("cpu") as context:
         pass
-    monkeypatch.setattr(common, "init_distributed", _joining(context))
+    # process_group imports init_distributed when it runs (its module imports torch): patched where it is defined
+    monkeypatch.setattr(skmpt.distributed, "init_distributed", _joining(context))
     with pytest.raises(RuntimeError) if fails else contextlib.nullcontext():
         with process_group("cpu"):
             assert dist.is_initialized() and dist.get_world_size() == 1

@@ -295,3 +295,44 @@ def test_the_model_antiberty_is_the_installed_antiberty(tmp_path, capsys):
                  "--score-masks", "2", "--device", "cpu", "--quiet", "--random-state", "0"]) == 0
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
     assert rows[1][:2] == ["1", "16"] and float(rows[1][2]) < 0
+
+
+@pytest.mark.parametrize("extra", [
+    [],
+    ["--score-method", "chain", "--score-batch-size", "3"],
+    ["--whole-word-masking", "--std"],
+    ["--pll", "within_word_l2r", "--max-batch-tokens", "40"],
+], ids=["sweep", "chain", "whole-words", "pll"])
+def test_the_masked_copies_announced_before_scoring_are_those_scored(model_dir, texts_file, capsys, monkeypatch,
+                                                                     extra):
+    from skmpt.text.runner import MaskedLMRunner
+
+    scored, passes = [], []  # the copies the runner scores, and its forward passes
+    run_copies, batches = MaskedLMRunner.run_copies, MaskedLMRunner.batches
+
+    def counted_run_copies(self, encoded, copies, **kwargs):
+        scored.append(sum(len(masked) for masked, *_ in copies))
+        monkeypatch.setattr(MaskedLMRunner, "batches", counted_batches)
+        try:
+            return run_copies(self, encoded, copies, **kwargs)
+        finally:
+            monkeypatch.setattr(MaskedLMRunner, "batches", batches)
+
+    def counted_batches(self, *args, **kwargs):
+        for batch in batches(self, *args, **kwargs):
+            passes.append(batch)
+            yield batch
+
+    monkeypatch.setattr(MaskedLMRunner, "run_copies", counted_run_copies)
+    assert run(model_dir, texts_file, "-", *extra) == 0
+    err = capsys.readouterr().err
+    announced = re.search(r"this run scores (\d+) masked copies in about (\d+) forward passes", err)
+    assert announced and err.index("this run scores") < err.index("scoring (")
+    assert int(announced.group(1)) == sum(scored) > 0
+    assert int(announced.group(2)) == len(passes)
+
+
+def test_dtype_names_are_the_library_s():
+    from skmpt._utils import DTYPES
+
+    assert set(mlm_curve._DTYPE_NAMES) == set(DTYPES)

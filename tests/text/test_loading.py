@@ -3,6 +3,7 @@
 Everything here is local: tiny models built from a configuration, saved under ``tmp_path``.
 """
 
+import contextlib
 import os
 import sys
 
@@ -17,7 +18,7 @@ from transformers.utils import logging as transformers_logging  # noqa: E402
 
 import skmpt.text as sktext  # noqa: E402
 from skmpt.text import MaskedLMPredictor, load_masked_lm, load_tokenizer  # noqa: E402
-from skmpt.text.loading import (check_local_path, hidden_transformers_bars, model_max_length,  # noqa: E402
+from skmpt.text.loading import (check_hub_name, check_local_path, hidden_transformers_bars, model_max_length,  # noqa: E402
                                 require_text_extra)
 from support.text import binary_tokenizer  # noqa: E402
 
@@ -69,6 +70,59 @@ def test_local_paths_must_exist_and_hub_names_pass(tmp_path, monkeypatch):
     absolute = str(tmp_path / "gone.bin")
     with pytest.raises(ValueError, match=r"is a path that does not exist; give a saved directory"):
         check_local_path(absolute, "tokenizer")
+
+
+def _cache_entry(cache, repo_id, revision="main"):
+    """A hub-cache entry holding ``config.json`` for ``repo_id`` at ``revision``, as huggingface_hub lays it out."""
+    folder = cache / ("models--" + repo_id.replace("/", "--"))
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / revision).write_text("0" * 40)
+    snapshot = folder / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+
+
+@pytest.mark.parametrize("source, cached, refused", [
+    ("nosuchmodel-xyz", False, True),
+    ("org/nosuchmodel", False, True),
+    ("cached-model", True, False),
+    ("org/cached-model", True, False),
+    ("here", False, False),  # a local directory
+    ("./gone.bin", False, False),  # a path: check_local_path's, not this check's
+])
+def test_offline_a_hub_name_must_be_cached(tmp_path, monkeypatch, source, cached, refused):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    if cached:
+        _cache_entry(cache, source)
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path)
+    if refused:
+        with pytest.raises(ValueError, match=f"--model={source!r}: no local directory and no entry of the cache"):
+            check_hub_name(source, "--model", cache_dir=cache, local_files_only=True)
+    else:
+        check_hub_name(source, "--model", cache_dir=cache, local_files_only=True)
+    # the cache holds the name at "main" only: at another revision, every hub name is refused
+    hub_name = cached or refused
+    with pytest.raises(ValueError, match="at revision 'v2'") if hub_name else contextlib.nullcontext():
+        check_hub_name(source, "--model", cache_dir=cache, local_files_only=True, revision="v2")
+
+
+@pytest.mark.parametrize("env", [{"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": "http://127.0.0.1:9"}],
+                         ids=["offline", "unreachable"])
+def test_a_missing_name_is_refused_at_once_without_the_hub(tmp_path, env):
+    """A fresh process (the hub reads its settings on import) refuses the name in seconds, without retries."""
+    import subprocess
+    import time
+
+    code = "from skmpt.text.loading import load_masked_lm; load_masked_lm('nosuchmodel-xyz', device='cpu')"
+    environ = {**os.environ, "HF_HUB_CACHE": str(tmp_path), "PYTHONPATH": os.getcwd(), **env}
+    environ.pop("HTTPS_PROXY", None), environ.pop("https_proxy", None)
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=120)
+    assert "ValueError: model='nosuchmodel-xyz': no local directory and no entry of the cache" in result.stderr, (
+        result.stderr[-2000:])
+    assert time.monotonic() - start < 60
 
 
 def test_a_tokenizer_object_is_returned_as_it_is_and_a_saved_one_loads(tmp_path):
