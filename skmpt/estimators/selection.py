@@ -23,6 +23,7 @@ observed variance).
 
 import logging
 import numbers
+import sys
 import time
 import warnings
 
@@ -187,6 +188,32 @@ class _Scorer:
         return values.reshape(_N_DRAWS, len(self.X)).mean(0)
 
 
+class _Progress:
+    """A line on stderr per fitted candidate once the search has run ``after`` seconds (wall time):
+    tqdm's bar where tqdm is installed, else plain lines."""
+
+    def __init__(self, enabled, after=3.0):
+        self.enabled, self.after, self.start, self.bar = enabled, after, time.perf_counter(), None
+
+    def update(self, done, total, message):
+        if not self.enabled or time.perf_counter() - self.start < self.after:
+            return
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            print(f"MaskedModelSearch: {done}/{total} fits, {message}", file=sys.stderr, flush=True)
+            return
+        if self.bar is None:
+            self.bar = tqdm(total=total, initial=done - 1, desc="MaskedModelSearch", unit="fit", leave=False)
+        self.bar.total = total
+        self.bar.set_postfix_str(message, refresh=False)
+        self.bar.update(done - self.bar.n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
 def _split_rows(observed, validation_fraction, random_state):
     """Training and held-out rows, every feature observed in at least one training row."""
     n_samples = len(observed)
@@ -251,18 +278,24 @@ class MaskedModelSearch(BaseEstimator):
         of entries hidden again given the rest of the row (nats per sample), what imputation
         predicts; ``"remask"``, minus the mean squared error of imputing those entries (features
         scaled to unit variance), the imputer's own loss.
+    max_samples : int or None, default=2000
+        Most rows the candidates are fitted to and scored on (a random subset of them, split by
+        ``validation_fraction``); the refit uses every row. None: every row.
     max_fits : int or None, default=None
         Most candidates fitted (in the order of the families, each family's first candidate
         before any family's second); None: no limit. A budget that, unlike a time limit, keeps the
         choice reproducible.
     refit : bool, default=True
-        Refit the chosen candidate to every row; if False, ``best_estimator_`` is the candidate
-        fitted to the training rows (no second fit: faster, on fewer rows).
+        Refit the chosen candidate to every row; if False, ``best_estimator_`` is the
+        candidate fitted to the training rows (no second fit: faster, on fewer rows).
     random_state : int, RandomState instance or None, default=None
         The split of the rows, and the ``random_state`` of the default candidates.
     verbose : int, default=0
         Log each candidate's held-out score and time (logger ``skmpt.estimators.selection``,
         level INFO) as it is fitted.
+    progress : bool, default=True
+        Once the search has run three seconds, show its progress on stderr (a tqdm bar where
+        tqdm is installed, else a line per fit).
 
     Attributes
     ----------
@@ -308,23 +341,27 @@ class MaskedModelSearch(BaseEstimator):
         "greedy": ["boolean"],
         "rule": [Options({"one_se", "best"})],
         "criterion": [Options(set(CRITERIA))],
+        "max_samples": [None, Interval(numbers.Integral, 4, None, closed="left")],
         "max_fits": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "refit": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "progress": ["boolean"],
     }
 
     def __init__(self, candidates=None, *, validation_fraction=0.2, greedy=True, rule="best", criterion="likelihood",
-                 max_fits=None, refit=True, random_state=None, verbose=0):
+                 max_samples=2000, max_fits=None, refit=True, random_state=None, verbose=0, progress=True):
         self.candidates = candidates
         self.validation_fraction = validation_fraction
         self.greedy = greedy
         self.rule = rule
         self.criterion = criterion
+        self.max_samples = max_samples
         self.max_fits = max_fits
         self.refit = refit
         self.random_state = random_state
         self.verbose = verbose
+        self.progress = progress
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -366,10 +403,15 @@ class MaskedModelSearch(BaseEstimator):
         if empty.any():
             raise ValueError(f"Feature(s) {np.flatnonzero(empty)[:10].tolist()} are never observed: no model "
                              f"can be fitted to them.")
-        families = self._families(X)
-        train, held_out = _split_rows(observed, self.validation_fraction, self.random_state)
-        scorer = _Scorer(self.criterion, X[train], X[held_out], self.random_state)
-        rows, scores, fitted = self._run(families, X[train], scorer)
+        rng = check_random_state(self.random_state)
+        X_search = X
+        if self.max_samples is not None and len(X) > self.max_samples:
+            X_search = X[np.sort(rng.choice(len(X), self.max_samples, replace=False))]
+        families = self._families(X_search)
+        train, held_out = _split_rows(~np.isnan(X_search), self.validation_fraction, rng)
+        scorer = _Scorer(self.criterion, X_search[train], X_search[held_out], rng)
+        progress = _Progress(self.progress)
+        rows, scores, fitted = self._run(families, X_search[train], scorer, progress)
         means = np.array([row["mean_test_score"] for row in rows])
         top = int(np.argmax(means))
         for row, values in zip(rows, scores, strict=True):
@@ -385,7 +427,9 @@ class MaskedModelSearch(BaseEstimator):
         start = time.process_time()
         self.best_estimator_, self.rejected_refits_ = fitted[self.best_index_], []
         if self.refit:
+            progress.update(len(rows) + 1, len(rows) + 1, f"refit to {len(X)} rows")
             self._refit(X, rows, fitted, scorer, ranks)
+        progress.close()
         self.best_score_ = float(means[self.best_index_])
         self.refit_time_ = time.process_time() - start
         return self
@@ -407,7 +451,7 @@ class MaskedModelSearch(BaseEstimator):
             f"selection score on the held-out rows; best_estimator_ is the chosen candidate fitted to the "
             f"training rows only.", ConvergenceWarning, stacklevel=3)
 
-    def _run(self, families, X_train, scorer):
+    def _run(self, families, X_train, scorer, progress):
         """Fit and score the candidates family by family, round robin by size; one row per fit."""
         rows, scores, fitted = [], [], []
         queues = {family: list(models) for family, models in families.items()}
@@ -421,6 +465,8 @@ class MaskedModelSearch(BaseEstimator):
                 rows.append(row)
                 scores.append(values)
                 fitted.append(model)
+                progress.update(len(rows), len(rows) + sum(map(len, queues.values())) + self.refit,
+                                f"{family}({row['n_components']})")
                 if self.verbose:
                     logger.info("candidate %d: %s(n_components=%s), held-out %.3f +- %.3f nats, %.1f s", len(rows),
                                 family, row["n_components"], row["mean_test_score"], row["std_error"],
