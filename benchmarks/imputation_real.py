@@ -208,6 +208,8 @@ def imputers(seed):
         # The selection criteria side by side (not run by default: name them in --methods).
         **{f"Masked[{criterion}]": (lambda criterion=criterion: MaskedImputer(
             MaskedModelSearch(criterion=criterion, random_state=seed), random_state=seed)) for criterion in CRITERIA},
+        # A Gaussian with a logistic self-masking model per feature, for the self-masking rows.
+        "Masked[self-masking]": lambda: MaskedImputer(missingness="self-masking", random_state=seed),
     }
     if miceforest is not None:
         makers["miceforest"] = lambda: MiceForest(random_state=seed)
@@ -300,7 +302,8 @@ def main(argv=None):
     parser.add_argument("--methods", default=None,
                         help="comma-separated subset of Simple, KNN, Iterative, missForest, MaskedImputer, "
                              "miceforest (where installed); Masked[likelihood], Masked[conditional], "
-                             "Masked[remask] compare the selection criteria")
+                             "Masked[remask] compare the selection criteria, Masked[self-masking] models "
+                             "self-masking holes")
     parser.add_argument("--max-rows", type=int, default=5000, help="rows kept of a larger table")
     parser.add_argument("--timing-repeats", type=int, default=1,
                         help="calls of each imputer per case, in turn; the least CPU time is reported")
