@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "imputation_real.py"
@@ -26,3 +27,24 @@ def test_imputation_benchmark_says_how_to_install_miceforest():
     run = _run("--methods", "miceforest")
     assert run.returncode == 2
     assert 'pip install "skmpt[bench]"' in run.stderr
+
+
+def test_imputation_benchmark_refuses_an_unknown_table_before_any_fit():
+    run = _run("--sets", "diabetes,atlantis", "--methods", "Simple")
+    assert run.returncode == 2
+    assert "unknown table(s) ['atlantis']" in run.stderr and "RMSE" not in run.stdout
+
+
+def test_self_masking_holes_hide_only_each_columns_largest_values():
+    spec = importlib.util.spec_from_file_location("imputation_real", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rng = np.random.RandomState(0)
+    X = rng.randn(2000, 3)
+    X[:, 2] = rng.randint(2, size=2000)  # a column of two values: still only its largest quarter
+    removed = module.holes(X, "self", 0.2, np.random.RandomState(1))
+    for j in range(3):
+        ranks = X[:, j].argsort(kind="stable").argsort()
+        assert (ranks[removed[:, j]] >= 2000 - 500).all()  # the largest 25 % (0.2 / 0.8)
+        assert abs(removed[:, j].mean() - 0.2) < 0.03  # each hidden with probability 0.8
+    assert module.SPLIT["macrodata"] == "held-out" and module.SPLIT["diabetes"] == "tuning"

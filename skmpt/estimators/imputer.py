@@ -8,7 +8,8 @@ from sklearn.impute import MissingIndicator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import validate_parameters
+from .._validation import Options, validate_parameters
+from ..models.missingness import SelfMaskingGaussian
 from .ppca import MaskedPPCA
 from .selection import MaskedModelSearch
 
@@ -64,12 +65,22 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         The draws of ``sample_posterior=True``, and the choice of the model with
         ``estimator=None``.
+    missingness : {"mar", "self-masking"}, default="mar"
+        How entries went missing. ``"mar"``: at random given the observed ones (the model of
+        the data alone, fitted to what was observed). ``"self-masking"``: an entry's chance to be
+        missing depends on its own value (the largest incomes left blank, a sensor that
+        saturates): a full-covariance Gaussian and a logistic ``p(missing | x_j)`` per feature
+        (:class:`~skmpt.models.missingness.SelfMaskingGaussian`) are fitted together by maximum
+        likelihood of what was observed, and each entry is imputed by its mean given the
+        observed ones *and* that it went missing. It needs ``estimator=None`` and
+        ``sample_posterior=False``.
 
     Attributes
     ----------
     estimator_ : estimator
         The fitted model, on the features observed at fit time (the chosen one when
-        ``estimator`` is None or a :class:`MaskedModelSearch`).
+        ``estimator`` is None or a :class:`MaskedModelSearch`; a
+        :class:`~skmpt.models.missingness.SelfMaskingGaussian` with ``missingness="self-masking"``).
     search_ : MaskedModelSearch or None
         The fitted search that chose ``estimator_`` (its ``cv_results_`` has every candidate's
         held-out score, standard error and time); None when ``estimator`` is a model.
@@ -108,11 +119,12 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         "add_indicator": ["boolean"],
         "keep_empty_features": ["boolean"],
         "random_state": ["random_state"],
+        "missingness": [Options({"mar", "self-masking"})],
     }
 
     def __init__(
         self, estimator=None, *, missing_values=np.nan, sample_posterior=False, add_indicator=False,
-        keep_empty_features=False, random_state=None,
+        keep_empty_features=False, random_state=None, missingness="mar",
     ):
         self.estimator = estimator
         self.missing_values = missing_values
@@ -120,6 +132,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         self.add_indicator = add_indicator
         self.keep_empty_features = keep_empty_features
         self.random_state = random_state
+        self.missingness = missingness
 
     def set_params(self, **params):
         """Set parameters; ``estimator__<name>`` with ``estimator=None`` sets it on ``MaskedPPCA()``.
@@ -186,6 +199,11 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         params = self.get_params(deep=False)
         validate_parameters(params, self._parameter_constraints, type(self).__name__)
         self.params_ = params
+        self_masking = self.missingness == "self-masking"
+        if self_masking and (self.estimator is not None or self.sample_posterior):
+            raise ValueError(f"missingness='self-masking' fits its own model, a Gaussian with a logistic per feature, "
+                             f"and imputes means: it needs estimator=None and sample_posterior=False; got "
+                             f"estimator={self.estimator!r}, sample_posterior={self.sample_posterior!r}.")
         random_state = check_random_state(self.random_state)
         estimator = self.estimator
         if estimator is None:
@@ -204,7 +222,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
                 f"(imputed with 0)."
             )
         self._valid = ~empty
-        fitted = clone(estimator).fit(X[:, self._valid])
+        fitted = SelfMaskingGaussian.fit(X[:, self._valid]) if self_masking else clone(estimator).fit(X[:, self._valid])
         if isinstance(fitted, MaskedModelSearch):
             self.search_, self.estimator_ = fitted, fitted.best_estimator_
             self._check_marker(self.estimator_)

@@ -1,4 +1,4 @@
-"""MaskedModelSearch: choose a model's family and size by the held-out likelihood of what was observed.
+"""MaskedModelSearch: choose a model's family and size by a held-out score of what was observed.
 
 Every skmpt array estimator scores a sample by the cumulative MPT estimate of ``log p(x_o)``, the
 log-likelihood of its observed entries (exact for the Gaussian models with the default chain
@@ -11,10 +11,19 @@ each candidate model, with a standard error from the spread of the held-out rows
 likelihood.) The search fits each family's candidates in order of size and stops a family when a
 larger one no longer scores higher, or when it is so far behind the leading family that one more
 gain as large as its last could not close the gap; then it refits the best candidate to every row.
+
+That score is one of three criteria (``criterion``): the held-out log-marginal likelihood above
+(``"likelihood"``, the joint of what was observed); the MPT curve at the table's own missing rate
+(``"conditional"``: a share of each held-out row's observed entries, the table's missing rate,
+hidden again and scored by ``log p(x_hidden | x_rest)``, the conditionals an imputer predicts,
+which a fixed rate scores where the sum over rates scores the joint); and the error of imputing
+those hidden entries (``"remask"``: minus their mean squared error, each feature scaled by its
+observed variance).
 """
 
 import logging
 import numbers
+import sys
 import time
 import warnings
 
@@ -134,6 +143,77 @@ def _mean_and_error(values):
     return float(values.mean()), float(values.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
 
 
+#: The selection criteria of :class:`MaskedModelSearch`.
+CRITERIA = ("likelihood", "conditional", "remask")
+# Draws of the hidden entries per held-out row for the "conditional" and "remask" criteria.
+_N_DRAWS = 3
+# A refit scoring more than this many standard errors below its candidate's selection score on
+# the held-out rows (which it was fitted to, so it should score higher) is not used.
+_REFIT_TOLERANCE = 3.0
+
+
+def _remask(X, rate, n_draws, rng):
+    """``X`` tiled ``n_draws`` times, and which observed entries of each copy are hidden again:
+    each with probability ``rate``, one observed entry of each row always kept."""
+    X = np.tile(X, (n_draws, 1))
+    observed = ~np.isnan(X)
+    hidden = observed & (rng.random_sample(X.shape) < rate)
+    keep = np.argmax(np.where(observed, rng.random_sample(X.shape), -1.0), axis=1)
+    hidden[np.arange(len(X)), keep] = False
+    return X, hidden
+
+
+class _Scorer:
+    """Per held-out row values of one criterion, higher better; their mean is the score."""
+
+    def __init__(self, criterion, X_train, X_held_out, random_state):
+        self.criterion, self.X = criterion, X_held_out
+        if criterion == "likelihood":
+            return
+        observed = ~np.isnan(X_train)
+        rate = float(np.clip(1 - observed.mean(), 1 / X_train.shape[1], 0.5))
+        self.tiled, self.hidden = _remask(X_held_out, rate, _N_DRAWS, check_random_state(random_state))
+        self.masked = np.where(self.hidden, np.nan, self.tiled)
+        scale = np.nanvar(X_train, axis=0)
+        self.scale = np.where(scale > 0, scale, 1.0)
+
+    def __call__(self, model):
+        if self.criterion == "likelihood":
+            return model.score_samples(self.X)
+        if self.criterion == "conditional":
+            values = model.score_samples(self.tiled) - model.score_samples(self.masked)
+        else:
+            error = np.where(self.hidden, (model.impute(self.masked) - np.nan_to_num(self.tiled)) ** 2 / self.scale, 0)
+            values = -error.sum(1) * len(error) / max(int(self.hidden.sum()), 1)
+        return values.reshape(_N_DRAWS, len(self.X)).mean(0)
+
+
+class _Progress:
+    """A line on stderr per fitted candidate once the search has run ``after`` seconds (wall time):
+    tqdm's bar where tqdm is installed, else plain lines."""
+
+    def __init__(self, enabled, after=3.0):
+        self.enabled, self.after, self.start, self.bar = enabled, after, time.perf_counter(), None
+
+    def update(self, done, total, message):
+        if not self.enabled or time.perf_counter() - self.start < self.after:
+            return
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            print(f"MaskedModelSearch: {done}/{total} fits, {message}", file=sys.stderr, flush=True)
+            return
+        if self.bar is None:
+            self.bar = tqdm(total=total, initial=done - 1, desc="MaskedModelSearch", unit="fit", leave=False)
+        self.bar.total = total
+        self.bar.set_postfix_str(message, refresh=False)
+        self.bar.update(done - self.bar.n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
 def _split_rows(observed, validation_fraction, random_state):
     """Training and held-out rows, every feature observed in at least one training row."""
     n_samples = len(observed)
@@ -153,19 +233,27 @@ def _split_rows(observed, validation_fraction, random_state):
 
 
 class MaskedModelSearch(BaseEstimator):
-    """Choose a model (its family and size) by the held-out MPT score of the observed entries.
+    """Choose a model (its family and size) by a held-out score of the observed entries.
 
     Each candidate is fitted to a random ``1 - validation_fraction`` of the rows and scored on the
-    others by ``score_samples``: the cumulative MPT estimate of ``log p(x_o)``, the log-likelihood
-    of each held-out row's observed entries (exact for the Gaussian models' default chain score),
-    so ``NaN`` entries are marginalised out and candidates of different families and sizes are
-    compared on one scale. Within a family (a list of candidates in increasing size) the search
+    others, by ``criterion``. With ``"likelihood"`` the score is ``score_samples``: the cumulative
+    MPT estimate of ``log p(x_o)``, the log-likelihood of each held-out row's observed entries
+    (exact for the Gaussian models' default chain score), so ``NaN`` entries are marginalised out
+    and candidates of different families and sizes are compared on one scale. With
+    ``"conditional"`` and ``"remask"`` a share of each held-out row's observed entries (the
+    table's missing rate, at least one entry in ``n_features`` and at most half; three draws per
+    row) is hidden again and the score is the log-likelihood of the hidden entries given the rest
+    (the MPT curve at that rate) or minus their imputation's mean squared error (each feature
+    divided by its variance). Within a family (a list of candidates in increasing size) the search
     stops at the first candidate that does not score higher than the family's best so far, and
     a family is dropped when one more gain as large as its last would leave it more than one
     paired standard error below the leading family (gains shrink as sizes double). Among all the
     fitted candidates, the chosen one is the highest-scoring (``rule="best"``) or the one with the
     fewest parameters among those within one standard error of it (``rule="one_se"``); it is then
-    refitted to every row (``best_estimator_``).
+    refitted to every row (``best_estimator_``). A refit that scores more than three standard
+    errors below its candidate's selection score on the held-out rows (rows it was fitted to, so
+    it should score higher) is not used: the next candidate by score is refitted instead
+    (``rejected_refits_``).
 
     Parameters
     ----------
@@ -184,18 +272,30 @@ class MaskedModelSearch(BaseEstimator):
         ``"best"``: the highest held-out score; ``"one_se"``: the fewest parameters (of the fitted
         ``module_``) among the candidates within one standard error of the highest, the
         difference's error paired over the held-out rows.
+    criterion : {"likelihood", "conditional", "remask"}, default="likelihood"
+        What the held-out score measures: ``"likelihood"``, the log-likelihood of each held-out
+        row's observed entries (the joint, nats per sample); ``"conditional"``, the log-likelihood
+        of entries hidden again given the rest of the row (nats per sample), what imputation
+        predicts; ``"remask"``, minus the mean squared error of imputing those entries (features
+        scaled to unit variance), the imputer's own loss.
+    max_samples : int or None, default=2000
+        Most rows the candidates are fitted to and scored on (a random subset of them, split by
+        ``validation_fraction``); the refit uses every row. None: every row.
     max_fits : int or None, default=None
         Most candidates fitted (in the order of the families, each family's first candidate
         before any family's second); None: no limit. A budget that, unlike a time limit, keeps the
         choice reproducible.
     refit : bool, default=True
-        Refit the chosen candidate to every row; if False, ``best_estimator_`` is the candidate
-        fitted to the training rows (no second fit: faster, on fewer rows).
+        Refit the chosen candidate to every row; if False, ``best_estimator_`` is the
+        candidate fitted to the training rows (no second fit: faster, on fewer rows).
     random_state : int, RandomState instance or None, default=None
         The split of the rows, and the ``random_state`` of the default candidates.
     verbose : int, default=0
         Log each candidate's held-out score and time (logger ``skmpt.estimators.selection``,
         level INFO) as it is fitted.
+    progress : bool, default=True
+        Once the search has run three seconds, show its progress on stderr (a tqdm bar where
+        tqdm is installed, else a line per fit).
 
     Attributes
     ----------
@@ -204,7 +304,11 @@ class MaskedModelSearch(BaseEstimator):
     best_index_ : int
         Its row in ``cv_results_``.
     best_score_ : float
-        Its held-out score, nats per sample.
+        Its held-out score by ``criterion`` (nats per sample; minus a mean squared error for
+        ``"remask"``).
+    rejected_refits_ : list of int
+        Rows of ``cv_results_`` whose refit scored more than three standard errors below their
+        selection score on the held-out rows and was not used.
     cv_results_ : dict of str to ndarray
         One entry per fitted candidate: ``family``, ``n_components``, ``estimator`` (its repr),
         ``n_parameters`` (of its ``module_``), ``mean_test_score`` (held-out nats per sample),
@@ -236,22 +340,28 @@ class MaskedModelSearch(BaseEstimator):
         "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
         "greedy": ["boolean"],
         "rule": [Options({"one_se", "best"})],
+        "criterion": [Options(set(CRITERIA))],
+        "max_samples": [None, Interval(numbers.Integral, 4, None, closed="left")],
         "max_fits": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "refit": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "progress": ["boolean"],
     }
 
-    def __init__(self, candidates=None, *, validation_fraction=0.2, greedy=True, rule="best", max_fits=None,
-                 refit=True, random_state=None, verbose=0):
+    def __init__(self, candidates=None, *, validation_fraction=0.2, greedy=True, rule="best", criterion="likelihood",
+                 max_samples=2000, max_fits=None, refit=True, random_state=None, verbose=0, progress=True):
         self.candidates = candidates
         self.validation_fraction = validation_fraction
         self.greedy = greedy
         self.rule = rule
+        self.criterion = criterion
+        self.max_samples = max_samples
         self.max_fits = max_fits
         self.refit = refit
         self.random_state = random_state
         self.verbose = verbose
+        self.progress = progress
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -293,9 +403,15 @@ class MaskedModelSearch(BaseEstimator):
         if empty.any():
             raise ValueError(f"Feature(s) {np.flatnonzero(empty)[:10].tolist()} are never observed: no model "
                              f"can be fitted to them.")
-        families = self._families(X)
-        train, held_out = _split_rows(observed, self.validation_fraction, self.random_state)
-        rows, scores, fitted = self._run(families, X[train], X[held_out])
+        rng = check_random_state(self.random_state)
+        X_search = X
+        if self.max_samples is not None and len(X) > self.max_samples:
+            X_search = X[np.sort(rng.choice(len(X), self.max_samples, replace=False))]
+        families = self._families(X_search)
+        train, held_out = _split_rows(~np.isnan(X_search), self.validation_fraction, rng)
+        scorer = _Scorer(self.criterion, X_search[train], X_search[held_out], rng)
+        progress = _Progress(self.progress)
+        rows, scores, fitted = self._run(families, X_search[train], scorer, progress)
         means = np.array([row["mean_test_score"] for row in rows])
         top = int(np.argmax(means))
         for row, values in zip(rows, scores, strict=True):
@@ -304,18 +420,38 @@ class MaskedModelSearch(BaseEstimator):
         if self.rule == "one_se":
             close = [i for i, row in enumerate(rows) if means[top] - means[i] <= row["std_error_difference"]]
             self.best_index_ = min(close, key=lambda i: (rows[i]["n_parameters"], -means[i]))
-        self.best_score_ = float(means[self.best_index_])
         ranks = np.empty(len(means), dtype=int)
         ranks[np.argsort(-means, kind="stable")] = np.arange(1, len(means) + 1)
         self.cv_results_ = {key: np.asarray([row[key] for row in rows]) for key in rows[0]}
         self.cv_results_["rank_test_score"] = ranks
-        chosen = fitted[self.best_index_]
         start = time.process_time()
-        self.best_estimator_ = clone(chosen).fit(X) if self.refit else chosen
+        self.best_estimator_, self.rejected_refits_ = fitted[self.best_index_], []
+        if self.refit:
+            progress.update(len(rows) + 1, len(rows) + 1, f"refit to {len(X)} rows")
+            self._refit(X, rows, fitted, scorer, ranks)
+        progress.close()
+        self.best_score_ = float(means[self.best_index_])
         self.refit_time_ = time.process_time() - start
         return self
 
-    def _run(self, families, X_train, X_held_out):
+    def _refit(self, X, rows, fitted, scorer, ranks):
+        """Refit the chosen candidate to every row; a refit far below its selection score on the
+        held-out rows is set aside for the next candidate by rank."""
+        order = [self.best_index_] + [i for i in np.argsort(ranks) if i != self.best_index_]
+        for index in order:
+            refitted = clone(fitted[index]).fit(X)
+            row = rows[index]
+            if scorer(refitted).mean() >= row["mean_test_score"] - _REFIT_TOLERANCE * row["std_error"]:
+                self.best_index_, self.best_estimator_ = int(index), refitted
+                return
+            self.rejected_refits_.append(int(index))
+            logger.info("refit of candidate %d scored far below its selection score; not used", index + 1)
+        warnings.warn(
+            f"Every refit to all {len(X)} rows scored more than {_REFIT_TOLERANCE:g} standard errors below its "
+            f"selection score on the held-out rows; best_estimator_ is the chosen candidate fitted to the "
+            f"training rows only.", ConvergenceWarning, stacklevel=3)
+
+    def _run(self, families, X_train, scorer, progress):
         """Fit and score the candidates family by family, round robin by size; one row per fit."""
         rows, scores, fitted = [], [], []
         queues = {family: list(models) for family, models in families.items()}
@@ -325,10 +461,12 @@ class MaskedModelSearch(BaseEstimator):
             for family in list(queues):
                 if len(rows) >= budget:
                     break
-                row, values, model = self._fit_and_score(family, queues[family].pop(0), X_train, X_held_out)
+                row, values, model = self._fit_and_score(family, queues[family].pop(0), X_train, scorer)
                 rows.append(row)
                 scores.append(values)
                 fitted.append(model)
+                progress.update(len(rows), len(rows) + sum(map(len, queues.values())) + self.refit,
+                                f"{family}({row['n_components']})")
                 if self.verbose:
                     logger.info("candidate %d: %s(n_components=%s), held-out %.3f +- %.3f nats, %.1f s", len(rows),
                                 family, row["n_components"], row["mean_test_score"], row["std_error"],
@@ -354,7 +492,7 @@ class MaskedModelSearch(BaseEstimator):
                 del queues[family]
 
     @staticmethod
-    def _fit_and_score(family, candidate, X_train, X_held_out):
+    def _fit_and_score(family, candidate, X_train, scorer):
         start = time.process_time()
         with warnings.catch_warnings():
             # A short fit stopped by its budget still ranks by what it reached.
@@ -362,7 +500,7 @@ class MaskedModelSearch(BaseEstimator):
             fitted = clone(candidate).fit(X_train)
         fit_time = time.process_time() - start
         start = time.process_time()
-        values = fitted.score_samples(X_held_out)
+        values = scorer(fitted)
         score_time = time.process_time() - start
         mean, error = _mean_and_error(values)
         row = {"family": family, "n_components": candidate.get_params().get("n_components"),

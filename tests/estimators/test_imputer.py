@@ -267,3 +267,34 @@ def test_default_imputer_takes_nested_parameters():
     assert isinstance(imputer.estimator, MaskedPPCA)
     assert imputer.estimator.n_components == 2 and imputer.estimator.max_epochs == 3
     assert MaskedImputer().get_params()["estimator"] is None
+
+
+def _self_masked(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3)) @ np.array([[1.0, 0.7, 0.4], [0.0, 0.7, 0.4], [0.0, 0.0, 0.8]])
+    X_missing = np.where(rng.random(X.shape) < 1 / (1 + np.exp(-(3 * X - 1))), np.nan, X)
+    return X, X_missing
+
+
+def test_self_masking_imputes_self_masked_holes_better_than_a_mar_model():
+    X, X_missing = _self_masked()
+    hidden = np.isnan(X_missing)
+    errors = {}
+    for missingness in ("mar", "self-masking"):
+        imputer = MaskedImputer(missingness=missingness, random_state=0).fit(X_missing)
+        imputed = imputer.transform(X_missing)
+        assert np.array_equal(imputed[~hidden], X_missing[~hidden])
+        errors[missingness] = np.sqrt(np.mean((imputed[hidden] - X[hidden]) ** 2))
+    assert errors["self-masking"] < 0.8 * errors["mar"]
+    assert imputer.search_ is None and imputer.estimator_.converged_
+    assert np.isfinite(imputer.score(X_missing))
+
+
+def test_self_masking_refuses_an_estimator_or_posterior_draws_before_fitting():
+    _, X_missing = _self_masked(n=50)
+    with pytest.raises(ValueError, match="estimator=None and sample_posterior=False"):
+        MaskedImputer(MaskedPPCA(1), missingness="self-masking").fit(X_missing)
+    with pytest.raises(ValueError, match="estimator=None and sample_posterior=False"):
+        MaskedImputer(missingness="self-masking", sample_posterior=True).fit(X_missing)
+    with pytest.raises(ValueError, match="missingness"):
+        MaskedImputer(missingness="mnar").fit(X_missing)

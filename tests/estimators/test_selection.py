@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+import torch
+from sklearn.exceptions import ConvergenceWarning
 
 from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedLinearVAE, MaskedModelSearch, MaskedPPCA
 from skmpt.estimators.selection import default_candidates
@@ -119,3 +121,83 @@ def test_bad_input_is_refused_before_fitting():
         MaskedModelSearch([MaskedPPCA(1)], validation_fraction=0.99).fit(_low_rank(n=10))
     with pytest.raises(ValueError, match="rule"):
         MaskedModelSearch([MaskedPPCA(1)], rule="bic").fit(_low_rank(n=40))
+
+
+@pytest.mark.parametrize("criterion", ["likelihood", "conditional", "remask"])
+def test_every_criterion_ranks_the_true_rank_above_a_smaller_one(criterion):
+    X = _low_rank(n=300, d=6, k=2, missing=0.2)
+    candidates = [MaskedPPCA(k, **FAST) for k in (1, 2)]
+    search = MaskedModelSearch(candidates, greedy=False, criterion=criterion, random_state=0).fit(X)
+    scores = search.cv_results_["mean_test_score"]
+    assert scores[1] - scores[0] > 3 * search.cv_results_["std_error_difference"][0]
+    assert search.best_index_ == 1 and search.best_score_ == scores[1]
+    if criterion == "remask":
+        # Minus a mean squared error of standardised features: between -2 (worse than the mean) and 0.
+        assert -1.0 < scores[1] < 0.0
+    elif criterion == "conditional":
+        # A part of the row's log-likelihood: larger than the whole row's (the joint).
+        likelihood = MaskedModelSearch(candidates, greedy=False, random_state=0).fit(X).cv_results_["mean_test_score"]
+        assert (scores > likelihood).all()
+
+
+def test_conditional_criterion_is_the_joint_minus_the_rest():
+    X = _low_rank(n=200, d=5, k=2, missing=0.1)
+    search = MaskedModelSearch([MaskedPPCA(2, **FAST)], criterion="conditional", refit=False, random_state=0).fit(X)
+    # With nothing hidden again the conditional would be 0: the score is a real conditional, negative here.
+    assert search.best_score_ < 0
+    full = MaskedModelSearch([MaskedPPCA(2, **FAST)], refit=False, random_state=0).fit(X)
+    assert full.best_score_ < search.best_score_
+
+
+class _WildOnEveryRow(MaskedPPCA):
+    """A PPCA whose fit to more than 250 rows (the refit to all 300) is thrown far off."""
+
+    def fit(self, X, y=None, sample_weight=None):
+        super().fit(X, y, sample_weight)
+        if len(X) > 250:
+            with torch.no_grad():
+                self.module_.mean.add_(50.0)
+        return self
+
+
+@pytest.mark.parametrize("criterion", ["likelihood", "remask"])
+def test_a_refit_far_below_its_selection_score_is_not_used(criterion):
+    X = _low_rank(n=300, d=6, k=2, missing=0.2)
+    candidates = {"wild": [_WildOnEveryRow(2, **FAST)], "ppca": [MaskedPPCA(1, **FAST)]}
+    search = MaskedModelSearch(candidates, greedy=False, criterion=criterion, random_state=0).fit(X)
+    scores = search.cv_results_["mean_test_score"]
+    assert scores[0] > scores[1]  # the wild one is the better candidate on the training rows
+    assert search.rejected_refits_ == [0] and search.best_index_ == 1
+    assert search.best_estimator_.n_components == 1 and not isinstance(search.best_estimator_, _WildOnEveryRow)
+    assert np.isfinite(search.best_estimator_.score(X)) and search.best_estimator_.score(X) > -50
+
+
+def test_every_refit_wild_keeps_the_candidate_fitted_to_the_training_rows_and_warns():
+    X = _low_rank(n=300, d=6, k=2, missing=0.2)
+    with pytest.warns(ConvergenceWarning, match="Every refit"):
+        search = MaskedModelSearch([_WildOnEveryRow(2, **FAST)], random_state=0).fit(X)
+    assert search.rejected_refits_ == [0] and search.best_index_ == 0
+    assert search.best_estimator_.score(X) > -50
+
+
+def test_max_samples_fits_the_candidates_to_a_subset_and_refits_to_every_row():
+    X = _low_rank(n=400, d=5, k=2, missing=0.1)
+    search = MaskedModelSearch([MaskedPPCA(2, **FAST)], max_samples=100, random_state=0).fit(X)
+    assert search.cv_results_["n_iter"].shape == (1,)
+    # 100 rows: 80 to fit, 20 held out (their standard error is wider than with 80 held-out rows).
+    every = MaskedModelSearch([MaskedPPCA(2, **FAST)], max_samples=None, random_state=0).fit(X)
+    assert search.cv_results_["std_error"][0] > every.cv_results_["std_error"][0]
+    assert search.best_estimator_.n_features_in_ == 5
+    with pytest.raises(ValueError, match="max_samples"):
+        MaskedModelSearch([MaskedPPCA(1)], max_samples=2).fit(X)
+
+
+def test_progress_shows_only_on_a_long_search(capsys):
+    X = _low_rank(n=100, d=4, k=1, missing=0.1)
+    MaskedModelSearch([MaskedPPCA(1, **FAST)], random_state=0).fit(X)
+    assert "MaskedModelSearch" not in capsys.readouterr().err  # well under three seconds
+
+
+def test_an_unknown_criterion_is_refused():
+    with pytest.raises(ValueError, match="criterion"):
+        MaskedModelSearch([MaskedPPCA(1)], criterion="bic").fit(_low_rank(n=40))

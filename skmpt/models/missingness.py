@@ -1,0 +1,300 @@
+"""Self-masking missingness: the probability that an entry is missing depends on its own value.
+
+Data missing not at random by self-masking (the largest incomes left blank, a sensor that
+saturates) bias any model fitted to the observed entries alone, since those are no longer a
+fair sample of the column. As not-MIWAE does (Ipsen, Mattei and Frellsen, 2021), the missingness
+is modelled with the data: a full-covariance Gaussian ``p(x) = N(mu, Sigma)`` and, for each
+feature, a logistic ``p(m_j = 1 | x_j) = sigmoid(a_j x_j + b_j)``. A row's likelihood is
+
+    log p(x_o, m) = log N(x_o; mu_o, Sigma_oo) + sum_{j observed} log sigmoid(-(a_j x_j + b_j))
+                    + sum_{j missing} log E[sigmoid(a_j x_j + b_j)],  x_j ~ p(x_j | x_o),
+
+each expectation over the Gaussian conditional of one missing entry given the observed ones,
+computed by Gauss-Hermite quadrature. It is the exact likelihood where a row misses one entry;
+with several, each is integrated against its own conditional (their correlation given ``x_o``
+is left out of the missingness term). :class:`SelfMaskingGaussian` is fitted by maximising that
+likelihood of what was observed (full-batch L-BFGS on standardised features) and imputes each
+missing entry by its mean under ``p(x_j | x_o, m_j = 1)``, the conditional reweighted by the
+probability that such a value goes missing.
+"""
+
+import math
+
+import numpy as np
+import torch
+from torch.nn.functional import logsigmoid
+
+__all__ = ["SelfMaskingGaussian", "gauss_hermite", "log_expected_sigmoid", "mean_given_missing"]
+
+
+def gauss_hermite(n_nodes, *, dtype=torch.float64):
+    """Nodes and weights of ``E[f(z)] ~ sum_k w_k f(z_k)`` for a standard normal ``z``.
+
+    Parameters
+    ----------
+    n_nodes : int
+        Nodes of the Gauss-Hermite rule (exact for polynomials of degree below ``2 * n_nodes``).
+    dtype : torch.dtype, default=torch.float64
+
+    Returns
+    -------
+    nodes, weights : Tensor of shape (n_nodes,)
+        The weights sum to one.
+
+    Examples
+    --------
+    >>> from skmpt.models.missingness import gauss_hermite
+    >>> nodes, weights = gauss_hermite(5)
+    >>> round(float((weights * nodes**2).sum()), 12), round(float(weights.sum()), 12)
+    (1.0, 1.0)
+    """
+    nodes, weights = np.polynomial.hermite.hermgauss(n_nodes)
+    return torch.as_tensor(nodes * math.sqrt(2), dtype=dtype), torch.as_tensor(weights / math.sqrt(math.pi),
+                                                                               dtype=dtype)
+
+
+def _nodes(mean, variance, n_nodes):
+    nodes, weights = gauss_hermite(n_nodes, dtype=mean.dtype)
+    return mean.unsqueeze(-1) + variance.clamp_min(0).sqrt().unsqueeze(-1) * nodes, weights
+
+
+def log_expected_sigmoid(mean, variance, slope, intercept, n_nodes=20):
+    """``log E[sigmoid(slope * x + intercept)]`` for ``x ~ N(mean, variance)``, by quadrature.
+
+    Parameters
+    ----------
+    mean, variance : Tensor
+        Of one shape; ``slope`` and ``intercept`` broadcast against them.
+    slope, intercept : Tensor
+    n_nodes : int, default=20
+
+    Returns
+    -------
+    log_probability : Tensor
+        The probability that an entry of that distribution goes missing, in nats.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models.missingness import log_expected_sigmoid
+    >>> zero = torch.zeros(1, dtype=torch.float64)
+    >>> float(log_expected_sigmoid(zero, zero + 1, zero + 2, zero).exp())  # symmetric: one half
+    0.5
+    """
+    points, weights = _nodes(mean, variance, n_nodes)
+    return torch.logsumexp(logsigmoid(slope.unsqueeze(-1) * points + intercept.unsqueeze(-1)) + weights.log(), -1)
+
+
+def mean_given_missing(mean, variance, slope, intercept, n_nodes=20):
+    """``E[x | m = 1]`` for ``x ~ N(mean, variance)`` and ``p(m = 1 | x) = sigmoid(slope * x + intercept)``.
+
+    Parameters
+    ----------
+    mean, variance, slope, intercept : Tensor
+        As in :func:`log_expected_sigmoid`.
+    n_nodes : int, default=20
+
+    Returns
+    -------
+    mean : Tensor
+        Above ``mean`` where ``slope > 0`` (large values go missing more often).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models.missingness import mean_given_missing
+    >>> zero = torch.zeros(1, dtype=torch.float64)
+    >>> bool(mean_given_missing(zero, zero + 1, zero + 3, zero) > 0.5)
+    True
+    """
+    points, weights = _nodes(mean, variance, n_nodes)
+    log_weights = logsigmoid(slope.unsqueeze(-1) * points + intercept.unsqueeze(-1)) + weights.log()
+    return (torch.softmax(log_weights, -1) * points).sum(-1)
+
+
+class SelfMaskingGaussian(torch.nn.Module):
+    """A full-covariance Gaussian with a logistic self-masking model per feature.
+
+    Parameters live on standardised features (``center`` and ``scale``, buffers): the mean
+    ``mean``, the covariance's Cholesky factor (its diagonal as a log), and the logistic's
+    ``slope`` and ``intercept`` per feature. Build it with :meth:`fit`.
+
+    Parameters
+    ----------
+    center, scale : Tensor of shape (n_features,)
+        The standardisation of the data (original units = center + scale * standardised).
+    mean : Tensor of shape (n_features,)
+    covariance : Tensor of shape (n_features, n_features)
+        Positive definite.
+    slope, intercept : Tensor of shape (n_features,)
+    n_nodes : int, default=20
+        Gauss-Hermite nodes of each missing entry's integral.
+
+    Attributes
+    ----------
+    n_iter_ : int
+        L-BFGS iterations of :meth:`fit` (0 when built directly).
+    converged_ : bool
+        Whether :meth:`fit` stopped on its tolerance rather than its iteration budget.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.models.missingness import SelfMaskingGaussian
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(2000, 2)) @ np.array([[1.0, 0.8], [0.0, 0.6]])
+    >>> X_missing = np.where(rng.random(X.shape) < 1 / (1 + np.exp(-2 * X)), np.nan, X)
+    >>> model = SelfMaskingGaussian.fit(X_missing)
+    >>> bool((model.slope.detach() > 0.5).all())  # large values go missing
+    True
+    >>> hidden = np.isnan(X_missing)
+    >>> bool(model.impute(X_missing)[hidden].mean() > np.nanmean(X_missing))
+    True
+    """
+
+    def __init__(self, center, scale, mean, covariance, slope, intercept, *, n_nodes=20):
+        super().__init__()
+        self.register_buffer("center", torch.as_tensor(center, dtype=torch.float64))
+        self.register_buffer("scale", torch.as_tensor(scale, dtype=torch.float64))
+        cholesky = torch.linalg.cholesky(torch.as_tensor(covariance, dtype=torch.float64))
+        self.mean = torch.nn.Parameter(torch.as_tensor(mean, dtype=torch.float64).clone())
+        self.lower = torch.nn.Parameter(torch.tril(cholesky, -1))
+        self.log_diagonal = torch.nn.Parameter(cholesky.diagonal().log())
+        self.slope = torch.nn.Parameter(torch.as_tensor(slope, dtype=torch.float64).clone())
+        self.intercept = torch.nn.Parameter(torch.as_tensor(intercept, dtype=torch.float64).clone())
+        self.n_nodes = n_nodes
+        self.n_iter_, self.converged_ = 0, False
+
+    def covariance(self):
+        """The covariance on standardised features.
+
+        Returns
+        -------
+        covariance : Tensor of shape (n_features, n_features)
+        """
+        factor = torch.tril(self.lower, -1) + torch.diag(self.log_diagonal.exp())
+        return factor @ factor.T
+
+    def _standardize(self, X):
+        Z = (torch.as_tensor(np.asarray(X, dtype=np.float64)) - self.center) / self.scale
+        observed = ~torch.isnan(Z)
+        return torch.where(observed, Z, 0.0), observed
+
+    def _conditionals(self, Z, observed):
+        """``log N(x_o)`` per row, and each entry's conditional mean and variance given ``x_o``."""
+        covariance = self.covariance()
+        o = observed.to(Z.dtype)
+        # Per row, the observed block of the covariance with the identity on the missing entries.
+        block = o.unsqueeze(-1) * covariance * o.unsqueeze(-2) + torch.diag_embed(1 - o)
+        factor = torch.linalg.cholesky(block)
+        residual = ((Z - self.mean) * o).unsqueeze(-1)
+        whitened = torch.linalg.solve_triangular(factor, residual, upper=False)
+        log_normal = -0.5 * (whitened.square().sum((-2, -1)) + o.sum(-1) * math.log(2 * math.pi)) - (
+            factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        )
+        cross = torch.linalg.solve_triangular(factor, o.unsqueeze(-1) * covariance, upper=False)
+        mean = self.mean + (cross * whitened).sum(-2)
+        variance = covariance.diagonal() - cross.square().sum(-2)
+        return log_normal, mean, variance.clamp_min(1e-12)
+
+    def log_likelihood(self, X):
+        """``log p(x_o, m)`` per row, in the original units (nats).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            ``NaN`` marks a missing entry.
+
+        Returns
+        -------
+        log_likelihood : Tensor of shape (n_samples,)
+        """
+        Z, observed = self._standardize(X)
+        log_normal, mean, variance = self._conditionals(Z, observed)
+        kept = logsigmoid(-(self.slope * Z + self.intercept))
+        missing = log_expected_sigmoid(mean, variance, self.slope.expand_as(mean),
+                                       self.intercept.expand_as(mean), self.n_nodes)
+        return log_normal + torch.where(observed, kept, missing).sum(-1) - (observed * self.scale.log()).sum(-1)
+
+    def score(self, X):
+        """Mean ``log p(x_o, m)`` of the rows of ``X`` (nats per sample).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        score : float
+        """
+        with torch.no_grad():
+            return float(self.log_likelihood(X).mean())
+
+    def impute(self, X):
+        """Each missing entry's mean under ``p(x_j | x_o, m_j = 1)``; observed entries unchanged.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            ``NaN`` marks a missing entry.
+
+        Returns
+        -------
+        X_imputed : ndarray of shape (n_samples, n_features)
+        """
+        X = np.asarray(X, dtype=np.float64)
+        with torch.no_grad():
+            Z, observed = self._standardize(X)
+            _, mean, variance = self._conditionals(Z, observed)
+            filled = mean_given_missing(mean, variance, self.slope.expand_as(mean), self.intercept.expand_as(mean),
+                                        self.n_nodes)
+            return np.where(np.isnan(X), (self.center + self.scale * filled).numpy(), X)
+
+    @classmethod
+    def fit(cls, X, *, max_iter=200, tol=1e-9, n_nodes=20):
+        """Maximise the mean ``log p(x_o, m)`` of ``X``'s rows (full-batch L-BFGS).
+
+        Starts from the observed entries' means, variances and pairwise covariances (made
+        positive definite) and logistics of zero slope at each feature's missing rate.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            ``NaN`` marks a missing entry; every feature needs two observed entries.
+        max_iter : int, default=200
+            Most L-BFGS iterations.
+        tol : float, default=1e-9
+            Stop when an iteration improves the mean log-likelihood by less (nats per sample).
+        n_nodes : int, default=20
+
+        Returns
+        -------
+        model : SelfMaskingGaussian
+        """
+        X = np.asarray(X, dtype=np.float64)
+        observed = ~np.isnan(X)
+        if (observed.sum(0) < 2).any():
+            raise ValueError(f"X: feature(s) {np.flatnonzero(observed.sum(0) < 2)[:10].tolist()} have fewer than "
+                             f"two observed entries; a self-masking model cannot be fitted to them.")
+        center, scale = np.nanmean(X, 0), np.nanstd(X, 0)
+        scale = np.where(scale > 0, scale, 1.0)
+        Z = (X - center) / scale
+        pairwise = np.ma.cov(np.ma.masked_invalid(Z), rowvar=False).filled(0.0)
+        values, vectors = np.linalg.eigh((pairwise + pairwise.T) / 2)
+        covariance = (vectors * np.clip(values, 1e-3, None)) @ vectors.T
+        rate = np.clip(1 - observed.mean(0), 1e-3, 1 - 1e-3)
+        model = cls(center, scale, np.zeros(X.shape[1]), covariance, np.zeros(X.shape[1]),
+                    np.log(rate / (1 - rate)), n_nodes=n_nodes)
+        optimizer = torch.optim.LBFGS(model.parameters(), max_iter=max_iter, tolerance_change=tol,
+                                      tolerance_grad=1e-7, history_size=20, line_search_fn="strong_wolfe")
+
+        def closure():
+            optimizer.zero_grad()
+            loss = -model.log_likelihood(X).mean()
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        model.n_iter_ = int(optimizer.state[model.mean]["n_iter"])
+        model.converged_ = model.n_iter_ < max_iter
+        return model

@@ -1,0 +1,105 @@
+"""Self-masking missingness: quadrature, the likelihood of what was observed, and imputation given missing."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from skmpt.models.missingness import SelfMaskingGaussian, gauss_hermite, log_expected_sigmoid, mean_given_missing
+
+F64 = torch.float64
+
+
+def _sigmoid_integral(mean, variance, slope, intercept):
+    """``E[sigmoid(slope x + intercept)]`` and ``E[x sigmoid(...)]`` by a fine Riemann sum."""
+    x = np.linspace(mean - 12 * math.sqrt(variance), mean + 12 * math.sqrt(variance), 200001)
+    density = np.exp(-0.5 * (x - mean) ** 2 / variance) / math.sqrt(2 * math.pi * variance)
+    weight = density / (1 + np.exp(-(slope * x + intercept)))
+    step = x[1] - x[0]
+    return weight.sum() * step, (x * weight).sum() * step
+
+
+def test_gauss_hermite_integrates_normal_moments():
+    nodes, weights = gauss_hermite(10)
+    for power, moment in ((0, 1.0), (2, 1.0), (4, 3.0), (6, 15.0)):
+        assert float((weights * nodes**power).sum()) == pytest.approx(moment, rel=1e-12)
+
+
+@pytest.mark.parametrize(("mean", "variance", "slope", "intercept"),
+                         [(0.0, 1.0, 2.0, -1.0), (1.5, 0.3, -3.0, 0.5), (-2.0, 4.0, 0.7, 2.0)])
+def test_quadrature_matches_a_fine_sum(mean, variance, slope, intercept):
+    probability, first = _sigmoid_integral(mean, variance, slope, intercept)
+    args = [torch.tensor([value], dtype=F64) for value in (mean, variance, slope, intercept)]
+    assert float(log_expected_sigmoid(*args, n_nodes=40).exp()) == pytest.approx(probability, rel=1e-6)
+    assert float(mean_given_missing(*args, n_nodes=40)) == pytest.approx(first / probability, rel=1e-5, abs=1e-6)
+
+
+def _model(d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    factor = rng.normal(size=(d, d))
+    return SelfMaskingGaussian(rng.normal(size=d), np.exp(rng.normal(size=d)), rng.normal(size=d),
+                               factor @ factor.T + np.eye(d), rng.normal(size=d), rng.normal(size=d), n_nodes=40)
+
+
+def test_likelihood_of_a_row_missing_one_entry_is_exact():
+    model = _model()
+    with torch.no_grad():
+        covariance = (model.covariance() * torch.outer(model.scale, model.scale)).numpy()
+        mean = (model.center + model.scale * model.mean).numpy()
+        slope, intercept = (model.slope / model.scale).numpy(), (model.intercept - model.slope * model.center /
+                                                                 model.scale).numpy()
+    x = np.array([0.3, np.nan, -0.7])
+    o, m = [0, 2], 1
+    gain = covariance[m, o] @ np.linalg.inv(covariance[np.ix_(o, o)])
+    conditional_mean = mean[m] + gain @ (x[o] - mean[o])
+    conditional_variance = covariance[m, m] - gain @ covariance[o, m]
+    missing, _ = _sigmoid_integral(conditional_mean, conditional_variance, slope[m], intercept[m])
+    sub = covariance[np.ix_(o, o)]
+    residual = x[o] - mean[o]
+    log_normal = -0.5 * (residual @ np.linalg.solve(sub, residual) + np.log(np.linalg.det(sub)) + 2 * np.log(2 * np.pi))
+    kept = sum(-np.log1p(np.exp(slope[j] * x[j] + intercept[j])) for j in o)
+    expected = log_normal + kept + np.log(missing)
+    assert float(model.log_likelihood(x[None])[0].detach()) == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_complete_row_scores_its_gaussian_density_and_kept_probabilities():
+    model = _model(d=2, seed=1)
+    x = np.array([[0.5, -0.2]])
+    with torch.no_grad():
+        covariance = model.covariance() * torch.outer(model.scale, model.scale)
+        mean = model.center + model.scale * model.mean
+        normal = torch.distributions.MultivariateNormal(mean, covariance).log_prob(torch.as_tensor(x[0]))
+        logits = model.slope * (torch.as_tensor(x[0]) - model.center) / model.scale + model.intercept
+        expected = normal + torch.nn.functional.logsigmoid(-logits).sum()
+    assert float(model.log_likelihood(x)[0].detach()) == pytest.approx(float(expected), rel=1e-10)
+
+
+def test_fit_recovers_the_mean_and_the_masking_a_mar_fit_misses():
+    rng = np.random.default_rng(0)
+    n = 3000
+    X = rng.normal(size=(n, 2)) @ np.array([[1.0, 0.6], [0.0, 0.8]]) + [1.0, -1.0]
+    logits = 3.0 * (X - [1.0, -1.0]) - 0.5
+    X_missing = np.where(rng.random(X.shape) < 1 / (1 + np.exp(-logits)), np.nan, X)
+    model = SelfMaskingGaussian.fit(X_missing)
+    assert model.converged_ and model.n_iter_ > 0
+    fitted_mean = (model.center + model.scale * model.mean).detach().numpy()
+    # The observed entries' mean is far below the truth (the large values went missing); the fit's
+    # error is less than half of that (rows missing both entries are integrated entry by entry).
+    observed_error = np.abs(np.nanmean(X_missing, 0) - [1.0, -1.0])
+    assert (observed_error > 0.4).all()
+    assert (np.abs(fitted_mean - [1.0, -1.0]) < 0.5 * observed_error).all()
+    assert (model.slope.detach().numpy() > 1.0).all()
+    hidden = np.isnan(X_missing)
+    imputed = model.impute(X_missing)
+    assert np.array_equal(imputed[~hidden], X[~hidden])
+    # Imputations nearer the hidden values than the observed entries' mean is.
+    assert abs(np.mean(imputed[hidden] - X[hidden])) < 0.5 * abs(np.mean(np.nanmean(X_missing, 0)[np.nonzero(hidden)[1]]
+                                                                   - X[hidden]))
+
+
+def test_fit_refuses_a_feature_without_two_observed_entries():
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    X[1:, 2] = np.nan
+    with pytest.raises(ValueError, match=r"feature\(s\) \[2\]"):
+        SelfMaskingGaussian.fit(X)
