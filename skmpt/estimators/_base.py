@@ -35,10 +35,22 @@ from .. import objectives
 from .._utils import DTYPES, check_generator, resolve_device, seeded
 from .._validation import Interval, Options, check_positive_int, validate_parameters
 from ..masks import MAX_EXHAUSTIVE_FEATURES
+from ._dask import (
+    as_dask_array,
+    check_collection,
+    dask_mean,
+    is_dask_collection,
+    iter_blocks,
+    map_rows,
+    merge_summaries,
+    reduce_chunks,
+    summarize_chunk,
+)
 from ._data import (
     check_chunk_units,
     check_mask_array,
     check_missing,
+    check_observed_features,
     check_values,
     counted_samples,
     dtype_name,
@@ -47,6 +59,7 @@ from ._data import (
     training_rows,
     weighted_mean,
 )
+from ._moments import MomentSolver
 from ._trainer import (
     MiniBatchSolver,
     StreamState,
@@ -348,24 +361,63 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         ``(module, offset)`` (a warm start); warns when it stops on its budget."""
         with training_mode(self.verbose):
             self._set_params_()
-            X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
+            solver = self._solver()
+            if is_dask_collection(X):
+                data, choice, jacobian = self._chunked_training_data(X, sample_weight, solver)
+                weights, n_samples = None, float(data.shape[0])
+            else:
+                X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
+                data = solver.prepare(X_t, observed, weights, self._likelihood())
+                choice, jacobian = data.moments, log_jacobian(X_t, data.units[1], observed)
+                n_samples = counted_samples(sample_weight, len(X_t))
             generator = check_generator(random_state)
             seed = int(torch.randint(2**62, (1,), generator=generator))
-            solver = self._solver()
-            data = solver.prepare(X_t, observed, weights, self._likelihood())
             with seeded(seed, self.device_):
-                self.n_components_ = self._resolve_n_components(data.X, weights, data.moments,
-                                                                counted_samples(sample_weight, len(X_t)))
+                self.n_components_ = self._resolve_n_components(data.X, weights, choice, n_samples)
                 # From moments alone, their mean stands for the data's width, dtype and device.
-                rows = data.X if data.X is not None else data.moments.mean[None]
+                rows = data.X if data.X is not None else data.groups[0].moments.mean[None]
                 self.module_, near_start = self._initialize(solver, data.groups, rows, generator, data.units, previous)
                 trainer = self._trainer(weights, near_start)
-                jacobian = log_jacobian(X_t, data.units[1], observed)
                 with intra_op_threads(fit_threads(solver.step_size(trainer, data))):
                     self.n_iter_, self.converged_ = solver.fit(trainer, self.module_, data, generator, jacobian)
             self._finish(trainer, data.units)
             self.__dict__.pop("_partial_fit_state", None)
         self._warn_unconverged(trainer)
+
+    def _chunked_training_data(self, X, sample_weight, solver):
+        """``(data, moments, log_jacobian)`` of a dask collection ``X``, reduced chunk by chunk on the
+        active scheduler (:meth:`~skmpt.estimators._moments.MomentSolver.prepare_chunks`), with the
+        checks ``_validate_training_data`` makes on an array, from the first pass's summary."""
+        name = type(self).__name__
+        if not isinstance(solver, MomentSolver):
+            raise TypeError(
+                f"{name} trains on rows (solver {type(solver).__name__}), so its fit does not take a dask "
+                f"collection; only an estimator that trains from the data's moments does (MaskedPPCA and "
+                f"MaskedFactorAnalysis with solver='auto' or 'moments'). Stream the chunks through partial_fit "
+                f"instead: {name}.partial_fit(X) with a dask collection X makes one call per chunk."
+            )
+        if sample_weight is not None:
+            raise ValueError(
+                "sample_weight is not supported with a dask collection X; pass the rows as an array, or fit "
+                "without weights."
+            )
+        self.device_ = resolve_device(self.params_.device)
+        check_collection(self, X, reset=True)
+        X = as_dask_array(X)
+        summary = reduce_chunks(X, summarize_chunk, merge_summaries)
+        if summary.n_infinite:
+            raise ValueError(
+                f"X holds {summary.n_infinite} infinite value(s); NaN marks a missing entry, infinity is not allowed."
+            )
+        if summary.n_samples < 2:
+            raise ValueError(f"Found {summary.n_samples} sample(s) in the dask collection X; {name} needs at least 2.")
+        check_observed_features(summary.count)
+        dtype = DTYPES[self.params_.dtype]
+        self.offset_ = self._offset(summary.mean, dtype)
+        # The largest magnitudes training sees, checked as the rows themselves are.
+        check_values(torch.as_tensor(np.stack([summary.low, summary.high]) - self.offset_).to(dtype), self._likelihood())
+        self._check_data(torch.empty((0, X.shape[1]), dtype=dtype))  # the checks read the data's width
+        return solver.prepare_chunks(X, summary, self.offset_, dtype, self.device_)
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One more pass of the optimiser over a chunk of data, for data that do not fit in memory.
@@ -400,6 +452,13 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self : object
             The updated estimator.
         """
+        if is_dask_collection(X):
+            if sample_weight is not None:
+                raise ValueError("sample_weight is not supported with a dask collection X; pass the chunks one by one.")
+            for chunk in iter_blocks(X):
+                if len(chunk):  # an empty chunk holds nothing to learn from
+                    self.partial_fit(chunk)
+            return self
         first = not hasattr(self, "module_")
         state = self.__dict__.get("_partial_fit_state")
         self._check_stream(state)
@@ -560,6 +619,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         scores : ndarray of shape (n_samples,)
             In nats.
         """
+        if is_dask_collection(X):
+            return map_rows(self, "score_samples", X)
         return self._evaluate(
             X, lambda module, X_t, observed: objectives.cumulative_score(
                 module, X_t, observed=observed, **self._score_kwargs()
@@ -582,7 +643,10 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         score : float
             Nats per sample.
         """
-        return weighted_mean(self.score_samples(X), sample_weight)
+        scores = self.score_samples(X)
+        if is_dask_collection(scores):
+            return dask_mean(scores, sample_weight)
+        return weighted_mean(scores, sample_weight)
 
     def mpt_curve(self, X):
         """The MPT curve ``S(x; M)`` at every mask rate ``M / D``, per sample.
@@ -682,6 +746,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         log_marginal : ndarray of shape (n_samples,)
         """
+        if is_dask_collection(X):
+            return map_rows(self, "log_marginal_likelihood", X)
         return self._log_marginal_likelihood(X, self._log_marginal_kwargs())
 
     def _log_marginal_likelihood(self, X, options):
@@ -704,6 +770,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         Z : ndarray of shape (n_samples, n_components)
         """
+        if is_dask_collection(X):
+            check_is_fitted(self)
+            return map_rows(self, "transform", X, (self.n_components_,))
         return self._evaluate(
             X,
             lambda module, X_t, observed: module.posterior(X_t, observed=observed)[0],
@@ -768,6 +837,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         X_imputed : ndarray of shape (n_samples, n_features)
         """
+        if is_dask_collection(X):
+            check_is_fitted(self)
+            return map_rows(self, "impute", X, (self.n_features_in_,))
         return self._with_missing(
             X,
             lambda module, X_t, observed: module.impute(X_t, observed, generator=self._noise_generator()),

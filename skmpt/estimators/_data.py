@@ -14,13 +14,16 @@ from ..models.likelihoods import LIKELIHOODS
 __all__ = [
     "check_chunk_units",
     "check_mask_array",
+    "check_scale",
     "check_missing",
+    "check_observed_features",
     "check_sample_weight",
     "check_values",
     "counted_samples",
     "dtype_name",
     "fill_missing",
     "log_jacobian",
+    "observed_units",
     "scale_limits",
     "standardization",
     "training_rows",
@@ -79,13 +82,18 @@ def check_missing(X, *, reset):
     if not missing.any():
         return None
     if reset:
-        never = np.flatnonzero(missing.all(0))
-        if never.size:
-            raise ValueError(
-                f"Feature(s) {never[:10].tolist()} are missing (NaN) in every training sample: a model "
-                f"cannot be fitted to a feature it never observes. Drop the column(s)."
-            )
+        check_observed_features((~missing).sum(0))
     return missing
+
+
+def check_observed_features(counts):
+    """A ``ValueError`` naming the features whose number of observed training entries ``counts`` is zero."""
+    never = np.flatnonzero(np.asarray(counts) == 0)
+    if never.size:
+        raise ValueError(
+            f"Feature(s) {never[:10].tolist()} are missing (NaN) in every training sample: a model "
+            f"cannot be fitted to a feature it never observes. Drop the column(s)."
+        )
 
 
 def standardization(X, likelihood, observed=None):
@@ -107,7 +115,7 @@ def standardization(X, likelihood, observed=None):
     if largest == 0:
         return center, X.new_ones(())  # constant data: nothing to rescale
     scale = largest * (deviation / largest).square().mean().sqrt()
-    return center, _check_scale(scale, X.dtype)
+    return center, check_scale(scale, X.dtype)
 
 
 def _observed_standardization(X, observed):
@@ -123,10 +131,11 @@ def _observed_standardization(X, observed):
     if largest == 0:
         return center, X.new_ones(())
     scale = largest * ((deviation / largest).square().sum() / seen.sum()).sqrt()
-    return center, _check_scale(scale, X.dtype)
+    return center, check_scale(scale, X.dtype)
 
 
-def _check_scale(scale, dtype):
+def check_scale(scale, dtype):
+    """``scale`` when its square (times a margin) ``dtype`` holds; a ``ValueError`` otherwise."""
     low, high = scale_limits(dtype)
     if not low <= float(scale) <= high:
         raise ValueError(
@@ -136,6 +145,31 @@ def _check_scale(scale, dtype):
             f"n_features * log(c)."
         )
     return scale
+
+
+def observed_units(count, mean, m2, dtype, device):
+    """:func:`standardization`'s centre and overall scale of incomplete data from each feature's
+    ``count``, ``mean`` and scatter ``m2`` of its observed entries (float64 NumPy arrays, as merged
+    chunk by chunk), as tensors of ``dtype`` on ``device``.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from skmpt.estimators._data import observed_units
+    >>> X = np.array([[0.0, 1.0], [2.0, np.nan], [4.0, 3.0]])
+    >>> seen = ~np.isnan(X)
+    >>> mean = np.nanmean(X, 0)
+    >>> m2 = np.nansum((X - mean) ** 2, 0)
+    >>> center, scale = observed_units(seen.sum(0), mean, m2, torch.float64, "cpu")
+    >>> center.tolist(), round(float(scale) ** 2, 6)
+    ([2.0, 2.0], 2.0)
+    """
+    center = torch.as_tensor(mean, dtype=dtype, device=device)
+    total = float(np.sum(count))
+    variance = float(np.sum(m2)) / total if total else 0.0
+    if variance == 0:
+        return center, torch.ones((), dtype=dtype, device=device)  # constant data: nothing to rescale
+    return center, check_scale(torch.tensor(math.sqrt(variance), dtype=dtype, device=device), dtype)
 
 
 def check_mask_array(masks, n_features):
