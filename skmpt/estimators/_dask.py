@@ -13,6 +13,7 @@ on each chunk in the workers (:func:`map_rows`) and return dask arrays with the 
 dask is imported only when the input is a dask collection: it is an optional dependency.
 """
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +36,7 @@ __all__ = [
     "pattern_moments_of_chunk",
     "pattern_of_key",
     "reduce_chunks",
+    "seeded_rows_of_block",
     "summarize_chunk",
 ]
 
@@ -234,6 +236,15 @@ def _rows_of_block(block, estimator, method, columns, tail):
     if block.shape[0] == 0:  # an empty chunk: the estimators refuse zero rows
         return np.zeros((0, *tail))
     return getattr(estimator, method)(_block_input(block, columns))
+
+
+def seeded_rows_of_block(block, estimator, method, columns, tail, seed, block_id=None):
+    """:func:`map_rows`' function for an estimator that draws from its ``random_state_``: each chunk
+    draws from its own generator, seeded by ``seed`` and the chunk's index (reproducible, and
+    independent of the other chunks' draws)."""
+    estimator = copy.copy(estimator)
+    estimator.random_state_ = np.random.RandomState([seed, block_id[0]])
+    return _rows_of_block(block, estimator, method, columns, tail)
 
 
 def map_rows(estimator, method, X, tail=(), function=_rows_of_block, **kwargs):
