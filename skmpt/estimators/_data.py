@@ -7,11 +7,14 @@ import math
 import warnings
 
 import numpy as np
+import sklearn
 import torch
 
 from ..models.likelihoods import LIKELIHOODS
 
 __all__ = [
+    "array_api_input",
+    "as_torch",
     "check_chunk_units",
     "check_mask_array",
     "check_scale",
@@ -23,9 +26,13 @@ __all__ = [
     "dtype_name",
     "fill_missing",
     "log_jacobian",
+    "namespace_and_device",
     "observed_units",
     "scale_limits",
     "standardization",
+    "tensor_output",
+    "to_namespace",
+    "to_numpy",
     "training_rows",
     "weighted_mean",
 ]
@@ -216,6 +223,63 @@ def check_chunk_units(X, center, scale, *, first):
             UserWarning,
             stacklevel=3,
         )
+
+
+# ====================================================================== tensors and array-API arrays as input
+def array_api_input(X):
+    """Whether ``X`` is computed where it lives: a torch tensor, or another array-API array (CuPy,
+    array-api-strict) that torch reads through DLPack without a copy; NumPy arrays and everything
+    else go through scikit-learn's validation, as NumPy."""
+    if isinstance(X, torch.Tensor):
+        return True
+    return not isinstance(X, np.ndarray) and hasattr(X, "__array_namespace__") and hasattr(X, "__dlpack__")
+
+
+def as_torch(X):
+    """An :func:`array_api_input` ``X`` as a torch tensor on its device (the same memory)."""
+    return X if isinstance(X, torch.Tensor) else torch.from_dlpack(X)
+
+
+def tensor_output(X):
+    """Whether outputs for the input ``X`` are arrays of its namespace on its device: ``X`` is an
+    :func:`array_api_input` and scikit-learn's ``array_api_dispatch`` is on
+    (``sklearn.config_context(array_api_dispatch=True)``), the convention of scikit-learn's
+    array-API estimators; otherwise outputs are NumPy arrays."""
+    return array_api_input(X) and sklearn.get_config()["array_api_dispatch"]
+
+
+def namespace_and_device(X):
+    """``(name, device)`` of ``X``'s array namespace: ``("numpy", None)`` for NumPy arrays and every
+    array-like that is not an :func:`array_api_input`."""
+    if isinstance(X, torch.Tensor):
+        return "torch", X.device
+    if not array_api_input(X):
+        return "numpy", None
+    return X.__array_namespace__().__name__, X.device
+
+
+def to_namespace(values, like):
+    """The tensor ``values`` as an array of ``like``'s namespace on ``like``'s device."""
+    if isinstance(like, torch.Tensor):
+        return values.to(like.device)
+    values = like.__array_namespace__().from_dlpack(values.to(as_torch(like).device).contiguous())
+    return values if values.device == like.device else values.to_device(like.device)
+
+
+def to_numpy(values):
+    """``values`` (a NumPy array, a tensor or array-API array on any device, or None) as a NumPy
+    array (None stays None).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.estimators._data import to_numpy
+    >>> to_numpy(torch.ones(2)).tolist()
+    [1.0, 1.0]
+    """
+    if isinstance(values, np.ndarray) or not array_api_input(values):
+        return values
+    return as_torch(values).detach().cpu().numpy()
 
 
 # ====================================================================== sample weights
