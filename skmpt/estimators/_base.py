@@ -552,7 +552,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """The fitted array attributes (``components_``, ``offset_``, ...) as tensors on ``X``'s device when
         outputs for ``X`` are tensors (:func:`~skmpt.estimators._data.tensor_output`) and the estimator
         declares array-API support, else as NumPy arrays (as ``fit`` computes them)."""
-        tensors = tensor_output(X) and self.__sklearn_tags__().array_api_support
+        tensors = self._tensor_output(X)
         for name, value in list(vars(self).items()):
             if not name.endswith("_") or name.startswith("_"):
                 continue
@@ -565,7 +565,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     def _check_namespace(self, X, method):
         """Under ``array_api_dispatch``, a ``ValueError`` when ``X`` is not of the namespace and device the
         fitted attributes are (scikit-learn's rule: an estimator is moved, not its inputs)."""
-        if not sklearn.get_config()["array_api_dispatch"] or not hasattr(self, "offset_"):
+        dispatch = sklearn.get_config()["array_api_dispatch"] and self.__sklearn_tags__().array_api_support
+        if not dispatch or not hasattr(self, "offset_"):
             return
         fitted, given = namespace_and_device(self.offset_), namespace_and_device(X)
         if fitted != given:
@@ -575,10 +576,15 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 f"{given[0]} on {given[1]}. Pass X there, or refit on X's."
             )
 
+    def _tensor_output(self, X):
+        """Whether outputs for ``X`` are arrays of its namespace (:func:`~skmpt.estimators._data.tensor_output`):
+        only for an estimator that declares array-API support; the others give NumPy arrays."""
+        return tensor_output(X) and self.__sklearn_tags__().array_api_support
+
     def _output(self, values, X):
         """A result tensor as the caller of a method gets it: on ``X``'s device when outputs for ``X``
         are tensors, else a NumPy array."""
-        return to_namespace(values, X) if tensor_output(X) else values.cpu().numpy()
+        return to_namespace(values, X) if self._tensor_output(X) else values.cpu().numpy()
 
     # ------------------------------------------------------------------ the pipeline's stages
     def _set_params_(self):

@@ -141,3 +141,15 @@ def test_dispatch_tests_in_a_process_with_scipy_array_api():
     )
     assert run.returncode == 0, run.stdout[-3000:]
     assert " passed" in run.stdout and "failed" not in run.stdout
+
+
+@dispatch
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_dispatch_estimators_without_array_api_support_give_numpy():
+    from skmpt import MaskedGaussianMixture
+
+    tensor = torch.tensor(_data())
+    with sklearn.config_context(array_api_dispatch=True):
+        fitted = MaskedGaussianMixture(2, random_state=0, device="cpu", max_epochs=5).fit(tensor)
+        assert isinstance(fitted.means_, np.ndarray)
+        assert isinstance(fitted.score_samples(tensor), np.ndarray)
