@@ -136,7 +136,7 @@ class ChunkSummary:
     """What the first pass keeps of a chunk of rows (all float64 NumPy).
 
     ``n_samples``; per feature, the ``count``, ``mean`` and scatter ``m2`` of its observed entries,
-    and their ``low``\\ est and ``high``\\ est values; ``n_infinite`` entries; ``patterns``: the number of
+    and the smallest (``low``) and largest (``high``) of them; ``n_infinite`` entries; ``patterns``: the number of
     rows of each pattern of observed entries (keyed by :func:`pattern_key`); ``moments``: the rows'
     ``(n, mean, scatter)`` while every entry so far is observed, else None.
     """
