@@ -25,6 +25,7 @@ from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
+import sklearn
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
@@ -35,18 +36,37 @@ from .. import objectives
 from .._utils import DTYPES, check_generator, resolve_device, seeded
 from .._validation import Interval, Options, check_positive_int, validate_parameters
 from ..masks import MAX_EXHAUSTIVE_FEATURES
+from ._dask import (
+    as_dask_array,
+    check_collection,
+    dask_mean,
+    is_dask_collection,
+    iter_blocks,
+    map_rows,
+    merge_summaries,
+    reduce_chunks,
+    summarize_chunk,
+)
 from ._data import (
+    array_api_input,
+    as_torch,
     check_chunk_units,
     check_mask_array,
     check_missing,
+    check_observed_features,
     check_values,
     counted_samples,
     dtype_name,
     log_jacobian,
+    namespace_and_device,
     standardization,
+    tensor_output,
+    to_namespace,
+    to_numpy,
     training_rows,
     weighted_mean,
 )
+from ._moments import MomentSolver
 from ._trainer import (
     MiniBatchSolver,
     StreamState,
@@ -242,14 +262,27 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """Validated ``X`` as a tensor, and its ``observed`` entries (None when all are).
 
         NaN marks an entry that was not observed; it becomes 0 in the tensor (models ignore
-        it there) and ``False`` in ``observed``. ``inf`` is an error.
+        it there) and ``False`` in ``observed``. ``inf`` is an error. A torch tensor is checked
+        and converted on its device, never through NumPy.
         """
+        dtype = DTYPES[self.params_.dtype] if reset else self._dtype
+        rows = self._tensor_rows if array_api_input(X) else self._array_rows
+        X_t, missing = rows(X, dtype, reset=reset)
+        threshold = self._binarize_threshold()
+        if threshold is not None:
+            X_t = (X_t > threshold).to(dtype)  # BernoulliNB's rule: above the threshold is 1
+        check_values(X_t, self._likelihood())
+        observed = None if missing is None else torch.as_tensor(missing, device=self.device_).logical_not()
+        return X_t, observed
+
+    def _array_rows(self, X, dtype, *, reset):
+        """``(X_t, missing)`` of array-like ``X``: the tensor of ``dtype`` on ``device_`` with missing
+        entries at zero, and the missing entries (a NumPy array, None when there are none)."""
         # Fitting needs two samples to have any spread; scoring works sample by sample.
         X = validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=2 if reset else 1,
             ensure_all_finite="allow-nan",
         )
-        dtype = DTYPES[self.params_.dtype] if reset else self._dtype
         X = np.asarray(X, dtype=np.float64)
         # One pass for the column sums: finite sums mean no NaN (which would propagate), so the
         # entry-by-entry search for missing entries runs only on data that may have some.
@@ -257,29 +290,51 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         missing = None if np.isfinite(sums).all() else check_missing(X, reset=reset)
         if reset:
             self.offset_ = self._offset(sums / len(X) if missing is None else np.nanmean(X, 0), dtype)
-        if missing is None and not self.offset_.any():
+        offset = to_numpy(self.offset_)
+        if missing is None and not offset.any():
             # Read, never written: the caller's array is wrapped (copied only when read-only, which
             # torch cannot wrap without warning, or when the dtype or device differ).
             X_t = torch.from_numpy(X) if X.flags.writeable else torch.tensor(X)
-            X_t = X_t.to(dtype=dtype, device=self.device_)
-        else:
-            X = X - self.offset_  # a copy, writable: torch wraps it without warning
+            return X_t.to(dtype=dtype, device=self.device_), None
+        X = X - offset  # a copy, writable: torch wraps it without warning
+        if missing is not None:
+            X[missing] = 0.0
+        return torch.from_numpy(X).to(dtype=dtype, device=self.device_), missing
+
+    def _tensor_rows(self, X, dtype, *, reset):
+        """:meth:`_array_rows` for a torch tensor (or array-API array) ``X``, computed on ``device_`` (at
+        fit with ``device="auto"``, the tensor's own device): the missing entries are a boolean tensor."""
+        validate_data(self, X, reset=reset, skip_check_array=True)
+        X = as_torch(X)
+        minimum = 2 if reset else 1
+        if X.ndim != 2 or X.shape[0] < minimum or X.is_complex():
+            raise ValueError(
+                f"X must be a real 2-D tensor of shape (n_samples, n_features) with at least {minimum} sample(s); "
+                f"got shape {tuple(X.shape)} and dtype {X.dtype}."
+            )
+        X = X.detach().to(device=self.device_, dtype=torch.float64)  # never written: no copy when it is already
+        if bool(torch.isinf(X).any()):
+            raise ValueError("Input X contains infinity; NaN marks a missing entry, infinity is not allowed.")
+        missing = torch.isnan(X)
+        missing = missing if bool(missing.any()) else None
+        if reset:
             if missing is not None:
-                X[missing] = 0.0
-            X_t = torch.from_numpy(X).to(dtype=dtype, device=self.device_)
-        threshold = self._binarize_threshold()
-        if threshold is not None:
-            X_t = (X_t > threshold).to(dtype)  # BernoulliNB's rule: above the threshold is 1
-        check_values(X_t, self._likelihood())
-        observed = None if missing is None else torch.as_tensor(~missing, device=self.device_)
-        return X_t, observed
+                check_observed_features(to_numpy((~missing).sum(0)))
+            self.offset_ = self._offset(to_numpy(X.nanmean(0)), dtype)
+        offset = to_numpy(self.offset_)
+        if offset.any():
+            X = X - torch.as_tensor(offset, device=self.device_)
+        if missing is not None:
+            X = torch.where(missing, 0.0, X)
+        return X.to(dtype), missing
 
     def _validate_training_data(self, X, *, reset, sample_weight=None):
         """Validated training tensor, its observed entries (None when all are) and weights: the
         rows of positive ``sample_weight``, and their weights scaled to mean one (None without
         ``sample_weight``)."""
-        if reset:
-            self.device_ = resolve_device(self.params_.device)
+        if reset:  # a tensor is computed on its own device unless device names one
+            on_device = array_api_input(X) and self.params_.device == "auto"
+            self.device_ = as_torch(X).device if on_device else resolve_device(self.params_.device)
         X_t, observed = self._to_tensor(X, reset=reset)
         X_t, observed, weights = training_rows(X_t, observed, sample_weight, min_samples=2 if reset else 1)
         if reset and observed is not None:
@@ -341,31 +396,73 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             The fitted estimator.
         """
         self._fit(X, sample_weight, random_state=self.random_state)
+        self._fitted_like(X)
         return self
 
     def _fit(self, X, sample_weight, *, random_state, previous=None):
         """One training run from ``random_state``'s start, or from the ``previous`` fit's
         ``(module, offset)`` (a warm start); warns when it stops on its budget."""
+        self._fitted_like(None)  # a fit reads and writes NumPy attributes
+        sample_weight = to_numpy(sample_weight)  # weights of any namespace are few: NumPy
         with training_mode(self.verbose):
             self._set_params_()
-            X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
+            solver = self._solver()
+            if is_dask_collection(X):
+                data, choice, jacobian = self._chunked_training_data(X, sample_weight, solver)
+                weights, n_samples = None, float(data.shape[0])
+            else:
+                X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
+                data = solver.prepare(X_t, observed, weights, self._likelihood())
+                choice, jacobian = data.moments, log_jacobian(X_t, data.units[1], observed)
+                n_samples = counted_samples(sample_weight, len(X_t))
             generator = check_generator(random_state)
             seed = int(torch.randint(2**62, (1,), generator=generator))
-            solver = self._solver()
-            data = solver.prepare(X_t, observed, weights, self._likelihood())
             with seeded(seed, self.device_):
-                self.n_components_ = self._resolve_n_components(data.X, weights, data.moments,
-                                                                counted_samples(sample_weight, len(X_t)))
+                self.n_components_ = self._resolve_n_components(data.X, weights, choice, n_samples)
                 # From moments alone, their mean stands for the data's width, dtype and device.
-                rows = data.X if data.X is not None else data.moments.mean[None]
+                rows = data.X if data.X is not None else data.groups[0].moments.mean[None]
                 self.module_, near_start = self._initialize(solver, data.groups, rows, generator, data.units, previous)
                 trainer = self._trainer(weights, near_start)
-                jacobian = log_jacobian(X_t, data.units[1], observed)
                 with intra_op_threads(fit_threads(solver.step_size(trainer, data))):
                     self.n_iter_, self.converged_ = solver.fit(trainer, self.module_, data, generator, jacobian)
             self._finish(trainer, data.units)
             self.__dict__.pop("_partial_fit_state", None)
         self._warn_unconverged(trainer)
+
+    def _chunked_training_data(self, X, sample_weight, solver):
+        """``(data, moments, log_jacobian)`` of a dask collection ``X``, reduced chunk by chunk on the
+        active scheduler (:meth:`~skmpt.estimators._moments.MomentSolver.prepare_chunks`), with the
+        checks ``_validate_training_data`` makes on an array, from the first pass's summary."""
+        name = type(self).__name__
+        if not isinstance(solver, MomentSolver):
+            raise TypeError(
+                f"{name} trains on rows (solver {type(solver).__name__}), so its fit does not take a dask "
+                f"collection; only an estimator that trains from the data's moments does (MaskedPPCA and "
+                f"MaskedFactorAnalysis with solver='auto' or 'moments'). Stream the chunks through partial_fit "
+                f"instead: {name}.partial_fit(X) with a dask collection X makes one call per chunk."
+            )
+        if sample_weight is not None:
+            raise ValueError(
+                "sample_weight is not supported with a dask collection X; pass the rows as an array, or fit "
+                "without weights."
+            )
+        self.device_ = resolve_device(self.params_.device)
+        check_collection(self, X, reset=True)
+        X = as_dask_array(X)
+        summary = reduce_chunks(X, summarize_chunk, merge_summaries)
+        if summary.n_infinite:
+            raise ValueError(
+                f"X holds {summary.n_infinite} infinite value(s); NaN marks a missing entry, infinity is not allowed."
+            )
+        if summary.n_samples < 2:
+            raise ValueError(f"Found {summary.n_samples} sample(s) in the dask collection X; {name} needs at least 2.")
+        check_observed_features(summary.count)
+        dtype = DTYPES[self.params_.dtype]
+        self.offset_ = self._offset(summary.mean, dtype)
+        # The largest magnitudes training sees, checked as the rows themselves are.
+        check_values(torch.as_tensor(np.stack([summary.low, summary.high]) - self.offset_).to(dtype), self._likelihood())
+        self._check_data(torch.empty((0, X.shape[1]), dtype=dtype))  # the checks read the data's width
+        return solver.prepare_chunks(X, summary, self.offset_, dtype, self.device_)
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One more pass of the optimiser over a chunk of data, for data that do not fit in memory.
@@ -400,6 +497,15 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self : object
             The updated estimator.
         """
+        if is_dask_collection(X):
+            if sample_weight is not None:
+                raise ValueError("sample_weight is not supported with a dask collection X; pass the chunks one by one.")
+            for chunk in iter_blocks(X):
+                if len(chunk):  # an empty chunk holds nothing to learn from
+                    self.partial_fit(chunk)
+            return self
+        self._fitted_like(None)  # a fit reads and writes NumPy attributes
+        sample_weight = to_numpy(sample_weight)  # weights of any namespace are few: NumPy
         first = not hasattr(self, "module_")
         state = self.__dict__.get("_partial_fit_state")
         self._check_stream(state)
@@ -439,7 +545,46 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             record["learning_rate"] = learning_rate
             trainer.record(record, start)
             self._finish(trainer, units)
+        self._fitted_like(X)
         return self
+
+    def _fitted_like(self, X):
+        """The fitted array attributes (``components_``, ``offset_``, ...) as tensors on ``X``'s device when
+        outputs for ``X`` are tensors (:func:`~skmpt.estimators._data.tensor_output`) and the estimator
+        declares array-API support, else as NumPy arrays (as ``fit`` computes them)."""
+        tensors = self._tensor_output(X)
+        for name, value in list(vars(self).items()):
+            if not name.endswith("_") or name.startswith("_"):
+                continue
+            if tensors and isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+                value = torch.as_tensor(np.ascontiguousarray(value), device=as_torch(X).device)
+                setattr(self, name, to_namespace(value, X))
+            elif not tensors and not isinstance(value, np.ndarray) and array_api_input(value):
+                setattr(self, name, to_numpy(value))
+
+    def _check_namespace(self, X, method):
+        """Under ``array_api_dispatch``, a ``ValueError`` when ``X`` is not of the namespace and device the
+        fitted attributes are (scikit-learn's rule: an estimator is moved, not its inputs)."""
+        dispatch = sklearn.get_config()["array_api_dispatch"] and self.__sklearn_tags__().array_api_support
+        if not dispatch or not hasattr(self, "offset_"):
+            return
+        fitted, given = namespace_and_device(self.offset_), namespace_and_device(X)
+        if fitted != given:
+            raise ValueError(
+                f"Inputs passed to {type(self).__name__}.{method}() must use the same namespace and the same "
+                f"device as those passed to fit(): fit's were {fitted[0]} on {fitted[1]}, {method}'s are "
+                f"{given[0]} on {given[1]}. Pass X there, or refit on X's."
+            )
+
+    def _tensor_output(self, X):
+        """Whether outputs for ``X`` are arrays of its namespace (:func:`~skmpt.estimators._data.tensor_output`):
+        only for an estimator that declares array-API support; the others give NumPy arrays."""
+        return tensor_output(X) and self.__sklearn_tags__().array_api_support
+
+    def _output(self, values, X):
+        """A result tensor as the caller of a method gets it: on ``X``'s device when outputs for ``X``
+        are tensors, else a NumPy array."""
+        return to_namespace(values, X) if self._tensor_output(X) else values.cpu().numpy()
 
     # ------------------------------------------------------------------ the pipeline's stages
     def _set_params_(self):
@@ -530,7 +675,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         check_is_fitted(self)
         X_t, observed = self._to_tensor(X, reset=False)
         with torch.no_grad():
-            return function(self.module_, X_t, observed).cpu().numpy()
+            return self._output(function(self.module_, X_t, observed), X)
 
     def _score_kwargs(self):
         # A fresh generator per call: with an int random_state every call scores with the
@@ -560,6 +705,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         scores : ndarray of shape (n_samples,)
             In nats.
         """
+        self._check_namespace(X, "score_samples")
+        if is_dask_collection(X):
+            return map_rows(self, "score_samples", X)
         return self._evaluate(
             X, lambda module, X_t, observed: objectives.cumulative_score(
                 module, X_t, observed=observed, **self._score_kwargs()
@@ -582,7 +730,10 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         score : float
             Nats per sample.
         """
-        return weighted_mean(self.score_samples(X), sample_weight)
+        scores = self.score_samples(X)
+        if is_dask_collection(scores):
+            return dask_mean(scores, sample_weight)
+        return weighted_mean(to_numpy(scores), to_numpy(sample_weight))
 
     def mpt_curve(self, X):
         """The MPT curve ``S(x; M)`` at every mask rate ``M / D``, per sample.
@@ -601,6 +752,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         curve : ndarray of shape (n_samples, n_features)
             ``curve[:, M - 1]`` is ``S(x; M)`` in nats.
         """
+        self._check_namespace(X, "mpt_curve")
         curve = self._evaluate(
             X,
             lambda module, X_t, observed: objectives.mpt_curve(
@@ -631,6 +783,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             as at low rates (more context, better predictions): a fixed low rate overstates
             the log-marginal likelihood.
         """
+        self._check_namespace(X, "fixed_rate_bias")
 
         def bias(module, X_t, observed):
             if observed is not None:
@@ -660,6 +813,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         log_prob : ndarray of shape (n_samples, n_masks, n_features)
             ``log p(x_j | x_r)`` at masked positions, zero at unmasked ones.
         """
+        self._check_namespace(X, "conditional_log_prob")
         check_is_fitted(self)
         masks = check_mask_array(masks, self.n_features_in_)
 
@@ -682,6 +836,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         log_marginal : ndarray of shape (n_samples,)
         """
+        self._check_namespace(X, "log_marginal_likelihood")
+        if is_dask_collection(X):
+            return map_rows(self, "log_marginal_likelihood", X)
         return self._log_marginal_likelihood(X, self._log_marginal_kwargs())
 
     def _log_marginal_likelihood(self, X, options):
@@ -704,6 +861,10 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         Z : ndarray of shape (n_samples, n_components)
         """
+        self._check_namespace(X, "transform")
+        if is_dask_collection(X):
+            check_is_fitted(self)
+            return map_rows(self, "transform", X, (self.n_components_,))
         return self._evaluate(
             X,
             lambda module, X_t, observed: module.posterior(X_t, observed=observed)[0],
@@ -720,16 +881,21 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         X : ndarray of shape (n_samples, n_features)
         """
+        self._check_namespace(Z, "inverse_transform")
         check_is_fitted(self)
-        Z = check_array(Z, dtype=np.float64)
-        if Z.shape[1] != self.n_components_:
+        given = Z
+        Z = as_torch(Z).detach() if array_api_input(Z) else check_array(Z, dtype=np.float64)
+        if Z.ndim != 2 or Z.shape[1] != self.n_components_:
             raise ValueError(
-                f"Z must have shape (n_samples, {self.n_components_}) (the fitted n_components_); got {Z.shape}."
+                f"Z must have shape (n_samples, {self.n_components_}) (the fitted n_components_); "
+                f"got {tuple(Z.shape)}."
             )
         with torch.no_grad():
             # torch.tensor copies: Z may be a read-only view of a pandas frame.
-            mean = self.module_.decode(torch.tensor(Z, dtype=self._dtype, device=self.device_)).cpu().numpy()
-        return mean + self.offset_
+            Z = Z.to(dtype=self._dtype, device=self.device_) if isinstance(Z, torch.Tensor) else torch.tensor(
+                Z, dtype=self._dtype, device=self.device_)
+            mean = self.module_.decode(Z).double() + torch.as_tensor(to_numpy(self.offset_), device=self.device_)
+        return self._output(mean, given)
 
     @property
     def _n_features_out(self):
@@ -742,12 +908,17 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         the observed entries are put back from ``X`` itself, bit for bit."""
         check_is_fitted(self)
         X_t, observed = self._to_tensor(X, reset=False)
-        X_array = np.asarray(validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite="allow-nan"))
+        if array_api_input(X):
+            given = as_torch(X).detach().to(device=self.device_, dtype=torch.float64)
+        else:
+            given = torch.from_numpy(np.array(validate_data(self, X, reset=False, dtype=np.float64,
+                                                            ensure_all_finite="allow-nan"))).to(self.device_)
         if observed is None:
             observed = torch.ones(X_t.shape, dtype=torch.bool, device=X_t.device)
         with torch.no_grad():
-            values = function(self.module_, X_t, observed).cpu().numpy() + self.offset_
-        return np.where(np.isnan(X_array), values, X_array)
+            values = function(self.module_, X_t, observed).double()
+            values = values + torch.as_tensor(to_numpy(self.offset_), device=self.device_)
+        return self._output(torch.where(torch.isnan(given), values, given), X)
 
     def impute(self, X):
         """The conditional mean of each sample's missing (NaN) entries given its observed ones.
@@ -768,6 +939,10 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         X_imputed : ndarray of shape (n_samples, n_features)
         """
+        self._check_namespace(X, "impute")
+        if is_dask_collection(X):
+            check_is_fitted(self)
+            return map_rows(self, "impute", X, (self.n_features_in_,))
         return self._with_missing(
             X,
             lambda module, X_t, observed: module.impute(X_t, observed, generator=self._noise_generator()),
@@ -795,6 +970,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             ``X_draws[i]`` is ``X`` with its missing entries drawn; the observed entries are
             ``X``'s own, bit for bit.
         """
+        self._check_namespace(X, "sample_missing")
         n_draws = check_positive_int(n_draws, "n_draws")
         generator = check_generator(random_state)
         return self._with_missing(

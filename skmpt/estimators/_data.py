@@ -7,22 +7,32 @@ import math
 import warnings
 
 import numpy as np
+import sklearn
 import torch
 
 from ..models.likelihoods import LIKELIHOODS
 
 __all__ = [
+    "array_api_input",
+    "as_torch",
     "check_chunk_units",
     "check_mask_array",
+    "check_scale",
     "check_missing",
+    "check_observed_features",
     "check_sample_weight",
     "check_values",
     "counted_samples",
     "dtype_name",
     "fill_missing",
     "log_jacobian",
+    "namespace_and_device",
+    "observed_units",
     "scale_limits",
     "standardization",
+    "tensor_output",
+    "to_namespace",
+    "to_numpy",
     "training_rows",
     "weighted_mean",
 ]
@@ -79,13 +89,18 @@ def check_missing(X, *, reset):
     if not missing.any():
         return None
     if reset:
-        never = np.flatnonzero(missing.all(0))
-        if never.size:
-            raise ValueError(
-                f"Feature(s) {never[:10].tolist()} are missing (NaN) in every training sample: a model "
-                f"cannot be fitted to a feature it never observes. Drop the column(s)."
-            )
+        check_observed_features((~missing).sum(0))
     return missing
+
+
+def check_observed_features(counts):
+    """A ``ValueError`` naming the features whose number of observed training entries ``counts`` is zero."""
+    never = np.flatnonzero(np.asarray(counts) == 0)
+    if never.size:
+        raise ValueError(
+            f"Feature(s) {never[:10].tolist()} are missing (NaN) in every training sample: a model "
+            f"cannot be fitted to a feature it never observes. Drop the column(s)."
+        )
 
 
 def standardization(X, likelihood, observed=None):
@@ -107,7 +122,7 @@ def standardization(X, likelihood, observed=None):
     if largest == 0:
         return center, X.new_ones(())  # constant data: nothing to rescale
     scale = largest * (deviation / largest).square().mean().sqrt()
-    return center, _check_scale(scale, X.dtype)
+    return center, check_scale(scale, X.dtype)
 
 
 def _observed_standardization(X, observed):
@@ -123,10 +138,11 @@ def _observed_standardization(X, observed):
     if largest == 0:
         return center, X.new_ones(())
     scale = largest * ((deviation / largest).square().sum() / seen.sum()).sqrt()
-    return center, _check_scale(scale, X.dtype)
+    return center, check_scale(scale, X.dtype)
 
 
-def _check_scale(scale, dtype):
+def check_scale(scale, dtype):
+    """``scale`` when its square (times a margin) ``dtype`` holds; a ``ValueError`` otherwise."""
     low, high = scale_limits(dtype)
     if not low <= float(scale) <= high:
         raise ValueError(
@@ -136,6 +152,31 @@ def _check_scale(scale, dtype):
             f"n_features * log(c)."
         )
     return scale
+
+
+def observed_units(count, mean, m2, dtype, device):
+    """:func:`standardization`'s centre and overall scale of incomplete data from each feature's
+    ``count``, ``mean`` and scatter ``m2`` of its observed entries (float64 NumPy arrays, as merged
+    chunk by chunk), as tensors of ``dtype`` on ``device``.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from skmpt.estimators._data import observed_units
+    >>> X = np.array([[0.0, 1.0], [2.0, np.nan], [4.0, 3.0]])
+    >>> seen = ~np.isnan(X)
+    >>> mean = np.nanmean(X, 0)
+    >>> m2 = np.nansum((X - mean) ** 2, 0)
+    >>> center, scale = observed_units(seen.sum(0), mean, m2, torch.float64, "cpu")
+    >>> center.tolist(), round(float(scale) ** 2, 6)
+    ([2.0, 2.0], 2.0)
+    """
+    center = torch.as_tensor(mean, dtype=dtype, device=device)
+    total = float(np.sum(count))
+    variance = float(np.sum(m2)) / total if total else 0.0
+    if variance == 0:
+        return center, torch.ones((), dtype=dtype, device=device)  # constant data: nothing to rescale
+    return center, check_scale(torch.tensor(math.sqrt(variance), dtype=dtype, device=device), dtype)
 
 
 def check_mask_array(masks, n_features):
@@ -182,6 +223,63 @@ def check_chunk_units(X, center, scale, *, first):
             UserWarning,
             stacklevel=3,
         )
+
+
+# ====================================================================== tensors and array-API arrays as input
+def array_api_input(X):
+    """Whether ``X`` is computed where it lives: a torch tensor, or another array-API array (CuPy,
+    array-api-strict) that torch reads through DLPack without a copy; NumPy arrays and everything
+    else go through scikit-learn's validation, as NumPy."""
+    if isinstance(X, torch.Tensor):
+        return True
+    return not isinstance(X, np.ndarray) and hasattr(X, "__array_namespace__") and hasattr(X, "__dlpack__")
+
+
+def as_torch(X):
+    """An :func:`array_api_input` ``X`` as a torch tensor on its device (the same memory)."""
+    return X if isinstance(X, torch.Tensor) else torch.from_dlpack(X)
+
+
+def tensor_output(X):
+    """Whether outputs for the input ``X`` are arrays of its namespace on its device: ``X`` is an
+    :func:`array_api_input` and scikit-learn's ``array_api_dispatch`` is on
+    (``sklearn.config_context(array_api_dispatch=True)``), the convention of scikit-learn's
+    array-API estimators; otherwise outputs are NumPy arrays."""
+    return array_api_input(X) and sklearn.get_config()["array_api_dispatch"]
+
+
+def namespace_and_device(X):
+    """``(name, device)`` of ``X``'s array namespace: ``("numpy", None)`` for NumPy arrays and every
+    array-like that is not an :func:`array_api_input`."""
+    if isinstance(X, torch.Tensor):
+        return "torch", X.device
+    if not array_api_input(X):
+        return "numpy", None
+    return X.__array_namespace__().__name__, X.device
+
+
+def to_namespace(values, like):
+    """The tensor ``values`` as an array of ``like``'s namespace on ``like``'s device."""
+    if isinstance(like, torch.Tensor):
+        return values.to(like.device)
+    values = like.__array_namespace__().from_dlpack(values.to(as_torch(like).device).contiguous())
+    return values if values.device == like.device else values.to_device(like.device)
+
+
+def to_numpy(values):
+    """``values`` (a NumPy array, a tensor or array-API array on any device, or None) as a NumPy
+    array (None stays None).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.estimators._data import to_numpy
+    >>> to_numpy(torch.ones(2)).tolist()
+    [1.0, 1.0]
+    """
+    if isinstance(values, np.ndarray) or not array_api_input(values):
+        return values
+    return as_torch(values).detach().cpu().numpy()
 
 
 # ====================================================================== sample weights

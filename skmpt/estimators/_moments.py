@@ -16,10 +16,12 @@ with no frequent pattern train by rows alone. :func:`choose_solver` reads the ``
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .. import objectives
-from ._data import scale_limits
+from ._dask import merge_pattern_moments, pattern_moments_of_chunk, pattern_of_key, reduce_chunks
+from ._data import observed_units, scale_limits
 from ._trainer import MiniBatchSolver, TrainingData
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "MomentSolver",
     "RowPart",
     "choose_solver",
+    "frequent_patterns",
     "moment_groups",
     "moment_standardization",
 ]
@@ -127,6 +130,14 @@ def _merge_groups(groups, new):
     return [MomentGroup(g.moments, g.observed, float(g.moments.weight) / total) for g in merged.values()]
 
 
+def frequent_patterns(counts):
+    """Which patterns of observed entries ``"auto"`` trains from their moments: the indices of the
+    ``MAX_MOMENT_GROUPS`` largest ``counts`` (a tensor of rows per pattern, in ``torch.unique``'s
+    order) of at least ``MOMENT_GROUP_MIN_SAMPLES`` rows."""
+    frequent = counts.argsort(descending=True, stable=True)[:MAX_MOMENT_GROUPS]
+    return frequent[counts[frequent] >= MOMENT_GROUP_MIN_SAMPLES]
+
+
 def choose_solver(solver, start=None):
     """The solver the ``solver`` parameter names: :class:`~skmpt.estimators._trainer.MiniBatchSolver`
     for ``"minibatch"``, else a :class:`MomentSolver` (``"moments"`` or ``"auto"``) with the ``start``
@@ -179,8 +190,7 @@ class MomentSolver(MiniBatchSolver):
         if observed is None or self.mode == "moments":
             return moment_groups(X, observed, weights), None
         _, labels, counts = torch.unique(observed, dim=0, return_inverse=True, return_counts=True)
-        frequent = counts.argsort(descending=True, stable=True)[:MAX_MOMENT_GROUPS]
-        frequent = frequent[counts[frequent] >= MOMENT_GROUP_MIN_SAMPLES]
+        frequent = frequent_patterns(counts)
         if len(frequent) == 0:
             return None, None
         grouped = torch.isin(labels, frequent)
@@ -193,6 +203,58 @@ class MomentSolver(MiniBatchSolver):
             return groups, None
         rest = None if weights is None else parts[1] / parts[1].mean()
         return groups, RowPart(X[~grouped], observed[~grouped], rest, 1.0 - in_groups / total)
+
+    def prepare_chunks(self, X, summary, offset, dtype, device):
+        """:meth:`prepare` for a dask array ``X`` whose first pass is the
+        :class:`~skmpt.estimators._dask.ChunkSummary` ``summary``, less ``offset`` (float64, per feature),
+        in ``dtype`` on ``device``: ``(data, moments, log_jacobian)``, with the moments that choose a
+        data-driven ``n_components`` (of the rows in training units, missing entries at zero).
+
+        Complete data need no second pass: their moments are the summary's. Incomplete data take one:
+        the moments of the patterns :meth:`groups` would group, the other rows (gathered here) and
+        the Gram matrix in the training units (``observed_units`` of the summary)."""
+        n_samples, n_features = summary.n_samples, len(summary.count)
+
+        def tensor(values):
+            return torch.as_tensor(np.asarray(values, dtype=np.float64), dtype=dtype, device=device)
+
+        if summary.moments is not None:
+            n, mean, scatter = summary.moments
+            moments = objectives.Moments(tensor(n), tensor(mean - offset), tensor(scatter / n))
+            standardized = moment_standardization(moments)
+            if standardized is None:  # no spread (else observed_units refuses it): the units are (mean, 1)
+                units = observed_units(summary.count, mean - offset, summary.m2, dtype, device)
+                standardized = units, objectives.Moments(moments.weight, torch.zeros_like(moments.mean),
+                                                         moments.covariance / units[1].square())
+            units, standardized_moments = standardized
+            data = TrainingData(None, None, None, units, (n_samples, n_features), [MomentGroup(standardized_moments)])
+            return data, moments, -n_features * float(units[1].log())
+        keys = sorted(summary.patterns)
+        counts = torch.tensor([summary.patterns[key] for key in keys])
+        chosen = range(len(keys)) if self.mode == "moments" else frequent_patterns(counts).tolist()
+        center, scale = observed_units(summary.count, summary.mean - offset, summary.m2, dtype, device)
+        center64, scale64 = center.double().cpu().numpy() + offset, float(scale)
+        second = reduce_chunks(X, pattern_moments_of_chunk, merge_pattern_moments,
+                               {keys[i] for i in chosen}, center64, scale64)
+        units = (center, scale)
+        gram = tensor(second.gram / n_samples)
+        choice = objectives.Moments(tensor(n_samples), torch.zeros_like(center), gram)
+        jacobian = -float(np.sum(summary.count)) / n_samples * float(scale.log())
+        observed = torch.as_tensor(~np.isnan(second.rows), device=device)
+        rows = tensor(np.where(np.isnan(second.rows), 0.0, (second.rows - center64) / scale64))
+        if not second.groups:  # no frequent pattern: every row trains by mini-batches
+            return TrainingData(rows, observed, None, units, (n_samples, n_features)), choice, jacobian
+        groups = []
+        for key in sorted(second.groups):
+            n, mean, scatter = second.groups[key]
+            pattern = pattern_of_key(key, n_features)
+            moments = objectives.Moments(tensor(n), tensor(np.where(pattern, (mean - center64) / scale64, 0.0)),
+                                         tensor(scatter / n / scale64**2))
+            groups.append(MomentGroup(moments, torch.as_tensor(pattern, device=device), n / n_samples))
+        in_groups = sum(second.groups[key][0] for key in second.groups)
+        part = None if len(rows) == 0 else RowPart(rows, observed, None, 1.0 - in_groups / n_samples)
+        data = TrainingData(None, None, None, units, (n_samples, n_features), groups, part)
+        return data, choice, jacobian
 
     def start(self, groups, n_components):
         """``start_from``'s module for the moment ``groups`` (None without groups or ``start_from``)."""

@@ -158,6 +158,13 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         self.random_state = random_state
         self.verbose = verbose
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # A torch tensor is fitted and scored on its device; under array_api_dispatch the fitted
+        # attributes and outputs are tensors there.
+        tags.array_api_support = True
+        return tags
+
     def _check_data(self, X):
         super()._check_data(X)
         if self.params_.noise_variance_init is not None:

@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import Options, validate_parameters
 from ..models.missingness import SelfMaskingGaussian
+from ._dask import is_dask_collection, map_rows, seeded_rows_of_block
 from .ppca import MaskedPPCA
 from .selection import MaskedModelSearch
 
@@ -244,8 +245,15 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         Returns
         -------
         X_imputed : ndarray of shape (n_samples, n_features) or (n_samples, n_features + n_indicators)
+            A dask array with ``X``'s row chunks when ``X`` is a dask array or DataFrame: each chunk is
+            imputed in the worker that holds it (with ``sample_posterior=True``, from its own seed), so
+            the result can be written (``to_parquet``, ``to_zarr``) without one process holding it.
         """
         check_is_fitted(self)
+        if is_dask_collection(X):
+            seed = int(self.random_state_.randint(np.iinfo(np.int32).max))
+            width = self.n_features_in_ + (0 if self.indicator_ is None else len(self.indicator_.features_))
+            return map_rows(self, "transform", X, (width,), function=seeded_rows_of_block, seed=seed)
         X, missing = self._validate(X, reset=False)
         out = np.where(missing, 0.0, X)
         part = X[:, self._valid]

@@ -150,6 +150,13 @@ class MaskedPPCA(_BaseLinearGaussian):
         ],
     }
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # A torch tensor is fitted and scored on its device; under array_api_dispatch the fitted
+        # attributes and outputs are tensors there.
+        tags.array_api_support = True
+        return tags
+
     def _resolve_n_components(self, X, sample_weight, moments, n_samples):
         n_components = self.params_.n_components
         if not isinstance(n_components, (str, float)):

@@ -1,0 +1,245 @@
+"""Dask arrays and DataFrames as input (skmpt/estimators/_dask.py through the estimators).
+
+The estimators that train from moments reduce a dask collection chunk by chunk and must equal the
+in-memory fit on the same rows, whatever the chunking (an empty chunk and a one-row chunk included),
+with holes in some chunks and not in others; per-row outputs come back as dask arrays with the
+input's row chunks. Most tests run on the threaded scheduler; those marked ``cluster`` on a
+``LocalCluster`` of two worker processes, where the chunks are summarised and scored in the workers.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedImputer, MaskedPPCA
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+ESTIMATORS = [MaskedPPCA, MaskedFactorAnalysis]
+CHUNKINGS = [100, (250, 1, 0, 249), (1, 498, 1), (500,)]
+
+
+def _data(n=500, n_features=8, holes=False, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, 3) @ rng.randn(3, n_features) + 0.5 * rng.randn(n, n_features) + 3.0
+    if holes:  # none in the first 200 rows, one frequent pattern, then scattered holes
+        X[200:350, 2] = np.nan
+        rare = rng.rand(n - 350, n_features) < 0.1
+        X[350:][rare] = np.nan
+    return X
+
+
+def _fit(cls, X, **params):
+    params = {"random_state": 0, "device": "cpu", "max_epochs": 40, **params}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_epochs is small: a ConvergenceWarning, the same for both
+        return cls(3, **params).fit(X)
+
+
+def _assert_same_fit(chunked, in_memory, rtol):
+    assert chunked.n_iter_ == in_memory.n_iter_
+    for name in ("components_", "mean_", "noise_variance_"):
+        a, b = np.asarray(getattr(chunked, name)), np.asarray(getattr(in_memory, name))
+        assert np.abs(a - b).max() <= rtol * np.abs(b).max(), name
+
+
+@pytest.fixture
+def threads():
+    with dask.config.set(scheduler="threads"):
+        yield
+
+
+@pytest.mark.usefixtures("threads")
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+def test_complete_data_fit_equals_in_memory(cls, chunks):
+    X = _data()
+    in_memory = _fit(cls, X)
+    chunked = _fit(cls, da.from_array(X, chunks=(chunks, X.shape[1])))
+    _assert_same_fit(chunked, in_memory, 1e-10)
+    assert chunked.offset_.shape == (X.shape[1],)
+
+
+@pytest.mark.usefixtures("threads")
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("solver", ["auto", "moments"])
+@pytest.mark.parametrize("chunks", [(200, 1, 0, 149, 150), 64])
+def test_incomplete_data_fit_equals_in_memory(cls, solver, chunks):
+    # The first chunk is complete, the others have holes: a frequent pattern (moments) and rare ones (rows).
+    X = _data(holes=True)
+    in_memory = _fit(cls, X, solver=solver, max_epochs=20)
+    chunked = _fit(cls, da.from_array(X, chunks=(chunks, X.shape[1])), solver=solver, max_epochs=20)
+    _assert_same_fit(chunked, in_memory, 1e-10)
+
+
+@pytest.mark.usefixtures("threads")
+def test_incomplete_data_without_frequent_pattern_trains_on_the_gathered_rows():
+    X = _data(300)
+    X[np.random.RandomState(1).rand(*X.shape) < 0.2] = np.nan
+    in_memory = _fit(MaskedPPCA, X, max_epochs=5)
+    _assert_same_fit(_fit(MaskedPPCA, da.from_array(X, chunks=(70, 8)), max_epochs=5), in_memory, 1e-10)
+
+
+@pytest.mark.usefixtures("threads")
+@pytest.mark.parametrize("n_components", ["mle", 0.8])
+@pytest.mark.parametrize("holes", [False, True])
+def test_data_driven_n_components_as_in_memory(n_components, holes):
+    X = _data(holes=holes)
+    in_memory = MaskedPPCA(n_components, random_state=0, device="cpu", max_epochs=2)
+    chunked = MaskedPPCA(n_components, random_state=0, device="cpu", max_epochs=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        in_memory.fit(X)
+        chunked.fit(da.from_array(X, chunks=(90, 8)))
+    assert chunked.n_components_ == in_memory.n_components_
+
+
+@pytest.mark.usefixtures("threads")
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("holes", [False, True])
+def test_per_row_outputs_are_dask_arrays_with_the_input_chunks(cls, holes):
+    X = _data(holes=holes)
+    fitted = _fit(cls, X)
+    chunks = (250, 1, 0, 249)
+    X_dask = da.from_array(X, chunks=(chunks, X.shape[1]))
+    for method, width in [("score_samples", None), ("log_marginal_likelihood", None), ("transform", 3),
+                          ("impute", X.shape[1])]:
+        out = getattr(fitted, method)(X_dask)
+        assert isinstance(out, da.Array), method
+        assert out.chunks[0] == chunks, method
+        expected = getattr(fitted, method)(X)
+        assert out.shape == expected.shape, method
+        np.testing.assert_allclose(out.compute(), expected, rtol=1e-12, atol=1e-12, err_msg=method)
+    assert fitted.score(X_dask) == pytest.approx(fitted.score(X), rel=1e-13)
+    weights = np.arange(len(X)) % 3
+    assert fitted.score(X_dask, sample_weight=weights) == pytest.approx(fitted.score(X, sample_weight=weights),
+                                                                        rel=1e-13)
+
+
+@pytest.mark.usefixtures("threads")
+def test_dask_dataframe_keeps_column_names():
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X = _data(holes=True)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    chunked = _fit(MaskedPPCA, dd.from_pandas(frame, npartitions=3))
+    in_memory = _fit(MaskedPPCA, frame)
+    _assert_same_fit(chunked, in_memory, 1e-10)
+    assert list(chunked.feature_names_in_) == list(frame.columns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning about feature names
+        Z = chunked.transform(dd.from_pandas(frame, npartitions=3))
+    np.testing.assert_allclose(Z.compute(), in_memory.transform(frame), rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="feature names"):
+        chunked.transform(dd.from_pandas(frame.rename(columns={"f0": "g"}), npartitions=2))
+
+
+@pytest.mark.usefixtures("threads")
+def test_imputer_transform_maps_over_chunks(tmp_path):
+    dd = pytest.importorskip("dask.dataframe")
+    pytest.importorskip("pyarrow")
+    X = _data(holes=True)
+    imputer = MaskedImputer(MaskedPPCA(2, random_state=0, device="cpu"), add_indicator=True).fit(X)
+    out = imputer.transform(da.from_array(X, chunks=(120, 8)))
+    assert isinstance(out, da.Array) and out.chunks[0] == (120, 120, 120, 120, 20)
+    np.testing.assert_array_equal(out.compute(), imputer.transform(X))
+    columns = [f"c{i}" for i in range(out.shape[1])]
+    dd.from_dask_array(out, columns=columns).to_parquet(tmp_path / "imputed")
+    np.testing.assert_array_equal(dd.read_parquet(tmp_path / "imputed").compute().to_numpy(), imputer.transform(X))
+
+
+@pytest.mark.usefixtures("threads")
+def test_imputer_draws_differ_between_chunks_and_repeat_with_the_seed():
+    X = np.tile(_data(100, holes=False), (2, 1))
+    X[:, 0] = np.nan
+    X[:5, 0] = 1.0  # observed somewhere: the feature is learnt
+    draws = []
+    for _ in range(2):
+        imputer = MaskedImputer(MaskedPPCA(2, random_state=0, device="cpu"), sample_posterior=True,
+                                random_state=0).fit(X)
+        draws.append(imputer.transform(da.from_array(X, chunks=(100, 8))).compute())
+    np.testing.assert_array_equal(draws[0], draws[1])
+    assert not np.array_equal(draws[0][105:110, 0], draws[0][5:10, 0])  # equal rows, their own draws
+    assert not np.isnan(draws[0]).any()
+
+
+@pytest.mark.usefixtures("threads")
+def test_partial_fit_streams_the_chunks():
+    X = _data()
+    chunked = MaskedGaussianMixture(2, random_state=0, device="cpu").partial_fit(da.from_array(X, chunks=(200, 8)))
+    one_by_one = MaskedGaussianMixture(2, random_state=0, device="cpu")
+    for start in range(0, len(X), 200):
+        one_by_one.partial_fit(X[start:start + 200])
+    assert chunked.n_iter_ == one_by_one.n_iter_ == 3
+    np.testing.assert_array_equal(chunked.means_, one_by_one.means_)
+
+
+@pytest.mark.usefixtures("threads")
+def test_estimators_that_need_rows_refuse_fit_naming_partial_fit():
+    X = da.from_array(_data(), chunks=(100, 8))
+    with pytest.raises(TypeError, match="partial_fit"):
+        MaskedGaussianMixture(2).fit(X)
+    with pytest.raises(TypeError, match="partial_fit"):
+        MaskedPPCA(2, solver="minibatch").fit(X)
+
+
+@pytest.mark.usefixtures("threads")
+def test_bad_chunked_input_is_refused_before_training():
+    X = _data()
+    X[3, 2] = np.inf
+    with pytest.raises(ValueError, match="infinite"):
+        MaskedPPCA(2).fit(da.from_array(X, chunks=(100, 8)))
+    X = _data()
+    X[:, 4] = np.nan
+    with pytest.raises(ValueError, match=r"Feature\(s\) \[4\]"):
+        MaskedPPCA(2).fit(da.from_array(X, chunks=(100, 8)))
+    with pytest.raises(ValueError, match="sample_weight"):
+        MaskedPPCA(2).fit(da.from_array(_data(), chunks=(100, 8)), sample_weight=np.ones(500))
+    with pytest.raises(ValueError, match="at most the number of features"):
+        MaskedPPCA(9).fit(da.from_array(_data(), chunks=(100, 8)))
+    with pytest.raises(ValueError, match="at least 2"):
+        MaskedPPCA(1).fit(da.from_array(_data()[:1], chunks=(1, 8)))
+    with pytest.raises(ValueError, match="overflows float32"):
+        MaskedPPCA(2, dtype="float32").fit(da.from_array(_data() * 1e30, chunks=(100, 8)))
+    fitted = _fit(MaskedPPCA, _data())
+    with pytest.raises(ValueError, match="features"):
+        fitted.transform(da.from_array(_data()[:, :5], chunks=(100, 5)))
+
+
+@pytest.mark.usefixtures("threads")
+def test_float32_fit_from_chunks_is_close():
+    X = _data()
+    in_memory = _fit(MaskedPPCA, X, dtype="float32")
+    chunked = _fit(MaskedPPCA, da.from_array(X.astype(np.float32), chunks=(100, 8)), dtype="float32")
+    assert chunked.components_.dtype == np.float32
+    np.testing.assert_allclose(chunked.get_covariance(), in_memory.get_covariance(), rtol=1e-3, atol=1e-3)
+
+
+# ---------------------------------------------------------------------- on a cluster of two processes
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, death_timeout=60
+        ) as cluster,
+        distributed.Client(cluster, timeout=60) as client,
+    ):
+        yield client
+
+
+@pytest.mark.parametrize("holes", [False, True])
+def test_fit_and_outputs_on_a_local_cluster_equal_in_memory(client, holes):
+    X = _data(holes=holes)
+    X_dask = da.from_array(X, chunks=((250, 1, 0, 249), 8))
+    for cls in ESTIMATORS:
+        in_memory = _fit(cls, X)
+        chunked = _fit(cls, X_dask)
+        _assert_same_fit(chunked, in_memory, 1e-10)
+        scores = chunked.score_samples(X_dask)
+        assert scores.chunks[0] == (250, 1, 0, 249)
+        np.testing.assert_allclose(scores.compute(), in_memory.score_samples(X), rtol=1e-9)
+    # The chunks were summarised in the workers, not here.
+    assert set(client.run(lambda: "skmpt.estimators._dask" in __import__("sys").modules).values()) == {True}
