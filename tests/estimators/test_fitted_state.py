@@ -23,6 +23,8 @@ OTHER_VALUES = {
     "n_components": [2, 1],
     "covariance_type": ["diag", "full"],
     "n_init": [2, 1],
+    "categorical_features": [[3], None],
+    "algorithm": ["mpt", "em"],
     "init_params": ["random", "kmeans"],
     "warm_start": [True, False],
     "noise_variance_init": [np.full(4, 0.5), None],
