@@ -199,6 +199,11 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
     categorical_features : array-like of int or of bool, or None, default=None
         The categorical columns, by index or by a mask of ``n_features`` booleans; None: every
         column is numeric (the model is then a Gaussian mixture).
+    categories : "auto" or list of array-like, default="auto"
+        Each categorical column's categories: ``"auto"`` learns them from the values ``fit`` sees;
+        a list (one array per categorical column, in column order) fixes them, as
+        :class:`~sklearn.preprocessing.OneHotEncoder`'s ``categories`` (a category that ``fit``
+        does not see keeps a small probability; a value outside them is an error).
     covariance_type : {"full", "tied", "diag", "spherical"}, default="full"
         Each component's covariance of the numeric columns, as in :class:`MaskedGaussianMixture`.
     algorithm : {"em", "mpt"}, default="em"
@@ -288,19 +293,21 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         **_BaseMaskedEstimator._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "categorical_features": [None, "array-like"],
+        "categories": [Options({"auto"}), list],
         "covariance_type": [Options({"full", "tied", "diag", "spherical"})],
         "algorithm": [Options({"em", "mpt"})],
         "n_init": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
-        self, n_components=1, *, categorical_features=None, covariance_type="full", algorithm="em", n_init=1,
+        self, n_components=1, *, categorical_features=None, categories="auto", covariance_type="full", algorithm="em", n_init=1,
         mask_rate="uniform", n_masks=1, score_masks=1, score_method="chain", max_epochs=300, batch_size="auto",
         learning_rate=0.001, tol=1e-3, n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64",
         device="auto", random_state=None, verbose=0
     ):
         self.n_components = n_components
         self.categorical_features = categorical_features
+        self.categories = categories
         self.covariance_type = covariance_type
         self.algorithm = algorithm
         self.n_init = n_init
@@ -349,7 +356,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         if reset:
             self.categorical_features_ = self._resolve_categorical(values.shape[1])
             self.numeric_features_ = np.setdiff1d(np.arange(values.shape[1]), self.categorical_features_)
-            self.categories_ = [np.unique(column[~np.isnan(column)]) for column in values[:, self.categorical_features_].T]
+            self.categories_ = self._learn_categories(values)
             return X_t, observed
         for j, categories in zip(self.categorical_features_, self.categories_):
             column = values[:, j]
@@ -359,13 +366,34 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
                                  f"the categories seen at fit {categories[:10].tolist()}.")
         return X_t, observed
 
+    def _learn_categories(self, values):
+        """``categories_`` from the training array ``values``: the values seen, or the ones given
+        (sorted), which must hold every value seen."""
+        columns = values[:, self.categorical_features_].T
+        seen = [np.unique(column[~np.isnan(column)]) for column in columns]
+        given = self.params_.categories
+        if isinstance(given, str):  # "auto"
+            return seen
+        if len(given) != len(seen):
+            raise ValueError(f"categories holds {len(given)} arrays, but there are {len(seen)} categorical features.")
+        categories = []
+        for j, values_seen, values_given in zip(self.categorical_features_, seen, given):
+            values_given = np.unique(np.asarray(values_given, dtype=np.float64))
+            unknown = np.setdiff1d(values_seen, values_given)
+            if unknown.size or not np.isfinite(values_given).all():
+                raise ValueError(f"{_feature_label(self, j)} holds {unknown[:5].tolist()}, not among its given "
+                                 f"categories {values_given[:10].tolist()} (which must be finite numbers).")
+            categories.append(values_given)
+        return categories
+
     def _check_data(self, X):
         super()._check_data(X)
         if self.params_.n_components > X.shape[0]:
             raise ValueError(f"n_components={self.params_.n_components} must be at most the number of samples, "
                              f"but X has {X.shape[0]} sample(s).")
         for j, categories in zip(self.categorical_features_, self.categories_):
-            if len(categories) == 1:
+            # With categories given, a column of one category is the caller's choice.
+            if len(categories) == 1 and isinstance(self.params_.categories, str):
                 warnings.warn(f"{_feature_label(self, j)} is categorical with one category ({categories[0]!r}) "
                               f"at fit: the model learns nothing from it.", UserWarning, stacklevel=5)
 

@@ -24,6 +24,7 @@ OTHER_VALUES = {
     "covariance_type": ["diag", "full"],
     "n_init": [2, 1],
     "categorical_features": [[3], None],
+    "categories": [[], "auto"],
     "algorithm": ["mpt", "em"],
     "init_params": ["random", "kmeans"],
     "warm_start": [True, False],

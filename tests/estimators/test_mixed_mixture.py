@@ -169,3 +169,16 @@ def test_a_gaussian_mixture_and_this_one_agree_on_numbers():
     ours = MaskedMixedMixture(2, random_state=0).fit(X)
     theirs = MaskedGaussianMixture.from_estimator(GaussianMixture(2, random_state=0).fit(X))
     assert abs(ours.score(X) - theirs.score(X)) < 1e-3
+
+
+def test_given_categories_keep_a_category_fit_did_not_see():
+    X, _ = _table(80)
+    mixture = MaskedMixedMixture(2, categorical_features=[1, 3], categories=[[1, 2, 9, 11], [0, 1]],
+                                 random_state=0).fit(X)
+    assert mixture.categories_[0].tolist() == [1.0, 2.0, 9.0, 11.0]
+    X_new = X[:3].copy()
+    X_new[:, 1] = 11.0
+    assert np.isfinite(mixture.score_samples(X_new)).all()
+    assert (mixture.score_samples(X_new) < mixture.score_samples(X[:3]) - 5).all()
+    with pytest.raises(ValueError, match=r"feature 1 holds \[9.0\], not among its given categories"):
+        MaskedMixedMixture(2, categorical_features=[1, 3], categories=[[1, 2], [0, 1]]).fit(X)
