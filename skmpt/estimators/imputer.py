@@ -3,16 +3,23 @@
 import numbers
 
 import numpy as np
+from sklearn import get_config
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.impute import MissingIndicator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import validate_parameters
+from ._tables import TableLayout, is_table
+from .mixed_mixture import MaskedMixedMixture
 from .ppca import MaskedPPCA
 from .selection import MaskedModelSearch
 
 __all__ = ["MaskedImputer"]
+
+# Components of the mixed mixtures MaskedImputer() tries on a table with categorical columns (the
+# search stops at the first that does not raise the held-out likelihood).
+_MIXED_SIZES = (1, 2, 4, 8, 16)
 
 
 def _is_nan(value):
@@ -64,6 +71,18 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         The draws of ``sample_posterior=True``, and the choice of the model with
         ``estimator=None``.
+    column_types : dict of str to {"numeric", "categorical"} or None, default=None
+        For a pandas DataFrame: the kind of a column where its dtype should not decide (by default
+        float and integer columns are numeric; bool, ``category``, string and object columns
+        categorical), e.g. ``{"rating": "categorical"}`` for integer codes. A table with
+        categorical columns is modelled by :class:`MaskedMixedMixture`: ``estimator=None`` chooses
+        its number of components by held-out likelihood; a ``MaskedMixedMixture`` given is told
+        the categorical columns; another estimator is an error. ``transform`` fills a categorical
+        hole with its most probable category (a draw with ``sample_posterior=True``) and, with
+        ``set_output(transform="pandas")``, returns the table with its columns, index and dtypes
+        (as an object array otherwise). A category not seen at fit, or a string column of more
+        than 1000 distinct values (an identifier), is an error naming the column; a column of one
+        category is warned about.
 
     Attributes
     ----------
@@ -75,6 +94,8 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         held-out score, standard error and time); None when ``estimator`` is a model.
     indicator_ : MissingIndicator or None
         With ``add_indicator=True``.
+    table_ : TableLayout or None
+        The columns of the DataFrame seen at fit (names, dtypes, kinds, categories); None for an array.
     params_ : dict
         The parameters as they were at the last ``fit``: ``transform`` and ``score`` read these
         (``missing_values``, ``sample_posterior``), so ``set_params`` acts at the next ``fit``.
@@ -108,11 +129,12 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         "add_indicator": ["boolean"],
         "keep_empty_features": ["boolean"],
         "random_state": ["random_state"],
+        "column_types": [None, dict],
     }
 
     def __init__(
         self, estimator=None, *, missing_values=np.nan, sample_posterior=False, add_indicator=False,
-        keep_empty_features=False, random_state=None,
+        keep_empty_features=False, random_state=None, column_types=None,
     ):
         self.estimator = estimator
         self.missing_values = missing_values
@@ -120,6 +142,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         self.add_indicator = add_indicator
         self.keep_empty_features = keep_empty_features
         self.random_state = random_state
+        self.column_types = column_types
 
     def set_params(self, **params):
         """Set parameters; ``estimator__<name>`` with ``estimator=None`` sets it on ``MaskedPPCA()``.
@@ -147,7 +170,16 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         """``X`` as float64 with NaN at the missing entries, and the missing mask (``missing_values``
         as it was at fit)."""
         missing_values = self.params_["missing_values"]
-        X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False, copy=True)
+        if reset:
+            self.table_ = self._layout(X)
+        if self.table_ is not None and (is_table(X) or len(self.table_.categorical)):
+            validate_data(self, X, reset=reset, skip_check_array=True)
+            if not is_table(X):
+                raise ValueError("This imputer was fitted on a DataFrame with categorical columns; pass a DataFrame.")
+            X = self.table_.encode(X)
+            missing_values = np.nan  # encode marks every missing cell with NaN
+        else:
+            X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False, copy=True)
         infinite = np.flatnonzero(np.isinf(X).any(0))
         if len(infinite):
             raise ValueError(f"Input X contains infinity in feature(s) {infinite[:10].tolist()}: no model can fit "
@@ -158,6 +190,56 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         missing = _missing_mask(X, missing_values)
         X[missing] = np.nan
         return X, missing
+
+    # ------------------------------------------------------------------ tables (DataFrames)
+    def _layout(self, X):
+        """The :class:`~skmpt.estimators._tables.TableLayout` of a DataFrame ``X`` at fit; None for an array."""
+        column_types = self.params_["column_types"]
+        if not is_table(X):
+            if column_types is not None:
+                raise ValueError("column_types names columns of a pandas DataFrame, but X is not one.")
+            return None
+        return TableLayout(X, column_types, self.params_["missing_values"])
+
+    def _for_table(self, estimator, n_samples):
+        """``estimator`` told the table's categorical columns (and their categories, all of them, so
+        that a split missing a rare one still knows it); the mixed mixtures for ``estimator=None``."""
+        table = self.table_
+        if table is None or not len(table.categorical):
+            return estimator
+        mixed = {"categorical_features": np.searchsorted(np.flatnonzero(self._valid), table.categorical).tolist(),
+                 "categories": [np.arange(len(c), dtype=np.float64) for c in table.categories]}
+        if isinstance(estimator, MaskedMixedMixture):
+            return clone(estimator).set_params(**mixed)
+        if isinstance(estimator, MaskedModelSearch):
+            if estimator.candidates is not None:
+                return estimator  # the user's candidates
+            sizes = [k for k in _MIXED_SIZES if k == 1 or 10 * k <= n_samples]
+            candidates = [MaskedMixedMixture(k, **mixed, random_state=estimator.random_state) for k in sizes]
+            return clone(estimator).set_params(candidates={"mixed": candidates})
+        names = [table.columns[j] for j in table.categorical]
+        raise ValueError(f"Column(s) {names[:10]} of X are categorical, and {type(estimator).__name__} models numbers "
+                         f"only: impute them with MaskedMixedMixture (or estimator=None), or declare them numeric "
+                         f"with column_types.")
+
+    def _output_container(self):
+        """``"pandas"`` when ``set_output`` (or scikit-learn's configuration) asks for DataFrames."""
+        # set_output's choice, kept by scikit-learn's output mixin on the estimator (clone copies it).
+        config = getattr(self, "_sklearn_output_config", {})
+        return config["transform"] if "transform" in config else get_config()["transform_output"]
+
+    def _table_output(self, original, out, X):
+        """``transform``'s output for a DataFrame: the table with its holes filled, columns, index and
+        dtypes as given (indicator columns after), or as an array (of objects with categories)."""
+        categorical = len(self.table_.categorical) > 0
+        if self._output_container() != "pandas" and not categorical:
+            return np.hstack([out, self.indicator_.transform(X)]) if self.indicator_ is not None else out
+        frame = self.table_.decode(original, out)
+        if self.indicator_ is not None:
+            names = self.get_feature_names_out()[len(self.table_.columns):]
+            indicator = self.indicator_.transform(X)
+            frame = frame.assign(**{str(name): indicator[:, i] for i, name in enumerate(names)})
+        return frame if self._output_container() == "pandas" else frame.to_numpy(dtype=object)
 
     def _check_marker(self, estimator):
         likelihood = getattr(estimator, "likelihood", "gaussian")
@@ -204,6 +286,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
                 f"(imputed with 0)."
             )
         self._valid = ~empty
+        estimator = self._for_table(estimator, len(X))
         fitted = clone(estimator).fit(X[:, self._valid])
         if isinstance(fitted, MaskedModelSearch):
             self.search_, self.estimator_ = fitted, fitted.best_estimator_
@@ -228,6 +311,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         X_imputed : ndarray of shape (n_samples, n_features) or (n_samples, n_features + n_indicators)
         """
         check_is_fitted(self)
+        original = X
         X, missing = self._validate(X, reset=False)
         out = np.where(missing, 0.0, X)
         part = X[:, self._valid]
@@ -236,6 +320,8 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
             out[:, self._valid] = self.estimator_.sample_missing(part, 1, random_state=seed)[0]
         else:
             out[:, self._valid] = self.estimator_.impute(part)
+        if self.table_ is not None and is_table(original):
+            return self._table_output(original, out, X)
         if self.indicator_ is not None:
             out = np.hstack([out, self.indicator_.transform(X)])
         return out
