@@ -26,3 +26,13 @@ def test_imputation_benchmark_says_how_to_install_miceforest():
     run = _run("--methods", "miceforest")
     assert run.returncode == 2
     assert 'pip install "skmpt[bench]"' in run.stderr
+
+
+MIXED = Path(__file__).resolve().parents[1] / "benchmarks" / "imputation_mixed.py"
+
+
+def test_mixed_imputation_benchmark_refuses_an_unknown_imputer():
+    run = subprocess.run([sys.executable, str(MIXED), "--methods", "KNN,Foo"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    assert "unknown imputer(s) ['Foo']" in run.stderr and "NRMSE" not in run.stdout
