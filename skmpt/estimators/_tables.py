@@ -15,8 +15,8 @@ import numpy as np
 
 __all__ = ["COLUMN_TYPES", "MAX_AUTO_CATEGORIES", "TableLayout", "is_table"]
 
-#: The values of ``column_types``.
-COLUMN_TYPES = ("numeric", "categorical")
+#: The values of ``column_types``: ``"count"`` (non-negative integers, a Poisson) is never read from a dtype.
+COLUMN_TYPES = ("numeric", "categorical", "count")
 
 #: A string column read as categorical with more distinct values than this is refused as an
 #: identifier (a name, a key), unless ``column_types`` names it categorical.
@@ -66,8 +66,9 @@ class TableLayout:
     ----------
     frame : pandas.DataFrame
         The training table; missing cells are ``NaN``, ``None`` or ``pd.NA``.
-    column_types : dict of str to {"numeric", "categorical"} or None, default=None
-        Overrides the kind read from a column's dtype (e.g. an integer code as categorical).
+    column_types : dict of str to {"numeric", "categorical", "count"} or None, default=None
+        Overrides the kind read from a column's dtype (e.g. an integer code as categorical, a
+        number of visits as a count).
     missing_values : float, default=np.nan
         A numeric marker of missing cells in numeric columns, besides ``NaN``.
 
@@ -79,6 +80,8 @@ class TableLayout:
         Each column's dtype at fit.
     categorical : ndarray of int
         The categorical columns' positions.
+    counts : ndarray of int
+        The count columns' positions.
     categories : list of list
         Each categorical column's categories (their index is the code a model sees).
 
@@ -117,6 +120,7 @@ class TableLayout:
             if kind == "categorical":
                 self.categories.append(self._learn(series, explicit=name in column_types))
         self.categorical = np.flatnonzero(np.array(kinds) == "categorical")
+        self.counts = np.flatnonzero(np.array(kinds) == "count")
 
     def _learn(self, series, *, explicit):
         """A categorical column's categories, with the warnings and errors that name it."""
@@ -165,8 +169,12 @@ class TableLayout:
         for j, name in enumerate(self.columns):
             series = frame[name]
             if j not in codes:
-                values = series.to_numpy(dtype=np.float64, na_value=np.nan)
-                out[:, j] = np.where(missing[:, j], np.nan, values)
+                values = np.where(missing[:, j], np.nan, series.to_numpy(dtype=np.float64, na_value=np.nan))
+                bad = ~np.isnan(values) & ((values < 0) | (values != np.round(values)))
+                if j in self.counts and bad.any():
+                    raise ValueError(f"Column {name!r} holds counts, non-negative integers; it holds "
+                                     f"{values[bad][:5].tolist()}.")
+                out[:, j] = values
                 continue
             index = {category: code for code, category in enumerate(codes[j])}
             observed = series[~missing[:, j]]
@@ -209,8 +217,8 @@ class TableLayout:
                 categories = np.empty(len(codes[j]), dtype=object)
                 categories[:] = codes[j]
                 column = categories[np.rint(column).astype(np.intp)]
-            else:  # in the column's own (float or integer) dtype, an integer rounded
-                if pd.api.types.is_integer_dtype(frame[name].dtype):
+            else:  # in the column's own (float or integer) dtype, an integer or a count rounded
+                if pd.api.types.is_integer_dtype(frame[name].dtype) or j in self.counts:
                     column = np.rint(column)
                 column = pd.array(column).astype(frame[name].dtype)
             series = filled[name].copy()

@@ -71,11 +71,12 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         The draws of ``sample_posterior=True``, and the choice of the model with
         ``estimator=None``.
-    column_types : dict of str to {"numeric", "categorical"} or None, default=None
+    column_types : dict of str to {"numeric", "categorical", "count"} or None, default=None
         For a pandas DataFrame: the kind of a column where its dtype should not decide (by default
         float and integer columns are numeric; bool, ``category``, string and object columns
-        categorical), e.g. ``{"rating": "categorical"}`` for integer codes. A table with
-        categorical columns is modelled by :class:`MaskedMixedMixture`: ``estimator=None`` chooses
+        categorical), e.g. ``{"rating": "categorical"}`` for integer codes or ``{"visits": "count"}``
+        for a Poisson column (its holes filled with the conditional mean, rounded). A table with
+        categorical or count columns is modelled by :class:`MaskedMixedMixture`: ``estimator=None`` chooses
         its number of components by held-out likelihood; a ``MaskedMixedMixture`` given is told
         the categorical columns; another estimator is an error. ``transform`` fills a categorical
         hole with its most probable category (a draw with ``sample_posterior=True``) and, with
@@ -205,9 +206,11 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         """``estimator`` told the table's categorical columns (and their categories, all of them, so
         that a split missing a rare one still knows it); the mixed mixtures for ``estimator=None``."""
         table = self.table_
-        if table is None or not len(table.categorical):
+        if table is None or not (len(table.categorical) or len(table.counts)):
             return estimator
-        mixed = {"categorical_features": np.searchsorted(np.flatnonzero(self._valid), table.categorical).tolist(),
+        position = np.flatnonzero(self._valid)
+        mixed = {"categorical_features": np.searchsorted(position, table.categorical).tolist(),
+                 "count_features": np.searchsorted(position, table.counts[self._valid[table.counts]]).tolist(),
                  "categories": [np.arange(len(c), dtype=np.float64) for c in table.categories]}
         if isinstance(estimator, MaskedMixedMixture):
             return clone(estimator).set_params(**mixed)
@@ -217,10 +220,10 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
             sizes = [k for k in _MIXED_SIZES if k == 1 or 10 * k <= n_samples]
             candidates = [MaskedMixedMixture(k, **mixed, random_state=estimator.random_state) for k in sizes]
             return clone(estimator).set_params(candidates={"mixed": candidates})
-        names = [table.columns[j] for j in table.categorical]
-        raise ValueError(f"Column(s) {names[:10]} of X are categorical, and {type(estimator).__name__} models numbers "
-                         f"only: impute them with MaskedMixedMixture (or estimator=None), or declare them numeric "
-                         f"with column_types.")
+        names = [table.columns[j] for j in [*table.categorical, *table.counts]]
+        raise ValueError(f"Column(s) {names[:10]} of X are categorical or counts, and {type(estimator).__name__} "
+                         f"models numbers only: impute them with MaskedMixedMixture (or estimator=None), or declare "
+                         f"them numeric with column_types.")
 
     def _output_container(self):
         """``"pandas"`` when ``set_output`` (or scikit-learn's configuration) asks for DataFrames."""

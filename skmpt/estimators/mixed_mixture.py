@@ -57,32 +57,34 @@ def _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_compo
     return X_n.new_tensor(np.eye(n_components)[labels])
 
 
-def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type):
+def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, observed_p):
     """Closed-form maximisation given responsibilities ``resp`` (``(n, K)``, sample weights in),
     the numeric entries' conditional means ``(K, n, D_N)`` and covariances ``(K, n, D_N, D_N)``:
-    ``(weights, means, covariances, probabilities)``."""
-    counts = resp.sum(0) + 10 * torch.finfo(resp.dtype).eps  # guard against empty components
-    means = torch.einsum("nk,knd->kd", resp, mean) / counts.unsqueeze(-1)
+    ``(weights, means, covariances, probabilities, rates)``."""
+    totals = resp.sum(0) + 10 * torch.finfo(resp.dtype).eps  # guard against empty components
+    means = torch.einsum("nk,knd->kd", resp, mean) / totals.unsqueeze(-1)
     residual = mean - means.unsqueeze(1)
     scatter = torch.einsum("nk,knd,kne->kde", resp, residual, residual) + torch.einsum("nk,knde->kde", resp, cov)
     if covariance_type == "full":
-        covariances = scatter / counts.view(-1, 1, 1) + _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
+        covariances = scatter / totals.view(-1, 1, 1) + _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
     elif covariance_type == "tied":
-        covariances = scatter.sum(0) / counts.sum() + _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
+        covariances = scatter.sum(0) / totals.sum() + _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
     else:
-        covariances = scatter.diagonal(dim1=-2, dim2=-1) / counts.unsqueeze(-1) + _REG_COVAR
+        covariances = scatter.diagonal(dim1=-2, dim2=-1) / totals.unsqueeze(-1) + _REG_COVAR
         if covariance_type == "spherical":
-            covariances = covariances.mean(-1) if covariances.shape[-1] else covariances.new_ones(len(counts))
+            covariances = covariances.mean(-1) if covariances.shape[-1] else covariances.new_ones(len(totals))
     probabilities = []
     for j, size in enumerate(sizes):
         one_hot = torch.nn.functional.one_hot(codes[:, j], size).to(resp.dtype) * observed_c[:, j : j + 1]
         tally = resp.T @ one_hot + _PSEUDOCOUNT  # (K, C_j)
         probabilities.append(tally / tally.sum(-1, keepdim=True))
-    return counts / counts.sum(), means, covariances, probabilities
+    # The pseudo-count keeps a component that saw only zeros at a positive (tiny) rate.
+    rates = (resp.T @ (counts * observed_p) + _PSEUDOCOUNT) / (resp.T @ observed_p + _PSEUDOCOUNT)
+    return totals / totals.sum(), means, covariances, probabilities, rates
 
 
 def mixed_em(X, observed, weights, category_values, numeric_features, categorical_features, n_components,
-             covariance_type, *, seed, tol, max_iter):
+             covariance_type, *, seed, tol, max_iter, count_features=(), count_units=None):
     """Fit a :class:`~skmpt.models.mixed.MixedMixtureModule` by EM on the observed entries.
 
     Each step raises ``sum_i w_i log p(x_i,o)`` (the observed-data likelihood, exact), and the
@@ -107,6 +109,10 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
         Of the k-means start.
     tol : float
     max_iter : int
+    count_features : sequence of int, default=()
+        Columns of non-negative integer counts (Poisson).
+    count_units : tuple of torch.Tensor, default=None
+        ``(zero, unit)``: a count is ``(x - zero) / unit`` (None: ``x`` itself).
 
     Returns
     -------
@@ -132,13 +138,17 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     """
     numeric = list(numeric_features)
     categorical = list(categorical_features)
+    count = list(count_features)
     sizes = [len(v) for v in category_values]
     # The same nearest-value rule as the module's, so that EM and the likelihood see one table.
     probe = MixedMixtureModule(
         X.new_ones(1), X.new_zeros(1, len(numeric)), X.new_ones(1), [X.new_ones(1, s) / s for s in sizes],
-        category_values, numeric, categorical, "spherical",
+        category_values, numeric, categorical, "spherical", count_features=count,
     )
     codes = probe.codes(X)
+    zero, unit = count_units if count_units is not None else (X.new_zeros(len(count)), X.new_ones(len(count)))
+    counts = ((X[:, count] - zero) / unit).round().clamp_min(0)
+    observed_p = observed[:, count].to(X.dtype)
     observed_n, observed_c = observed[:, numeric], observed[:, categorical].to(X.dtype)
     center, scale = standardization(X[:, numeric], "gaussian", observed_n)
     X_n = torch.where(observed_n, (X[:, numeric] - center) / scale, torch.zeros_like(X[:, numeric]))
@@ -147,26 +157,41 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     resp = _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None]
     eye = torch.eye(len(numeric), dtype=X.dtype)
     mean, cov = X_n.expand(n_components, *X_n.shape), eye * (~observed_n).unsqueeze(-1).to(X.dtype)
-    params = _m_step(resp, mean, cov.expand(n_components, *cov.shape), codes, observed_c, sizes, covariance_type)
+    counted = (counts, observed_p)
+    params = _m_step(resp, mean, cov.expand(n_components, *cov.shape), codes, observed_c, sizes, covariance_type,
+                     *counted)
+
+    def build(weights, means, covariances, probabilities, rates):
+        module = MixedMixtureModule(weights, means, covariances, probabilities, category_values, numeric, categorical,
+                                    covariance_type, count_features=count, rates=rates)
+        module.count_zero.copy_(zero)
+        module.count_unit.copy_(unit)
+        return module
+
+    rows = torch.cat([X_n, X[:, categorical], X[:, count]], 1)[:, _column_order(numeric, categorical, count)]
     history, previous, converged = [], -math.inf, False
     for step in range(1, max_iter + 1):
         start = time.perf_counter()
-        module = MixedMixtureModule(*params, category_values, numeric, categorical, covariance_type)
+        module = build(*params)
         with torch.no_grad():
-            mean, cov, log_joint = module.missing_given_observed(torch.cat([X_n, X[:, categorical]], 1)[
-                :, module.column_order], observed)
+            mean, cov, log_joint = module.missing_given_observed(rows, observed)
         value = float(weights @ torch.logsumexp(log_joint, -1))
         resp = torch.softmax(log_joint, -1) * weights[:, None]
-        params = _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type)
+        params = _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, *counted)
         history.append({"epoch": step, "objective": value - jacobian, "seconds": time.perf_counter() - start})
         if value - previous < tol:
             converged = True
             break
         previous = value
-    module = MixedMixtureModule(*params, category_values, numeric, categorical, covariance_type)
+    module = build(*params)
     with torch.no_grad():
         module.gaussian.unstandardize_(center, scale)
     return module, history, converged
+
+
+def _column_order(*groups):
+    """The permutation putting columns listed as ``[*groups[0], *groups[1], ...]`` back in their order."""
+    return torch.as_tensor([j for group in groups for j in group], dtype=torch.long).argsort()
 
 
 def _feature_label(estimator, index):
@@ -181,7 +206,8 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     Each component holds a Gaussian over the numeric columns (the covariance types of
     :class:`MaskedGaussianMixture`) and an independent categorical over each categorical column
-    (a binary column is a categorical of two categories: a Bernoulli). Its log-likelihood, its
+    (a binary column is a categorical of two categories: a Bernoulli), and a Poisson over each
+    count column (``count_features``). Its log-likelihood, its
     masked conditionals and the likelihood of rows with holes are exact: a missing category drops
     out of each component's product, a missing number out of its Gaussian. ``fit`` runs EM, exact
     with holes (``algorithm="em"``), or continues EM's start by masked pre-training
@@ -199,6 +225,9 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
     categorical_features : array-like of int or of bool, or None, default=None
         The categorical columns, by index or by a mask of ``n_features`` booleans; None: every
         column is numeric (the model is then a Gaussian mixture).
+    count_features : array-like of int or of bool, or None, default=None
+        The count columns (non-negative integers), each a Poisson per component, by index or mask;
+        a missing count is imputed with its conditional mean (a real number) and drawn as an integer.
     categories : "auto" or list of array-like, default="auto"
         Each categorical column's categories: ``"auto"`` learns them from the values ``fit`` sees;
         a list (one array per categorical column, in column order) fixes them, as
@@ -235,6 +264,8 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
     ----------
     categorical_features_ : ndarray of int
         The categorical columns, sorted.
+    count_features_ : ndarray of int
+        The count columns, sorted.
     numeric_features_ : ndarray of int
         The other columns.
     categories_ : list of ndarray
@@ -248,6 +279,8 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         :class:`~sklearn.mixture.GaussianMixture`'s layout of ``covariance_type``.
     category_probabilities_ : list of ndarray
         One per categorical column, of shape (n_components, n_categories): ``theta_kj``.
+    rates_ : ndarray of shape (n_components, n_count)
+        Each component's Poisson rate of each count column.
     module_ : MixedMixtureModule
         The fitted torch module.
     {params_}
@@ -293,6 +326,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         **_BaseMaskedEstimator._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "categorical_features": [None, "array-like"],
+        "count_features": [None, "array-like"],
         "categories": [Options({"auto"}), list],
         "covariance_type": [Options({"full", "tied", "diag", "spherical"})],
         "algorithm": [Options({"em", "mpt"})],
@@ -300,13 +334,15 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
     }
 
     def __init__(
-        self, n_components=1, *, categorical_features=None, categories="auto", covariance_type="full", algorithm="em", n_init=1,
+        self, n_components=1, *, categorical_features=None, count_features=None, categories="auto",
+        covariance_type="full", algorithm="em", n_init=1,
         mask_rate="uniform", n_masks=1, score_masks=1, score_method="chain", max_epochs=300, batch_size="auto",
         learning_rate=0.001, tol=1e-3, n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64",
         device="auto", random_state=None, verbose=0
     ):
         self.n_components = n_components
         self.categorical_features = categorical_features
+        self.count_features = count_features
         self.categories = categories
         self.covariance_type = covariance_type
         self.algorithm = algorithm
@@ -328,25 +364,41 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ data
-    def _resolve_categorical(self, n_features):
-        """``categorical_features`` as sorted column indices, checked against ``n_features``."""
-        given = self.params_.categorical_features
+    def _resolve_columns(self, name, n_features):
+        """The parameter ``name`` (``categorical_features`` or ``count_features``) as sorted column
+        indices, checked against ``n_features``."""
+        given = self.params_[name]
         if given is None:
             return np.zeros(0, dtype=np.intp)
         given = np.asarray(given)
         if given.dtype == bool:
             if given.shape != (n_features,):
-                raise ValueError(f"categorical_features as a mask must hold {n_features} booleans (one per "
+                raise ValueError(f"{name} as a mask must hold {n_features} booleans (one per "
                                  f"feature); got shape {given.shape}.")
             return np.flatnonzero(given)
         if given.ndim != 1 or not np.issubdtype(given.dtype, np.integer) and given.size:
-            raise ValueError(f"categorical_features must be column indices or a boolean mask; got {given!r}.")
+            raise ValueError(f"{name} must be column indices or a boolean mask; got {given!r}.")
         indices = given.astype(np.intp)
         if indices.size and (indices.min() < 0 or indices.max() >= n_features):
-            raise ValueError(f"categorical_features holds {indices.tolist()}, but X has {n_features} features.")
+            raise ValueError(f"{name} holds {indices.tolist()}, but X has {n_features} features.")
         if len(np.unique(indices)) != len(indices):
-            raise ValueError(f"categorical_features names a column twice: {indices.tolist()}.")
+            raise ValueError(f"{name} names a column twice: {indices.tolist()}.")
         return np.sort(indices)
+
+    def _discrete(self, n_features):
+        """The categorical and count columns, checked to be apart."""
+        categorical = self._resolve_columns("categorical_features", n_features)
+        count = self._resolve_columns("count_features", n_features)
+        both = np.intersect1d(categorical, count)
+        if both.size:
+            raise ValueError(f"Feature(s) {both.tolist()} are both in categorical_features and in count_features.")
+        return np.union1d(categorical, count).astype(np.intp)
+
+    def _offset(self, center, dtype):
+        # Categories and counts are read as values: never shifted (only numbers lose precision).
+        offset = np.array(super()._offset(center, dtype), dtype=np.float64)
+        offset[self._discrete(len(center))] = 0.0
+        return offset
 
     def _to_tensor(self, X, *, reset):
         """As the base's, with the categorical columns' values checked: learned at ``fit``
@@ -354,8 +406,16 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         X_t, observed = super()._to_tensor(X, reset=reset)
         values = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
         if reset:
-            self.categorical_features_ = self._resolve_categorical(values.shape[1])
-            self.numeric_features_ = np.setdiff1d(np.arange(values.shape[1]), self.categorical_features_)
+            self.categorical_features_ = self._resolve_columns("categorical_features", values.shape[1])
+            self.count_features_ = self._resolve_columns("count_features", values.shape[1])
+            self.numeric_features_ = np.setdiff1d(np.arange(values.shape[1]), self._discrete(values.shape[1]))
+        for j in self.count_features_:
+            column = values[:, j]
+            bad = ~np.isnan(column) & ((column < 0) | (column != np.round(column)))
+            if bad.any():
+                raise ValueError(f"{_feature_label(self, j)} holds counts, non-negative integers; it holds "
+                                 f"{column[bad][:5].tolist()}.")
+        if reset:
             self.categories_ = self._learn_categories(values)
             return X_t, observed
         for j, categories in zip(self.categorical_features_, self.categories_):
@@ -417,16 +477,20 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
             weights = X_t.new_ones(X_t.shape[0])
         return mixed_em(X_t, observed, weights, self._category_values(), self.numeric_features_.tolist(),
                         self.categorical_features_.tolist(), self.params_.n_components, self.params_.covariance_type,
-                        seed=seed, tol=self.params_.tol, max_iter=max_iter)
+                        seed=seed, tol=self.params_.tol, max_iter=max_iter, count_features=self.count_features_.tolist())
 
     def _build_module(self, X, generator, units):
         # partial_fit's first call: EM's start on the standardised chunk, every entry taken as observed.
         seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
         observed = torch.ones(X.shape, dtype=torch.bool, device=X.device)
         values = self._category_values(*units)
+        center, scale = units
+        count = torch.as_tensor(self.count_features_, dtype=torch.long, device=X.device)
+        unit = (1 / scale).reshape(-1).expand(X.shape[1])[count]
         return mixed_em(X, observed, X.new_ones(X.shape[0]), values, self.numeric_features_.tolist(),
                         self.categorical_features_.tolist(), self.params_.n_components, self.params_.covariance_type,
-                        seed=seed, tol=self.params_.tol, max_iter=_EM_START_STEPS)[0]
+                        seed=seed, tol=self.params_.tol, max_iter=_EM_START_STEPS,
+                        count_features=self.count_features_.tolist(), count_units=(-center[count] * unit, unit))[0]
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit by EM on the observed entries (``algorithm="em"``), or by MPT from EM's start.
@@ -477,22 +541,26 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
             self.means_ = module.gaussian.means.detach().cpu().numpy().astype(np.float64) + self.offset_[numeric]
             self.covariances_, _, _ = sklearn_covariances(module.gaussian)
             log_probs = module.category_log_probs().exp().cpu().numpy()
+            self.rates_ = module.log_rates.exp().cpu().numpy()
         self.category_probabilities_ = [log_probs[j, :, : len(c)] for j, c in enumerate(self.categories_)]
 
     def _n_parameters(self):
         """Free parameters: the Gaussian mixture's count over the numeric columns, as
         :class:`~sklearn.mixture.GaussianMixture` counts them, plus ``K (C_j - 1)`` per
-        categorical column."""
+        categorical column and ``K`` per count column."""
         check_is_fitted(self)
         K, D = self.n_components_, len(self.numeric_features_)
         covariance = {"full": K * D * (D + 1) // 2, "tied": D * (D + 1) // 2, "diag": K * D, "spherical": K}
         categorical = sum(K * (len(c) - 1) for c in self.categories_)
-        return covariance[self.module_.covariance_type] + K * D + K - 1 + categorical
+        return covariance[self.module_.covariance_type] + K * D + K - 1 + categorical + K * len(self.count_features_)
 
     # ------------------------------------------------------------------ outputs
-    def _snap(self, values):
+    def _snap(self, values, *, counts=False):
         """Categorical columns of ``values`` (``(..., n_features)``) at their nearest category,
-        exactly: the units' round trip may leave a category a rounding error away."""
+        exactly: the units' round trip may leave a category a rounding error away; with
+        ``counts``, count columns (draws) at their integers for the same reason."""
+        if counts:
+            values[..., self.count_features_] = np.rint(values[..., self.count_features_])
         for j, categories in zip(self.categorical_features_, self.categories_):
             column = values[..., j]
             nearest = np.abs(column[..., None] - categories).argmin(-1)
@@ -528,7 +596,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         -------
         X_draws : ndarray of shape (n_draws, n_samples, n_features)
         """
-        return self._snap(super().sample_missing(X, n_draws, random_state))
+        return self._snap(super().sample_missing(X, n_draws, random_state), counts=True)
 
     def inverse_transform(self, Z):
         """The numeric mean and each column's most probable category given component
@@ -586,4 +654,4 @@ class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         n_samples = check_positive_int(n_samples, "n_samples")
         with torch.no_grad():
             X, labels = self.module_.sample(int(n_samples), generator=check_generator(self.params_.random_state))
-        return self._snap(X.cpu().numpy() + self.offset_), labels.cpu().numpy()
+        return self._snap(X.cpu().numpy() + self.offset_, counts=True), labels.cpu().numpy()

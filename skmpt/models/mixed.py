@@ -1,13 +1,14 @@
 r"""Mixture of Gaussians and categoricals, for tables of numbers and categories, with exact conditionals.
 
 Each component holds a Gaussian over the numeric columns ``N`` (the covariance types of
-:class:`~skmpt.models.GaussianMixtureModule`) and an independent categorical over each discrete
-column ``j`` of ``C`` (a binary column is a categorical of two categories, a Bernoulli):
+:class:`~skmpt.models.GaussianMixtureModule`), an independent categorical over each discrete
+column ``j`` of ``C`` (a binary column is a categorical of two categories, a Bernoulli) and an
+independent Poisson over each count column ``j`` of ``P``:
 
 .. math::
 
     p(x) = \sum_{k=1}^{K} \pi_k\, \mathcal N(x_N \mid \mu_k, \Sigma_k)
-    \prod_{j \in C} \theta_{kj}[x_j].
+    \prod_{j \in C} \theta_{kj}[x_j] \prod_{j \in P} \mathrm{Poisson}(x_j \mid \lambda_{kj}).
 
 Everything is exact. A masked token is predicted from the observed ones by the mixture of the
 components' conditionals weighted by the responsibilities of the observed tokens,
@@ -19,15 +20,16 @@ components' conditionals weighted by the responsibilities of the observed tokens
     \prod_{c \in r \cap C} \theta_{kc}[x_c],
 
 where ``p_k(x_j | x_r)`` is the Gaussian conditional on ``x_{r ∩ N}`` for a numeric ``j`` and
-``theta_kj[x_j]`` for a categorical one (independent of the rest given ``k``). An entry not
-observed drops out: a categorical one from the product, a numeric one from the Gaussian (its
-marginal). So the conditionals come from one joint density and the MPT identity holds exactly
+``theta_kj[x_j]`` for a categorical one (``Poisson(x_j | lambda_kj)`` for a count; independent of
+the rest given ``k``). An entry not observed drops out: a categorical or count one from the
+product, a numeric one from the Gaussian (its marginal). So the conditionals come from one joint density and the MPT identity holds exactly
 (Moreno-Muñoz, Recasens and Hauberg, 2023).
 
 The model reads a categorical column's entries as values: ``category_values`` holds each column's
 categories (in the units of ``X``), and an entry is the category nearest to it. A map of the
 data's units (training on standardised columns) moves the values with the data, so the
-likelihood of the categories is unchanged by it.
+likelihood of the categories is unchanged by it. A count column is read the same way: an entry
+``x`` is the count ``(x - count_zero) / count_unit``, rounded.
 """
 
 import torch
@@ -59,6 +61,10 @@ class MixedMixtureModule(MaskedModel):
     numeric_features, categorical_features : sequence of int
         The columns of ``X`` of each kind; together, each column once.
     covariance_type : {"full", "tied", "diag", "spherical"}, default="full"
+    count_features : sequence of int, default=()
+        The count columns (non-negative integers); the three sets of columns hold each column once.
+    rates : torch.Tensor of shape (n_components, n_count), default=None
+        Each component's Poisson rate of each count column, positive; stored as logarithms.
 
     Attributes
     ----------
@@ -83,19 +89,30 @@ class MixedMixtureModule(MaskedModel):
     """
 
     def __init__(self, weights, means, covariances, probabilities, category_values, numeric_features,
-                 categorical_features, covariance_type="full"):
+                 categorical_features, covariance_type="full", *, count_features=(), rates=None):
         super().__init__()
         numeric = torch.as_tensor(list(numeric_features), dtype=torch.long, device=means.device)
         categorical = torch.as_tensor(list(categorical_features), dtype=torch.long, device=means.device)
-        order = torch.cat([numeric, categorical])
+        count = torch.as_tensor(list(count_features), dtype=torch.long, device=means.device)
+        if rates is None:
+            rates = means.new_ones(weights.shape[0], len(count))
+        if rates.shape != (weights.shape[0], len(count)):
+            raise ValueError(f"rates must have shape (n_components, n_count) = {(weights.shape[0], len(count))}; "
+                             f"got {tuple(rates.shape)}.")
+        order = torch.cat([numeric, categorical, count])
         if not torch.equal(order.sort().values, torch.arange(len(order), device=order.device)):
-            raise ValueError("numeric_features and categorical_features must hold each column once.")
+            raise ValueError("numeric_features, categorical_features and count_features must hold each column once.")
         if len(probabilities) != len(categorical) or len(category_values) != len(categorical):
             raise ValueError("probabilities and category_values need one entry per categorical column.")
         self.gaussian = GaussianMixtureModule(weights, means, covariances, covariance_type)
         self.register_buffer("numeric_features", numeric)
         self.register_buffer("categorical_features", categorical)
-        # Columns back in X's order from [numeric, categorical].
+        self.register_buffer("count_features", count)
+        self.log_rates = torch.nn.Parameter(rates.log())
+        # A count is (x - count_zero) / count_unit: the zero and the unit move with the data's units.
+        self.register_buffer("count_zero", means.new_zeros(len(count)))
+        self.register_buffer("count_unit", means.new_ones(len(count)))
+        # Columns back in X's order from [numeric, categorical, count].
         self.register_buffer("column_order", order.argsort())
         sizes = [len(values) for values in category_values]
         width = max(sizes, default=0)
@@ -142,6 +159,16 @@ class MixedMixtureModule(MaskedModel):
         distance = (X[:, self.categorical_features].unsqueeze(-1) - self.category_values).abs()
         return distance.masked_fill(~self.category_valid, torch.inf).argmin(-1)
 
+    def counts(self, X):
+        """The counts of the count columns, ``(n_samples, n_count)``: ``(x - count_zero) / count_unit``
+        rounded (the units' round trip may leave a count a rounding error away), at least 0."""
+        return ((X[:, self.count_features] - self.count_zero) / self.count_unit).round().clamp_min(0)
+
+    def _count_token_log_prob(self, X):
+        """``log Poisson(x_j | lambda_kj)`` of each count entry, shape ``(n, K, n_count)``."""
+        x = self.counts(X).unsqueeze(1)
+        return x * self.log_rates - self.log_rates.exp() - torch.lgamma(x + 1)
+
     def _full_covariances(self):
         """Every component's covariance as a full matrix, ``(K, D_N, D_N)``."""
         covariances = self.gaussian.covariances()
@@ -182,8 +209,11 @@ class MixedMixtureModule(MaskedModel):
         token_c = self._category_token_log_prob(X)  # (n, K, D_C)
         observed_c = torch.einsum("nkc,npc->npk", token_c, given[..., categorical].to(X.dtype))
         token_c = token_c.unsqueeze(1).expand(-1, n_masks, -1, -1)
-        token = torch.cat([token_n, token_c], -1)[..., self.column_order]
-        return observed_n + observed_c, token
+        token_p = self._count_token_log_prob(X)  # (n, K, D_P)
+        observed_p = torch.einsum("nkc,npc->npk", token_p, given[..., self.count_features].to(X.dtype))
+        token_p = token_p.unsqueeze(1).expand(-1, n_masks, -1, -1)
+        token = torch.cat([token_n, token_c, token_p], -1)[..., self.column_order]
+        return observed_n + observed_c + observed_p, token
 
     def masked_log_prob(self, X, masks, *, generator=None, observed=None):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero at observed ones, exact.
@@ -222,17 +252,19 @@ class MixedMixtureModule(MaskedModel):
                                             self._full_covariances())
         return mean, cov, self._joint(X, observed)
 
-    def _assemble(self, numeric, categorical):
-        """Columns ``[numeric, categorical]`` back in ``X``'s order."""
-        return torch.cat([numeric, categorical], -1)[..., self.column_order]
+    def _assemble(self, numeric, categorical, counts):
+        """Columns ``[numeric, categorical, count]`` back in ``X``'s order (counts in ``X``'s units)."""
+        counts = self.count_zero + self.count_unit * counts
+        return torch.cat([numeric, categorical, counts], -1)[..., self.column_order]
 
     def impute(self, X, observed, *, generator=None):
-        """Numeric entries: ``E[x_j | x_o]``; categorical ones: the most probable category under
-        ``p(x_j | x_o) = sum_k p(k | x_o) theta_kj``. Observed entries as in ``X``."""
+        """Numeric and count entries: ``E[x_j | x_o]``; categorical ones: the most probable category
+        under ``p(x_j | x_o) = sum_k p(k | x_o) theta_kj``. Observed entries as in ``X``."""
         mean, _, log_resp = self.missing_given_observed(X, observed)
         resp = torch.softmax(log_resp, -1)
         numeric = torch.einsum("nk,knd->nd", resp, mean)
-        return torch.where(observed, X, self._assemble(numeric, self._most_probable(resp)))
+        counts = resp @ self.log_rates.exp()
+        return torch.where(observed, X, self._assemble(numeric, self._most_probable(resp), counts))
 
     def _most_probable(self, resp):
         """Each column's most probable category's value under ``sum_k resp_k theta_kj``, for
@@ -270,12 +302,17 @@ class MixedMixtureModule(MaskedModel):
         index = picks.view(n_draws, 1, -1, 1).expand(-1, 1, -1, mean.shape[-1])
         numeric = draws.gather(1, index).squeeze(1)
         categorical = self._values(self._draw_categories(picks, generator))
-        return torch.where(observed, X, self._assemble(numeric, categorical))
+        return torch.where(observed, X, self._assemble(numeric, categorical, self._draw_counts(picks, generator)))
+
+    def _draw_counts(self, picks, generator):
+        """A count of each count column for components ``picks``: ``(*picks.shape, n_count)``, drawn on the CPU."""
+        rates = self.log_rates.exp().detach()[picks]
+        return torch.poisson(rates.cpu(), generator=generator).to(rates.device)
 
     def decode(self, Z):
-        """Given component probabilities ``Z``: the numeric mean ``Z @ means`` and each column's
-        most probable category under ``sum_k Z_k theta_kj``; shape ``(n, D)``."""
-        return self._assemble(Z @ self.gaussian.means, self._most_probable(Z))
+        """Given component probabilities ``Z``: the numeric and count means (``Z @ means``, ``Z @ rates``)
+        and each column's most probable category under ``sum_k Z_k theta_kj``; shape ``(n, D)``."""
+        return self._assemble(Z @ self.gaussian.means, self._most_probable(Z), Z @ self.log_rates.exp())
 
     def unstandardize_(self, center, scale):
         """Map parameters fitted on ``(x - center) / scale`` back to the units of ``x``, in place.
@@ -289,6 +326,9 @@ class MixedMixtureModule(MaskedModel):
         self.gaussian.unstandardize_(center[self.numeric_features], scale_n)
         values = center[self.categorical_features].unsqueeze(-1) + scale_c.unsqueeze(-1) * self.category_values
         self.category_values.copy_(torch.where(self.category_valid, values, torch.zeros_like(values)))
+        scale_p = scale if scale.numel() == 1 else scale[self.count_features]
+        self.count_zero.copy_(center[self.count_features] + scale_p * self.count_zero)
+        self.count_unit.mul_(scale_p)
         return self
 
     def sample(self, n_samples, *, generator=None):
@@ -305,4 +345,4 @@ class MixedMixtureModule(MaskedModel):
         labels, noise = labels.to(self.gaussian.means.device), noise.to(self.gaussian.means.device)
         numeric = self.gaussian.means[labels] + (self.gaussian.cholesky()[labels] @ noise.unsqueeze(-1)).squeeze(-1)
         categorical = self._values(self._draw_categories(labels, generator))
-        return self._assemble(numeric, categorical), labels
+        return self._assemble(numeric, categorical, self._draw_counts(labels, generator)), labels

@@ -81,7 +81,7 @@ def vae(likelihood="gaussian", conditional="importance"):
 
 
 def mixed_mixture(covariance_type="full"):
-    """Two numeric columns (0, 3) beside a categorical of three values (1) and a binary one (2)."""
+    """Two numeric columns (0, 3) beside a categorical of three values (1), a binary one (2) and a count (4)."""
     from ..models.mixed import MixedMixtureModule
 
     g = _generator(6)
@@ -93,9 +93,12 @@ def mixed_mixture(covariance_type="full"):
         covariances = covariances.diagonal(dim1=-2, dim2=-1)
     values = [torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64)]
     probabilities = [torch.softmax(torch.randn(2, len(v), generator=g, dtype=torch.float64), -1) for v in values]
-    module = MixedMixtureModule(weights, means, covariances, probabilities, values, [0, 3], [1, 2], covariance_type)
+    rates = torch.tensor([[1.5], [4.0]], dtype=torch.float64)
+    module = MixedMixtureModule(weights, means, covariances, probabilities, values, [0, 3], [1, 2], covariance_type,
+                                count_features=[4], rates=rates)
     numbers = torch.randn(6, 2, generator=g, dtype=torch.float64) + means[torch.arange(6) % 2]
-    X = torch.stack([numbers[:, 0], torch.arange(6.0) % 3, torch.arange(6.0) % 2, numbers[:, 1]], 1).double()
+    X = torch.stack([numbers[:, 0], torch.arange(6.0) % 3, torch.arange(6.0) % 2, numbers[:, 1],
+                     torch.arange(6.0) % 4], 1).double()
     return module, X
 
 

@@ -25,6 +25,7 @@ OTHER_VALUES = {
     "n_init": [2, 1],
     "categorical_features": [[3], None],
     "categories": [[], "auto"],
+    "count_features": [[2], None],
     "algorithm": ["mpt", "em"],
     "init_params": ["random", "kmeans"],
     "warm_start": [True, False],

@@ -182,3 +182,35 @@ def test_given_categories_keep_a_category_fit_did_not_see():
     assert (mixture.score_samples(X_new) < mixture.score_samples(X[:3]) - 5).all()
     with pytest.raises(ValueError, match=r"feature 1 holds \[9.0\], not among its given categories"):
         MaskedMixedMixture(2, categorical_features=[1, 3], categories=[[1, 2], [0, 1]]).fit(X)
+
+
+def test_count_columns_are_poissons_fitted_by_em():
+    rng = np.random.RandomState(0)
+    group = rng.randint(0, 2, 600)
+    X = np.column_stack([group * 4 + rng.randn(600), rng.poisson(np.where(group, 8.0, 1.5)), group.astype(float)])
+    X_holes = X.copy()
+    X_holes[rng.rand(*X.shape) < 0.15] = np.nan
+    mixture = MaskedMixedMixture(2, categorical_features=[2], count_features=[1], random_state=0).fit(X_holes)
+    assert mixture.converged_ and mixture.count_features_.tolist() == [1] and mixture.numeric_features_.tolist() == [0]
+    np.testing.assert_allclose(sorted(mixture.rates_[:, 0]), [1.5, 8.0], rtol=0.15)
+    assert mixture._n_parameters() == 1 + 2 + 2 + 2 + 2  # weights, means, variances, categories, rates
+    np.testing.assert_allclose(mixture.score_samples(X_holes), mixture.log_marginal_likelihood(X_holes), atol=1e-9)
+    draws = mixture.sample_missing(X_holes, 2, random_state=0)
+    holes = np.isnan(X_holes[:, 1])
+    assert np.array_equal(draws[:, holes, 1], np.round(draws[:, holes, 1])) and (draws[:, holes, 1] >= 0).all()
+    imputed = mixture.impute(X_holes)
+    assert np.corrcoef(imputed[holes, 1], X[holes, 1])[0, 1] > 0.8
+    with pytest.raises(ValueError, match=r"feature 1 holds counts, non-negative integers; it holds \[-1.0\]"):
+        mixture.impute(np.array([[0.0, -1.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"Feature\(s\) \[1\] are both"):
+        MaskedMixedMixture(categorical_features=[1], count_features=[1]).fit(X)
+
+
+def test_counts_and_categories_are_exact_in_float32_and_through_partial_fit():
+    rng = np.random.RandomState(1)
+    X = np.column_stack([rng.randn(200) + 1e4, rng.poisson(3.0, 200), rng.randint(0, 3, 200) + 0.5])
+    mixture = MaskedMixedMixture(2, categorical_features=[2], count_features=[1], dtype="float32",
+                                 random_state=0).fit(X)
+    assert mixture.offset_[1] == 0 and mixture.offset_[2] == 0 and mixture.offset_[0] != 0
+    streamed = MaskedMixedMixture(2, categorical_features=[2], count_features=[1], random_state=0).partial_fit(X)
+    assert abs(streamed.score(X) - mixture.score(X)) < 0.5

@@ -189,3 +189,20 @@ def test_numeric_tables_keep_their_array_output():
         np.testing.assert_array_equal(array, imputer.transform(frame.to_numpy()))
         out = imputer.set_output(transform="pandas").transform(frame)
     assert list(out.dtypes) == [np.float64] * 3 and np.array_equal(out.to_numpy(), array)
+
+
+def test_a_count_column_is_a_poisson_and_comes_back_as_integers():
+    truth = _frame(300)
+    holed = _holes(truth)
+    imputer = MaskedImputer(random_state=0, column_types={"count": "count"}).set_output(transform="pandas")
+    out = imputer.fit_transform(holed)
+    assert imputer.estimator_.count_features_.tolist() == [2] and out["count"].dtype == "Int64"
+    hole = holed["count"].isna()
+    assert (out["count"][hole] >= 0).all()
+    # the groups' rates are 2 and 5: the filled counts follow the group (Poisson noise caps the correlation at
+    # about 0.6; a fill that ignored the other columns would be uncorrelated)
+    assert np.corrcoef(out["count"][hole].astype(float), truth["count"][hole].astype(float))[0, 1] > 0.3
+    bad = holed.copy()
+    bad.loc[bad.index[0], "count"] = -3
+    with pytest.raises(ValueError, match=r"Column 'count' holds counts, non-negative integers; it holds \[-3.0\]"):
+        imputer.transform(bad)

@@ -192,3 +192,57 @@ def test_columns_must_be_named_once():
     with pytest.raises(ValueError, match="each column once"):
         MixedMixtureModule(torch.ones(1, **F64), torch.zeros(1, 1, **F64), torch.ones(1, 1, 1, **F64), [],
                            [], [0], [0])
+
+
+def _with_counts(covariance_type="full"):
+    """Numeric 0, a count 1 (Poisson), a binary category 2."""
+    g = torch.Generator().manual_seed(7)
+    weights = torch.tensor([0.35, 0.65], **F64)
+    means = torch.randn(2, 1, generator=g, **F64)
+    covariances = torch.tensor([[[0.7]], [[1.3]]], **F64)
+    if covariance_type == "diag":
+        covariances = covariances[:, :, 0]
+    rates = torch.tensor([[1.5], [6.0]], **F64)
+    probabilities = [torch.tensor([[0.9, 0.1], [0.2, 0.8]], **F64)]
+    module = MixedMixtureModule(weights, means, covariances, probabilities, [torch.tensor([0.0, 1.0], **F64)], [0],
+                                [2], covariance_type, count_features=[1], rates=rates)
+    X = torch.tensor([[0.3, 2.0, 0.0], [1.0, 7.0, 1.0], [-1.0, 0.0, 1.0], [0.5, 4.0, 0.0]], **F64)
+    return module, X, (weights, means, covariances, rates, probabilities)
+
+
+def test_a_count_column_is_a_poisson_and_drops_out_when_missing():
+    from scipy.stats import norm, poisson
+
+    module, X, (weights, means, covariances, rates, probabilities) = _with_counts()
+    for pattern in itertools.product([False, True], repeat=3):
+        keep = np.array(pattern)
+        expected = []
+        for x in X.numpy():
+            terms = []
+            for k in range(2):
+                term = weights[k].item()
+                if keep[0]:
+                    term *= norm(means[k, 0].item(), covariances[k, 0, 0].item() ** 0.5).pdf(x[0])
+                if keep[1]:
+                    term *= poisson(rates[k, 0].item()).pmf(x[1])
+                if keep[2]:
+                    term *= probabilities[0][k, int(x[2])].item()
+                terms.append(term)
+            expected.append(np.log(sum(terms)))
+        observed = torch.tensor(pattern).expand(4, 3)
+        np.testing.assert_allclose(module.log_marginal(X, observed=observed).detach().numpy(), expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_counts_keep_the_contract_and_move_with_the_units(covariance_type):
+    module, X, _ = _with_counts(covariance_type)
+    assert check_masked_model(module, X)["identity"] < 1e-10
+    before = module.log_marginal(X)
+    center, scale = torch.tensor([1.0, -2.0, 3.0], **F64), torch.tensor([2.0, 0.5, 4.0], **F64)
+    with torch.no_grad():
+        module.unstandardize_(center, scale)
+    torch.testing.assert_close(module.log_marginal(center + scale * X), before - torch.log(scale[0]))
+    observed = torch.tensor([[True, False, True]] * 4)
+    draws = module.sample_missing(center + scale * X, observed, 3, generator=torch.Generator().manual_seed(0))
+    counts = (draws[..., 1] - center[1]) / scale[1]
+    torch.testing.assert_close(counts, counts.round())
