@@ -87,10 +87,8 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
              covariance_type, *, seed, tol, max_iter, count_features=(), count_units=None):
     """Fit a :class:`~skmpt.models.mixed.MixedMixtureModule` by EM on the observed entries.
 
-    Each step raises ``sum_i w_i log p(x_i,o)`` (the observed-data likelihood, exact), and the
-    run stops when a step gains less than ``tol`` nats per sample. The numeric columns are
-    standardised for the run (one centre per column, one overall scale) and the result is mapped
-    back.
+    Each step raises ``sum_i w_i log p(x_i,o)`` (exact); the run stops when a step gains less than
+    ``tol`` nats per sample. The numeric columns are standardised for the run and mapped back.
 
     Parameters
     ----------
@@ -146,9 +144,7 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
         category_values, numeric, categorical, "spherical", count_features=count,
     )
     codes = probe.codes(X)
-    zero, unit = count_units if count_units is not None else (X.new_zeros(len(count)), X.new_ones(len(count)))
-    counts = ((X[:, count] - zero) / unit).round().clamp_min(0)
-    observed_p = observed[:, count].to(X.dtype)
+    zero, unit, counted = _count_table(X, observed, count, count_units)
     observed_n, observed_c = observed[:, numeric], observed[:, categorical].to(X.dtype)
     center, scale = standardization(X[:, numeric], "gaussian", observed_n)
     X_n = torch.where(observed_n, (X[:, numeric] - center) / scale, torch.zeros_like(X[:, numeric]))
@@ -157,7 +153,6 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     resp = _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None]
     eye = torch.eye(len(numeric), dtype=X.dtype)
     mean, cov = X_n.expand(n_components, *X_n.shape), eye * (~observed_n).unsqueeze(-1).to(X.dtype)
-    counted = (counts, observed_p)
     params = _m_step(resp, mean, cov.expand(n_components, *cov.shape), codes, observed_c, sizes, covariance_type,
                      *counted)
 
@@ -187,6 +182,14 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     with torch.no_grad():
         module.gaussian.unstandardize_(center, scale)
     return module, history, converged
+
+
+def _count_table(X, observed, count, count_units):
+    """``(zero, unit, (counts, observed))`` of the count columns ``count`` of ``X`` (a count is
+    ``(x - zero) / unit``, rounded; ``count_units`` None: ``x`` itself)."""
+    zero, unit = count_units if count_units is not None else (X.new_zeros(len(count)), X.new_ones(len(count)))
+    counts = ((X[:, count] - zero) / unit).round().clamp_min(0)
+    return zero, unit, (counts, observed[:, count].to(X.dtype))
 
 
 def _column_order(*groups):
