@@ -48,3 +48,11 @@ def test_self_masking_holes_hide_only_each_columns_largest_values():
         assert (ranks[removed[:, j]] >= 2000 - 500).all()  # the largest 25 % (0.2 / 0.8)
         assert abs(removed[:, j].mean() - 0.2) < 0.03  # each hidden with probability 0.8
     assert module.SPLIT["macrodata"] == "held-out" and module.SPLIT["diabetes"] == "tuning"
+MIXED = Path(__file__).resolve().parents[1] / "benchmarks" / "imputation_mixed.py"
+
+
+def test_mixed_imputation_benchmark_refuses_an_unknown_imputer():
+    run = subprocess.run([sys.executable, str(MIXED), "--methods", "KNN,Foo"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    assert "unknown imputer(s) ['Foo']" in run.stderr and "NRMSE" not in run.stdout

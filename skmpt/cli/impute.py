@@ -8,14 +8,19 @@ index is kept, and every column without a hole keeps its dtype; a numeric column
 written as float64 (the filled values are floats). A cell is missing when it is empty,
 ``NaN``/``NA``/``null`` (any case), or equal to ``--missing-values`` (a numeric marker: equal in
 value, ``-999`` matches ``-999.0``). Every column whose observed cells are all numbers is modelled
-and imputed (``--thousands`` reads ``1,234``; without it such a column is refused); a column of
-text, an ``--index-col`` column and a CSV's first column with an empty name (the index
+and imputed (``--thousands`` reads ``1,234``; without it such a column is refused). A column of
+text whose values repeat (at most 1000 distinct values, each seen twice on average: a category,
+such as a species or a region) is modelled too, and its holes are filled with its most probable
+value given the row's other cells, written as the column's own text; other text columns (names,
+comments, keys), an ``--index-col`` column and a CSV's first column with an empty name (the index
 ``DataFrame.to_csv`` writes) are passed through untouched. Rows in messages are data rows numbered
 from 1, the header not counted. The imputation is that of the Python API::
 
     MaskedImputer(random_state=seed).fit_transform(numeric_columns_as_float)
 
-for ``--model auto`` (the family and size chosen by held-out likelihood); another ``--model``
+for ``--model auto`` (the family and size chosen by held-out likelihood), or, with categorical
+columns, the same imputer on the DataFrame of the numbers beside the categories' texts (a
+:class:`skmpt.MaskedMixedMixture` of a size chosen by held-out likelihood); another ``--model``
 restricts :class:`skmpt.MaskedModelSearch` to that family (its size still chosen). The output is written to a
 temporary file beside ``OUT`` and renamed when complete; ``OUT`` may not be ``IN``.
 """
@@ -29,9 +34,12 @@ from . import UsageError
 from .common import atomic_output, check_outputs, non_negative_int, positive_int
 
 HELP = "fill the missing cells of a CSV, TSV or Parquet table"
-DESCRIPTION = ("Fill the missing cells of the numeric columns of a table with a latent-variable model chosen by the "
-               "held-out likelihood of the observed cells; text columns and observed cells are kept as they are.")
-MODELS = ("auto", "full", "fa", "ppca", "diag", "linear_vae", "vae")
+DESCRIPTION = ("Fill the missing cells of the numeric and categorical columns of a table with a latent-variable "
+               "model chosen by the held-out likelihood of the observed cells; other text columns and observed cells "
+               "are kept as they are.")
+MODELS = ("auto", "mixed", "full", "fa", "ppca", "diag", "linear_vae", "vae")
+#: A text column is modelled as categorical with at most this many distinct values.
+MAX_CATEGORIES = 1000
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet"}
 #: Spellings of a missing cell besides the empty one (compared in lower case).
 MISSING_WORDS = ("nan", "na", "n/a", "null", "none")
@@ -55,7 +63,8 @@ def add_arguments(parser):
         help="the thousands separator of numbers written with one ('1,234' with --thousands ','); without it "
              "such a column is refused")
     add("--model", choices=MODELS, default="auto",
-        help="'auto': the family and size chosen by held-out likelihood; a family: its size chosen")
+        help="'auto': the family and size chosen by held-out likelihood; a family: its size chosen ('mixed': "
+             "Gaussians and categoricals; the other families model numbers only and pass text columns through)")
     add("--max-epochs", type=positive_int, default=None,
         help="most epochs of each candidate's fit (default: the candidates' own, 200)")
     add("--seed", type=non_negative_int, default=0, help="random_state of the imputer")
@@ -213,14 +222,8 @@ def numeric_columns(frame, header, marker, *, thousands=None, index=()):
             if value is not None:
                 missing |= np.array(numbers == value, dtype=bool)
         else:
-            text = column.astype(object).where(column.notna(), "").astype(str).str.strip()
-            missing = np.array((text == "") | text.str.lower().isin(MISSING_WORDS), dtype=bool)
-            if marker is not None:
-                matched = np.array(text == marker, dtype=bool)
-                if value is not None:
-                    matched |= np.array(_as_numbers(text, None) == value, dtype=bool)
-                report["marker"].update(text[matched & ~missing])
-                missing |= matched
+            text, missing, matched = text_cells(column, marker)
+            report["marker"].update(text[matched])
             numbers = _as_numbers(text.where(~missing, ""), thousands)
             bad = ~missing & np.array(numbers.isna(), dtype=bool)
             grouped = ~missing & np.array(text.str.fullmatch(GROUPED), dtype=bool)
@@ -258,6 +261,43 @@ def numeric_columns(frame, header, marker, *, thousands=None, index=()):
     return X, positions, np.isnan(X), report
 
 
+def text_cells(column, marker):
+    """A column's cells as stripped text, where they are missing (empty, a word of
+    :data:`MISSING_WORDS`, or ``marker``: as text, or equal in value to a numeric one), and where
+    ``marker`` matched an observed-looking cell."""
+    value = _as_number(marker)
+    text = column.astype(object).where(column.notna(), "").astype(str).str.strip()
+    missing = np.array((text == "") | text.str.lower().isin(MISSING_WORDS), dtype=bool)
+    matched = np.zeros(len(text), dtype=bool)
+    if marker is not None:
+        matched = np.array(text == marker, dtype=bool)
+        if value is not None:
+            matched |= np.array(_as_numbers(text, None) == value, dtype=bool)
+        matched &= ~missing
+        missing |= matched
+    return text, missing, matched
+
+
+def categorical_columns(frame, positions, marker):
+    """The text columns among ``positions`` to model as categories: position -> their cells as
+    stripped text, None where missing.
+
+    A column is categorical when its observed values repeat: at most :data:`MAX_CATEGORIES`
+    distinct ones, and at most half as many as its observed cells (a column of names or comments,
+    mostly distinct, is no category). Others are passed through.
+    """
+    import pandas as pd
+
+    columns = {}
+    for j in positions:
+        text, missing, _ = text_cells(frame[j], marker)
+        observed = text[~missing]
+        distinct = observed.nunique()
+        if 0 < distinct <= min(MAX_CATEGORIES, len(observed) / 2):
+            columns[j] = pd.Series(np.where(missing, None, text.to_numpy(dtype=object)), dtype=object)
+    return columns
+
+
 def _as_number(marker):
     try:
         return None if marker is None else float(marker)
@@ -274,8 +314,8 @@ def imputer_for(model, n_features, seed, *, max_epochs=None, verbose=0):
     from ..estimators.selection import default_candidates
 
     candidates = None
-    if model != "auto" or max_epochs is not None:
-        families = "auto" if model == "auto" else [model]
+    if model not in ("auto", "mixed") or max_epochs is not None:
+        families = "auto" if model in ("auto", "mixed") else [model]
         candidates = default_candidates(n_features, families=families, random_state=seed)
         for models in candidates.values():
             for candidate in models:
@@ -329,25 +369,35 @@ def run(args):
         raise UsageError(f"Parquet cannot hold the duplicate column names of IN {header}; write {fmt_in} instead")
     X, positions, missing, report = numeric_columns(frame, header, args.missing_values, thousands=args.thousands,
                                                     index=index)
-    passed = [j for j in range(len(header)) if j not in positions and j not in index]
+    categorical = {}
+    if args.model in ("auto", "mixed"):  # the numeric families model numbers only: text is passed through
+        categorical = categorical_columns(frame, sorted(report["text"]), args.missing_values)
+    passed = [j for j in range(len(header)) if j not in positions and j not in index and j not in categorical]
     logger.info("read %d data rows (numbered 1-based in messages, the header not counted)", len(frame))
     logger.info("modelled: %d numeric columns %s, %d missing cells to fill", len(positions),
                 _names(header, positions), int(missing.sum()))
+    if categorical:
+        logger.info("modelled: %d categorical columns %s, %d missing cells to fill", len(categorical),
+                    _names(header, list(categorical)), sum(int(c.isna().sum()) for c in categorical.values()))
     logger.info("passed through unchanged: %s; kept as index: %s", _names(header, passed),
                 _names(header, index) + stored)
     if report["marker"]:
         logger.info("--missing-values %r matched the cells %s", args.missing_values, sorted(report["marker"]))
-    holes = {header[j]: n for j, n in report["text"].items() if n}
+    holes = {header[j]: n for j, n in report["text"].items() if n and j not in categorical}
     if holes:
         import warnings
 
         warnings.warn(f"text column(s) {holes} (column: empty cells) are passed through with their empty cells "
                       f"left empty; only numeric columns are imputed", UserWarning, stacklevel=2)
-    imputer = imputer_for(args.model, len(positions), args.seed, max_epochs=args.max_epochs,
-                          verbose=0 if args.quiet else 1)
-    imputed = imputer.fit_transform(X)
+    imputed, imputer, filled = _impute(X, positions, categorical, args)
     logger.info("imputed with %s", " ".join(repr(imputer.estimator_).split()))
     out = frame.copy()
+    for j, cells in categorical.items():  # a hole takes a category's text; observed cells stay as read
+        holes = cells.isna().to_numpy()
+        if holes.any():
+            column = out[j].to_numpy(dtype=object).copy()
+            column[holes] = filled[f"c{j}"].to_numpy(dtype=object)[holes]
+            out[j] = pandas.Series(column, index=out.index).astype(out[j].dtype)
     for k, j in enumerate(positions):
         holes = missing[:, k]
         if not holes.any():
@@ -366,6 +416,30 @@ def run(args):
             out[j] = _as_numbers(out[j].astype(str).str.strip(), args.thousands)
     write_table(header, out, args.out, fmt_out, args.force,
                 lineterminator="\n" if fmt_in == "parquet" else _line_end(args.input))
+
+
+def _impute(X, positions, categorical, args):
+    """``(imputed numbers, imputer, filled table or None)``: the numeric columns ``X`` imputed as the
+    Python API imputes them, or, with ``categorical`` columns, the DataFrame of both (columns named
+    ``c<position>``) imputed by the default imputer."""
+    import pandas as pd
+
+    verbose = 0 if args.quiet else 1
+    from ..estimators import MaskedImputer, MaskedMixedMixture, MaskedModelSearch
+
+    if not categorical:
+        imputer = imputer_for(args.model, len(positions), args.seed, max_epochs=args.max_epochs, verbose=verbose)
+        if args.model == "mixed":  # numbers only: the mixed mixture is a Gaussian mixture fitted by EM
+            candidates = {"mixed": [MaskedMixedMixture(k, random_state=args.seed) for k in (1, 2, 4, 8)]}
+            imputer.set_params(estimator=MaskedModelSearch(candidates, random_state=args.seed, verbose=verbose))
+        return imputer.fit_transform(X), imputer, None
+
+    columns = {**{j: X[:, k] for k, j in enumerate(positions)}, **categorical}
+    table = pd.DataFrame({f"c{j}": columns[j] for j in sorted(columns)})
+    imputer = MaskedImputer(MaskedModelSearch(random_state=args.seed, verbose=verbose), random_state=args.seed,
+                            column_types={f"c{j}": "categorical" for j in categorical})
+    filled = imputer.set_output(transform="pandas").fit_transform(table)
+    return filled[[f"c{j}" for j in positions]].to_numpy(dtype=np.float64), imputer, filled
 
 
 def _as_text(header, frame):

@@ -10,6 +10,7 @@ from .factor_analysis import MaskedFactorAnalysis
 from .gaussian_mixture import MaskedGaussianMixture
 from .imputer import MaskedImputer
 from .linear_vae import MaskedLinearVAE
+from .mixed_mixture import MaskedMixedMixture
 from .ppca import MaskedPPCA
 from .selection import MaskedModelSearch
 from .vae import MaskedVAE
@@ -20,6 +21,7 @@ __all__ = [
     "MaskedGaussianMixture",
     "MaskedImputer",
     "MaskedLinearVAE",
+    "MaskedMixedMixture",
     "MaskedModelSearch",
     "MaskedPPCA",
     "MaskedVAE",
@@ -38,6 +40,11 @@ ESTIMATORS = {
             {"n_components": 2, "covariance_type": "tied", "max_epochs": 3},
             {"n_components": 2, "covariance_type": "spherical", "max_epochs": 3},
         ],
+    ),
+    "MaskedMixedMixture": (
+        MaskedMixedMixture,
+        [{"n_components": 2, "max_epochs": 3}, {"n_components": 2, "covariance_type": "diag", "algorithm": "mpt",
+                                                 "max_epochs": 3}],
     ),
     "MaskedLinearVAE": (
         MaskedLinearVAE,

@@ -3,6 +3,7 @@
 import numbers
 
 import numpy as np
+from sklearn import get_config
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.impute import MissingIndicator
 from sklearn.utils import check_random_state
@@ -11,10 +12,16 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._validation import Options, validate_parameters
 from ..models.missingness import SelfMaskingGaussian
 from ._dask import is_dask_collection, map_rows, seeded_rows_of_block
+from ._tables import TableLayout, is_table
+from .mixed_mixture import MaskedMixedMixture
 from .ppca import MaskedPPCA
 from .selection import MaskedModelSearch
 
 __all__ = ["MaskedImputer"]
+
+# Components of the mixed mixtures MaskedImputer() tries on a table with categorical columns (the
+# search stops at the first that does not raise the held-out likelihood).
+_MIXED_SIZES = (1, 2, 4, 8, 16)
 
 
 def _is_nan(value):
@@ -75,6 +82,19 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         likelihood of what was observed, and each entry is imputed by its mean given the
         observed ones *and* that it went missing. It needs ``estimator=None`` and
         ``sample_posterior=False``.
+    column_types : dict of str to {"numeric", "categorical", "count"} or None, default=None
+        For a pandas DataFrame: the kind of a column where its dtype should not decide (by default
+        float and integer columns are numeric; bool, ``category``, string and object columns
+        categorical), e.g. ``{"rating": "categorical"}`` for integer codes or ``{"visits": "count"}``
+        for a Poisson column (its holes filled with the conditional mean, rounded). A table with
+        categorical or count columns is modelled by :class:`MaskedMixedMixture`: ``estimator=None`` chooses
+        its number of components by held-out likelihood; a ``MaskedMixedMixture`` given is told
+        the categorical columns; another estimator is an error. ``transform`` fills a categorical
+        hole with its most probable category (a draw with ``sample_posterior=True``) and, with
+        ``set_output(transform="pandas")``, returns the table with its columns, index and dtypes
+        (as an object array otherwise). A category not seen at fit, or a string column of more
+        than 1000 distinct values (an identifier), is an error naming the column; a column of one
+        category is warned about.
 
     Attributes
     ----------
@@ -87,6 +107,8 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         held-out score, standard error and time); None when ``estimator`` is a model.
     indicator_ : MissingIndicator or None
         With ``add_indicator=True``.
+    table_ : TableLayout or None
+        The columns of the DataFrame seen at fit (names, dtypes, kinds, categories); None for an array.
     params_ : dict
         The parameters as they were at the last ``fit``: ``transform`` and ``score`` read these
         (``missing_values``, ``sample_posterior``), so ``set_params`` acts at the next ``fit``.
@@ -121,11 +143,12 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         "keep_empty_features": ["boolean"],
         "random_state": ["random_state"],
         "missingness": [Options({"mar", "self-masking"})],
+        "column_types": [None, dict],
     }
 
     def __init__(
         self, estimator=None, *, missing_values=np.nan, sample_posterior=False, add_indicator=False,
-        keep_empty_features=False, random_state=None, missingness="mar",
+        keep_empty_features=False, random_state=None, missingness="mar", column_types=None,
     ):
         self.estimator = estimator
         self.missing_values = missing_values
@@ -134,6 +157,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         self.keep_empty_features = keep_empty_features
         self.random_state = random_state
         self.missingness = missingness
+        self.column_types = column_types
 
     def set_params(self, **params):
         """Set parameters; ``estimator__<name>`` with ``estimator=None`` sets it on ``MaskedPPCA()``.
@@ -161,7 +185,16 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         """``X`` as float64 with NaN at the missing entries, and the missing mask (``missing_values``
         as it was at fit)."""
         missing_values = self.params_["missing_values"]
-        X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False, copy=True)
+        if reset:
+            self.table_ = self._layout(X)
+        if self.table_ is not None and (is_table(X) or len(self.table_.categorical)):
+            validate_data(self, X, reset=reset, skip_check_array=True)
+            if not is_table(X):
+                raise ValueError("This imputer was fitted on a DataFrame with categorical columns; pass a DataFrame.")
+            X = self.table_.encode(X)
+            missing_values = np.nan  # encode marks every missing cell with NaN
+        else:
+            X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False, copy=True)
         infinite = np.flatnonzero(np.isinf(X).any(0))
         if len(infinite):
             raise ValueError(f"Input X contains infinity in feature(s) {infinite[:10].tolist()}: no model can fit "
@@ -172,6 +205,58 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         missing = _missing_mask(X, missing_values)
         X[missing] = np.nan
         return X, missing
+
+    # ------------------------------------------------------------------ tables (DataFrames)
+    def _layout(self, X):
+        """The :class:`~skmpt.estimators._tables.TableLayout` of a DataFrame ``X`` at fit; None for an array."""
+        column_types = self.params_["column_types"]
+        if not is_table(X):
+            if column_types is not None:
+                raise ValueError("column_types names columns of a pandas DataFrame, but X is not one.")
+            return None
+        return TableLayout(X, column_types, self.params_["missing_values"])
+
+    def _for_table(self, estimator, n_samples):
+        """``estimator`` told the table's categorical columns (and their categories, all of them, so
+        that a split missing a rare one still knows it); the mixed mixtures for ``estimator=None``."""
+        table = self.table_
+        if table is None or not (len(table.categorical) or len(table.counts)):
+            return estimator
+        position = np.flatnonzero(self._valid)
+        mixed = {"categorical_features": np.searchsorted(position, table.categorical).tolist(),
+                 "count_features": np.searchsorted(position, table.counts[self._valid[table.counts]]).tolist(),
+                 "categories": [np.arange(len(c), dtype=np.float64) for c in table.categories]}
+        if isinstance(estimator, MaskedMixedMixture):
+            return clone(estimator).set_params(**mixed)
+        if isinstance(estimator, MaskedModelSearch):
+            if estimator.candidates is not None:
+                return estimator  # the user's candidates
+            sizes = [k for k in _MIXED_SIZES if k == 1 or 10 * k <= n_samples]
+            candidates = [MaskedMixedMixture(k, **mixed, random_state=estimator.random_state) for k in sizes]
+            return clone(estimator).set_params(candidates={"mixed": candidates})
+        names = [table.columns[j] for j in [*table.categorical, *table.counts]]
+        raise ValueError(f"Column(s) {names[:10]} of X are categorical or counts, and {type(estimator).__name__} "
+                         f"models numbers only: impute them with MaskedMixedMixture (or estimator=None), or declare "
+                         f"them numeric with column_types.")
+
+    def _output_container(self):
+        """``"pandas"`` when ``set_output`` (or scikit-learn's configuration) asks for DataFrames."""
+        # set_output's choice, kept by scikit-learn's output mixin on the estimator (clone copies it).
+        config = getattr(self, "_sklearn_output_config", {})
+        return config["transform"] if "transform" in config else get_config()["transform_output"]
+
+    def _table_output(self, original, out, X):
+        """``transform``'s output for a DataFrame: the table with its holes filled, columns, index and
+        dtypes as given (indicator columns after), or as an array (of objects with categories)."""
+        categorical = len(self.table_.categorical) > 0
+        if self._output_container() != "pandas" and not categorical:
+            return np.hstack([out, self.indicator_.transform(X)]) if self.indicator_ is not None else out
+        frame = self.table_.decode(original, out)
+        if self.indicator_ is not None:
+            names = self.get_feature_names_out()[len(self.table_.columns):]
+            indicator = self.indicator_.transform(X)
+            frame = frame.assign(**{str(name): indicator[:, i] for i, name in enumerate(names)})
+        return frame if self._output_container() == "pandas" else frame.to_numpy(dtype=object)
 
     def _check_marker(self, estimator):
         likelihood = getattr(estimator, "likelihood", "gaussian")
@@ -223,6 +308,12 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
                 f"(imputed with 0)."
             )
         self._valid = ~empty
+        if self_masking and self.table_ is not None and (len(self.table_.categorical) or len(self.table_.counts)):
+            names = [self.table_.columns[j] for j in [*self.table_.categorical, *self.table_.counts]]
+            raise ValueError(f"missingness='self-masking' models numeric columns only; column(s) {names[:10]} of X "
+                             f"are categorical or counts. Use missingness='mar', or declare them numeric with "
+                             f"column_types.")
+        estimator = self._for_table(estimator, len(X))
         fitted = SelfMaskingGaussian.fit(X[:, self._valid]) if self_masking else clone(estimator).fit(X[:, self._valid])
         if isinstance(fitted, MaskedModelSearch):
             self.search_, self.estimator_ = fitted, fitted.best_estimator_
@@ -254,6 +345,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
             seed = int(self.random_state_.randint(np.iinfo(np.int32).max))
             width = self.n_features_in_ + (0 if self.indicator_ is None else len(self.indicator_.features_))
             return map_rows(self, "transform", X, (width,), function=seeded_rows_of_block, seed=seed)
+        original = X
         X, missing = self._validate(X, reset=False)
         out = np.where(missing, 0.0, X)
         part = X[:, self._valid]
@@ -262,6 +354,8 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
             out[:, self._valid] = self.estimator_.sample_missing(part, 1, random_state=seed)[0]
         else:
             out[:, self._valid] = self.estimator_.impute(part)
+        if self.table_ is not None and is_table(original):
+            return self._table_output(original, out, X)
         if self.indicator_ is not None:
             out = np.hstack([out, self.indicator_.transform(X)])
         return out

@@ -80,6 +80,28 @@ def vae(likelihood="gaussian", conditional="importance"):
     return module, torch.randn(6, 5, generator=g, dtype=torch.float64)
 
 
+def mixed_mixture(covariance_type="full"):
+    """Two numeric columns (0, 3) beside a categorical of three values (1), a binary one (2) and a count (4)."""
+    from ..models.mixed import MixedMixtureModule
+
+    g = _generator(6)
+    weights = torch.tensor([0.3, 0.7], dtype=torch.float64)
+    means = 2 * torch.randn(2, 2, generator=g, dtype=torch.float64)
+    A = torch.randn(2, 2, 2, generator=g, dtype=torch.float64)
+    covariances = A @ A.mT / 2 + 0.3 * torch.eye(2, dtype=torch.float64)
+    if covariance_type == "diag":
+        covariances = covariances.diagonal(dim1=-2, dim2=-1)
+    values = [torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64)]
+    probabilities = [torch.softmax(torch.randn(2, len(v), generator=g, dtype=torch.float64), -1) for v in values]
+    rates = torch.tensor([[1.5], [4.0]], dtype=torch.float64)
+    module = MixedMixtureModule(weights, means, covariances, probabilities, values, [0, 3], [1, 2], covariance_type,
+                                count_features=[4], rates=rates)
+    numbers = torch.randn(6, 2, generator=g, dtype=torch.float64) + means[torch.arange(6) % 2]
+    X = torch.stack([numbers[:, 0], torch.arange(6.0) % 3, torch.arange(6.0) % 2, numbers[:, 1],
+                     torch.arange(6.0) % 4], 1).double()
+    return module, X
+
+
 def tabular_joint():
     joint = TabularJoint.random(4, random_state=0)
     return joint, joint.sample(6, random_state=0)
@@ -98,5 +120,7 @@ MODELS = {
     "vae_importance": vae,
     "vae_pseudo_gibbs": lambda: vae(conditional="pseudo_gibbs"),
     "vae_bernoulli": lambda: vae(likelihood="bernoulli"),
+    "mixed_mixture_full": mixed_mixture,
+    "mixed_mixture_diag": lambda: mixed_mixture("diag"),
     "tabular_joint": tabular_joint,
 }

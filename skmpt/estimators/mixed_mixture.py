@@ -1,0 +1,660 @@
+r"""Mixtures over tables of numbers and categories, fitted by exact EM or by masked pre-training.
+
+.. math::
+
+    p(x) = \sum_k \pi_k\, \mathcal N(x_N \mid \mu_k, \Sigma_k) \prod_{j \in C} \theta_{kj}[x_j]
+
+(:class:`~skmpt.models.mixed.MixedMixtureModule`). Its likelihood of the observed entries is
+exact, and so is EM on it with entries missing at random: the E-step takes each component's
+conditional Gaussian of the missing numeric entries and drops the missing categories from the
+product; the M-step is closed-form. The conditionals come from one joint density, so the
+cumulative MPT score is the log-marginal likelihood (Moreno-Muñoz, Recasens and Hauberg, 2023).
+"""
+
+import math
+import time
+import warnings
+from numbers import Integral
+
+import numpy as np
+import torch
+from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from .._utils import check_generator
+from .._validation import Interval, Options, check_positive_int
+from ..models.mixed import MixedMixtureModule
+from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
+from ._data import standardization
+from ._docs import fill_docstring
+from .gaussian_mixture import sklearn_covariances
+
+__all__ = ["MaskedMixedMixture", "mixed_em"]
+
+# Added to the diagonal of each covariance in the M-step (on standardised numeric columns), as
+# GaussianMixture's reg_covar: a component of one point keeps a positive definite covariance.
+_REG_COVAR = 1e-6
+# Added to every category's count in the M-step: a category a component never saw keeps a
+# finite log-probability (a Dirichlet prior of 1 + 1e-6, far below one sample's weight).
+_PSEUDOCOUNT = 1e-6
+# EM steps of the start that MPT continues from (algorithm="mpt", and partial_fit's first call).
+_EM_START_STEPS = 20
+
+
+def _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed):
+    """One-hot k-means labels ``(n, K)`` of the standardised numeric columns (missing at 0) beside
+    the one-hot categories (missing as zeros)."""
+    n_samples = X_n.shape[0]
+    if n_components == 1:
+        return X_n.new_ones(n_samples, 1)
+    parts = [torch.where(observed_n, X_n, torch.zeros_like(X_n))]
+    for j, size in enumerate(sizes):
+        one_hot = torch.nn.functional.one_hot(codes[:, j], size).to(X_n.dtype)
+        parts.append(one_hot * observed_c[:, j : j + 1])
+    data = torch.cat(parts, 1).cpu().numpy()
+    labels = KMeans(n_components, n_init=1, random_state=seed).fit(data).labels_
+    return X_n.new_tensor(np.eye(n_components)[labels])
+
+
+def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, observed_p):
+    """Closed-form maximisation given responsibilities ``resp`` (``(n, K)``, sample weights in),
+    the numeric entries' conditional means ``(K, n, D_N)`` and covariances ``(K, n, D_N, D_N)``:
+    ``(weights, means, covariances, probabilities, rates)``."""
+    totals = resp.sum(0) + 10 * torch.finfo(resp.dtype).eps  # guard against empty components
+    means = torch.einsum("nk,knd->kd", resp, mean) / totals.unsqueeze(-1)
+    residual = mean - means.unsqueeze(1)
+    scatter = torch.einsum("nk,knd,kne->kde", resp, residual, residual) + torch.einsum("nk,knde->kde", resp, cov)
+    if covariance_type == "full":
+        covariances = scatter / totals.view(-1, 1, 1) + _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
+    elif covariance_type == "tied":
+        covariances = scatter.sum(0) / totals.sum() + _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
+    else:
+        covariances = scatter.diagonal(dim1=-2, dim2=-1) / totals.unsqueeze(-1) + _REG_COVAR
+        if covariance_type == "spherical":
+            covariances = covariances.mean(-1) if covariances.shape[-1] else covariances.new_ones(len(totals))
+    probabilities = []
+    for j, size in enumerate(sizes):
+        one_hot = torch.nn.functional.one_hot(codes[:, j], size).to(resp.dtype) * observed_c[:, j : j + 1]
+        tally = resp.T @ one_hot + _PSEUDOCOUNT  # (K, C_j)
+        probabilities.append(tally / tally.sum(-1, keepdim=True))
+    # The pseudo-count keeps a component that saw only zeros at a positive (tiny) rate.
+    rates = (resp.T @ (counts * observed_p) + _PSEUDOCOUNT) / (resp.T @ observed_p + _PSEUDOCOUNT)
+    return totals / totals.sum(), means, covariances, probabilities, rates
+
+
+def mixed_em(X, observed, weights, category_values, numeric_features, categorical_features, n_components,
+             covariance_type, *, seed, tol, max_iter, count_features=(), count_units=None):
+    """Fit a :class:`~skmpt.models.mixed.MixedMixtureModule` by EM on the observed entries.
+
+    Each step raises ``sum_i w_i log p(x_i,o)`` (exact); the run stops when a step gains less than
+    ``tol`` nats per sample. The numeric columns are standardised for the run and mapped back.
+
+    Parameters
+    ----------
+    X : torch.Tensor of shape (n_samples, n_features)
+        Any finite value at the entries not observed; a categorical entry is one of its column's
+        ``category_values``.
+    observed : torch.Tensor of dtype bool and shape (n_samples, n_features)
+    weights : torch.Tensor of shape (n_samples,)
+        Non-negative.
+    category_values : list of torch.Tensor
+        Each categorical column's values.
+    numeric_features, categorical_features : sequence of int
+    n_components : int
+    covariance_type : {"full", "tied", "diag", "spherical"}
+    seed : int
+        Of the k-means start.
+    tol : float
+    max_iter : int
+    count_features : sequence of int, default=()
+        Columns of non-negative integer counts (Poisson).
+    count_units : tuple of torch.Tensor, default=None
+        ``(zero, unit)``: a count is ``(x - zero) / unit`` (None: ``x`` itself).
+
+    Returns
+    -------
+    module : MixedMixtureModule
+        In the units of ``X``.
+    history : list of dict
+        One per step: ``epoch``, ``objective`` (the weighted mean log-likelihood of the observed
+        entries before the step, in the units of ``X``), ``seconds``.
+    converged : bool
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.estimators.mixed_mixture import mixed_em
+    >>> g = torch.Generator().manual_seed(0)
+    >>> labels = torch.randint(0, 2, (200,), generator=g)
+    >>> X = torch.stack([labels * 4.0 + torch.randn(200, generator=g, dtype=torch.float64), labels.double()], 1)
+    >>> observed = torch.ones_like(X, dtype=torch.bool)
+    >>> module, history, converged = mixed_em(X, observed, torch.ones(200, dtype=torch.float64),
+    ...     [torch.tensor([0.0, 1.0], dtype=torch.float64)], [0], [1], 2, "full", seed=0, tol=1e-6, max_iter=50)
+    >>> converged, sorted(module.log_weights.exp().round(decimals=1).tolist())
+    (True, [0.5, 0.5])
+    """
+    numeric = list(numeric_features)
+    categorical = list(categorical_features)
+    count = list(count_features)
+    sizes = [len(v) for v in category_values]
+    # The same nearest-value rule as the module's, so that EM and the likelihood see one table.
+    probe = MixedMixtureModule(
+        X.new_ones(1), X.new_zeros(1, len(numeric)), X.new_ones(1), [X.new_ones(1, s) / s for s in sizes],
+        category_values, numeric, categorical, "spherical", count_features=count,
+    )
+    codes = probe.codes(X)
+    zero, unit, counted = _count_table(X, observed, count, count_units)
+    observed_n, observed_c = observed[:, numeric], observed[:, categorical].to(X.dtype)
+    center, scale = standardization(X[:, numeric], "gaussian", observed_n)
+    X_n = torch.where(observed_n, (X[:, numeric] - center) / scale, torch.zeros_like(X[:, numeric]))
+    jacobian = float(weights @ observed_n.sum(1).to(X.dtype)) / float(weights.sum()) * math.log(float(scale))
+    weights = weights / weights.sum()
+    resp = _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None]
+    eye = torch.eye(len(numeric), dtype=X.dtype)
+    mean, cov = X_n.expand(n_components, *X_n.shape), eye * (~observed_n).unsqueeze(-1).to(X.dtype)
+    params = _m_step(resp, mean, cov.expand(n_components, *cov.shape), codes, observed_c, sizes, covariance_type,
+                     *counted)
+
+    def build(weights, means, covariances, probabilities, rates):
+        module = MixedMixtureModule(weights, means, covariances, probabilities, category_values, numeric, categorical,
+                                    covariance_type, count_features=count, rates=rates)
+        module.count_zero.copy_(zero)
+        module.count_unit.copy_(unit)
+        return module
+
+    rows = torch.cat([X_n, X[:, categorical], X[:, count]], 1)[:, _column_order(numeric, categorical, count)]
+    history, previous, converged = [], -math.inf, False
+    for step in range(1, max_iter + 1):
+        start = time.perf_counter()
+        module = build(*params)
+        with torch.no_grad():
+            mean, cov, log_joint = module.missing_given_observed(rows, observed)
+        value = float(weights @ torch.logsumexp(log_joint, -1))
+        resp = torch.softmax(log_joint, -1) * weights[:, None]
+        params = _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, *counted)
+        history.append({"epoch": step, "objective": value - jacobian, "seconds": time.perf_counter() - start})
+        if value - previous < tol:
+            converged = True
+            break
+        previous = value
+    module = build(*params)
+    with torch.no_grad():
+        module.gaussian.unstandardize_(center, scale)
+    return module, history, converged
+
+
+def _count_table(X, observed, count, count_units):
+    """``(zero, unit, (counts, observed))`` of the count columns ``count`` of ``X`` (a count is
+    ``(x - zero) / unit``, rounded; ``count_units`` None: ``x`` itself)."""
+    zero, unit = count_units if count_units is not None else (X.new_zeros(len(count)), X.new_ones(len(count)))
+    counts = ((X[:, count] - zero) / unit).round().clamp_min(0)
+    return zero, unit, (counts, observed[:, count].to(X.dtype))
+
+
+def _column_order(*groups):
+    """The permutation putting columns listed as ``[*groups[0], *groups[1], ...]`` back in their order."""
+    return torch.as_tensor([j for group in groups for j in group], dtype=torch.long).argsort()
+
+
+def _feature_label(estimator, index):
+    """``feature 3 ('species')`` when the estimator knows its feature names, else ``feature 3``."""
+    names = getattr(estimator, "feature_names_in_", None)
+    return f"feature {index}" if names is None else f"feature {index} ({names[index]!r})"
+
+
+@fill_docstring
+class MaskedMixedMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
+    """Mixture of Gaussians and categoricals for tables of numbers and categories, exact throughout.
+
+    Each component holds a Gaussian over the numeric columns (the covariance types of
+    :class:`MaskedGaussianMixture`) and an independent categorical over each categorical column
+    (a binary column is a categorical of two categories: a Bernoulli), and a Poisson over each
+    count column (``count_features``). Its log-likelihood, its
+    masked conditionals and the likelihood of rows with holes are exact: a missing category drops
+    out of each component's product, a missing number out of its Gaussian. ``fit`` runs EM, exact
+    with holes (``algorithm="em"``), or continues EM's start by masked pre-training
+    (``algorithm="mpt"``); ``impute`` fills a missing number with its conditional mean and a
+    missing category with its most probable value given the observed entries.
+
+    A categorical column holds numbers: each distinct value seen at ``fit`` is a category
+    (``categories_``); a value not seen at ``fit`` is an error naming the column. Tables of
+    strings or of pandas categories are encoded for it by :class:`MaskedImputer`.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        Number of mixture components ``K``, at most the number of training samples.
+    categorical_features : array-like of int or of bool, or None, default=None
+        The categorical columns, by index or by a mask of ``n_features`` booleans; None: every
+        column is numeric (the model is then a Gaussian mixture).
+    count_features : array-like of int or of bool, or None, default=None
+        The count columns (non-negative integers), each a Poisson per component, by index or mask;
+        a missing count is imputed with its conditional mean (a real number) and drawn as an integer.
+    categories : "auto" or list of array-like, default="auto"
+        Each categorical column's categories: ``"auto"`` learns them from the values ``fit`` sees;
+        a list (one array per categorical column, in column order) fixes them, as
+        :class:`~sklearn.preprocessing.OneHotEncoder`'s ``categories`` (a category that ``fit``
+        does not see keeps a small probability; a value outside them is an error).
+    covariance_type : {"full", "tied", "diag", "spherical"}, default="full"
+        Each component's covariance of the numeric columns, as in :class:`MaskedGaussianMixture`.
+    algorithm : {"em", "mpt"}, default="em"
+        ``"em"``: EM on the observed entries until a step gains less than ``tol`` nats per sample,
+        at most ``max_epochs`` steps (each step is exact and raises the observed-data likelihood).
+        ``"mpt"``: 20 EM steps at most, then masked pre-training from there (the other training
+        parameters apply to it).
+    n_init : int, default=1
+        Starts (k-means on the standardised numbers beside the one-hot categories) to run; the
+        fit of highest log-likelihood on the training data is kept. The first uses ``random_state``,
+        the others seeds drawn from it.
+    {mask_rate}
+    {n_masks}
+    {score_masks}
+    {score_method}
+    {max_epochs}
+    {batch_size}
+    {learning_rate}
+    {tol}
+    {n_iter_no_change}
+    {monitor}
+    {monitor_every}
+    {dtype}
+    {device}
+    {random_state}
+    {verbose}
+
+    Attributes
+    ----------
+    categorical_features_ : ndarray of int
+        The categorical columns, sorted.
+    count_features_ : ndarray of int
+        The count columns, sorted.
+    numeric_features_ : ndarray of int
+        The other columns.
+    categories_ : list of ndarray
+        Each categorical column's categories, sorted (as :class:`~sklearn.preprocessing.OneHotEncoder`).
+    weights_ : ndarray of shape (n_components,)
+        Mixing proportions ``pi_k``.
+    means_ : ndarray of shape (n_components, n_numeric)
+        Each component's mean of the numeric columns.
+    covariances_ : ndarray
+        Each component's covariance of the numeric columns, in
+        :class:`~sklearn.mixture.GaussianMixture`'s layout of ``covariance_type``.
+    category_probabilities_ : list of ndarray
+        One per categorical column, of shape (n_components, n_categories): ``theta_kj``.
+    rates_ : ndarray of shape (n_components, n_count)
+        Each component's Poisson rate of each count column.
+    module_ : MixedMixtureModule
+        The fitted torch module.
+    {params_}
+    {device_}
+    history_ : list of dict
+        One dict per EM step (``epoch``, ``objective``: the mean log-likelihood of the observed
+        entries before the step, ``seconds``), then per MPT epoch with ``algorithm="mpt"``.
+    n_iter_ : int
+        EM steps (``algorithm="em"``) or MPT epochs run.
+    converged_ : bool
+        Whether the last stage stopped on ``tol``.
+    {n_features_in_}
+    {n_components_}
+    {offset_}
+    {feature_names_in_}
+
+    See Also
+    --------
+    MaskedGaussianMixture : the numeric case.
+    MaskedImputer : imputes DataFrames with it when they have categorical columns.
+
+    References
+    ----------
+    Moreno-Muñoz, Recasens and Hauberg (2023). On masked pre-training and the marginal
+    likelihood. NeurIPS.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt import MaskedMixedMixture
+    >>> rng = np.random.RandomState(0)
+    >>> group = rng.randint(0, 2, 300)
+    >>> X = np.column_stack([group * 5 + rng.randn(300), np.where(rng.rand(300) < 0.9, group, 1 - group)])
+    >>> X[rng.rand(*X.shape) < 0.1] = np.nan
+    >>> mixture = MaskedMixedMixture(2, categorical_features=[1], random_state=0).fit(X)
+    >>> [c.tolist() for c in mixture.categories_]
+    [[0.0, 1.0]]
+    >>> mixture.impute(np.array([[5.2, np.nan], [np.nan, 0.0]])).round(1).tolist()
+    [[5.2, 1.0], [0.6, 0.0]]
+    """
+
+    _parameter_constraints: dict = {
+        **_BaseMaskedEstimator._parameter_constraints,
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "categorical_features": [None, "array-like"],
+        "count_features": [None, "array-like"],
+        "categories": [Options({"auto"}), list],
+        "covariance_type": [Options({"full", "tied", "diag", "spherical"})],
+        "algorithm": [Options({"em", "mpt"})],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self, n_components=1, *, categorical_features=None, count_features=None, categories="auto",
+        covariance_type="full", algorithm="em", n_init=1,
+        mask_rate="uniform", n_masks=1, score_masks=1, score_method="chain", max_epochs=300, batch_size="auto",
+        learning_rate=0.001, tol=1e-3, n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64",
+        device="auto", random_state=None, verbose=0
+    ):
+        self.n_components = n_components
+        self.categorical_features = categorical_features
+        self.count_features = count_features
+        self.categories = categories
+        self.covariance_type = covariance_type
+        self.algorithm = algorithm
+        self.n_init = n_init
+        self.mask_rate = mask_rate
+        self.n_masks = n_masks
+        self.score_masks = score_masks
+        self.score_method = score_method
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.monitor = monitor
+        self.monitor_every = monitor_every
+        self.dtype = dtype
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ data
+    def _resolve_columns(self, name, n_features):
+        """The parameter ``name`` (``categorical_features`` or ``count_features``) as sorted column
+        indices, checked against ``n_features``."""
+        given = self.params_[name]
+        if given is None:
+            return np.zeros(0, dtype=np.intp)
+        given = np.asarray(given)
+        if given.dtype == bool:
+            if given.shape != (n_features,):
+                raise ValueError(f"{name} as a mask must hold {n_features} booleans (one per "
+                                 f"feature); got shape {given.shape}.")
+            return np.flatnonzero(given)
+        if given.ndim != 1 or not np.issubdtype(given.dtype, np.integer) and given.size:
+            raise ValueError(f"{name} must be column indices or a boolean mask; got {given!r}.")
+        indices = given.astype(np.intp)
+        if indices.size and (indices.min() < 0 or indices.max() >= n_features):
+            raise ValueError(f"{name} holds {indices.tolist()}, but X has {n_features} features.")
+        if len(np.unique(indices)) != len(indices):
+            raise ValueError(f"{name} names a column twice: {indices.tolist()}.")
+        return np.sort(indices)
+
+    def _discrete(self, n_features):
+        """The categorical and count columns, checked to be apart."""
+        categorical = self._resolve_columns("categorical_features", n_features)
+        count = self._resolve_columns("count_features", n_features)
+        both = np.intersect1d(categorical, count)
+        if both.size:
+            raise ValueError(f"Feature(s) {both.tolist()} are both in categorical_features and in count_features.")
+        return np.union1d(categorical, count).astype(np.intp)
+
+    def _offset(self, center, dtype):
+        # Categories and counts are read as values: never shifted (only numbers lose precision).
+        offset = np.array(super()._offset(center, dtype), dtype=np.float64)
+        offset[self._discrete(len(center))] = 0.0
+        return offset
+
+    def _to_tensor(self, X, *, reset):
+        """As the base's, with the categorical columns' values checked: learned at ``fit``
+        (``categories_``), and at any other call among them (an error naming the column)."""
+        X_t, observed = super()._to_tensor(X, reset=reset)
+        values = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
+        if reset:
+            self.categorical_features_ = self._resolve_columns("categorical_features", values.shape[1])
+            self.count_features_ = self._resolve_columns("count_features", values.shape[1])
+            self.numeric_features_ = np.setdiff1d(np.arange(values.shape[1]), self._discrete(values.shape[1]))
+        for j in self.count_features_:
+            column = values[:, j]
+            bad = ~np.isnan(column) & ((column < 0) | (column != np.round(column)))
+            if bad.any():
+                raise ValueError(f"{_feature_label(self, j)} holds counts, non-negative integers; it holds "
+                                 f"{column[bad][:5].tolist()}.")
+        if reset:
+            self.categories_ = self._learn_categories(values)
+            return X_t, observed
+        for j, categories in zip(self.categorical_features_, self.categories_):
+            column = values[:, j]
+            unseen = np.setdiff1d(column[~np.isnan(column)], categories)
+            if unseen.size:
+                raise ValueError(f"{_feature_label(self, j)} is categorical and holds {unseen[:5].tolist()}, not among "
+                                 f"the categories seen at fit {categories[:10].tolist()}.")
+        return X_t, observed
+
+    def _learn_categories(self, values):
+        """``categories_`` from the training array ``values``: the values seen, or the ones given
+        (sorted), which must hold every value seen."""
+        columns = values[:, self.categorical_features_].T
+        seen = [np.unique(column[~np.isnan(column)]) for column in columns]
+        given = self.params_.categories
+        if isinstance(given, str):  # "auto"
+            return seen
+        if len(given) != len(seen):
+            raise ValueError(f"categories holds {len(given)} arrays, but there are {len(seen)} categorical features.")
+        categories = []
+        for j, values_seen, values_given in zip(self.categorical_features_, seen, given):
+            values_given = np.unique(np.asarray(values_given, dtype=np.float64))
+            unknown = np.setdiff1d(values_seen, values_given)
+            if unknown.size or not np.isfinite(values_given).all():
+                raise ValueError(f"{_feature_label(self, j)} holds {unknown[:5].tolist()}, not among its given "
+                                 f"categories {values_given[:10].tolist()} (which must be finite numbers).")
+            categories.append(values_given)
+        return categories
+
+    def _check_data(self, X):
+        super()._check_data(X)
+        if self.params_.n_components > X.shape[0]:
+            raise ValueError(f"n_components={self.params_.n_components} must be at most the number of samples, "
+                             f"but X has {X.shape[0]} sample(s).")
+        for j, categories in zip(self.categorical_features_, self.categories_):
+            # With categories given, a column of one category is the caller's choice.
+            if len(categories) == 1 and isinstance(self.params_.categories, str):
+                warnings.warn(f"{_feature_label(self, j)} is categorical with one category ({categories[0]!r}) "
+                              f"at fit: the model learns nothing from it.", UserWarning, stacklevel=5)
+
+    def _category_values(self, center=None, scale=None):
+        """The categories as tensors in the module's units: ``(categories - offset_ - center) / scale``."""
+        dtype, device = self._dtype, self.device_
+        values = []
+        for j, categories in zip(self.categorical_features_, self.categories_):
+            value = torch.as_tensor(categories - self.offset_[j], dtype=dtype, device=device)
+            if center is not None:
+                value = (value - center[j]) / scale.reshape(-1)[0 if scale.numel() == 1 else j]
+            values.append(value)
+        return values
+
+    # ------------------------------------------------------------------ training
+    def _em(self, X_t, observed, weights, seed, max_iter):
+        """EM from the k-means start of ``seed``: ``(module, history, converged)``."""
+        if observed is None:
+            observed = torch.ones(X_t.shape, dtype=torch.bool, device=X_t.device)
+        if weights is None:
+            weights = X_t.new_ones(X_t.shape[0])
+        return mixed_em(X_t, observed, weights, self._category_values(), self.numeric_features_.tolist(),
+                        self.categorical_features_.tolist(), self.params_.n_components, self.params_.covariance_type,
+                        seed=seed, tol=self.params_.tol, max_iter=max_iter, count_features=self.count_features_.tolist())
+
+    def _build_module(self, X, generator, units):
+        # partial_fit's first call: EM's start on the standardised chunk, every entry taken as observed.
+        seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
+        observed = torch.ones(X.shape, dtype=torch.bool, device=X.device)
+        values = self._category_values(*units)
+        center, scale = units
+        count = torch.as_tensor(self.count_features_, dtype=torch.long, device=X.device)
+        unit = (1 / scale).reshape(-1).expand(X.shape[1])[count]
+        return mixed_em(X, observed, X.new_ones(X.shape[0]), values, self.numeric_features_.tolist(),
+                        self.categorical_features_.tolist(), self.params_.n_components, self.params_.covariance_type,
+                        seed=seed, tol=self.params_.tol, max_iter=_EM_START_STEPS,
+                        count_features=self.count_features_.tolist(), count_units=(-center[count] * unit, unit))[0]
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit by EM on the observed entries (``algorithm="em"``), or by MPT from EM's start.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NaN marks a missing entry.
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights, as in :meth:`skmpt.MaskedPPCA.fit`.
+
+        Returns
+        -------
+        self : MaskedMixedMixture
+        """
+        self._set_params_()
+        X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
+        self.n_components_ = self.params_.n_components
+        max_iter = self.params_.max_epochs if self.params_.algorithm == "em" else _EM_START_STEPS
+        seeds = torch.randint(2**31 - 1, (self.params_.n_init,), generator=check_generator(self.params_.random_state))
+        best = None
+        for seed in seeds.tolist():
+            with torch.no_grad():
+                module, history, converged = self._em(X_t, observed, weights, seed, max_iter)
+                value = float((module.log_marginal(X_t, observed=observed) * (1 if weights is None else weights)).mean())
+            if best is None or value > best[0]:
+                best = (value, module, history, converged)
+        _, module, history, converged = best
+        if self.params_.algorithm == "mpt":
+            self._fit(X, sample_weight, random_state=self.params_.random_state, previous=(module, self.offset_.copy()))
+            self.history_ = history + self.history_
+            return self
+        self.module_, self.history_, self.n_iter_, self.converged_ = module, history, len(history), converged
+        self._set_fitted_attributes()
+        if not converged:
+            warnings.warn(f"{type(self).__name__}'s EM stopped after max_epochs={self.params_.max_epochs} steps "
+                          f"while the log-likelihood was still improving by more than tol={self.params_.tol}; "
+                          f"raise max_epochs.", ConvergenceWarning, stacklevel=2)
+        return self
+
+    def _set_fitted_attributes(self):
+        module = self.module_
+        numeric = self.numeric_features_
+        with torch.no_grad():
+            self.weights_ = module.log_weights.exp().cpu().numpy()
+            self.means_ = module.gaussian.means.detach().cpu().numpy().astype(np.float64) + self.offset_[numeric]
+            self.covariances_, _, _ = sklearn_covariances(module.gaussian)
+            log_probs = module.category_log_probs().exp().cpu().numpy()
+            self.rates_ = module.log_rates.exp().cpu().numpy()
+        self.category_probabilities_ = [log_probs[j, :, : len(c)] for j, c in enumerate(self.categories_)]
+
+    def _n_parameters(self):
+        """Free parameters: the Gaussian mixture's count over the numeric columns, as
+        :class:`~sklearn.mixture.GaussianMixture` counts them, plus ``K (C_j - 1)`` per
+        categorical column and ``K`` per count column."""
+        check_is_fitted(self)
+        K, D = self.n_components_, len(self.numeric_features_)
+        covariance = {"full": K * D * (D + 1) // 2, "tied": D * (D + 1) // 2, "diag": K * D, "spherical": K}
+        categorical = sum(K * (len(c) - 1) for c in self.categories_)
+        return covariance[self.module_.covariance_type] + K * D + K - 1 + categorical + K * len(self.count_features_)
+
+    # ------------------------------------------------------------------ outputs
+    def _snap(self, values, *, counts=False):
+        """Categorical columns of ``values`` (``(..., n_features)``) at their nearest category,
+        exactly: the units' round trip may leave a category a rounding error away; with
+        ``counts``, count columns (draws) at their integers for the same reason."""
+        if counts:
+            values[..., self.count_features_] = np.rint(values[..., self.count_features_])
+        for j, categories in zip(self.categorical_features_, self.categories_):
+            column = values[..., j]
+            nearest = np.abs(column[..., None] - categories).argmin(-1)
+            values[..., j] = categories[nearest]
+        return values
+
+    def impute(self, X):
+        """A missing number's conditional mean, a missing category's most probable value, given
+        each sample's observed entries; observed entries as they are.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NaN marks a missing entry.
+
+        Returns
+        -------
+        X_imputed : ndarray of shape (n_samples, n_features)
+        """
+        return self._snap(super().impute(X))
+
+    def sample_missing(self, X, n_draws=1, random_state=None):
+        """Draws of each sample's missing entries from ``p(x_mis | x_obs)``, exact.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NaN marks a missing entry.
+        n_draws : int, default=1
+        random_state : int, RandomState instance or None, default=None
+
+        Returns
+        -------
+        X_draws : ndarray of shape (n_draws, n_samples, n_features)
+        """
+        return self._snap(super().sample_missing(X, n_draws, random_state), counts=True)
+
+    def inverse_transform(self, Z):
+        """The numeric mean and each column's most probable category given component
+        probabilities ``Z``.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_components)
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+        """
+        return self._snap(super().inverse_transform(Z))
+
+    def predict_proba(self, X):
+        """Responsibilities ``p(k | x_o)`` of each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_components)
+        """
+        return self.transform(X)
+
+    def predict(self, X):
+        """The most probable component of each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        return self.predict_proba(X).argmax(1)
+
+    def sample(self, n_samples=1):
+        """Draw rows from the fitted mixture (the same draws for an int ``random_state``).
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+        labels : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        n_samples = check_positive_int(n_samples, "n_samples")
+        with torch.no_grad():
+            X, labels = self.module_.sample(int(n_samples), generator=check_generator(self.params_.random_state))
+        return self._snap(X.cpu().numpy() + self.offset_, counts=True), labels.cpu().numpy()

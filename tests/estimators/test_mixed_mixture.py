@@ -1,0 +1,216 @@
+"""MaskedMixedMixture: exact EM on tables of numbers and categories, with holes; imputation,
+new tables at transform, the categories' checks, and MPT from EM's start."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
+
+from skmpt import MaskedGaussianMixture, MaskedMixedMixture
+from skmpt.testing import check_masked_model
+
+
+def _table(n=400, seed=0, holes=0.0):
+    """Two groups: a number near 0 or 5, a category of three (values 1, 2, 9) and a binary one."""
+    rng = np.random.RandomState(seed)
+    group = rng.randint(0, 2, n)
+    number = group * 5 + rng.randn(n)
+    other = -group * 2 + 0.5 * rng.randn(n)
+    three = np.where(group == 1, rng.choice([1.0, 2.0, 9.0], n, p=[0.7, 0.2, 0.1]),
+                     rng.choice([1.0, 2.0, 9.0], n, p=[0.1, 0.2, 0.7]))
+    binary = np.where(rng.rand(n) < 0.85, group, 1 - group).astype(float)
+    X = np.column_stack([number, three, other, binary])
+    if holes:
+        X[rng.rand(*X.shape) < holes] = np.nan
+        X[np.isnan(X).all(1), 0] = number[np.isnan(X).all(1)]
+    return X, group
+
+
+def test_em_recovers_the_groups_and_each_step_raises_the_likelihood():
+    X, group = _table(holes=0.2)
+    mixture = MaskedMixedMixture(2, categorical_features=[1, 3], random_state=0).fit(X)
+    assert mixture.converged_
+    objectives = [h["objective"] for h in mixture.history_]
+    assert all(b >= a - 1e-9 for a, b in zip(objectives, objectives[1:]))
+    first = int(np.argmin(mixture.means_[:, 0]))
+    np.testing.assert_allclose(sorted(mixture.means_[:, 0]), [0, 5], atol=0.3)
+    np.testing.assert_allclose(mixture.category_probabilities_[0][first], [0.1, 0.2, 0.7], atol=0.08)
+    assert [c.tolist() for c in mixture.categories_] == [[1.0, 2.0, 9.0], [0.0, 1.0]]
+    labels = mixture.predict(X)
+    assert max(np.mean(labels == group), np.mean(labels != group)) > 0.95
+    # the last step's objective is the likelihood of the fitted model, up to one step's gain
+    assert abs(mixture.log_marginal_likelihood(X).mean() - objectives[-1]) < 10 * mixture.tol
+
+
+def test_the_score_is_the_exact_log_likelihood_and_holes_are_marginalised():
+    X, _ = _table(60, holes=0.2)
+    mixture = MaskedMixedMixture(2, categorical_features=[1, 3], random_state=0).fit(X)
+    np.testing.assert_allclose(mixture.score_samples(X), mixture.log_marginal_likelihood(X), atol=1e-9)
+    exhaustive = MaskedMixedMixture(2, categorical_features=[1, 3], score_method="exhaustive", random_state=0).fit(X)
+    np.testing.assert_allclose(exhaustive.score_samples(X), mixture.log_marginal_likelihood(X), atol=1e-9)
+    report = check_masked_model(mixture, X[~np.isnan(X).any(1)][:6])
+    assert report["identity"] < 1e-9
+
+
+def test_without_categories_em_reaches_gaussian_mixtures_likelihood():
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.randn(150, 3), rng.randn(150, 3) @ np.diag([1, 2, 0.5]) + 4])
+    for covariance_type in ("full", "diag", "tied", "spherical"):
+        ours = MaskedMixedMixture(2, covariance_type=covariance_type, tol=1e-8, random_state=0).fit(X)
+        em = GaussianMixture(2, covariance_type=covariance_type, tol=1e-8, random_state=0).fit(X)
+        assert abs(ours.score(X) - em.score(X)) < 1e-4, covariance_type
+        assert ours.covariances_.shape == em.covariances_.shape
+
+
+def test_impute_keeps_observed_entries_and_fills_categories_with_categories():
+    X, _ = _table(holes=0.25)
+    mixture = MaskedMixedMixture(2, categorical_features=[1, 3], random_state=0).fit(X)
+    imputed = mixture.impute(X)
+    observed = ~np.isnan(X)
+    assert np.array_equal(imputed[observed], X[observed])
+    assert set(np.unique(imputed[:, 1])) <= {1.0, 2.0, 9.0} and set(np.unique(imputed[:, 3])) <= {0.0, 1.0}
+    draws = mixture.sample_missing(X, 3, random_state=0)
+    assert np.array_equal(draws[:, observed], np.broadcast_to(X[observed], (3, observed.sum())))
+    assert set(np.unique(draws[:, :, 1])) <= {1.0, 2.0, 9.0}
+
+
+def test_fit_on_one_table_impute_another():
+    X_train, _ = _table(400, seed=0)
+    X_new, group = _table(200, seed=1)
+    truth = X_new.copy()
+    X_new[:, 3] = np.nan  # the binary column, to be predicted from the others
+    mixture = MaskedMixedMixture(2, categorical_features=[1, 3], random_state=0).fit(X_train)
+    imputed = mixture.impute(X_new)
+    # the Bayes rate of the binary column given the group is 0.85; the group is nearly known
+    assert np.mean(imputed[:, 3] == truth[:, 3]) > 0.8
+    assert np.array_equal(imputed[:, :3], X_new[:, :3])
+
+
+def test_an_unseen_category_is_an_error_naming_the_column():
+    X, _ = _table(50)
+    mixture = MaskedMixedMixture(2, categorical_features=[1, 3], random_state=0).fit(X)
+    X_new = X.copy()
+    X_new[0, 1] = 4.0
+    with pytest.raises(ValueError, match=r"feature 1 is categorical and holds \[4.0\]"):
+        mixture.impute(X_new)
+
+
+def test_a_column_with_one_category_is_warned_about():
+    X, _ = _table(50)
+    X[:, 3] = 1.0
+    with pytest.warns(UserWarning, match="feature 3 is categorical with one category"):
+        MaskedMixedMixture(2, categorical_features=[1, 3], random_state=0).fit(X)
+
+
+def test_categorical_features_as_a_mask_or_indices_and_its_errors():
+    X, _ = _table(80)
+    by_index = MaskedMixedMixture(2, categorical_features=[3, 1], random_state=0).fit(X)
+    by_mask = MaskedMixedMixture(2, categorical_features=[False, True, False, True], random_state=0).fit(X)
+    np.testing.assert_array_equal(by_index.score_samples(X), by_mask.score_samples(X))
+    assert by_index.categorical_features_.tolist() == [1, 3] and by_index.numeric_features_.tolist() == [0, 2]
+    with pytest.raises(ValueError, match="X has 4 features"):
+        MaskedMixedMixture(categorical_features=[4]).fit(X)
+    with pytest.raises(ValueError, match="4 booleans"):
+        MaskedMixedMixture(categorical_features=[True, False]).fit(X)
+    with pytest.raises(ValueError, match="twice"):
+        MaskedMixedMixture(categorical_features=[1, 1]).fit(X)
+
+
+def test_categories_of_any_value_come_back_exactly_in_float32():
+    X, _ = _table(100, holes=0.2)
+    X[:, 1] = np.where(np.isnan(X[:, 1]), np.nan, X[:, 1] * 0.1 + 1e4)  # 1e4 + 0.1, 0.2, 0.9
+    mixture = MaskedMixedMixture(2, categorical_features=[1, 3], dtype="float32", random_state=0).fit(X)
+    imputed = mixture.impute(X)
+    assert set(np.unique(imputed[:, 1])) <= set(mixture.categories_[0].tolist())
+    assert np.array_equal(imputed[~np.isnan(X)], X[~np.isnan(X)])
+
+
+def test_mpt_from_em_s_start_stays_near_em():
+    X, _ = _table(200, holes=0.1)
+    em = MaskedMixedMixture(2, categorical_features=[1, 3], random_state=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mpt = MaskedMixedMixture(2, categorical_features=[1, 3], algorithm="mpt", max_epochs=30,
+                                 random_state=0).fit(X)
+    assert abs(mpt.log_marginal_likelihood(X).mean() - em.log_marginal_likelihood(X).mean()) < 0.05
+    assert len(mpt.history_) > mpt.n_iter_  # EM's steps, then MPT's epochs
+
+
+def test_bic_counts_the_categories():
+    X, _ = _table(80)
+    mixture = MaskedMixedMixture(2, categorical_features=[1, 3], random_state=0).fit(X)
+    # 1 weight, 2 * 2 means, 2 * 3 covariance entries, 2 * (2 + 1) category probabilities
+    assert mixture._n_parameters() == 1 + 4 + 6 + 6
+    assert np.isfinite(mixture.bic(X))
+
+
+def test_partial_fit_starts_from_em_and_continues_by_mpt():
+    X, _ = _table(200)
+    mixture = MaskedMixedMixture(2, categorical_features=[1, 3], random_state=0)
+    for chunk in np.array_split(X, 2):
+        mixture.partial_fit(chunk)
+    assert abs(mixture.score(X) - MaskedMixedMixture(2, categorical_features=[1, 3], random_state=0).fit(X).score(X)) < 0.3
+
+
+def test_n_init_keeps_the_best_start_and_the_module_keeps_the_contract():
+    X, _ = _table(100)
+    one = MaskedMixedMixture(3, categorical_features=[1, 3], random_state=0).fit(X)
+    best = MaskedMixedMixture(3, categorical_features=[1, 3], n_init=3, random_state=0).fit(X)
+    assert best.score(X) >= one.score(X) - 1e-9
+    check_masked_model(best.module_, torch.as_tensor(X[:5]))
+
+
+def test_a_gaussian_mixture_and_this_one_agree_on_numbers():
+    rng = np.random.RandomState(1)
+    X = np.vstack([rng.randn(100, 2), rng.randn(100, 2) + 5])
+    ours = MaskedMixedMixture(2, random_state=0).fit(X)
+    theirs = MaskedGaussianMixture.from_estimator(GaussianMixture(2, random_state=0).fit(X))
+    assert abs(ours.score(X) - theirs.score(X)) < 1e-3
+
+
+def test_given_categories_keep_a_category_fit_did_not_see():
+    X, _ = _table(80)
+    mixture = MaskedMixedMixture(2, categorical_features=[1, 3], categories=[[1, 2, 9, 11], [0, 1]],
+                                 random_state=0).fit(X)
+    assert mixture.categories_[0].tolist() == [1.0, 2.0, 9.0, 11.0]
+    X_new = X[:3].copy()
+    X_new[:, 1] = 11.0
+    assert np.isfinite(mixture.score_samples(X_new)).all()
+    assert (mixture.score_samples(X_new) < mixture.score_samples(X[:3]) - 5).all()
+    with pytest.raises(ValueError, match=r"feature 1 holds \[9.0\], not among its given categories"):
+        MaskedMixedMixture(2, categorical_features=[1, 3], categories=[[1, 2], [0, 1]]).fit(X)
+
+
+def test_count_columns_are_poissons_fitted_by_em():
+    rng = np.random.RandomState(0)
+    group = rng.randint(0, 2, 600)
+    X = np.column_stack([group * 4 + rng.randn(600), rng.poisson(np.where(group, 8.0, 1.5)), group.astype(float)])
+    X_holes = X.copy()
+    X_holes[rng.rand(*X.shape) < 0.15] = np.nan
+    mixture = MaskedMixedMixture(2, categorical_features=[2], count_features=[1], random_state=0).fit(X_holes)
+    assert mixture.converged_ and mixture.count_features_.tolist() == [1] and mixture.numeric_features_.tolist() == [0]
+    np.testing.assert_allclose(sorted(mixture.rates_[:, 0]), [1.5, 8.0], rtol=0.15)
+    assert mixture._n_parameters() == 1 + 2 + 2 + 2 + 2  # weights, means, variances, categories, rates
+    np.testing.assert_allclose(mixture.score_samples(X_holes), mixture.log_marginal_likelihood(X_holes), atol=1e-9)
+    draws = mixture.sample_missing(X_holes, 2, random_state=0)
+    holes = np.isnan(X_holes[:, 1])
+    assert np.array_equal(draws[:, holes, 1], np.round(draws[:, holes, 1])) and (draws[:, holes, 1] >= 0).all()
+    imputed = mixture.impute(X_holes)
+    assert np.corrcoef(imputed[holes, 1], X[holes, 1])[0, 1] > 0.8
+    with pytest.raises(ValueError, match=r"feature 1 holds counts, non-negative integers; it holds \[-1.0\]"):
+        mixture.impute(np.array([[0.0, -1.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"Feature\(s\) \[1\] are both"):
+        MaskedMixedMixture(categorical_features=[1], count_features=[1]).fit(X)
+
+
+def test_counts_and_categories_are_exact_in_float32_and_through_partial_fit():
+    rng = np.random.RandomState(1)
+    X = np.column_stack([rng.randn(200) + 1e4, rng.poisson(3.0, 200), rng.randint(0, 3, 200) + 0.5])
+    mixture = MaskedMixedMixture(2, categorical_features=[2], count_features=[1], dtype="float32",
+                                 random_state=0).fit(X)
+    assert mixture.offset_[1] == 0 and mixture.offset_[2] == 0 and mixture.offset_[0] != 0
+    streamed = MaskedMixedMixture(2, categorical_features=[2], count_features=[1], random_state=0).partial_fit(X)
+    assert abs(streamed.score(X) - mixture.score(X)) < 0.5

@@ -1,0 +1,208 @@
+"""DataFrames in, the same DataFrame out: MaskedImputer on tables of numbers and categories."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.compose import ColumnTransformer
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import OneHotEncoder
+
+from skmpt import MaskedImputer, MaskedMixedMixture, MaskedPPCA
+from skmpt.estimators._tables import MAX_AUTO_CATEGORIES, TableLayout
+
+pd = pytest.importorskip("pandas")
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _frame(n=200, seed=0):
+    """Two groups behind every column, one column of each dtype a table may hold."""
+    rng = np.random.RandomState(seed)
+    group = rng.randint(0, 2, n)
+    noisy = np.where(rng.rand(n) < 0.9, group, 1 - group)
+    return pd.DataFrame({
+        "length": group * 4 + rng.randn(n),
+        "width": (group * 2 + rng.randn(n)).astype(np.float32),
+        "count": pd.array(rng.poisson(2 + 3 * group), dtype="Int64"),
+        "species": pd.Categorical(np.where(noisy, "adelie", "gentoo"), categories=["gentoo", "adelie"]),
+        "island": np.where(noisy, "biscoe", "dream").astype(object),
+        "name": pd.array(np.where(noisy, "x", "y"), dtype="string"),
+        "ok": pd.array(noisy == 1, dtype="boolean"),
+    }, index=pd.Index(np.arange(n) * 3 + 7, name="id"))
+
+
+def _holes(frame, rate=0.2, seed=1):
+    rng = np.random.RandomState(seed)
+    holed = frame.copy()
+    for name in frame.columns:
+        holed.loc[rng.rand(len(frame)) < rate, name] = None
+    return holed
+
+
+def _imputer(**params):
+    return MaskedImputer(MaskedMixedMixture(2, random_state=0), random_state=0, **params)
+
+
+def test_the_same_table_comes_back_with_its_holes_filled():
+    truth = _frame()
+    holed = _holes(truth)
+    out = _imputer().set_output(transform="pandas").fit_transform(holed)
+    assert list(out.columns) == list(holed.columns) and out.index.equals(holed.index)
+    assert list(out.dtypes) == list(holed.dtypes)
+    assert not out.isna().any().any()
+    observed = holed.notna()
+    for name in holed.columns:
+        assert out[name][observed[name]].equals(holed[name][observed[name]]), name
+    assert set(out["island"]) <= {"biscoe", "dream"} and set(out["species"]) <= {"gentoo", "adelie"}
+    # the groups are nearly known from the other columns: categorical holes are mostly right
+    for name in ("species", "island", "name", "ok"):
+        hole = holed[name].isna()
+        assert (out[name][hole] == truth[name][hole]).mean() > 0.8, name
+    assert (out["count"][holed["count"].isna()] >= 0).all()
+
+
+def test_default_output_is_an_object_array_and_the_choice_is_a_mixed_mixture():
+    holed = _holes(_frame())
+    imputer = MaskedImputer(random_state=0).fit(holed)
+    assert isinstance(imputer.estimator_, MaskedMixedMixture)
+    assert imputer.search_.cv_results_["family"][0] == "mixed"
+    out = imputer.transform(holed)
+    assert out.dtype == object and out.shape == holed.shape
+    assert set(out[:, 4]) <= {"biscoe", "dream"}
+
+
+@settings(max_examples=15)
+@given(seed=st.integers(0, 10_000), rate=st.sampled_from([0.1, 0.3, 0.5]), posterior=st.booleans())
+def test_observed_cells_and_dtypes_are_kept_for_any_table_and_hole_pattern(seed, rate, posterior):
+    rng = np.random.RandomState(seed)
+    n = int(rng.randint(12, 40))
+    frame = _holes(_frame(n, seed=seed), rate=rate, seed=seed + 1)
+    for name in frame.columns:  # every column keeps something observed
+        if frame[name].isna().all():
+            frame.loc[frame.index[0], name] = _frame(n, seed=seed)[name].iloc[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a column may hold one category in a small table
+        out = _imputer(sample_posterior=posterior).set_output(transform="pandas").fit_transform(frame)
+    assert list(out.dtypes) == list(frame.dtypes) and out.index.equals(frame.index)
+    assert not out.isna().any().any()
+    for name in frame.columns:
+        seen = frame[name].notna()
+        assert out[name][seen].equals(frame[name][seen]), name
+        if isinstance(frame[name].dtype, pd.CategoricalDtype) or frame[name].dtype == object:
+            assert set(out[name]) <= set(frame[name].dropna()), name
+
+
+def test_fit_on_one_table_transform_another():
+    train, test = _frame(300, seed=0), _frame(100, seed=5)
+    holed = test.copy()
+    holed["species"] = pd.Categorical([None] * len(test), categories=["gentoo", "adelie"])
+    imputer = _imputer().set_output(transform="pandas").fit(_holes(train))
+    out = imputer.transform(holed)
+    assert (out["species"] == test["species"]).mean() > 0.8
+    # the model learned at fit, not on the rows it is given: rows are imputed alone as in a batch
+    alone = pd.concat([imputer.transform(holed.iloc[[i]]) for i in range(5)])
+    assert alone.equals(out.iloc[:5])
+
+
+def test_sample_posterior_draws_categories_of_the_column():
+    holed = _holes(_frame())
+    out = _imputer(sample_posterior=True).set_output(transform="pandas").fit_transform(holed)
+    assert set(out["island"]) <= {"biscoe", "dream"}
+    assert out["ok"].dtype == "boolean" and not out["ok"].isna().any()
+
+
+def test_an_unseen_category_at_transform_names_the_column():
+    imputer = _imputer().fit(_holes(_frame()))
+    new = _frame(5)
+    new.loc[new.index[0], "island"] = "torgersen"
+    with pytest.raises(ValueError, match=r"Column 'island' holds \['torgersen'\], categories not seen at fit"):
+        imputer.transform(new)
+
+
+def test_a_column_of_one_category_is_warned_about_by_name():
+    frame = _frame()
+    frame["island"] = "biscoe"
+    with pytest.warns(UserWarning, match="Column 'island' is categorical with one category"):
+        _imputer().fit(frame)
+
+
+def test_an_identifier_column_is_refused_by_name_unless_declared():
+    frame = _frame(MAX_AUTO_CATEGORIES + 1)
+    frame["key"] = [f"row{i}" for i in range(len(frame))]
+    with pytest.raises(ValueError, match=r"Column 'key' holds 1001 distinct values: an identifier"):
+        TableLayout(frame)
+    assert len(TableLayout(frame, {"key": "categorical"}).categories[-1]) == MAX_AUTO_CATEGORIES + 1
+
+
+def test_column_types_override_the_dtypes():
+    frame = _frame()
+    frame["rating"] = np.random.RandomState(0).randint(1, 4, len(frame))
+    layout = TableLayout(frame, {"rating": "categorical", "island": "categorical"})
+    assert frame.columns[layout.categorical].tolist() == ["species", "island", "name", "ok", "rating"]
+    with pytest.raises(ValueError, match="column_types names"):
+        TableLayout(frame, {"nope": "numeric"})
+    with pytest.raises(ValueError, match=r"column_types\['rating'\] must be one of"):
+        TableLayout(frame, {"rating": "ordinal"})
+    with pytest.raises(ValueError, match="X is not one"):
+        MaskedImputer(column_types={"a": "numeric"}).fit(np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="dtype datetime64"):
+        TableLayout(pd.DataFrame({"when": pd.to_datetime(["2020-01-01", "2021-01-01"])}))
+
+
+def test_a_numeric_only_estimator_is_refused_for_categories():
+    with pytest.raises(ValueError, match=r"Column\(s\) \['species', 'island', 'name', 'ok'\] of X are categorical"):
+        MaskedImputer(MaskedPPCA(1)).fit(_holes(_frame()))
+
+
+def test_feature_names_indicator_column_transformer_and_pipeline():
+    holed = _holes(_frame())
+    imputer = _imputer(add_indicator=True).set_output(transform="pandas").fit(holed)
+    out = imputer.transform(holed)
+    assert list(out.columns) == list(imputer.get_feature_names_out())
+    assert list(out.columns[:7]) == list(holed.columns) and out.columns[7].startswith("missingindicator_")
+    columns = ["length", "species", "island"]
+    transformer = ColumnTransformer([("impute", _imputer(), columns)], remainder="drop").set_output(transform="pandas")
+    result = transformer.fit_transform(holed)
+    assert list(result.columns) == [f"impute__{c}" for c in columns]
+    assert result["impute__species"].dtype == holed["species"].dtype and not result.isna().any().any()
+    y = _frame()["species"] == "adelie"
+    encode = ColumnTransformer([("one_hot", OneHotEncoder(), ["species", "island", "name", "ok"])],
+                               remainder="passthrough")
+    pipeline = make_pipeline(_imputer().set_output(transform="pandas"), encode, LogisticRegression(max_iter=500))
+    assert pipeline.fit(holed, y).score(holed, y) > 0.8
+
+
+def test_numeric_tables_keep_their_array_output():
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame(rng.randn(60, 3), columns=list("abc"))
+    frame.iloc[rng.rand(60, 3) < 0.2] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        imputer = MaskedImputer(MaskedPPCA(1, max_epochs=5, random_state=0)).fit(frame)
+        array = imputer.transform(frame)
+        assert array.dtype == np.float64
+        warnings.simplefilter("ignore", UserWarning)  # an array where fit saw names: scikit-learn's warning
+        np.testing.assert_array_equal(array, imputer.transform(frame.to_numpy()))
+        out = imputer.set_output(transform="pandas").transform(frame)
+    assert list(out.dtypes) == [np.float64] * 3 and np.array_equal(out.to_numpy(), array)
+
+
+def test_a_count_column_is_a_poisson_and_comes_back_as_integers():
+    truth = _frame(300)
+    holed = _holes(truth)
+    imputer = MaskedImputer(random_state=0, column_types={"count": "count"}).set_output(transform="pandas")
+    out = imputer.fit_transform(holed)
+    assert imputer.estimator_.count_features_.tolist() == [2] and out["count"].dtype == "Int64"
+    hole = holed["count"].isna()
+    assert (out["count"][hole] >= 0).all()
+    # the groups' rates are 2 and 5: the filled counts follow the group (Poisson noise caps the correlation at
+    # about 0.6; a fill that ignored the other columns would be uncorrelated)
+    assert np.corrcoef(out["count"][hole].astype(float), truth["count"][hole].astype(float))[0, 1] > 0.3
+    bad = holed.copy()
+    bad.loc[bad.index[0], "count"] = -3
+    with pytest.raises(ValueError, match=r"Column 'count' holds counts, non-negative integers; it holds \[-3.0\]"):
+        imputer.transform(bad)
