@@ -218,7 +218,7 @@ class MixedMixtureModule(MaskedModel):
     def masked_log_prob(self, X, masks, *, generator=None, observed=None):
         """Per-token ``log p(x_j | x_r)`` at masked positions, zero at observed ones, exact.
 
-        As :meth:`MaskedModel.masked_log_prob`; ``generator`` is ignored; entries not
+        As :meth:`~skmpt.models.MaskedModel.masked_log_prob`; ``generator`` is ignored; entries not
         ``observed`` are marginalised out. Returns shape ``(n_samples, n_masks, n_features)``.
         """
         masks, given = conditioning_set(masks, observed)
@@ -317,7 +317,7 @@ class MixedMixtureModule(MaskedModel):
     def unstandardize_(self, center, scale):
         """Map parameters fitted on ``(x - center) / scale`` back to the units of ``x``, in place.
 
-        The Gaussian maps as :meth:`GaussianMixtureModule.unstandardize_`; the categories'
+        The Gaussian maps as :meth:`~skmpt.models.GaussianMixtureModule.unstandardize_`; the categories'
         values move with the data, their probabilities stay. Returns self.
         """
         scale = scale.reshape(-1)
