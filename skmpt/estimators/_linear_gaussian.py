@@ -114,27 +114,57 @@ def explained_variance(components, noise_variance, isotropic):
     return variance, variance / total
 
 
+#: EM steps of factor analysis that refine PCA's start on complete data (each O(D^3), on moments).
+_FA_START_STEPS = 100
+
+
+def _factor_analysis_em(covariance, components, noise, floor):
+    """Factor analysis' EM steps (Rubin and Thayer, 1982) on the data's ``covariance`` from loadings
+    ``components`` (K, D) and noise ``noise`` (D,), the noise kept above ``floor``: PCA's loadings
+    with the noise they leave are a start far from factor analysis' optimum when the noise differs
+    between features, and these steps, exact on moments, bring it near."""
+    eye = torch.eye(components.shape[0], dtype=covariance.dtype, device=covariance.device)
+    W = components.T  # (D, K)
+    for _ in range(_FA_START_STEPS):
+        beta = torch.linalg.solve(W @ W.T + torch.diag(noise), W).T  # W^T Sigma^{-1}, (K, D)
+        expected = eye - beta @ W + beta @ covariance @ beta.T  # E[z z^T] per sample
+        W = torch.linalg.solve(expected, beta @ covariance).T  # C beta^T E[z z^T]^{-1}
+        noise = (covariance.diagonal() - (W * (beta @ covariance).T).sum(-1)).clamp_min(floor)
+    return W.T.contiguous(), noise
+
+
 def pca_start(groups, n_components, module_class, isotropic):
     """PCA's solution on complete data, as a ``module_class`` module: the top ``n_components``
     eigenvectors of the covariance of the moment ``groups`` scaled by the square roots of their
     eigenvalues less the noise, the noise the mean of the other eigenvalues (the maximum-likelihood
     PPCA), or for per-feature noise (not ``isotropic``) the variance the loadings leave in each
-    feature; None (the random start) on incomplete data, and with as many components as features
-    (the maximum likelihood then leaves no noise: a degenerate start)."""
+    feature, refined by factor analysis' EM steps (computed on the correlations and mapped back to
+    each feature's units: a start equivariant to them); None (the random start) on incomplete data,
+    and with as many components as features (the maximum likelihood then leaves no noise: a
+    degenerate start)."""
     if len(groups) > 1 or groups[0].observed is not None:
         return None
     moments = groups[0].moments
     K, n_features = n_components, moments.mean.shape[0]
     if K >= n_features:
         return None
-    eigenvalues, eigenvectors = torch.linalg.eigh(moments.covariance)
+    covariance = moments.covariance
+    if not isotropic:
+        # Factor analysis is equivariant to each feature's scale, and so is its start: PCA of the
+        # correlations, mapped back to each feature's units.
+        spread = covariance.diagonal().sqrt()
+        spread = torch.where(spread > 0, spread, torch.ones_like(spread))
+        covariance = covariance / torch.outer(spread, spread)
+    eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
     eigenvalues, eigenvectors = eigenvalues.flip(0).clamp_min(0), eigenvectors.flip(1)
     # Standardised data have a mean variance of one, or none at all when constant.
     floor = 1e-6 * (float(eigenvalues.mean()) or 1.0)
     noise = eigenvalues[K:].mean().clamp_min(floor)
     components = eigenvectors[:, :K].T * (eigenvalues[:K] - noise).clamp_min(0).sqrt().unsqueeze(-1)
     if not isotropic:
-        noise = (moments.covariance.diagonal() - components.square().sum(0)).clamp_min(floor)
+        noise = (covariance.diagonal() - components.square().sum(0)).clamp_min(floor)
+        components, noise = _factor_analysis_em(covariance, components, noise, floor)
+        noise, components = noise * spread.square(), components * spread
     return module_class(components.contiguous(), moments.mean.clone(), noise)
 
 
@@ -167,6 +197,8 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         # Small random loadings break the symmetry of W = 0 (a saddle point of every
         # objective); the data are standardised, so unit noise explains all variance at first.
         components = 0.1 * torch.randn(self.n_components_, n_features, generator=generator, dtype=X.dtype)
+        if not self._isotropic:  # each feature's loadings in its own units: a start equivariant to them
+            components = components * self._feature_spread(X)
         noise = self._initial_noise(X, units)
         return self._module_class(components.to(X.device), X.new_zeros(n_features), noise)
 
@@ -179,9 +211,16 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         return choose_solver(self.params_.solver, start)
 
     def _initial_noise(self, X, units):
-        """The first noise variance(s) in the training units ``units = (center, scale)``: one,
-        all of the data's variance."""
-        return X.new_ones(()) if self._isotropic else X.new_ones(X.shape[1])
+        """The first noise variance(s) in the training units ``units = (center, scale)``: all of the
+        data's variance, overall (one number) or each feature's own."""
+        return X.new_ones(()) if self._isotropic else self._feature_spread(X).square()
+
+    @staticmethod
+    def _feature_spread(X):
+        """Each feature's standard deviation in the (standardised) training rows ``X``; one where it
+        has none."""
+        spread = X.std(0, correction=0)
+        return torch.where(spread > 0, spread, torch.ones_like(spread))
 
     def _set_fitted_attributes(self):
         module = self.module_

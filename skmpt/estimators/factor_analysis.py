@@ -49,8 +49,8 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         Number of factors ``K``, at most the number of features.
     noise_variance_init : array-like of shape (n_features,), default=None
         The first noise variances ``psi``, in the data's units, as
-        :class:`~sklearn.decomposition.FactorAnalysis`'s; None: the data's overall variance
-        for every feature.
+        :class:`~sklearn.decomposition.FactorAnalysis`'s; None: each feature's own variance
+        (a start, like the model, equivariant to each feature's scale).
     {mask_rate}
     {n_masks}
     {score_masks}

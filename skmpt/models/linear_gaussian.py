@@ -222,6 +222,11 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
     noise_variance : float or torch.Tensor of shape () or (n_features,)
         Positive: one variance shared by every feature (isotropic noise) or one per feature
         (diagonal noise); stored as logarithms so that gradient steps keep it positive.
+    feature_scales : torch.Tensor of shape (n_features,), default=None
+        Positive units in which each feature's loadings, mean and (diagonal) noise are stored
+        and stepped: ``W = diag(c) W'``, ``mu = c mu'``, ``psi = c^2 psi'``, so a gradient step
+        moves every feature by the same fraction of its own scale (one number for isotropic
+        noise). None: ones.
 
     Examples
     --------
@@ -240,7 +245,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
     True
     """
 
-    def __init__(self, components, mean, noise_variance):
+    def __init__(self, components, mean, noise_variance, feature_scales=None):
         super().__init__()
         noise = torch.as_tensor(noise_variance, dtype=mean.dtype, device=mean.device)
         if noise.ndim > 1 or (noise.ndim == 1 and noise.shape != mean.shape):
@@ -248,9 +253,33 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
                 f"noise_variance must be one number or one per feature ({mean.shape[0]}); "
                 f"got shape {tuple(noise.shape)}."
             )
-        self.components = torch.nn.Parameter(components)
-        self.mean = torch.nn.Parameter(mean)
-        self.log_noise_variance = torch.nn.Parameter(noise.log())
+        scales = torch.ones_like(mean) if feature_scales is None else torch.as_tensor(feature_scales).to(mean)
+        if noise.ndim == 0 and not bool((scales == scales[0]).all()):
+            raise ValueError("Isotropic noise takes one scale for every feature; got one per feature.")
+        # Each feature's loadings, mean and noise are stored in units of its scale (the start's
+        # spread, for factor analysis): a step of Adam is then the same fraction of every feature's
+        # spread, whatever its units.
+        self.register_buffer("feature_scales", scales.detach().clone())
+        self.scaled_components = torch.nn.Parameter(components / scales)
+        self.scaled_mean = torch.nn.Parameter(mean / scales)
+        self.log_scaled_noise = torch.nn.Parameter(noise.log() - 2 * scales.log() if noise.ndim else noise.log())
+
+    @property
+    def components(self):
+        """``W^T``, shape ``(K, D)``."""
+        return self.scaled_components * self.feature_scales
+
+    @property
+    def mean(self):
+        """``mu``, shape ``(D,)``."""
+        return self.scaled_mean * self.feature_scales
+
+    @property
+    def log_noise_variance(self):
+        """The logarithm of the noise variance(s)."""
+        if self.log_scaled_noise.ndim == 0:
+            return self.log_scaled_noise
+        return self.log_scaled_noise + 2 * self.feature_scales.log()
 
     @property
     def noise_variance(self):
@@ -260,11 +289,11 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
     @property
     def isotropic(self):
         """Whether one noise variance is shared by every feature."""
-        return self.log_noise_variance.ndim == 0
+        return self.log_scaled_noise.ndim == 0
 
     @property
     def n_features(self):
-        return self.components.shape[1]
+        return self.scaled_components.shape[1]
 
     def unstandardize_(self, center, scale):
         """Map parameters fitted on ``(x - center) / scale`` back to the units of ``x``.
@@ -275,9 +304,11 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         """
         if self.isotropic and scale.numel() > 1:
             raise ValueError("Isotropic noise is not closed under scaling each feature differently.")
-        self.components.mul_(scale)
-        self.mean.mul_(scale).add_(center)
-        self.log_noise_variance.add_(2 * torch.log(scale))
+        # mu -> center + scale mu: the stored mean gains center / (new scales)
+        self.feature_scales.mul_(scale)
+        self.scaled_mean.add_(center / self.feature_scales)
+        if self.isotropic:
+            self.log_scaled_noise.add_(2 * torch.log(scale))
         return self
 
     # ------------------------------------------------------------------ per-mask statistics
@@ -615,4 +646,8 @@ class FactorAnalysisModule(LinearGaussianModule):
 
     def __init__(self, components, mean, noise_variance):
         noise = torch.as_tensor(noise_variance, dtype=mean.dtype, device=mean.device)
-        super().__init__(components, mean, noise.expand(mean.shape).clone() if noise.ndim == 0 else noise)
+        noise = noise.expand(mean.shape).clone() if noise.ndim == 0 else noise
+        # Factor analysis is equivariant to each feature's scale: its parameters are stored in
+        # units of each feature's variance under the start, W W^T + Psi.
+        scales = (components.detach().square().sum(0) + noise.detach()).sqrt()
+        super().__init__(components, mean, noise, feature_scales=scales)

@@ -31,7 +31,10 @@ def test_moments_and_minibatches_reach_the_same_optimum(estimator):
     params = {"random_state": 0, "device": "cpu", "mask_rate": 0.3}
     rows = estimator(2, solver="minibatch", **params).fit(X)
     moments = estimator(2, solver="moments", **params).fit(X)
-    assert abs(rows.log_marginal_likelihood(X).mean() - moments.log_marginal_likelihood(X).mean()) < 0.01
+    # the fixed-rate objective both maximise, D * S(x; M) (measured 0.0031 apart for factor analysis)
+    rows_objective, moments_objective = ((e.fixed_rate_bias(X, 0.3) + e.log_marginal_likelihood(X)).mean()
+                                         for e in (rows, moments))
+    assert abs(rows_objective - moments_objective) < 0.005
 
 
 def test_auto_trains_complete_data_from_moments_at_any_size():

@@ -220,8 +220,8 @@ def test_factor_analysis_noise_variance_init():
         fa = MaskedFactorAnalysis(2, noise_variance_init=init, **frozen).fit(X)
         default = MaskedFactorAnalysis(2, **frozen).fit(X)
     np.testing.assert_allclose(fa.noise_variance_, init, rtol=1e-8)  # in the data's units
-    overall = ((X - X.mean(0)) ** 2).mean()  # the default: the data's overall variance
-    np.testing.assert_allclose(default.noise_variance_, overall, rtol=1e-8)
+    # the default: each feature's own variance (equivariant to its scale)
+    np.testing.assert_allclose(default.noise_variance_, X.var(0), rtol=1e-8)
     for bad in (init[:-1], -init, np.full(6, np.nan)):
         with pytest.raises(ValueError, match="noise_variance_init must hold one positive"):
             MaskedFactorAnalysis(2, noise_variance_init=bad).fit(X)

@@ -43,8 +43,10 @@ def test_second_derivatives_go_through_autograd():
     module = PPCAModule(W.clone(), mean.clone(), 0.7)
 
     def hessian(method):
-        (grad,) = torch.autograd.grad(getattr(module, method)(X, sampled).sum(), module.mean, create_graph=True)
-        return torch.stack([torch.autograd.grad(g, module.mean, retain_graph=True)[0] for g in grad])
+        # the stored parameter (mu in units of the feature scales, ones for PPCA)
+        mean = module.scaled_mean
+        (grad,) = torch.autograd.grad(getattr(module, method)(X, sampled).sum(), mean, create_graph=True)
+        return torch.stack([torch.autograd.grad(g, mean, retain_graph=True)[0] for g in grad])
 
     fast, per_token = hessian("masked_log_prob_sum"), hessian("masked_log_prob")
     assert fast.abs().max() > 0.1
