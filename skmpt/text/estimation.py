@@ -7,13 +7,19 @@ at most ``max_forward_passes`` masked copies (forward passes) per text on it:
 - **exact** where the masks can be enumerated (``2**T - 1 <= max_forward_passes``):
   :class:`~skmpt.text.strategies.ExhaustiveMasks`, zero variance;
 - else a Monte Carlo estimator (:mod:`skmpt.text.strategies`) named by ``score_method``, or
-  chosen per question by ``"auto"``: a small **pilot** measures the spread of the masks' terms
-  with and without a control variate per token
-  (:func:`~skmpt.text.strategies.pilot_variances`,
-  :func:`~skmpt.text.strategies.least_variance_estimator`);
+  chosen per question by ``"auto"`` **by measurement**: a pilot runs every candidate (LLaDA's
+  stratified sizes, the standard; Dream's evenly spaced masking rates; balanced positions; a
+  control variate per token; nested chains given a context) in independent units, and a
+  candidate other than the standard is chosen only when its variance per forward pass is
+  significantly below the standard's (a one-sided F test, Bonferroni over the candidates); the
+  standard's pilot draws count in the estimate, at a weight fixed by their passes before any
+  draw, so the choice does not bias it, and every pilot's passes are counted;
 - the choices of one question share their random numbers (**common random numbers**: only
   differences decide a ranking) and, with ``adaptive=True``, draws come in rounds that **stop**
-  as soon as the likeliest choice beats every other at ``confidence``;
+  as soon as the likeliest choice beats every other at ``confidence``; with ``target_se``, every
+  text draws in rounds until its standard error is below it or its budget is spent;
+- a round holds at most ``chunk_budget() // T`` copies, so the memory a long text takes does not
+  grow with its budget (the model sees at most the runner's ``score_batch_size`` copies a pass);
 - every estimate carries its **standard error** and the **forward passes** it spent.
 
 A text's masks depend only on ``seed`` and its key (:func:`pair_keys`), never on the batch or
@@ -30,20 +36,36 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from scipy.stats import f as f_distribution
 from scipy.stats import norm
 
 from .._utils import chunk_budget
 from .._validation import Interval, Options, validate_parameters
-from .strategies import (ESTIMATOR_METHODS, BalancedMasks, ControlledMasks, ExhaustiveMasks, estimator_strategy,
-                         least_variance_estimator, pilot_variances)
+from .strategies import ESTIMATOR_METHODS, ExhaustiveMasks, NestedMasks, estimator_strategy
 
-__all__ = ["BudgetedEstimator", "Estimate", "pair_keys"]
+__all__ = ["AUTO_CANDIDATES", "PILOT_UNITS", "STANDARD_METHOD", "BudgetedEstimator", "Estimate", "measured_choice",
+           "pair_keys"]
+
+#: The standard estimator: LLaDA's (``eval_llada.py``: mask sizes evenly spread from one random start, each
+#: mask uniformly random given its size); ``"auto"`` keeps it unless a pilot measures another significantly better.
+STANDARD_METHOD = "stratified"
+#: The candidates ``"auto"`` measures beside the standard, in the order they enter a pilot that has room: Dream's
+#: evenly spaced masking rates (MDLM's low-discrepancy times), balanced positions, a control variate per token and
+#: nested chains (only for a continuation given a context).
+AUTO_CANDIDATES = ("low_discrepancy", "balanced", "controlled", "nested")
+#: Independent units each candidate runs in a pilot: their spread is its measured variance (``PILOT_UNITS - 1``
+#: degrees of freedom per text).
+PILOT_UNITS = 4
 
 
 class Estimate(NamedTuple):
-    """One text's estimate: ``log_likelihood``, ``std``, ``exact``, ``forward_passes`` and ``score_method``.
+    """One text's estimate and how it was made.
 
-    ``score_method`` names the estimator used (``"exhaustive"`` when exact).
+    ``score_method`` names the estimator used (``"exhaustive"`` when exact). With
+    ``score_method="auto"`` and a pilot, ``pilot_variances`` holds each candidate's measured
+    variance per forward pass (summed over the choices of a question), else None;
+    ``target_reached`` says whether the standard error is at most ``target_se`` (None when no
+    target was set).
     """
 
     log_likelihood: float
@@ -51,6 +73,8 @@ class Estimate(NamedTuple):
     exact: bool
     forward_passes: int
     score_method: str
+    pilot_variances: dict | None = None
+    target_reached: bool | None = None
 
 
 def pair_keys(contexts, continuations, questions=None):
@@ -90,6 +114,35 @@ def pair_keys(contexts, continuations, questions=None):
     return groups, keys
 
 
+def measured_choice(variances, degrees, significance=0.05):
+    """The standard estimator, or the candidate of least variance where a one-sided F test says it is below it.
+
+    ``variances`` maps each estimator (:data:`STANDARD_METHOD` among them) to its variance per
+    forward pass measured by a pilot, each with ``degrees`` degrees of freedom. The candidate of
+    least variance is chosen when the standard's variance over its own exceeds the
+    ``1 - significance / (number of candidates)`` quantile of ``F(degrees, degrees)`` (one-sided,
+    Bonferroni over the candidates): where all are equal, the standard is kept with probability
+    at least ``1 - significance``.
+
+    Examples
+    --------
+    >>> from skmpt.text.estimation import measured_choice
+    >>> measured_choice({"stratified": 1.0, "balanced": 0.8, "controlled": 0.9}, degrees=3)
+    'stratified'
+    >>> measured_choice({"stratified": 1.0, "balanced": 0.8, "controlled": 0.01}, degrees=3)
+    'controlled'
+    """
+    if STANDARD_METHOD not in variances:
+        raise ValueError(f"variances must include the standard {STANDARD_METHOD!r}; got {sorted(variances)}.")
+    others = {method: value for method, value in variances.items() if method != STANDARD_METHOD}
+    if not others:
+        return STANDARD_METHOD
+    best = min(others, key=others.get)
+    threshold = f_distribution.ppf(1 - significance / len(others), degrees, degrees)
+    standard = variances[STANDARD_METHOD]
+    return best if standard > 0 and standard > threshold * others[best] else STANDARD_METHOD
+
+
 class BudgetedEstimator:
     """``log p(continuation | context)`` at a budget of forward passes: exact where it can be, else the best estimator.
 
@@ -100,14 +153,15 @@ class BudgetedEstimator:
     score_method : str, default="auto"
         The Monte Carlo estimator for a continuation whose masks are too many to enumerate
         (:func:`~skmpt.text.strategies.estimator_strategy`), or ``"auto"``: per question a pilot
-        of ``min(pilot_passes, max_forward_passes // 8)`` copies (those of ``"controlled"``)
-        picks ``"controlled"`` where a control variate per token divides the terms' spread by
-        more than 4, else ``"nested"`` for a question whose continuations all have a context
-        where two antithetic pairs of its orderings fit in the rest, else ``"balanced"``; no
-        pilot (``"balanced"``, or ``"stratified"`` at a budget of 2, below balanced's 3 copies)
-        when that is below 4 copies. The estimate is the chosen
-        estimator's alone; the pilot's passes are counted. ``"exhaustive"`` enumerates every
-        text (at most 12 tokens).
+        measures the standard (:data:`STANDARD_METHOD`, LLaDA's) and the candidates of
+        :data:`AUTO_CANDIDATES` that fit, each in :data:`PILOT_UNITS` independent units, and keeps
+        the standard unless the candidate of least variance per forward pass beats it in a
+        one-sided F test at ``significance`` (divided by the number of candidates). Candidates
+        enter in order while the pilot's copies stay within a quarter of the budget; with fewer
+        than two, there is no pilot and the standard runs. The standard's pilot units count in the
+        estimate by their passes, a weight fixed before any draw (unbiased whatever is chosen);
+        the other pilots' passes are counted, their draws only measured. ``"exhaustive"``
+        enumerates every text (at most 12 tokens).
     max_forward_passes : int >= 1, default=128
         Masked copies per text at most, a promise kept by every estimator: a text of ``T``
         tokens with ``2**T - 1`` at most this is scored exactly; else the estimator's draws
@@ -117,7 +171,15 @@ class BudgetedEstimator:
     score_masks : int or None, default=None
         Draws of a named ``score_method`` (orderings, masks, masks per size) instead of a
         budget: each text's budget is then what they cost.
-    pilot_passes : int >= 4, default=16
+    pilot_passes : int >= 4, default=8
+        Copies of each candidate's pilot: :data:`PILOT_UNITS` units of ``max(2, pilot_passes // 4)``
+        copies (``"nested"``: of one antithetic pair of orderings, ``2 * (T - 1) + 1`` copies).
+    significance : float in (0, 1), default=0.05
+        The level of ``"auto"``'s one-sided F test against the standard.
+    target_se : float > 0 or None, default=None
+        A standard error (nats) to reach: each text draws in rounds of ``round_passes`` until its
+        standard error is at most this or its budget is spent (``Estimate.target_reached`` says
+        which). None spends the budget (a question's choices: until the ranking is settled).
     adaptive : bool, default=True
         The choices of a question are drawn in rounds of ``round_passes`` and stop once the
         ranking is settled.
@@ -158,6 +220,8 @@ class BudgetedEstimator:
         "max_forward_passes": [Interval(Integral, 1, None, closed="left")],
         "score_masks": [None, Interval(Integral, 2, None, closed="left")],
         "pilot_passes": [Interval(Integral, 4, None, closed="left")],
+        "significance": [Interval(Real, 0, 1, closed="neither")],
+        "target_se": [None, Interval(Real, 0, None, closed="neither")],
         "adaptive": ["boolean"],
         "confidence": [Interval(Real, 0.5, 1, closed="neither")],
         "round_passes": [Interval(Integral, 2, None, closed="left")],
@@ -166,10 +230,12 @@ class BudgetedEstimator:
         "verbose": ["verbose"],
     }
 
-    def __init__(self, runner, *, score_method="auto", max_forward_passes=128, score_masks=None, pilot_passes=16,
-                 adaptive=True, confidence=0.95, round_passes=16, exact=True, seed=0, verbose=0):
+    def __init__(self, runner, *, score_method="auto", max_forward_passes=128, score_masks=None, pilot_passes=8,
+                 significance=0.05, target_se=None, adaptive=True, confidence=0.95, round_passes=16, exact=True, seed=0,
+                 verbose=0):
         params = {"score_method": score_method, "max_forward_passes": max_forward_passes, "score_masks": score_masks,
-                  "pilot_passes": pilot_passes, "adaptive": adaptive, "confidence": confidence,
+                  "pilot_passes": pilot_passes, "significance": significance, "target_se": target_se,
+                  "adaptive": adaptive, "confidence": confidence,
                   "round_passes": round_passes, "exact": exact, "seed": seed, "verbose": verbose}
         validate_parameters(params, self._parameter_constraints, type(self).__name__)
         if score_masks is not None and score_method == "auto":
@@ -178,6 +244,8 @@ class BudgetedEstimator:
         self.runner, self.score_method, self.max_forward_passes = runner, score_method, int(max_forward_passes)
         self.score_masks = None if score_masks is None else int(score_masks)
         self.pilot_passes, self.adaptive, self.confidence = int(pilot_passes), bool(adaptive), float(confidence)
+        self.significance = float(significance)
+        self.target_se = None if target_se is None else float(target_se)
         self.round_passes, self.exact, self.seed, self.verbose = int(round_passes), bool(exact), int(seed), verbose
 
     # -- the plan of one text
@@ -197,8 +265,8 @@ class BudgetedEstimator:
     def minimum_passes(score_method, length):
         """The fewest copies ``score_method`` spends on a text of ``length`` tokens (a standard error's draws).
 
-        ``2**length - 1`` for ``"exhaustive"``; ``"auto"``'s is that of the cheapest estimator it
-        falls back to (``"stratified"``, 2 copies).
+        ``2**length - 1`` for ``"exhaustive"``; ``"auto"``'s is that of the standard it falls back
+        to (:data:`STANDARD_METHOD`, 2 copies).
 
         Examples
         --------
@@ -208,7 +276,7 @@ class BudgetedEstimator:
         """
         if score_method == "exhaustive":
             return 2**length - 1
-        score_method = "stratified" if score_method == "auto" else score_method
+        score_method = STANDARD_METHOD if score_method == "auto" else score_method
         return estimator_strategy(score_method, estimator_strategy(score_method, 4).min_draws).n_copies(length)
 
     @staticmethod
@@ -242,7 +310,7 @@ class BudgetedEstimator:
         """Refuse, before any forward pass, a text whose estimator cannot keep within its budget.
 
         A text of ``T`` tokens is enumerated where ``2**T - 1`` copies fit its budget; else its
-        estimator (``score_method``, or ``"auto"``'s cheapest) must fit its fewest draws
+        estimator (``score_method``, or ``"auto"``'s standard) must fit its fewest draws
         (:meth:`minimum_passes`) in it.
 
         Parameters
@@ -280,21 +348,26 @@ class BudgetedEstimator:
                     f"masked copies for it ({fewest}), more than {budget}; raise the budget to {least} or choose "
                     "another score_method.")
 
-    def _next_round(self, method, length, spent, started, compared):
-        """The strategy of an item's next round, or None when it is exact, done or out of budget."""
-        if method == "exhaustive" or (started and not compared):
+    def _next_round(self, method, length, spent, stepwise):
+        """The strategy of an item's next round, or None when it is exact or what is left of its budget is too small.
+
+        A round holds the rest of the budget (``round_passes`` when ``stepwise``), and at most
+        ``chunk_budget() // length`` copies: a long text's memory does not grow with its budget.
+        """
+        if method == "exhaustive":
             return None
         remaining = self.budget(length) - spent
         least = self.minimum_passes(method, length)
-        if started and least > remaining:
+        if least > remaining:
             return None
-        return self.strategy(method, length, max(least, min(remaining, self.round_passes) if compared else remaining))
+        size = min(remaining, self.round_passes if stepwise else max(self.round_passes, chunk_budget() // length))
+        return self.strategy(method, length, max(least, size))
 
     def _seed(self, key, round_index):
         return zlib.crc32(f"{round_index}\x00{key}".encode(), self.seed)
 
-    def _run(self, encoded, items, strategies, seeds, reduce=None, progress=None):
-        """One round: each item's strategy's copies run; each item's draws (or ``reduce``'s) and copies run."""
+    def _run(self, encoded, items, strategies, seeds, progress=None):
+        """One round: each item's strategy's copies run; each item's draws and copies run."""
         copies = []
         for i, strategy, seed in zip(items, strategies, seeds, strict=True):
             copies.append(strategy.copies(int(encoded.n_tokens[i]), torch.Generator().manual_seed(seed)))
@@ -313,35 +386,105 @@ class BudgetedEstimator:
                 values = self.runner.run_copies(encoded.subset([items[k] for k in chosen]),
                                                 [copies[k] for k in chosen], per_target=flag, progress=progress)
                 for k, value in zip(chosen, values, strict=True):
-                    draws[k] = (reduce or strategies[k].draws)(copies[k][0], value)
+                    draws[k] = strategies[k].draws(copies[k][0], value)
             start = stop
         return draws, [len(masked) for masked, _ in copies]
 
-    def _choose(self, encoded, groups, keys, methods, passes, given, progress):
-        """Each pending item's estimator in ``methods``; with ``"auto"``, the pilot runs (its passes in ``passes``)."""
+    def _unit(self, method, length):
+        """One pilot unit of ``method`` for a text of ``length`` tokens (None where it has none)."""
+        if method == "nested":
+            return NestedMasks(2) if length >= 2 else None  # one antithetic pair of orderings
+        return estimator_strategy(method, max(2, self.pilot_passes // PILOT_UNITS))
+
+    def _candidates(self, encoded, group, given):
+        """The estimators a pilot of ``group`` measures, the standard first, within a quarter of the budget."""
+        chosen, spent = [], dict.fromkeys(group, 0)
+        for method in (STANDARD_METHOD, *AUTO_CANDIDATES):
+            if method == "nested" and not all(i in given for i in group):
+                continue
+            units = {i: self._unit(method, int(encoded.n_tokens[i])) for i in group}
+            if any(unit is None for unit in units.values()):
+                continue
+            cost = {i: PILOT_UNITS * unit.n_copies(int(encoded.n_tokens[i])) for i, unit in units.items()}
+            if all(spent[i] + cost[i] <= self.budget(int(encoded.n_tokens[i])) // 4 for i in group):
+                spent = {i: spent[i] + cost[i] for i in group}
+                chosen.append(method)
+            elif method == STANDARD_METHOD:
+                break
+        return chosen if len(chosen) > 1 else [STANDARD_METHOD]
+
+    def _choose(self, encoded, groups, keys, methods, given, pilots, measured, progress):
+        """Each pending item's estimator in ``methods``; with ``"auto"``, the pilot's units per item in ``pilots``.
+
+        ``pilots[i][method]`` is ``(unit estimates, copies per unit)``; ``measured[i]`` the group's
+        variance per forward pass of each candidate.
+        """
         pending = [[i for i in group if i not in methods] for group in groups]
-        copies = min(self.pilot_passes, self.max_forward_passes // 8)  # an eighth of the budget at most
-        if self.score_method != "auto" or copies < 4:
-            cheapest = "balanced" if BalancedMasks.min_draws <= self.max_forward_passes else "stratified"
+        if self.score_method != "auto":
             for group in pending:
-                methods.update(dict.fromkeys(group, cheapest if self.score_method == "auto" else self.score_method))
+                methods.update(dict.fromkeys(group, self.score_method))
             return
-        items = [i for group in pending for i in group]
-        seeds = [self._seed(key, -1) for group, key in zip(pending, keys, strict=True) for _ in group]
-        pilot = ControlledMasks(copies)
-        found, counts = self._run(encoded, items, [pilot] * len(items), seeds, reduce=pilot_variances,
-                                  progress=progress)
-        found, counts = dict(zip(items, found, strict=True)), dict(zip(items, counts, strict=True))
-        for group in pending:  # the choices of a question: one estimator, their variances summed
-            summed = {name: sum(found[i][name] for i in group) for name in ("terms", "controlled")}
-            nested = all(i in given and estimator_strategy("nested", 4).n_copies(int(encoded.n_tokens[i]))
-                         <= self.max_forward_passes - counts[i] for i in group)
-            for i in group:
-                methods[i] = least_variance_estimator(summed, otherwise="nested" if nested else "balanced")
-                passes[i] = counts[i]
+        items, strategies, seeds, where = [], [], [], []
+        for group, key in zip(pending, keys, strict=True):
+            candidates = self._candidates(encoded, group, given) if group else []
+            if len(candidates) == 1:
+                methods.update(dict.fromkeys(group, STANDARD_METHOD))
+                continue
+            for method in candidates:
+                for unit in range(PILOT_UNITS):
+                    for i in group:  # one seed per question, candidate and unit: common random numbers
+                        items.append(i)
+                        strategies.append(self._unit(method, int(encoded.n_tokens[i])))
+                        seeds.append(self._seed(f"{method}\x00{key}", -1 - unit))
+                        where.append((i, method))
+        if not items:
+            return
+        values, counts = self._run(encoded, items, strategies, seeds, progress=progress)
+        for (i, method), value, count in zip(where, values, counts, strict=True):
+            units, _ = pilots.setdefault(i, {}).get(method, ([], count))
+            pilots[i][method] = ([*units, float(np.mean(value))], count)
+        for group in pending:
+            if group and group[0] in pilots:
+                self._pick(group, methods, pilots, measured)
+
+    def _pick(self, group, methods, pilots, measured):
+        """The estimator of ``group`` from its pilot (:func:`measured_choice`), its variances kept in ``measured``."""
+        variances = {method: float(sum(np.var(pilots[i][method][0], ddof=1) * pilots[i][method][1] for i in group))
+                     for method in pilots[group[0]]}
+        chosen = measured_choice(variances, len(group) * (PILOT_UNITS - 1), self.significance)
+        for i in group:
+            methods[i], measured[i] = chosen, variances
+
+    def _combined(self, i, method, pilots, draws, passes):
+        """``(estimate, standard error)`` of item ``i``: the standard's pilot units and its own draws, by passes.
+
+        The standard's pilot units are draws of an unbiased estimator whatever is chosen, and
+        their weight (their copies against the passes left after the pilot) is fixed before any
+        draw: reusing them keeps the estimate unbiased. The other candidates' pilots are only
+        measured (their passes counted): at a fixed weight, a candidate that spreads far more
+        would add its spread to every estimate.
+        """
+        parts, spent = [], 0
+        for method, (units, copies) in pilots.get(i, {}).items():
+            spent += len(units) * copies
+            if method == STANDARD_METHOD:
+                parts.append((len(units) * copies, np.mean(units), np.var(units, ddof=1) / len(units)))
+        if i in draws:  # its weight: the passes left after the pilot (spent, with target_se)
+            own = draws[i]
+            spread = own.var(ddof=1) / len(own) if len(own) > 1 else 0.0
+            if parts and method == STANDARD_METHOD and len(own) > 1:
+                # the standard's pilot and draws: the draws' spread per pass stands for the pilot's too (3 degrees)
+                parts[0] = (*parts[0][:2], spread * (passes[i] - spent) / parts[0][0])
+            weight = passes[i] - spent if self.target_se is not None or not spent else self.max_forward_passes - spent
+            parts.append((weight, own.mean(), spread))
+        total = sum(part[0] for part in parts)
+        value = sum(weight * mean for weight, mean, _ in parts) / total
+        return float(value), float(np.sqrt(sum((weight / total) ** 2 * spread for weight, _, spread in parts)))
 
     def _settled(self, group, draws):
         """Whether the likeliest item beats every other by ``z`` standard errors of their paired difference."""
+        if any(i not in draws for i in group):  # a choice with its pilot's draws only: no paired draws
+            return False
         means = {i: draws[i].mean() for i in group}
         best = max(group, key=means.get)
         z = norm.ppf(self.confidence)
@@ -406,7 +549,7 @@ class BudgetedEstimator:
         from tqdm.auto import tqdm
 
         n_tokens = encoded.n_tokens
-        draws, passes, methods = {}, {}, {}
+        draws, passes, methods, pilots, measured = {}, {}, {}, {}, {}
         with tqdm(desc="scoring (BudgetedEstimator)", unit="copy", disable=not self.verbose) as progress:
             exact = [i for group in groups for i in group if self.is_exact(int(n_tokens[i]))]
             if exact:
@@ -414,16 +557,18 @@ class BudgetedEstimator:
                 values, counts = self._run(encoded, exact, strategies, [0] * len(exact), progress=progress)
                 for i, value, count in zip(exact, values, counts, strict=True):
                     draws[i], passes[i], methods[i] = value, count, "exhaustive"
-            self._choose(encoded, groups, keys, methods, passes, given, progress)
+            self._choose(encoded, groups, keys, methods, given, pilots, measured, progress)
+            for i, found in pilots.items():
+                passes[i] = sum(len(units) * copies for units, copies in found.values())
             compared = [self.adaptive and len(group) > 1 for group in groups]
+            stepwise = [self.target_se is not None or compare for compare in compared]
             round_index, active = 0, list(range(len(groups)))
             while active:
                 items, strategies, seeds = [], [], []
                 for g in active:
                     for i in groups[g]:
-                        strategy = self._next_round(methods[i], int(n_tokens[i]), passes.get(i, 0), i in draws,
-                                                    compared[g])
-                        if strategy is not None:
+                        strategy = self._next_round(methods[i], int(n_tokens[i]), passes.get(i, 0), stepwise[g])
+                        if strategy is not None and not self._reached(i, methods[i], pilots, draws, passes):
                             items.append(i)
                             strategies.append(strategy)
                             seeds.append(self._seed(keys[g], round_index))  # one per question: common random numbers
@@ -433,12 +578,22 @@ class BudgetedEstimator:
                 for i, value, count in zip(items, values, counts, strict=True):
                     draws[i] = value if i not in draws else np.concatenate([draws[i], value])
                     passes[i] = passes.get(i, 0) + count
-                active = [g for g in active if compared[g] and not self._settled(groups[g], draws)]
+                active = [g for g in active if self.target_se is not None or not compared[g]
+                          or not self._settled(groups[g], draws)]
                 round_index += 1
         results = [None] * len(encoded)
         for group in groups:
             for i in group:
                 is_exact = methods[i] == "exhaustive"
-                std = 0.0 if is_exact else float(draws[i].std(ddof=1) / np.sqrt(len(draws[i])))
-                results[i] = Estimate(float(draws[i].mean()), std, is_exact, int(passes[i]), methods[i])
+                value, std = ((float(draws[i][0]), 0.0) if is_exact else
+                              self._combined(i, methods[i], pilots, draws, passes))
+                reached = None if self.target_se is None else bool(std <= self.target_se)
+                results[i] = Estimate(value, std, is_exact, int(passes[i]), methods[i],
+                                      measured.get(i), reached)
         return results
+
+    def _reached(self, i, method, pilots, draws, passes):
+        """Whether item ``i`` has drawn (pilot included) and its standard error is at most ``target_se``."""
+        if self.target_se is None or (i not in draws and i not in pilots):
+            return False
+        return self._combined(i, method, pilots, draws, passes)[1] <= self.target_se
