@@ -113,12 +113,16 @@ HELDOUT_CHAINS = {
 }
 #: The held-out cases of the small run: (chain, region, context) with region ``cdr3`` (the residues before FR4's
 #: W/FGxG motif), ``cdr1`` (from residue 24) or ``fr3`` (from residue 66), and context ``full`` (every residue
-#: before the window) or ``short`` (the 12 before it); each is also scored alone. ``--heldout all`` runs every chain
-#: at every region and context.
-HELDOUT_SMALL = (("bevacizumab_vh", "cdr3", "full"), ("pembrolizumab_vl", "cdr1", "full"),
-                 ("nivolumab_vh", "fr3", "full"), ("rituximab_vl", "cdr3", "short"))
-#: The tuning set: the chains the estimator's earlier rules were written on (:data:`CHAINS`), at the same regions.
-TUNING_SMALL = (("trastuzumab_vh", "cdr3", "full"),)
+#: before the window) or ``short`` (the 12 before it); each with a full context is also scored alone.
+#: ``--heldout all`` runs every chain at every region and context.
+HELDOUT_SMALL = (("bevacizumab_vl", "fr3", "full"), ("pembrolizumab_vh", "cdr3", "short"),
+                 ("nivolumab_vl", "cdr1", "full"), ("rituximab_vh", "cdr3", "full"))
+#: The tuning set: a chain the estimator's earlier rules were written on, and the cases a first version of the
+#: measured choice was judged on (held out then; the control variate's pilot was redesigned after seeing them, so
+#: they are tuning cases now).
+TUNING_SMALL = (("trastuzumab_vh", "cdr3", "full"), ("bevacizumab_vh", "cdr3", "full"),
+                ("pembrolizumab_vl", "cdr1", "full"), ("nivolumab_vh", "fr3", "full"),
+                ("rituximab_vl", "cdr3", "short"))
 
 
 def window_of(chain, region, length):

@@ -8,8 +8,9 @@ at most ``max_forward_passes`` masked copies (forward passes) per text on it:
   :class:`~skmpt.text.strategies.ExhaustiveMasks`, zero variance;
 - else a Monte Carlo estimator (:mod:`skmpt.text.strategies`) named by ``score_method``, or
   chosen per question by ``"auto"`` **by measurement**: a pilot runs every candidate (LLaDA's
-  stratified sizes, the standard; Dream's evenly spaced masking rates; balanced positions; a
-  control variate per token; nested chains given a context) in independent units, and a
+  stratified sizes, the standard; a control variate per token, read from the standard's copies;
+  Dream's evenly spaced masking rates; balanced positions; nested chains given a context) in
+  independent units, and a
   candidate other than the standard is chosen only when its variance per forward pass is
   significantly below the standard's (a one-sided F test, Bonferroni over the candidates); the
   standard's pilot draws count in the estimate, at a weight fixed by their passes before any
@@ -41,7 +42,7 @@ from scipy.stats import norm
 
 from .._utils import chunk_budget
 from .._validation import Interval, Options, validate_parameters
-from .strategies import ESTIMATOR_METHODS, ExhaustiveMasks, NestedMasks, estimator_strategy
+from .strategies import ESTIMATOR_METHODS, ControlledMasks, ExhaustiveMasks, NestedMasks, estimator_strategy
 
 __all__ = ["AUTO_CANDIDATES", "PILOT_UNITS", "STANDARD_METHOD", "BudgetedEstimator", "Estimate", "measured_choice",
            "pair_keys"]
@@ -49,10 +50,11 @@ __all__ = ["AUTO_CANDIDATES", "PILOT_UNITS", "STANDARD_METHOD", "BudgetedEstimat
 #: The standard estimator: LLaDA's (``eval_llada.py``: mask sizes evenly spread from one random start, each
 #: mask uniformly random given its size); ``"auto"`` keeps it unless a pilot measures another significantly better.
 STANDARD_METHOD = "stratified"
-#: The candidates ``"auto"`` measures beside the standard, in the order they enter a pilot that has room: Dream's
-#: evenly spaced masking rates (MDLM's low-discrepancy times), balanced positions, a control variate per token and
-#: nested chains (only for a continuation given a context).
-AUTO_CANDIDATES = ("low_discrepancy", "balanced", "controlled", "nested")
+#: The candidates ``"auto"`` measures beside the standard: a control variate per token (measured on the standard's
+#: own pilot copies, at no extra pass), then, in the order they enter a pilot that has room, Dream's evenly spaced
+#: masking rates (MDLM's low-discrepancy times), balanced positions and nested chains (only for a continuation given
+#: a context).
+AUTO_CANDIDATES = ("controlled", "low_discrepancy", "balanced", "nested")
 #: Independent units each candidate runs in a pilot: their spread is its measured variance (``PILOT_UNITS - 1``
 #: degrees of freedom per text).
 PILOT_UNITS = 4
@@ -154,7 +156,9 @@ class BudgetedEstimator:
         The Monte Carlo estimator for a continuation whose masks are too many to enumerate
         (:func:`~skmpt.text.strategies.estimator_strategy`), or ``"auto"``: per question a pilot
         measures the standard (:data:`STANDARD_METHOD`, LLaDA's) and the candidates of
-        :data:`AUTO_CANDIDATES` that fit, each in :data:`PILOT_UNITS` independent units, and keeps
+        :data:`AUTO_CANDIDATES` that fit, each in :data:`PILOT_UNITS` independent units (the
+        control variate per token on the standard's own copies, its baselines fitted on the
+        other units: no pass of its own), and keeps
         the standard unless the candidate of least variance per forward pass beats it in a
         one-sided F test at ``significance`` (divided by the number of candidates). Candidates
         enter in order while the pilot's copies stay within a quarter of the budget; with fewer
@@ -173,7 +177,8 @@ class BudgetedEstimator:
         budget: each text's budget is then what they cost.
     pilot_passes : int >= 4, default=8
         Copies of each candidate's pilot: :data:`PILOT_UNITS` units of ``max(2, pilot_passes // 4)``
-        copies (``"nested"``: of one antithetic pair of orderings, ``2 * (T - 1) + 1`` copies).
+        copies (``"nested"``: of one antithetic pair of orderings, ``2 * (T - 1) + 1`` copies;
+        ``"controlled"``: none, it reads the standard's).
     significance : float in (0, 1), default=0.05
         The level of ``"auto"``'s one-sided F test against the standard.
     target_se : float > 0 or None, default=None
@@ -366,8 +371,9 @@ class BudgetedEstimator:
     def _seed(self, key, round_index):
         return zlib.crc32(f"{round_index}\x00{key}".encode(), self.seed)
 
-    def _run(self, encoded, items, strategies, seeds, progress=None):
-        """One round: each item's strategy's copies run; each item's draws and copies run."""
+    def _run(self, encoded, items, strategies, seeds, raw=None, progress=None):
+        """One round: each item's strategy's copies run; each item's draws (``(masked, values)`` where ``raw``)
+        and copies run."""
         copies = []
         for i, strategy, seed in zip(items, strategies, seeds, strict=True):
             copies.append(strategy.copies(int(encoded.n_tokens[i]), torch.Generator().manual_seed(seed)))
@@ -386,7 +392,7 @@ class BudgetedEstimator:
                 values = self.runner.run_copies(encoded.subset([items[k] for k in chosen]),
                                                 [copies[k] for k in chosen], per_target=flag, progress=progress)
                 for k, value in zip(chosen, values, strict=True):
-                    draws[k] = strategies[k].draws(copies[k][0], value)
+                    draws[k] = (copies[k][0], value) if raw and raw[k] else strategies[k].draws(copies[k][0], value)
             start = stop
         return draws, [len(masked) for masked, _ in copies]
 
@@ -394,6 +400,8 @@ class BudgetedEstimator:
         """One pilot unit of ``method`` for a text of ``length`` tokens (None where it has none)."""
         if method == "nested":
             return NestedMasks(2) if length >= 2 else None  # one antithetic pair of orderings
+        if method == STANDARD_METHOD:  # LLaDA's copies, each target's log-probability kept for the control variate
+            return ControlledMasks(max(2, self.pilot_passes // PILOT_UNITS))
         return estimator_strategy(method, max(2, self.pilot_passes // PILOT_UNITS))
 
     def _candidates(self, encoded, group, given):
@@ -401,6 +409,9 @@ class BudgetedEstimator:
         chosen, spent = [], dict.fromkeys(group, 0)
         for method in (STANDARD_METHOD, *AUTO_CANDIDATES):
             if method == "nested" and not all(i in given for i in group):
+                continue
+            if method == "controlled":  # read from the standard's copies
+                chosen += [method] if chosen else []
                 continue
             units = {i: self._unit(method, int(encoded.n_tokens[i])) for i in group}
             if any(unit is None for unit in units.values()):
@@ -416,7 +427,7 @@ class BudgetedEstimator:
     def _choose(self, encoded, groups, keys, methods, given, pilots, measured, progress):
         """Each pending item's estimator in ``methods``; with ``"auto"``, the pilot's units per item in ``pilots``.
 
-        ``pilots[i][method]`` is ``(unit estimates, copies per unit)``; ``measured[i]`` the group's
+        ``pilots[i][method]`` is ``(unit estimates, copies per unit, passes)``; ``measured[i]`` the group's
         variance per forward pass of each candidate.
         """
         pending = [[i for i in group if i not in methods] for group in groups]
@@ -431,6 +442,8 @@ class BudgetedEstimator:
                 methods.update(dict.fromkeys(group, STANDARD_METHOD))
                 continue
             for method in candidates:
+                if method == "controlled":  # read from the standard's copies
+                    continue
                 for unit in range(PILOT_UNITS):
                     for i in group:  # one seed per question, candidate and unit: common random numbers
                         items.append(i)
@@ -439,18 +452,45 @@ class BudgetedEstimator:
                         where.append((i, method))
         if not items:
             return
-        values, counts = self._run(encoded, items, strategies, seeds, progress=progress)
+        raw = [method == STANDARD_METHOD for _, method in where]
+        values, counts = self._run(encoded, items, strategies, seeds, raw=raw, progress=progress)
+        standard = {}
         for (i, method), value, count in zip(where, values, counts, strict=True):
-            units, _ = pilots.setdefault(i, {}).get(method, ([], count))
-            pilots[i][method] = ([*units, float(np.mean(value))], count)
+            if method == STANDARD_METHOD:  # (masked, each target's log-probability) of one unit
+                standard.setdefault(i, []).append(value)
+                continue
+            units, _, _ = pilots.setdefault(i, {}).get(method, ([], count, 0))
+            pilots[i][method] = ([*units, float(np.mean(value))], count, (len(units) + 1) * count)
+        for i, found in standard.items():
+            self._read_standard(i, found, pilots)
         for group in pending:
             if group and group[0] in pilots:
                 self._pick(group, methods, pilots, measured)
 
+    @staticmethod
+    def _read_standard(i, found, pilots):
+        """The standard's units and the control variate's, read from the same copies: no extra pass for the latter.
+
+        Each unit's controlled terms take their baselines from the other units' copies, drawn
+        independently of its own, so that each is unbiased.
+        """
+        copies = len(found[0][0])
+        masks = [masked.numpy() for masked, _ in found]
+        standard = [float(np.mean(masked.shape[1] / masked.sum(1) * np.nansum(value, 1))) for masked, (_, value)
+                    in zip(masks, found, strict=True)]
+        controlled = []
+        for k, (masked, value) in enumerate(zip(masks, (value for _, value in found), strict=True)):
+            others = [u for u in range(len(found)) if u != k]
+            fit = np.concatenate([masks[u] for u in others])
+            fit_values = np.concatenate([found[u][1] for u in others])
+            controlled.append(float(np.mean(ControlledMasks(copies).draws_fitted_on(masked, value, fit, fit_values))))
+        pilots.setdefault(i, {})[STANDARD_METHOD] = (standard, copies, len(found) * copies)
+        pilots[i]["controlled"] = (controlled, copies, 0)  # the standard's copies: no pass of its own
+
     def _pick(self, group, methods, pilots, measured):
         """The estimator of ``group`` from its pilot (:func:`measured_choice`), its variances kept in ``measured``."""
         variances = {method: float(sum(np.var(pilots[i][method][0], ddof=1) * pilots[i][method][1] for i in group))
-                     for method in pilots[group[0]]}
+                     for method in pilots[group[0]]}  # per pass: a unit's variance times its copies
         chosen = measured_choice(variances, len(group) * (PILOT_UNITS - 1), self.significance)
         for i in group:
             methods[i], measured[i] = chosen, variances
@@ -465,9 +505,9 @@ class BudgetedEstimator:
         would add its spread to every estimate.
         """
         parts, spent = [], 0
-        for method, (units, copies) in pilots.get(i, {}).items():
-            spent += len(units) * copies
-            if method == STANDARD_METHOD:
+        for name, (units, copies, cost) in pilots.get(i, {}).items():
+            spent += cost
+            if name == STANDARD_METHOD:
                 parts.append((len(units) * copies, np.mean(units), np.var(units, ddof=1) / len(units)))
         if i in draws:  # its weight: the passes left after the pilot (spent, with target_se)
             own = draws[i]
@@ -559,7 +599,7 @@ class BudgetedEstimator:
                     draws[i], passes[i], methods[i] = value, count, "exhaustive"
             self._choose(encoded, groups, keys, methods, given, pilots, measured, progress)
             for i, found in pilots.items():
-                passes[i] = sum(len(units) * copies for units, copies in found.values())
+                passes[i] = sum(cost for _, _, cost in found.values())
             compared = [self.adaptive and len(group) > 1 for group in groups]
             stepwise = [self.target_se is not None or compare for compare in compared]
             round_index, active = 0, list(range(len(groups)))

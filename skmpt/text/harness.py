@@ -201,11 +201,12 @@ class MaskedLMHarness(LM):
         question for the choices of one question, so that they keep sharing random numbers) by
         measurement: a pilot runs LLaDA's estimator (``"stratified"``, the standard: sizes evenly
         spread from one random start, as ``eval_llada.py``) and the candidates
-        (:data:`~skmpt.text.estimation.AUTO_CANDIDATES`: Dream's evenly spaced masking rates
-        ``"low_discrepancy"``, ``"balanced"``, ``"controlled"``, and ``"nested"`` for a
-        continuation given a context) that fit in a quarter of ``max_forward_passes``, each in
-        four independent units, and keeps the standard unless the candidate of least variance per
-        forward pass beats it in a one-sided F test at ``significance``. The standard's pilot
+        (:data:`~skmpt.text.estimation.AUTO_CANDIDATES`: ``"controlled"``, read from the
+        standard's copies, Dream's evenly spaced masking rates ``"low_discrepancy"``,
+        ``"balanced"``, and ``"nested"`` for a continuation given a context) that fit in a
+        quarter of ``max_forward_passes``, each in four independent units, and keeps the standard
+        unless the candidate of least variance per forward pass beats it in a one-sided F test at
+        ``significance``. The standard's pilot
         copies count in the estimate, by a weight fixed before any draw, so the choice does not
         bias it; the other pilots' passes are counted in the request's. Each result names the
         estimator chosen and the pilot's variances (``pilot_variances``).
@@ -216,7 +217,8 @@ class MaskedLMHarness(LM):
         ``benchmarks/text_estimator_variance.py`` (see the user guide's lm-eval page).
     pilot_passes : int, default=8
         Copies of each candidate's pilot with ``score_method="auto"``, at least 4: four units of
-        ``max(2, pilot_passes // 4)`` copies (``"nested"``: four antithetic pairs of orderings).
+        ``max(2, pilot_passes // 4)`` copies (``"nested"``: four antithetic pairs of orderings;
+        ``"controlled"`` reads the standard's).
     significance : float in (0, 1), default=0.05
         The level of ``"auto"``'s one-sided F test (Bonferroni over its candidates).
     target_se : float or None, default=None

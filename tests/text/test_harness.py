@@ -81,17 +81,18 @@ def test_auto_enumerates_what_fits_and_else_runs_the_estimator_a_pilot_chose(tin
     short, long = lm.loglikelihood([request("a b", " a b", doc_id=0), request("a b", " a b b a b a a b", doc_id=1)])
     assert short.estimator == "exhaustive" and short.exact and short.forward_passes == 3
     assert short.pilot_variances is None and short.target_reached is None
-    # 255 masks do not fit; a quarter of 128 passes holds four pilots of 8 copies (not nested's four pairs of 15)
+    # 255 masks do not fit; a quarter of 128 passes holds three pilots of 8 copies, the control variate read from
+    # the standard's (not nested's four pairs of 15)
     assert set(long.pilot_variances) == {"stratified", "low_discrepancy", "balanced", "controlled"}
     assert long.estimator in long.pilot_variances and not long.exact and long.std > 0
-    assert long.forward_passes == 128  # the pilot's 32 and the chosen estimator's 96
+    assert long.forward_passes == 128  # the pilot's 24 and the chosen estimator's 104
     forced = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=48,
                              score_method="balanced").loglikelihood([request("a b", " a b b a b a", doc_id=1)])[0]
     assert forced.estimator == "balanced" and forced.forward_passes == 48 and forced.pilot_variances is None
-    no_room = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=48)
+    no_room = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=24)
     result = no_room.loglikelihood([request("a b", " a b b a b a")])[0]
-    # a quarter of 48 holds one pilot of 8 copies: no pilot, LLaDA's estimator on every pass
-    assert result.estimator == "stratified" and result.forward_passes == 48 and result.pilot_variances is None
+    # a quarter of 24 holds no pilot of 8 copies: LLaDA's estimator on every pass
+    assert result.estimator == "stratified" and result.forward_passes == 24 and result.pilot_variances is None
     with pytest.raises(ValueError, match="pilot_passes"):
         MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, pilot_passes=3)
     with pytest.raises(ValueError, match="significance"):
@@ -104,10 +105,10 @@ def test_auto_chooses_nested_chains_where_they_measure_better_given_a_context(to
                          max_forward_passes=440, adaptive=False)
     words = "a b b a a b b a b a a".split()
     given, alone = lm.loglikelihood([request("a b", " " + " ".join(words[2:])), request("", " ".join(words), 1)])
-    # nine tokens given two (511 masks > 440): four pilots of 8 copies and nested's four pairs of 17 fit in
+    # nine tokens given two (511 masks > 440): three pilots of 8 copies and nested's four pairs of 17 fit in
     # 440 // 4 = 110; the chain rule is exact for the conditionals of one joint: nested's pilot spreads 0
     assert given.pilot_variances["nested"] == pytest.approx(0.0, abs=1e-12) and given.pilot_variances["stratified"] > 0
-    assert given.estimator == "nested" and given.forward_passes == 100 + 42 * 8 + 1
+    assert given.estimator == "nested" and given.forward_passes == 92 + 42 * 8 + 1
     x = torch.tensor([[1.0 if w == "b" else 0.0 for w in words]], dtype=torch.float64)
     truth = float(joint.log_marginal(x) - joint.log_marginal(x, observed=torch.arange(11) < 2))
     # the standard's pilot draws count by their passes: the estimate is unbiased, its error theirs alone
