@@ -9,12 +9,11 @@ at most ``max_forward_passes`` masked copies (forward passes) per text on it:
 - else a Monte Carlo estimator (:mod:`skmpt.text.strategies`) named by ``score_method``, or
   chosen per question by ``"auto"`` **by measurement**: a pilot runs every candidate (LLaDA's
   stratified sizes, the standard; a control variate per token, read from the standard's copies;
-  Dream's evenly spaced masking rates; balanced positions; nested chains given a context) in
-  independent units, and a
-  candidate other than the standard is chosen only when its variance per forward pass is
-  significantly below the standard's (a one-sided F test, Bonferroni over the candidates); the
-  standard's pilot draws count in the estimate, at a weight fixed by their passes before any
-  draw, so the choice does not bias it, and every pilot's passes are counted;
+  nested chains given a context; balanced positions) in independent units, within half the
+  budget, and the candidate of least variance per forward pass is chosen unless the standard's is
+  within the pilot's noise of it (a one-sided F test, Bonferroni over the candidates); **every
+  pilot draw counts** in the estimate, each unit at a weight measured on the other units only,
+  so that neither the choice nor the weights bias it;
 - the choices of one question share their random numbers (**common random numbers**: only
   differences decide a ranking) and, with ``adaptive=True``, draws come in rounds that **stop**
   as soon as the likeliest choice beats every other at ``confidence``; with ``target_se``, every
@@ -44,20 +43,22 @@ from .._utils import chunk_budget
 from .._validation import Interval, Options, validate_parameters
 from .strategies import ESTIMATOR_METHODS, ControlledMasks, ExhaustiveMasks, NestedMasks, estimator_strategy
 
-__all__ = ["AUTO_CANDIDATES", "PILOT_UNITS", "STANDARD_METHOD", "BudgetedEstimator", "Estimate", "measured_choice",
+__all__ = ["AUTO_CANDIDATES", "PILOT_FRACTION", "PILOT_UNITS", "STANDARD_METHOD", "BudgetedEstimator", "Estimate", "measured_choice",
            "pair_keys"]
 
 #: The standard estimator: LLaDA's (``eval_llada.py``: mask sizes evenly spread from one random start, each
 #: mask uniformly random given its size); ``"auto"`` keeps it unless a pilot measures another significantly better.
 STANDARD_METHOD = "stratified"
 #: The candidates ``"auto"`` measures beside the standard: a control variate per token (measured on the standard's
-#: own pilot copies, at no extra pass), then, in the order they enter a pilot that has room, Dream's evenly spaced
-#: masking rates (MDLM's low-discrepancy times), balanced positions and nested chains (only for a continuation given
-#: a context).
-AUTO_CANDIDATES = ("controlled", "low_discrepancy", "balanced", "nested")
+#: own pilot copies, at no extra pass), then, in the order they enter a pilot that has room, nested chains (only for
+#: a continuation given a context) and balanced positions. Dream's evenly spaced masking rates are not among them:
+#: 0.25 to 0.74 times LLaDA's efficiency on every table of the benchmark's tuning set, their pilot only cost passes.
+AUTO_CANDIDATES = ("controlled", "nested", "balanced")
 #: Independent units each candidate runs in a pilot: their spread is its measured variance (``PILOT_UNITS - 1``
 #: degrees of freedom per text).
 PILOT_UNITS = 4
+#: A pilot takes at most ``1 / PILOT_FRACTION`` of a text's budget (its draws all count in the estimate).
+PILOT_FRACTION = 2
 
 
 class Estimate(NamedTuple):
@@ -116,15 +117,17 @@ def pair_keys(contexts, continuations, questions=None):
     return groups, keys
 
 
-def measured_choice(variances, degrees, significance=0.05):
-    """The standard estimator, or the candidate of least variance where a one-sided F test says it is below it.
+def measured_choice(variances, degrees, significance=0.9):
+    """The candidate of least variance per pass, unless the standard's is within the pilot's noise of it.
 
     ``variances`` maps each estimator (:data:`STANDARD_METHOD` among them) to its variance per
-    forward pass measured by a pilot, each with ``degrees`` degrees of freedom. The candidate of
-    least variance is chosen when the standard's variance over its own exceeds the
-    ``1 - significance / (number of candidates)`` quantile of ``F(degrees, degrees)`` (one-sided,
-    Bonferroni over the candidates): where all are equal, the standard is kept with probability
-    at least ``1 - significance``.
+    forward pass measured by a pilot, with ``degrees`` degrees of freedom (an int, or a mapping
+    per estimator). The candidate of least variance is chosen when the standard's variance over
+    its own exceeds the ``1 - significance / (number of candidates)`` quantile of
+    ``F(degrees of the standard, degrees of the candidate)`` (one-sided, Bonferroni over the
+    candidates): where all are equal, the standard is kept with probability at least
+    ``1 - significance``. Since every pilot draw counts in ``"auto"``'s estimate, a wrong switch
+    costs little: the default ``significance`` is large.
 
     Examples
     --------
@@ -133,14 +136,17 @@ def measured_choice(variances, degrees, significance=0.05):
     'stratified'
     >>> measured_choice({"stratified": 1.0, "balanced": 0.8, "controlled": 0.01}, degrees=3)
     'controlled'
+    >>> measured_choice({"stratified": 1.0, "nested": 0.01}, degrees={"stratified": 3, "nested": 1})
+    'nested'
     """
     if STANDARD_METHOD not in variances:
         raise ValueError(f"variances must include the standard {STANDARD_METHOD!r}; got {sorted(variances)}.")
     others = {method: value for method, value in variances.items() if method != STANDARD_METHOD}
     if not others:
         return STANDARD_METHOD
+    degrees = degrees if isinstance(degrees, dict) else dict.fromkeys(variances, degrees)
     best = min(others, key=others.get)
-    threshold = f_distribution.ppf(1 - significance / len(others), degrees, degrees)
+    threshold = f_distribution.ppf(1 - significance / len(others), degrees[STANDARD_METHOD], degrees[best])
     standard = variances[STANDARD_METHOD]
     return best if standard > 0 and standard > threshold * others[best] else STANDARD_METHOD
 
@@ -158,14 +164,15 @@ class BudgetedEstimator:
         measures the standard (:data:`STANDARD_METHOD`, LLaDA's) and the candidates of
         :data:`AUTO_CANDIDATES` that fit, each in :data:`PILOT_UNITS` independent units (the
         control variate per token on the standard's own copies, its baselines fitted on the
-        other units: no pass of its own), and keeps
-        the standard unless the candidate of least variance per forward pass beats it in a
-        one-sided F test at ``significance`` (divided by the number of candidates). Candidates
-        enter in order while the pilot's copies stay within a quarter of the budget; with fewer
-        than two, there is no pilot and the standard runs. The standard's pilot units count in the
-        estimate by their passes, a weight fixed before any draw (unbiased whatever is chosen);
-        the other pilots' passes are counted, their draws only measured. ``"exhaustive"``
-        enumerates every text (at most 12 tokens).
+        other units: no pass of its own; ``"nested"`` in as many units as fit, at least two),
+        and chooses the candidate of least variance per forward pass unless the standard is
+        within noise of it (:func:`measured_choice` at ``significance``). Candidates enter in
+        order while the pilot's copies stay within ``1 / PILOT_FRACTION`` of the budget; with
+        fewer than two, there is no pilot and the standard runs. Every pilot unit counts in the
+        estimate: within a unit its draws are combined at inverse-variance weights, and the unit
+        weighs what it is worth in passes of the best estimator, both measured on the other
+        units only (unbiased whatever is chosen). ``"exhaustive"`` enumerates every text (at
+        most 12 tokens).
     max_forward_passes : int >= 1, default=128
         Masked copies per text at most, a promise kept by every estimator: a text of ``T``
         tokens with ``2**T - 1`` at most this is scored exactly; else the estimator's draws
@@ -179,8 +186,9 @@ class BudgetedEstimator:
         Copies of each candidate's pilot: :data:`PILOT_UNITS` units of ``max(2, pilot_passes // 4)``
         copies (``"nested"``: of one antithetic pair of orderings, ``2 * (T - 1) + 1`` copies;
         ``"controlled"``: none, it reads the standard's).
-    significance : float in (0, 1), default=0.05
-        The level of ``"auto"``'s one-sided F test against the standard.
+    significance : float in (0, 1), default=0.9
+        The level of ``"auto"``'s one-sided F test against the standard: large, since a wrong
+        switch costs little when every pilot draw counts (chosen on the benchmark's tuning set).
     target_se : float > 0 or None, default=None
         A standard error (nats) to reach: each text draws in rounds of ``round_passes`` until its
         standard error is at most this or its budget is spent (``Estimate.target_reached`` says
@@ -236,7 +244,7 @@ class BudgetedEstimator:
     }
 
     def __init__(self, runner, *, score_method="auto", max_forward_passes=128, score_masks=None, pilot_passes=8,
-                 significance=0.05, target_se=None, adaptive=True, confidence=0.95, round_passes=16, exact=True, seed=0,
+                 significance=0.9, target_se=None, adaptive=True, confidence=0.95, round_passes=16, exact=True, seed=0,
                  verbose=0):
         params = {"score_method": score_method, "max_forward_passes": max_forward_passes, "score_masks": score_masks,
                   "pilot_passes": pilot_passes, "significance": significance, "target_se": target_se,
@@ -405,29 +413,35 @@ class BudgetedEstimator:
         return estimator_strategy(method, max(2, self.pilot_passes // PILOT_UNITS))
 
     def _candidates(self, encoded, group, given):
-        """The estimators a pilot of ``group`` measures, the standard first, within a quarter of the budget."""
-        chosen, spent = [], dict.fromkeys(group, 0)
+        """``{method: units}`` a pilot of ``group`` measures, the standard first, within half of the budget.
+
+        A candidate runs :data:`PILOT_UNITS` units; ``"nested"``, whose units are long, as many as
+        fit but at least two (it enters right after the standard).
+        """
+        chosen, spent = {}, dict.fromkeys(group, 0)
         for method in (STANDARD_METHOD, *AUTO_CANDIDATES):
             if method == "nested" and not all(i in given for i in group):
                 continue
             if method == "controlled":  # read from the standard's copies
-                chosen += [method] if chosen else []
+                chosen.update({method: chosen[STANDARD_METHOD]} if chosen else {})
                 continue
             units = {i: self._unit(method, int(encoded.n_tokens[i])) for i in group}
             if any(unit is None for unit in units.values()):
                 continue
-            cost = {i: PILOT_UNITS * unit.n_copies(int(encoded.n_tokens[i])) for i, unit in units.items()}
-            if all(spent[i] + cost[i] <= self.budget(int(encoded.n_tokens[i])) // 4 for i in group):
-                spent = {i: spent[i] + cost[i] for i in group}
-                chosen.append(method)
+            fit = min((self.budget(int(encoded.n_tokens[i])) // PILOT_FRACTION - spent[i])
+                      // unit.n_copies(int(encoded.n_tokens[i])) for i, unit in units.items())
+            if fit >= (2 if method == "nested" else PILOT_UNITS):
+                count = min(PILOT_UNITS, fit)
+                spent = {i: spent[i] + count * unit.n_copies(int(encoded.n_tokens[i])) for i, unit in units.items()}
+                chosen[method] = count
             elif method == STANDARD_METHOD:
                 break
-        return chosen if len(chosen) > 1 else [STANDARD_METHOD]
+        return chosen if len(chosen) > 1 else {STANDARD_METHOD: 0}
 
     def _choose(self, encoded, groups, keys, methods, given, pilots, measured, progress):
         """Each pending item's estimator in ``methods``; with ``"auto"``, the pilot's units per item in ``pilots``.
 
-        ``pilots[i][method]`` is ``(unit estimates, copies per unit, passes)``; ``measured[i]`` the group's
+        ``pilots[i][method]`` is ``(unit estimates, copies per unit, passes, spread of each unit's mean)``; ``measured[i]`` the group's
         variance per forward pass of each candidate.
         """
         pending = [[i for i in group if i not in methods] for group in groups]
@@ -437,14 +451,14 @@ class BudgetedEstimator:
             return
         items, strategies, seeds, where = [], [], [], []
         for group, key in zip(pending, keys, strict=True):
-            candidates = self._candidates(encoded, group, given) if group else []
+            candidates = self._candidates(encoded, group, given) if group else {}
             if len(candidates) == 1:
                 methods.update(dict.fromkeys(group, STANDARD_METHOD))
                 continue
-            for method in candidates:
+            for method, count in candidates.items():
                 if method == "controlled":  # read from the standard's copies
                     continue
-                for unit in range(PILOT_UNITS):
+                for unit in range(count):
                     for i in group:  # one seed per question, candidate and unit: common random numbers
                         items.append(i)
                         strategies.append(self._unit(method, int(encoded.n_tokens[i])))
@@ -459,8 +473,9 @@ class BudgetedEstimator:
             if method == STANDARD_METHOD:  # (masked, each target's log-probability) of one unit
                 standard.setdefault(i, []).append(value)
                 continue
-            units, _, _ = pilots.setdefault(i, {}).get(method, ([], count, 0))
-            pilots[i][method] = ([*units, float(np.mean(value))], count, (len(units) + 1) * count)
+            units, _, _, spreads = pilots.setdefault(i, {}).get(method, ([], count, 0, []))
+            spread = np.var(value, ddof=1) / len(value) if len(value) > 1 else np.nan
+            pilots[i][method] = ([*units, float(np.mean(value))], count, (len(units) + 1) * count, [*spreads, spread])
         for i, found in standard.items():
             self._read_standard(i, found, pilots)
         for group in pending:
@@ -484,42 +499,75 @@ class BudgetedEstimator:
             fit = np.concatenate([masks[u] for u in others])
             fit_values = np.concatenate([found[u][1] for u in others])
             controlled.append(float(np.mean(ControlledMasks(copies).draws_fitted_on(masked, value, fit, fit_values))))
-        pilots.setdefault(i, {})[STANDARD_METHOD] = (standard, copies, len(found) * copies)
-        pilots[i]["controlled"] = (controlled, copies, 0)  # the standard's copies: no pass of its own
+        none = [np.nan] * len(found)
+        pilots.setdefault(i, {})[STANDARD_METHOD] = (standard, copies, len(found) * copies, none)
+        pilots[i]["controlled"] = (controlled, copies, 0, none)  # the standard's copies: no pass of its own
 
     def _pick(self, group, methods, pilots, measured):
         """The estimator of ``group`` from its pilot (:func:`measured_choice`), its variances kept in ``measured``."""
         variances = {method: float(sum(np.var(pilots[i][method][0], ddof=1) * pilots[i][method][1] for i in group))
                      for method in pilots[group[0]]}  # per pass: a unit's variance times its copies
-        chosen = measured_choice(variances, len(group) * (PILOT_UNITS - 1), self.significance)
+        degrees = {method: len(group) * (len(pilots[group[0]][method][0]) - 1) for method in variances}
+        chosen = measured_choice(variances, degrees, self.significance)
         for i in group:
             methods[i], measured[i] = chosen, variances
 
-    def _combined(self, i, method, pilots, draws, passes):
-        """``(estimate, standard error)`` of item ``i``: the standard's pilot units and its own draws, by passes.
+    @staticmethod
+    def _unit_precisions(found, skip):
+        """Each estimator's precision per copy (1 / variance per pass) from its pilot units but unit ``skip``.
 
-        The standard's pilot units are draws of an unbiased estimator whatever is chosen, and
-        their weight (their copies against the passes left after the pilot) is fixed before any
-        draw: reusing them keeps the estimate unbiased. The other candidates' pilots are only
-        measured (their passes counted): at a fixed weight, a candidate that spreads far more
-        would add its spread to every estimate.
+        With one unit left, the spread of that unit's own draws stands for it (None: no estimate).
         """
-        parts, spent = [], 0
-        for name, (units, copies, cost) in pilots.get(i, {}).items():
-            spent += cost
-            if name == STANDARD_METHOD:
-                parts.append((len(units) * copies, np.mean(units), np.var(units, ddof=1) / len(units)))
-        if i in draws:  # its weight: the passes left after the pilot (spent, with target_se)
-            own = draws[i]
-            spread = own.var(ddof=1) / len(own) if len(own) > 1 else 0.0
-            if parts and method == STANDARD_METHOD and len(own) > 1:
-                # the standard's pilot and draws: the draws' spread per pass stands for the pilot's too (3 degrees)
-                parts[0] = (*parts[0][:2], spread * (passes[i] - spent) / parts[0][0])
-            weight = passes[i] - spent if self.target_se is not None or not spent else self.max_forward_passes - spent
-            parts.append((weight, own.mean(), spread))
-        total = sum(part[0] for part in parts)
-        value = sum(weight * mean for weight, mean, _ in parts) / total
-        return float(value), float(np.sqrt(sum((weight / total) ** 2 * spread for weight, _, spread in parts)))
+        precisions = {}
+        for method, (units, copies, _, spreads) in found.items():
+            others = [value for k, value in enumerate(units) if k != skip]
+            if len(others) > 1:
+                variance = np.var(others, ddof=1) * copies
+            else:
+                rest = [value for k, value in enumerate(spreads) if k != skip and np.isfinite(value)]
+                if not rest:
+                    continue
+                variance = rest[0] * copies
+            precisions[method] = 1.0 / max(variance, 1e-12)
+        return precisions
+
+    def _combined(self, i, method, pilots, draws, passes):
+        """``(estimate, standard error)`` of item ``i``: every pilot unit's draws and the chosen estimator's.
+
+        Pilot unit ``u`` holds one independent draw of each candidate that ran (the control variate,
+        read from the standard's copies with baselines fitted on the other units, is left out);
+        they are combined at inverse-variance weights, and the unit is weighted against the other
+        units and the chosen estimator's draws by its precision, all measured on the **other**
+        units only. A unit's weight is thus independent of its draws, and the chosen estimator's
+        draws are unbiased whatever the pilot chose: the estimate is unbiased.
+        """
+        found = {name: unit for name, unit in pilots.get(i, {}).items() if name != "controlled"}
+        own = draws.get(i)
+        spread = own.var(ddof=1) / len(own) if own is not None and len(own) > 1 else 0.0
+        spent = sum(cost for _, _, cost, _ in found.values())
+        if not found or len(found[STANDARD_METHOD][0]) < 2:
+            return float(own.mean()), float(np.sqrt(spread))
+        main = passes[i] - spent if self.target_se is not None else self.max_forward_passes - spent
+        overall = self._unit_precisions(found, None)
+        if own is not None and spread > 0 and method in overall:
+            overall[method] = 1.0 / (spread * main)  # the chosen one's spread from its own draws
+        value = variance = left = 0.0
+        for u in range(len(found[STANDARD_METHOD][0])):
+            precisions = self._unit_precisions(found, u)  # measured without unit u
+            present = {name: found[name][1] * precisions[name] for name in precisions if len(found[name][0]) > u}
+            total = sum(present.values())
+            if own is None:  # the pilot alone: each unit by its passes, fixed before any draw
+                share = sum(found[name][1] for name in present) / spent
+            else:  # the passes of the best estimator the unit is worth, out of the budget
+                share = total / max(precisions.values()) / (spent + main)
+            value += share * sum(weight * found[name][0][u] for name, weight in present.items()) / total
+            variance += share**2 * sum((weight / total) ** 2 / (found[name][1] * overall.get(name, 1e12))
+                                       for name, weight in present.items())
+            left += share
+        if own is not None:
+            value += (1 - left) * own.mean()
+            variance += (1 - left) ** 2 * spread
+        return float(value), float(np.sqrt(variance))
 
     def _settled(self, group, draws):
         """Whether the likeliest item beats every other by ``z`` standard errors of their paired difference."""
@@ -599,7 +647,7 @@ class BudgetedEstimator:
                     draws[i], passes[i], methods[i] = value, count, "exhaustive"
             self._choose(encoded, groups, keys, methods, given, pilots, measured, progress)
             for i, found in pilots.items():
-                passes[i] = sum(cost for _, _, cost in found.values())
+                passes[i] = sum(found_unit[2] for found_unit in found.values())
             compared = [self.adaptive and len(group) > 1 for group in groups]
             stepwise = [self.target_se is not None or compare for compare in compared]
             round_index, active = 0, list(range(len(groups)))
