@@ -43,8 +43,8 @@ from .._utils import chunk_budget
 from .._validation import Interval, Options, validate_parameters
 from .strategies import ESTIMATOR_METHODS, ControlledMasks, ExhaustiveMasks, NestedMasks, estimator_strategy
 
-__all__ = ["AUTO_CANDIDATES", "PILOT_FRACTION", "PILOT_UNITS", "STANDARD_METHOD", "BudgetedEstimator", "Estimate", "measured_choice",
-           "pair_keys"]
+__all__ = ["AUTO_CANDIDATES", "PILOT_FRACTION", "PILOT_UNITS", "STANDARD_METHOD", "BudgetedEstimator", "Estimate",
+           "measured_choice", "pair_keys"]
 
 #: The standard estimator: LLaDA's (``eval_llada.py``: mask sizes evenly spread from one random start, each
 #: mask uniformly random given its size); ``"auto"`` keeps it unless a pilot measures another significantly better.
@@ -441,7 +441,8 @@ class BudgetedEstimator:
     def _choose(self, encoded, groups, keys, methods, given, pilots, measured, progress):
         """Each pending item's estimator in ``methods``; with ``"auto"``, the pilot's units per item in ``pilots``.
 
-        ``pilots[i][method]`` is ``(unit estimates, copies per unit, passes, spread of each unit's mean)``; ``measured[i]`` the group's
+        ``pilots[i][method]`` is ``(unit estimates, copies per unit, passes, spread of each unit's mean)``;
+        ``measured[i]`` the group's
         variance per forward pass of each candidate.
         """
         pending = [[i for i in group if i not in methods] for group in groups]
