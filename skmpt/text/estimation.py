@@ -132,7 +132,11 @@ def measured_choice(variances, degrees, significance=0.9):
     Examples
     --------
     >>> from skmpt.text.estimation import measured_choice
-    >>> measured_choice({"stratified": 1.0, "balanced": 0.8, "controlled": 0.9}, degrees=3)
+    >>> measured_choice({"stratified": 1.0, "balanced": 0.8, "controlled": 0.9}, degrees=3, significance=0.05)
+    'stratified'
+    >>> measured_choice({"stratified": 1.0, "balanced": 0.95, "controlled": 0.9}, degrees=3)  # within noise
+    'stratified'
+    >>> measured_choice({"stratified": 1.0, "controlled": 2.0}, degrees=3)
     'stratified'
     >>> measured_choice({"stratified": 1.0, "balanced": 0.8, "controlled": 0.01}, degrees=3)
     'controlled'
@@ -146,7 +150,8 @@ def measured_choice(variances, degrees, significance=0.9):
         return STANDARD_METHOD
     degrees = degrees if isinstance(degrees, dict) else dict.fromkeys(variances, degrees)
     best = min(others, key=others.get)
-    threshold = f_distribution.ppf(1 - significance / len(others), degrees[STANDARD_METHOD], degrees[best])
+    # never a candidate measured worse than the standard, whatever the level
+    threshold = max(1.0, f_distribution.ppf(1 - significance / len(others), degrees[STANDARD_METHOD], degrees[best]))
     standard = variances[STANDARD_METHOD]
     return best if standard > 0 and standard > threshold * others[best] else STANDARD_METHOD
 

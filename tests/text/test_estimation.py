@@ -243,6 +243,8 @@ def test_the_measured_choice_keeps_the_standard_unless_a_candidate_is_significan
                               degrees={**dict.fromkeys(names, 3), "nested": 1}) for _ in range(200)]
     assert np.mean([name == "nested" for name in chosen]) >= 0.95
     assert measured_choice({"stratified": 0.0, "balanced": 0.0}, degrees=3) == "stratified"  # all exact: a tie
+    # a candidate measured worse never replaces the standard, even at a large level and with one candidate
+    assert measured_choice({"stratified": 1.0, "controlled": 1.5}, degrees=3, significance=0.99) == "stratified"
     with pytest.raises(ValueError, match="must include the standard 'stratified'"):
         measured_choice({"balanced": 1.0}, degrees=3)
 
