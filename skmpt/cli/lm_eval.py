@@ -2,8 +2,9 @@
 
 Takes lm-eval's own flags, with the model set to ``skmpt`` (:mod:`skmpt.text.harness`): a task
 of lm-eval's or a local one found through ``--include_path`` (a YAML with ``dataset_path: json``).
-Prints lm-eval's table and, per task, the requests scored exactly, the forward passes, the
-root mean square standard error of the estimates and how many requests each estimator scored;
+Prints lm-eval's table and, per task, the requests scored exactly, the forward passes spent, the
+root mean square standard error of the estimates, how many requests each estimator scored and,
+with ``--model_args target_se=...`` (a standard error in nats per request), how many reached it;
 ``--output_path`` writes lm-eval's results file (and, with ``--log_samples``, its samples, each
 with its standard error, exactness, forward passes and estimator under ``"skmpt"``). Needs lm-eval:
 ``pip install "skmpt[eval]"``.
@@ -39,7 +40,8 @@ def _limit(text):
 def add_arguments(parser):
     add = parser.add_argument
     add("--model_args", default="pretrained=antiberty",
-        help="the model's options, 'key=value,...' (pretrained, score_method, max_forward_passes, dtype, device, ...)")
+        help="the model's options, 'key=value,...' (pretrained, score_method, max_forward_passes, target_se, dtype, "
+             "device, ...)")
     add("--tasks", required=True, help="comma-separated task names")
     add("--include_path", default=None, help="a folder of local task YAML files")
     add("--output_path", default=None, help="folder (or .json file) for lm-eval's results")
@@ -129,7 +131,9 @@ def run(args):
         print(f"{task}: {summary['exact']} of {summary['requests']} requests exact, {summary['forward_passes']} "
               f"forward passes ({summary['forward_passes_per_request']:.1f} per request), rms standard error "
               f"{summary['rms_std']:.4g} nats; estimators: "
-              + ", ".join(f"{name} {count}" for name, count in summary["estimators"].items()))
+              + ", ".join(f"{name} {count}" for name, count in summary["estimators"].items())
+              + ("" if summary["target_reached"] is None else
+                 f"; {summary['target_reached']} of {summary['requests']} requests reached target_se"))
     if args.output_path is not None:
         samples = results.pop("samples", None)
         tracker.save_results_aggregated(results=results, samples=samples if args.log_samples else None)

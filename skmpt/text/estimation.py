@@ -7,13 +7,19 @@ at most ``max_forward_passes`` masked copies (forward passes) per text on it:
 - **exact** where the masks can be enumerated (``2**T - 1 <= max_forward_passes``):
   :class:`~skmpt.text.strategies.ExhaustiveMasks`, zero variance;
 - else a Monte Carlo estimator (:mod:`skmpt.text.strategies`) named by ``score_method``, or
-  chosen per question by ``"auto"``: a small **pilot** measures the spread of the masks' terms
-  with and without a control variate per token
-  (:func:`~skmpt.text.strategies.pilot_variances`,
-  :func:`~skmpt.text.strategies.least_variance_estimator`);
+  chosen per question by ``"auto"`` **by measurement**: a pilot runs every candidate (LLaDA's
+  stratified sizes, the standard; a control variate per token, read from the standard's copies;
+  nested chains given a context; balanced positions) in independent units, within half the
+  budget, and the candidate of least variance per forward pass is chosen unless the standard's is
+  within the pilot's noise of it (a one-sided F test, Bonferroni over the candidates); **every
+  pilot draw counts** in the estimate, each unit at a weight measured on the other units only,
+  so that neither the choice nor the weights bias it;
 - the choices of one question share their random numbers (**common random numbers**: only
   differences decide a ranking) and, with ``adaptive=True``, draws come in rounds that **stop**
-  as soon as the likeliest choice beats every other at ``confidence``;
+  as soon as the likeliest choice beats every other at ``confidence``; with ``target_se``, every
+  text draws in rounds until its standard error is below it or its budget is spent;
+- a round holds at most ``chunk_budget() // T`` copies, so the memory a long text takes does not
+  grow with its budget (the model sees at most the runner's ``score_batch_size`` copies a pass);
 - every estimate carries its **standard error** and the **forward passes** it spent.
 
 A text's masks depend only on ``seed`` and its key (:func:`pair_keys`), never on the batch or
@@ -30,20 +36,39 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from scipy.stats import f as f_distribution
 from scipy.stats import norm
 
 from .._utils import chunk_budget
 from .._validation import Interval, Options, validate_parameters
-from .strategies import (ESTIMATOR_METHODS, BalancedMasks, ControlledMasks, ExhaustiveMasks, estimator_strategy,
-                         least_variance_estimator, pilot_variances)
+from .strategies import ESTIMATOR_METHODS, ControlledMasks, ExhaustiveMasks, NestedMasks, estimator_strategy
 
-__all__ = ["BudgetedEstimator", "Estimate", "pair_keys"]
+__all__ = ["AUTO_CANDIDATES", "PILOT_FRACTION", "PILOT_UNITS", "STANDARD_METHOD", "BudgetedEstimator", "Estimate",
+           "measured_choice", "pair_keys"]
+
+#: The standard estimator: LLaDA's (``eval_llada.py``: mask sizes evenly spread from one random start, each
+#: mask uniformly random given its size); ``"auto"`` keeps it unless a pilot measures another significantly better.
+STANDARD_METHOD = "stratified"
+#: The candidates ``"auto"`` measures beside the standard: a control variate per token (measured on the standard's
+#: own pilot copies, at no extra pass), then, in the order they enter a pilot that has room, nested chains (only for
+#: a continuation given a context) and balanced positions. Dream's evenly spaced masking rates are not among them:
+#: 0.25 to 0.74 times LLaDA's efficiency on every table of the benchmark's tuning set, their pilot only cost passes.
+AUTO_CANDIDATES = ("controlled", "nested", "balanced")
+#: Independent units each candidate runs in a pilot: their spread is its measured variance (``PILOT_UNITS - 1``
+#: degrees of freedom per text).
+PILOT_UNITS = 4
+#: A pilot takes at most ``1 / PILOT_FRACTION`` of a text's budget (its draws all count in the estimate).
+PILOT_FRACTION = 2
 
 
 class Estimate(NamedTuple):
-    """One text's estimate: ``log_likelihood``, ``std``, ``exact``, ``forward_passes`` and ``score_method``.
+    """One text's estimate and how it was made.
 
-    ``score_method`` names the estimator used (``"exhaustive"`` when exact).
+    ``score_method`` names the estimator used (``"exhaustive"`` when exact). With
+    ``score_method="auto"`` and a pilot, ``pilot_variances`` holds each candidate's measured
+    variance per forward pass (summed over the choices of a question), else None;
+    ``target_reached`` says whether the standard error is at most ``target_se`` (None when no
+    target was set).
     """
 
     log_likelihood: float
@@ -51,6 +76,8 @@ class Estimate(NamedTuple):
     exact: bool
     forward_passes: int
     score_method: str
+    pilot_variances: dict | None = None
+    target_reached: bool | None = None
 
 
 def pair_keys(contexts, continuations, questions=None):
@@ -90,6 +117,45 @@ def pair_keys(contexts, continuations, questions=None):
     return groups, keys
 
 
+def measured_choice(variances, degrees, significance=0.9):
+    """The candidate of least variance per pass, unless the standard's is within the pilot's noise of it.
+
+    ``variances`` maps each estimator (:data:`STANDARD_METHOD` among them) to its variance per
+    forward pass measured by a pilot, with ``degrees`` degrees of freedom (an int, or a mapping
+    per estimator). The candidate of least variance is chosen when the standard's variance over
+    its own exceeds the ``1 - significance / (number of candidates)`` quantile of
+    ``F(degrees of the standard, degrees of the candidate)`` (one-sided, Bonferroni over the
+    candidates): where all are equal, the standard is kept with probability at least
+    ``1 - significance``. Since every pilot draw counts in ``"auto"``'s estimate, a wrong switch
+    costs little: the default ``significance`` is large.
+
+    Examples
+    --------
+    >>> from skmpt.text.estimation import measured_choice
+    >>> measured_choice({"stratified": 1.0, "balanced": 0.8, "controlled": 0.9}, degrees=3, significance=0.05)
+    'stratified'
+    >>> measured_choice({"stratified": 1.0, "balanced": 0.95, "controlled": 0.9}, degrees=3)  # within noise
+    'stratified'
+    >>> measured_choice({"stratified": 1.0, "controlled": 2.0}, degrees=3)
+    'stratified'
+    >>> measured_choice({"stratified": 1.0, "balanced": 0.8, "controlled": 0.01}, degrees=3)
+    'controlled'
+    >>> measured_choice({"stratified": 1.0, "nested": 0.01}, degrees={"stratified": 3, "nested": 1})
+    'nested'
+    """
+    if STANDARD_METHOD not in variances:
+        raise ValueError(f"variances must include the standard {STANDARD_METHOD!r}; got {sorted(variances)}.")
+    others = {method: value for method, value in variances.items() if method != STANDARD_METHOD}
+    if not others:
+        return STANDARD_METHOD
+    degrees = degrees if isinstance(degrees, dict) else dict.fromkeys(variances, degrees)
+    best = min(others, key=others.get)
+    # never a candidate measured worse than the standard, whatever the level
+    threshold = max(1.0, f_distribution.ppf(1 - significance / len(others), degrees[STANDARD_METHOD], degrees[best]))
+    standard = variances[STANDARD_METHOD]
+    return best if standard > 0 and standard > threshold * others[best] else STANDARD_METHOD
+
+
 class BudgetedEstimator:
     """``log p(continuation | context)`` at a budget of forward passes: exact where it can be, else the best estimator.
 
@@ -100,14 +166,18 @@ class BudgetedEstimator:
     score_method : str, default="auto"
         The Monte Carlo estimator for a continuation whose masks are too many to enumerate
         (:func:`~skmpt.text.strategies.estimator_strategy`), or ``"auto"``: per question a pilot
-        of ``min(pilot_passes, max_forward_passes // 8)`` copies (those of ``"controlled"``)
-        picks ``"controlled"`` where a control variate per token divides the terms' spread by
-        more than 4, else ``"nested"`` for a question whose continuations all have a context
-        where two antithetic pairs of its orderings fit in the rest, else ``"balanced"``; no
-        pilot (``"balanced"``, or ``"stratified"`` at a budget of 2, below balanced's 3 copies)
-        when that is below 4 copies. The estimate is the chosen
-        estimator's alone; the pilot's passes are counted. ``"exhaustive"`` enumerates every
-        text (at most 12 tokens).
+        measures the standard (:data:`STANDARD_METHOD`, LLaDA's) and the candidates of
+        :data:`AUTO_CANDIDATES` that fit, each in :data:`PILOT_UNITS` independent units (the
+        control variate per token on the standard's own copies, its baselines fitted on the
+        other units: no pass of its own; ``"nested"`` in as many units as fit, at least two),
+        and chooses the candidate of least variance per forward pass unless the standard is
+        within noise of it (:func:`measured_choice` at ``significance``). Candidates enter in
+        order while the pilot's copies stay within ``1 / PILOT_FRACTION`` of the budget; with
+        fewer than two, there is no pilot and the standard runs. Every pilot unit counts in the
+        estimate: within a unit its draws are combined at inverse-variance weights, and the unit
+        weighs what it is worth in passes of the best estimator, both measured on the other
+        units only (unbiased whatever is chosen). ``"exhaustive"`` enumerates every text (at
+        most 12 tokens).
     max_forward_passes : int >= 1, default=128
         Masked copies per text at most, a promise kept by every estimator: a text of ``T``
         tokens with ``2**T - 1`` at most this is scored exactly; else the estimator's draws
@@ -117,7 +187,17 @@ class BudgetedEstimator:
     score_masks : int or None, default=None
         Draws of a named ``score_method`` (orderings, masks, masks per size) instead of a
         budget: each text's budget is then what they cost.
-    pilot_passes : int >= 4, default=16
+    pilot_passes : int >= 4, default=8
+        Copies of each candidate's pilot: :data:`PILOT_UNITS` units of ``max(2, pilot_passes // 4)``
+        copies (``"nested"``: of one antithetic pair of orderings, ``2 * (T - 1) + 1`` copies;
+        ``"controlled"``: none, it reads the standard's).
+    significance : float in (0, 1), default=0.9
+        The level of ``"auto"``'s one-sided F test against the standard: large, since a wrong
+        switch costs little when every pilot draw counts (chosen on the benchmark's tuning set).
+    target_se : float > 0 or None, default=None
+        A standard error (nats) to reach: each text draws in rounds of ``round_passes`` until its
+        standard error is at most this or its budget is spent (``Estimate.target_reached`` says
+        which). None spends the budget (a question's choices: until the ranking is settled).
     adaptive : bool, default=True
         The choices of a question are drawn in rounds of ``round_passes`` and stop once the
         ranking is settled.
@@ -158,6 +238,8 @@ class BudgetedEstimator:
         "max_forward_passes": [Interval(Integral, 1, None, closed="left")],
         "score_masks": [None, Interval(Integral, 2, None, closed="left")],
         "pilot_passes": [Interval(Integral, 4, None, closed="left")],
+        "significance": [Interval(Real, 0, 1, closed="neither")],
+        "target_se": [None, Interval(Real, 0, None, closed="neither")],
         "adaptive": ["boolean"],
         "confidence": [Interval(Real, 0.5, 1, closed="neither")],
         "round_passes": [Interval(Integral, 2, None, closed="left")],
@@ -166,10 +248,12 @@ class BudgetedEstimator:
         "verbose": ["verbose"],
     }
 
-    def __init__(self, runner, *, score_method="auto", max_forward_passes=128, score_masks=None, pilot_passes=16,
-                 adaptive=True, confidence=0.95, round_passes=16, exact=True, seed=0, verbose=0):
+    def __init__(self, runner, *, score_method="auto", max_forward_passes=128, score_masks=None, pilot_passes=8,
+                 significance=0.9, target_se=None, adaptive=True, confidence=0.95, round_passes=16, exact=True, seed=0,
+                 verbose=0):
         params = {"score_method": score_method, "max_forward_passes": max_forward_passes, "score_masks": score_masks,
-                  "pilot_passes": pilot_passes, "adaptive": adaptive, "confidence": confidence,
+                  "pilot_passes": pilot_passes, "significance": significance, "target_se": target_se,
+                  "adaptive": adaptive, "confidence": confidence,
                   "round_passes": round_passes, "exact": exact, "seed": seed, "verbose": verbose}
         validate_parameters(params, self._parameter_constraints, type(self).__name__)
         if score_masks is not None and score_method == "auto":
@@ -178,6 +262,8 @@ class BudgetedEstimator:
         self.runner, self.score_method, self.max_forward_passes = runner, score_method, int(max_forward_passes)
         self.score_masks = None if score_masks is None else int(score_masks)
         self.pilot_passes, self.adaptive, self.confidence = int(pilot_passes), bool(adaptive), float(confidence)
+        self.significance = float(significance)
+        self.target_se = None if target_se is None else float(target_se)
         self.round_passes, self.exact, self.seed, self.verbose = int(round_passes), bool(exact), int(seed), verbose
 
     # -- the plan of one text
@@ -197,8 +283,8 @@ class BudgetedEstimator:
     def minimum_passes(score_method, length):
         """The fewest copies ``score_method`` spends on a text of ``length`` tokens (a standard error's draws).
 
-        ``2**length - 1`` for ``"exhaustive"``; ``"auto"``'s is that of the cheapest estimator it
-        falls back to (``"stratified"``, 2 copies).
+        ``2**length - 1`` for ``"exhaustive"``; ``"auto"``'s is that of the standard it falls back
+        to (:data:`STANDARD_METHOD`, 2 copies).
 
         Examples
         --------
@@ -208,7 +294,7 @@ class BudgetedEstimator:
         """
         if score_method == "exhaustive":
             return 2**length - 1
-        score_method = "stratified" if score_method == "auto" else score_method
+        score_method = STANDARD_METHOD if score_method == "auto" else score_method
         return estimator_strategy(score_method, estimator_strategy(score_method, 4).min_draws).n_copies(length)
 
     @staticmethod
@@ -242,7 +328,7 @@ class BudgetedEstimator:
         """Refuse, before any forward pass, a text whose estimator cannot keep within its budget.
 
         A text of ``T`` tokens is enumerated where ``2**T - 1`` copies fit its budget; else its
-        estimator (``score_method``, or ``"auto"``'s cheapest) must fit its fewest draws
+        estimator (``score_method``, or ``"auto"``'s standard) must fit its fewest draws
         (:meth:`minimum_passes`) in it.
 
         Parameters
@@ -280,21 +366,27 @@ class BudgetedEstimator:
                     f"masked copies for it ({fewest}), more than {budget}; raise the budget to {least} or choose "
                     "another score_method.")
 
-    def _next_round(self, method, length, spent, started, compared):
-        """The strategy of an item's next round, or None when it is exact, done or out of budget."""
-        if method == "exhaustive" or (started and not compared):
+    def _next_round(self, method, length, spent, stepwise):
+        """The strategy of an item's next round, or None when it is exact or what is left of its budget is too small.
+
+        A round holds the rest of the budget (``round_passes`` when ``stepwise``), and at most
+        ``chunk_budget() // length`` copies: a long text's memory does not grow with its budget.
+        """
+        if method == "exhaustive":
             return None
         remaining = self.budget(length) - spent
         least = self.minimum_passes(method, length)
-        if started and least > remaining:
+        if least > remaining:
             return None
-        return self.strategy(method, length, max(least, min(remaining, self.round_passes) if compared else remaining))
+        size = min(remaining, self.round_passes if stepwise else max(self.round_passes, chunk_budget() // length))
+        return self.strategy(method, length, max(least, size))
 
     def _seed(self, key, round_index):
         return zlib.crc32(f"{round_index}\x00{key}".encode(), self.seed)
 
-    def _run(self, encoded, items, strategies, seeds, reduce=None, progress=None):
-        """One round: each item's strategy's copies run; each item's draws (or ``reduce``'s) and copies run."""
+    def _run(self, encoded, items, strategies, seeds, raw=None, progress=None):
+        """One round: each item's strategy's copies run; each item's draws (``(masked, values)`` where ``raw``)
+        and copies run."""
         copies = []
         for i, strategy, seed in zip(items, strategies, seeds, strict=True):
             copies.append(strategy.copies(int(encoded.n_tokens[i]), torch.Generator().manual_seed(seed)))
@@ -313,35 +405,180 @@ class BudgetedEstimator:
                 values = self.runner.run_copies(encoded.subset([items[k] for k in chosen]),
                                                 [copies[k] for k in chosen], per_target=flag, progress=progress)
                 for k, value in zip(chosen, values, strict=True):
-                    draws[k] = (reduce or strategies[k].draws)(copies[k][0], value)
+                    draws[k] = (copies[k][0], value) if raw and raw[k] else strategies[k].draws(copies[k][0], value)
             start = stop
         return draws, [len(masked) for masked, _ in copies]
 
-    def _choose(self, encoded, groups, keys, methods, passes, given, progress):
-        """Each pending item's estimator in ``methods``; with ``"auto"``, the pilot runs (its passes in ``passes``)."""
+    def _unit(self, method, length):
+        """One pilot unit of ``method`` for a text of ``length`` tokens (None where it has none)."""
+        if method == "nested":
+            return NestedMasks(2) if length >= 2 else None  # one antithetic pair of orderings
+        if method == STANDARD_METHOD:  # LLaDA's copies, each target's log-probability kept for the control variate
+            return ControlledMasks(max(2, self.pilot_passes // PILOT_UNITS))
+        return estimator_strategy(method, max(2, self.pilot_passes // PILOT_UNITS))
+
+    def _candidates(self, encoded, group, given):
+        """``{method: units}`` a pilot of ``group`` measures, the standard first, within half of the budget.
+
+        A candidate runs :data:`PILOT_UNITS` units; ``"nested"``, whose units are long, as many as
+        fit but at least two (it enters right after the standard).
+        """
+        chosen, spent = {}, dict.fromkeys(group, 0)
+        for method in (STANDARD_METHOD, *AUTO_CANDIDATES):
+            if method == "nested" and not all(i in given for i in group):
+                continue
+            if method == "controlled":  # read from the standard's copies
+                chosen.update({method: chosen[STANDARD_METHOD]} if chosen else {})
+                continue
+            units = {i: self._unit(method, int(encoded.n_tokens[i])) for i in group}
+            if any(unit is None for unit in units.values()):
+                continue
+            fit = min((self.budget(int(encoded.n_tokens[i])) // PILOT_FRACTION - spent[i])
+                      // unit.n_copies(int(encoded.n_tokens[i])) for i, unit in units.items())
+            if fit >= (2 if method == "nested" else PILOT_UNITS):
+                count = min(PILOT_UNITS, fit)
+                spent = {i: spent[i] + count * unit.n_copies(int(encoded.n_tokens[i])) for i, unit in units.items()}
+                chosen[method] = count
+            elif method == STANDARD_METHOD:
+                break
+        return chosen if len(chosen) > 1 else {STANDARD_METHOD: 0}
+
+    def _choose(self, encoded, groups, keys, methods, given, pilots, measured, progress):
+        """Each pending item's estimator in ``methods``; with ``"auto"``, the pilot's units per item in ``pilots``.
+
+        ``pilots[i][method]`` is ``(unit estimates, copies per unit, passes, spread of each unit's mean)``;
+        ``measured[i]`` the group's
+        variance per forward pass of each candidate.
+        """
         pending = [[i for i in group if i not in methods] for group in groups]
-        copies = min(self.pilot_passes, self.max_forward_passes // 8)  # an eighth of the budget at most
-        if self.score_method != "auto" or copies < 4:
-            cheapest = "balanced" if BalancedMasks.min_draws <= self.max_forward_passes else "stratified"
+        if self.score_method != "auto":
             for group in pending:
-                methods.update(dict.fromkeys(group, cheapest if self.score_method == "auto" else self.score_method))
+                methods.update(dict.fromkeys(group, self.score_method))
             return
-        items = [i for group in pending for i in group]
-        seeds = [self._seed(key, -1) for group, key in zip(pending, keys, strict=True) for _ in group]
-        pilot = ControlledMasks(copies)
-        found, counts = self._run(encoded, items, [pilot] * len(items), seeds, reduce=pilot_variances,
-                                  progress=progress)
-        found, counts = dict(zip(items, found, strict=True)), dict(zip(items, counts, strict=True))
-        for group in pending:  # the choices of a question: one estimator, their variances summed
-            summed = {name: sum(found[i][name] for i in group) for name in ("terms", "controlled")}
-            nested = all(i in given and estimator_strategy("nested", 4).n_copies(int(encoded.n_tokens[i]))
-                         <= self.max_forward_passes - counts[i] for i in group)
-            for i in group:
-                methods[i] = least_variance_estimator(summed, otherwise="nested" if nested else "balanced")
-                passes[i] = counts[i]
+        items, strategies, seeds, where = [], [], [], []
+        for group, key in zip(pending, keys, strict=True):
+            candidates = self._candidates(encoded, group, given) if group else {}
+            if len(candidates) == 1:
+                methods.update(dict.fromkeys(group, STANDARD_METHOD))
+                continue
+            for method, count in candidates.items():
+                if method == "controlled":  # read from the standard's copies
+                    continue
+                for unit in range(count):
+                    for i in group:  # one seed per question, candidate and unit: common random numbers
+                        items.append(i)
+                        strategies.append(self._unit(method, int(encoded.n_tokens[i])))
+                        seeds.append(self._seed(f"{method}\x00{key}", -1 - unit))
+                        where.append((i, method))
+        if not items:
+            return
+        raw = [method == STANDARD_METHOD for _, method in where]
+        values, counts = self._run(encoded, items, strategies, seeds, raw=raw, progress=progress)
+        standard = {}
+        for (i, method), value, count in zip(where, values, counts, strict=True):
+            if method == STANDARD_METHOD:  # (masked, each target's log-probability) of one unit
+                standard.setdefault(i, []).append(value)
+                continue
+            units, _, _, spreads = pilots.setdefault(i, {}).get(method, ([], count, 0, []))
+            spread = np.var(value, ddof=1) / len(value) if len(value) > 1 else np.nan
+            pilots[i][method] = ([*units, float(np.mean(value))], count, (len(units) + 1) * count, [*spreads, spread])
+        for i, found in standard.items():
+            self._read_standard(i, found, pilots)
+        for group in pending:
+            if group and group[0] in pilots:
+                self._pick(group, methods, pilots, measured)
+
+    @staticmethod
+    def _read_standard(i, found, pilots):
+        """The standard's units and the control variate's, read from the same copies: no extra pass for the latter.
+
+        Each unit's controlled terms take their baselines from the other units' copies, drawn
+        independently of its own, so that each is unbiased.
+        """
+        copies = len(found[0][0])
+        masks = [masked.numpy() for masked, _ in found]
+        standard = [float(np.mean(masked.shape[1] / masked.sum(1) * np.nansum(value, 1))) for masked, (_, value)
+                    in zip(masks, found, strict=True)]
+        controlled = []
+        for k, (masked, value) in enumerate(zip(masks, (value for _, value in found), strict=True)):
+            others = [u for u in range(len(found)) if u != k]
+            fit = np.concatenate([masks[u] for u in others])
+            fit_values = np.concatenate([found[u][1] for u in others])
+            controlled.append(float(np.mean(ControlledMasks(copies).draws_fitted_on(masked, value, fit, fit_values))))
+        none = [np.nan] * len(found)
+        pilots.setdefault(i, {})[STANDARD_METHOD] = (standard, copies, len(found) * copies, none)
+        pilots[i]["controlled"] = (controlled, copies, 0, none)  # the standard's copies: no pass of its own
+
+    def _pick(self, group, methods, pilots, measured):
+        """The estimator of ``group`` from its pilot (:func:`measured_choice`), its variances kept in ``measured``."""
+        variances = {method: float(sum(np.var(pilots[i][method][0], ddof=1) * pilots[i][method][1] for i in group))
+                     for method in pilots[group[0]]}  # per pass: a unit's variance times its copies
+        degrees = {method: len(group) * (len(pilots[group[0]][method][0]) - 1) for method in variances}
+        chosen = measured_choice(variances, degrees, self.significance)
+        for i in group:
+            methods[i], measured[i] = chosen, variances
+
+    @staticmethod
+    def _unit_precisions(found, skip):
+        """Each estimator's precision per copy (1 / variance per pass) from its pilot units but unit ``skip``.
+
+        With one unit left, the spread of that unit's own draws stands for it (None: no estimate).
+        """
+        precisions = {}
+        for method, (units, copies, _, spreads) in found.items():
+            others = [value for k, value in enumerate(units) if k != skip]
+            if len(others) > 1:
+                variance = np.var(others, ddof=1) * copies
+            else:
+                rest = [value for k, value in enumerate(spreads) if k != skip and np.isfinite(value)]
+                if not rest:
+                    continue
+                variance = rest[0] * copies
+            precisions[method] = 1.0 / max(variance, 1e-12)
+        return precisions
+
+    def _combined(self, i, method, pilots, draws, passes):
+        """``(estimate, standard error)`` of item ``i``: every pilot unit's draws and the chosen estimator's.
+
+        Pilot unit ``u`` holds one independent draw of each candidate that ran (the control variate,
+        read from the standard's copies with baselines fitted on the other units, is left out);
+        they are combined at inverse-variance weights, and the unit is weighted against the other
+        units and the chosen estimator's draws by its precision, all measured on the **other**
+        units only. A unit's weight is thus independent of its draws, and the chosen estimator's
+        draws are unbiased whatever the pilot chose: the estimate is unbiased.
+        """
+        found = {name: unit for name, unit in pilots.get(i, {}).items() if name != "controlled"}
+        own = draws.get(i)
+        spread = own.var(ddof=1) / len(own) if own is not None and len(own) > 1 else 0.0
+        spent = sum(cost for _, _, cost, _ in found.values())
+        if not found or len(found[STANDARD_METHOD][0]) < 2:
+            return float(own.mean()), float(np.sqrt(spread))
+        main = passes[i] - spent if self.target_se is not None else self.max_forward_passes - spent
+        overall = self._unit_precisions(found, None)
+        if own is not None and spread > 0 and method in overall:
+            overall[method] = 1.0 / (spread * main)  # the chosen one's spread from its own draws
+        value = variance = left = 0.0
+        for u in range(len(found[STANDARD_METHOD][0])):
+            precisions = self._unit_precisions(found, u)  # measured without unit u
+            present = {name: found[name][1] * precisions[name] for name in precisions if len(found[name][0]) > u}
+            total = sum(present.values())
+            if own is None:  # the pilot alone: each unit by its passes, fixed before any draw
+                share = sum(found[name][1] for name in present) / spent
+            else:  # the passes of the best estimator the unit is worth, out of the budget
+                share = total / max(precisions.values()) / (spent + main)
+            value += share * sum(weight * found[name][0][u] for name, weight in present.items()) / total
+            variance += share**2 * sum((weight / total) ** 2 / (found[name][1] * overall.get(name, 1e12))
+                                       for name, weight in present.items())
+            left += share
+        if own is not None:
+            value += (1 - left) * own.mean()
+            variance += (1 - left) ** 2 * spread
+        return float(value), float(np.sqrt(variance))
 
     def _settled(self, group, draws):
         """Whether the likeliest item beats every other by ``z`` standard errors of their paired difference."""
+        if any(i not in draws for i in group):  # a choice with its pilot's draws only: no paired draws
+            return False
         means = {i: draws[i].mean() for i in group}
         best = max(group, key=means.get)
         z = norm.ppf(self.confidence)
@@ -406,7 +643,7 @@ class BudgetedEstimator:
         from tqdm.auto import tqdm
 
         n_tokens = encoded.n_tokens
-        draws, passes, methods = {}, {}, {}
+        draws, passes, methods, pilots, measured = {}, {}, {}, {}, {}
         with tqdm(desc="scoring (BudgetedEstimator)", unit="copy", disable=not self.verbose) as progress:
             exact = [i for group in groups for i in group if self.is_exact(int(n_tokens[i]))]
             if exact:
@@ -414,16 +651,18 @@ class BudgetedEstimator:
                 values, counts = self._run(encoded, exact, strategies, [0] * len(exact), progress=progress)
                 for i, value, count in zip(exact, values, counts, strict=True):
                     draws[i], passes[i], methods[i] = value, count, "exhaustive"
-            self._choose(encoded, groups, keys, methods, passes, given, progress)
+            self._choose(encoded, groups, keys, methods, given, pilots, measured, progress)
+            for i, found in pilots.items():
+                passes[i] = sum(found_unit[2] for found_unit in found.values())
             compared = [self.adaptive and len(group) > 1 for group in groups]
+            stepwise = [self.target_se is not None or compare for compare in compared]
             round_index, active = 0, list(range(len(groups)))
             while active:
                 items, strategies, seeds = [], [], []
                 for g in active:
                     for i in groups[g]:
-                        strategy = self._next_round(methods[i], int(n_tokens[i]), passes.get(i, 0), i in draws,
-                                                    compared[g])
-                        if strategy is not None:
+                        strategy = self._next_round(methods[i], int(n_tokens[i]), passes.get(i, 0), stepwise[g])
+                        if strategy is not None and not self._reached(i, methods[i], pilots, draws, passes):
                             items.append(i)
                             strategies.append(strategy)
                             seeds.append(self._seed(keys[g], round_index))  # one per question: common random numbers
@@ -433,12 +672,22 @@ class BudgetedEstimator:
                 for i, value, count in zip(items, values, counts, strict=True):
                     draws[i] = value if i not in draws else np.concatenate([draws[i], value])
                     passes[i] = passes.get(i, 0) + count
-                active = [g for g in active if compared[g] and not self._settled(groups[g], draws)]
+                active = [g for g in active if self.target_se is not None or not compared[g]
+                          or not self._settled(groups[g], draws)]
                 round_index += 1
         results = [None] * len(encoded)
         for group in groups:
             for i in group:
                 is_exact = methods[i] == "exhaustive"
-                std = 0.0 if is_exact else float(draws[i].std(ddof=1) / np.sqrt(len(draws[i])))
-                results[i] = Estimate(float(draws[i].mean()), std, is_exact, int(passes[i]), methods[i])
+                value, std = ((float(draws[i][0]), 0.0) if is_exact else
+                              self._combined(i, methods[i], pilots, draws, passes))
+                reached = None if self.target_se is None else bool(std <= self.target_se)
+                results[i] = Estimate(value, std, is_exact, int(passes[i]), methods[i],
+                                      measured.get(i), reached)
         return results
+
+    def _reached(self, i, method, pilots, draws, passes):
+        """Whether item ``i`` has drawn (pilot included) and its standard error is at most ``target_se``."""
+        if self.target_se is None or (i not in draws and i not in pilots):
+            return False
+        return self._combined(i, method, pilots, draws, passes)[1] <= self.target_se

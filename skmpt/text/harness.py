@@ -29,6 +29,7 @@ object in its samples, and :func:`annotate_samples` turns them into numbers per 
 summary per task.
 """
 
+import copy
 import logging
 import math
 import os
@@ -64,40 +65,52 @@ logger = logging.getLogger(__name__)
 
 
 class LoglikelihoodEstimate(tuple):
-    """``(log_likelihood, is_greedy)`` as lm-eval expects, with ``std``, ``exact``, ``forward_passes``, ``estimator``.
+    """``(log_likelihood, is_greedy)`` as lm-eval expects, with ``std``, ``exact``, ``forward_passes``, ...
 
-    ``estimator`` names the estimator used (``"exhaustive"`` when exact).
+    ... ``estimator``, ``pilot_variances`` and ``target_reached``. ``estimator`` names the estimator used
+    (``"exhaustive"`` when exact); ``pilot_variances`` is the variance per forward pass that
+    ``score_method="auto"``'s pilot measured for each candidate (None without a pilot);
+    ``target_reached`` whether ``std`` is at most ``target_se`` (None without a target).
     """
 
-    def __new__(cls, log_likelihood, is_greedy, std, exact, forward_passes, estimator):
+    def __new__(cls, log_likelihood, is_greedy, std, exact, forward_passes, estimator, pilot_variances=None,
+                target_reached=None):
         result = super().__new__(cls, (float(log_likelihood), bool(is_greedy)))
         result.std, result.exact, result.forward_passes = float(std), bool(exact), int(forward_passes)
-        result.estimator = str(estimator)
+        result.estimator, result.pilot_variances = str(estimator), pilot_variances
+        result.target_reached = target_reached
         return result
 
     def __getnewargs__(self):  # pickled when lm-eval gathers samples over processes
-        return (*self, self.std, self.exact, self.forward_passes, self.estimator)
+        return (*self, self.std, self.exact, self.forward_passes, self.estimator, self.pilot_variances,
+                self.target_reached)
 
 
 class RollingEstimate(float):
     """A text's log-likelihood bound as lm-eval expects (a float), with ``std``, ``exact``, ``forward_passes``, ...
 
-    ... and ``estimator``: the estimators of its windows, joined by ``"+"`` when they differ.
+    ... ``estimator`` (the estimators of its windows, joined by ``"+"`` when they differ),
+    ``pilot_variances`` (one entry per window, as :class:`LoglikelihoodEstimate`'s) and
+    ``target_reached`` (the text's ``std`` at most ``target_se``; None without a target).
     """
 
-    def __new__(cls, log_likelihood, std, exact, forward_passes, estimator):
+    def __new__(cls, log_likelihood, std, exact, forward_passes, estimator, pilot_variances=None,
+                target_reached=None):
         result = super().__new__(cls, float(log_likelihood))
         result.std, result.exact, result.forward_passes = float(std), bool(exact), int(forward_passes)
-        result.estimator = str(estimator)
+        result.estimator, result.pilot_variances = str(estimator), pilot_variances
+        result.target_reached = target_reached
         return result
 
     def __getnewargs__(self):
-        return (float(self), self.std, self.exact, self.forward_passes, self.estimator)
+        return (float(self), self.std, self.exact, self.forward_passes, self.estimator, self.pilot_variances,
+                self.target_reached)
 
 
 def _estimate_fields(response):
     return {"std": response.std, "exact": response.exact, "forward_passes": response.forward_passes,
-            "estimator": response.estimator}
+            "estimator": response.estimator, "pilot_variances": response.pilot_variances,
+            "target_reached": response.target_reached}
 
 
 def annotate_samples(results):
@@ -105,9 +118,11 @@ def annotate_samples(results):
 
     Each logged sample of ``results["samples"]`` (``simple_evaluate(..., log_samples=True)``)
     gets ``"skmpt"``: one dict per request (``std``, ``exact``, ``forward_passes``,
-    ``estimator``), and ``results["skmpt"][task]`` sums them up: requests, how many were exact,
-    forward passes in all and per request, the root mean square standard error, and how many
-    requests each estimator scored (``estimators``).
+    ``estimator``, ``pilot_variances``: what ``score_method="auto"``'s pilot measured,
+    ``target_reached``), and ``results["skmpt"][task]`` sums them up: requests, how many were
+    exact, forward passes in all and per request, the root mean square standard error, how many
+    requests each estimator scored (``estimators``) and, with ``target_se``, how many reached it
+    (``target_reached``; None without a target).
 
     Parameters
     ----------
@@ -131,7 +146,9 @@ def annotate_samples(results):
             summary[task] = {"requests": len(fields), "exact": int(sum(field["exact"] for field in fields)),
                              "forward_passes": int(passes.sum()), "forward_passes_per_request": float(passes.mean()),
                              "rms_std": float(np.sqrt(np.mean(std**2))),
-                             "estimators": dict(sorted(Counter(field["estimator"] for field in fields).items()))}
+                             "estimators": dict(sorted(Counter(field["estimator"] for field in fields).items())),
+                             "target_reached": None if all(field["target_reached"] is None for field in fields)
+                             else int(sum(bool(field["target_reached"]) for field in fields))}
     if results is not None:
         results["skmpt"] = summary
     return results
@@ -152,6 +169,8 @@ _PARAMETER_CONSTRAINTS = {
     "score_method": [Options({"auto", *(name for name in ESTIMATOR_METHODS if name != "exhaustive")})],
     "max_forward_passes": [Interval(Integral, 1, None, closed="left")],
     "pilot_passes": [Interval(Integral, 4, None, closed="left")],
+    "significance": [Interval(Real, 0, 1, closed="neither")],
+    "target_se": [None, Interval(Real, 0, None, closed="neither")],
     "adaptive": ["boolean"],
     "confidence": [Interval(Real, 0.5, 1, closed="neither")],
     "round_passes": [Interval(Integral, 2, None, closed="left")],
@@ -179,33 +198,33 @@ class MaskedLMHarness(LM):
         The Monte Carlo estimator of :class:`~skmpt.text.estimation.BudgetedEstimator` (which
         this model calls for every request) for a continuation whose masks are too many to enumerate
         (:func:`~skmpt.text.strategies.estimator_strategy`). ``"auto"`` chooses per request (per
-        question for the choices of one question, so that they keep sharing random numbers): a
-        pilot of ``pilot_passes`` copies (those of ``"controlled"``; at most an eighth of
-        ``max_forward_passes``) measures the spread of the masks' terms with and without a
-        control variate per token (:func:`~skmpt.text.strategies.pilot_variances`), and
-        :func:`~skmpt.text.strategies.least_variance_estimator` picks ``"controlled"`` for the rest
-        of the budget where the control variate divides that spread by more than 4; else a
-        question whose continuations all have a context gets ``"nested"`` when two antithetic
-        pairs of its orderings fit in the rest (``4 * (T - 1) + 1`` copies; on AntiBERTy given the
-        residues before three antibodies' CDR3 ends, 2.3 to 8.1 times less variance per pass than
-        LLaDA's at 128 passes), and
-        everything else ``"balanced"``. The estimate is the chosen estimator's alone,
-        so the choice does not change its expectation; the pilot's passes are counted in the
-        request's. (Keeping the pilot's draws costs more than it brings: on AntiBERTy at 128
-        passes, 1.7 times less variance than LLaDA's instead of 1.9.) Naming one forces it:
-        ``"balanced"`` (LLaDA's sizes with positions balanced within each size: 1.4 to 2.4 times
-        less variance per pass than LLaDA's on AntiBERTy and a small diffusion LM at 48 passes;
-        ``benchmarks/text_estimator_variance.py``), ``"controlled"`` (a control variate per
-        token: 100 times less or more on the small diffusion LM, not better than LLaDA's on
-        AntiBERTy), ``"antithetic"`` (antithetic chains: far less for models close to one joint,
-        more on AntiBERTy), ``"nested"`` (nested chains in reversed pairs, by default the chain rule
-        alone: 3.1 to 26 times less on AntiBERTy given a context at 48 passes, 0.3 to 0.6 alone),
+        question for the choices of one question, so that they keep sharing random numbers) by
+        measurement: a pilot runs LLaDA's estimator (``"stratified"``, the standard: sizes evenly
+        spread from one random start, as ``eval_llada.py``) and the candidates
+        (:data:`~skmpt.text.estimation.AUTO_CANDIDATES`: ``"controlled"``, read from the
+        standard's copies, ``"nested"`` for a continuation given a context, ``"balanced"``) that
+        fit in half of ``max_forward_passes``, each in four independent units (``"nested"``: as
+        many as fit, at least two), and chooses the candidate of least variance per forward pass
+        unless the standard's is within noise of it (a one-sided F test at ``significance``).
+        Every pilot draw counts in the estimate, each unit at a weight measured on the other
+        units, so neither the choice nor the weights bias it. Each result names the
+        estimator chosen and the pilot's variances (``pilot_variances``).
+        Naming one forces it: ``"balanced"``, ``"controlled"``, ``"antithetic"``, ``"nested"``,
         ``"stratified"`` (LLaDA's), ``"chain"``, ``"sweep"``, ``"uniform"``,
-        ``"low_discrepancy"`` (MDLM's), ``"time"``. Each result names the estimator it used.
-    pilot_passes : int, default=16
-        The pilot's copies with ``estimator="auto"``, at least 4; the pilot runs
-        ``min(pilot_passes, max_forward_passes // 8)`` copies, and none (``"balanced"`` is used)
-        when that is below 4.
+        ``"low_discrepancy"`` (MDLM's and Dream's), ``"time"``; the variance of each, per forward
+        pass, on AntiBERTy and a small diffusion LM, is measured by
+        ``benchmarks/text_estimator_variance.py`` (see the user guide's lm-eval page).
+    pilot_passes : int, default=8
+        Copies of each candidate's pilot with ``score_method="auto"``, at least 4: four units of
+        ``max(2, pilot_passes // 4)`` copies (``"nested"``: units of one antithetic pair of
+        orderings; ``"controlled"`` reads the standard's).
+    significance : float in (0, 1), default=0.9
+        The level of ``"auto"``'s one-sided F test (Bonferroni over its candidates): large, since
+        a wrong switch costs little when every pilot draw counts.
+    target_se : float or None, default=None
+        A standard error in nats to reach per request: draws come in rounds of ``round_passes``
+        until the estimate's standard error is at most this or ``max_forward_passes`` is spent;
+        each result says which (``target_reached``). None spends the budget.
     max_forward_passes : int, default=128
         Masked copies per request at most (each one forward pass of one sequence), whatever the
         estimator; a continuation of ``T`` tokens with ``2**T - 1`` at most this is scored
@@ -231,7 +250,9 @@ class MaskedLMHarness(LM):
         ``"auto"`` (CUDA when available, as lm-eval's Hugging Face model), ``"cpu"``, ``"cuda"``,
         ``"cuda:N"``. Under a launcher, ``"auto"`` and ``"cuda"`` mean ``cuda:LOCAL_RANK``.
     batch_size : int, default=64
-        Masked copies per forward pass.
+        Masked copies per forward pass at most: with the rounds of the estimator (at most
+        ``chunk_budget() // T`` copies of a text of ``T`` tokens each), the memory a request
+        takes does not grow with ``max_forward_passes``.
     max_batch_size : int or None, default=None
         Accepted for lm-eval's interface; unused.
     max_length : int or None, default=None
@@ -261,23 +282,26 @@ class MaskedLMHarness(LM):
     """
 
     def __init__(self, pretrained="antiberty", *, tokenizer=None, score_method="auto", max_forward_passes=128,
-                 pilot_passes=16, adaptive=True, confidence=0.95, round_passes=16, check_greedy=True,
-                 rolling_context=None, dtype=None, device="auto", batch_size=64, max_batch_size=None, max_length=None,
-                 trust_remote_code=False, mask_token_id=None, shift_logits=False, timestep_arg=None, seed=0,
-                 estimator=_UNSET):
+                 pilot_passes=8, significance=0.9, target_se=None, adaptive=True, confidence=0.95, round_passes=16,
+                 check_greedy=True, rolling_context=None, dtype=None, device="auto", batch_size=64, max_batch_size=None,
+                 max_length=None, trust_remote_code=False, mask_token_id=None, shift_logits=False, timestep_arg=None,
+                 seed=0, estimator=_UNSET):
         super().__init__()
         if estimator is not _UNSET:
             warnings.warn("The model argument estimator was renamed score_method in skmpt 0.2 and will be removed in "
                           "0.3: pass score_method=... (model_args='score_method=...').", FutureWarning, stacklevel=2)
             score_method = estimator
+        target_se = None if target_se == "None" else target_se  # lm-eval's model_args keep "None" a string
         params = {"score_method": score_method, "max_forward_passes": max_forward_passes,
-                  "pilot_passes": pilot_passes, "adaptive": adaptive, "confidence": confidence,
+                  "pilot_passes": pilot_passes, "significance": significance, "target_se": target_se,
+                  "adaptive": adaptive, "confidence": confidence,
                   "round_passes": round_passes, "check_greedy": check_greedy, "rolling_context": rolling_context,
                   "max_length": max_length, "seed": seed}
         validate_parameters(params, _PARAMETER_CONSTRAINTS, type(self).__name__)
         self.score_method, self.max_forward_passes, self.adaptive = score_method, max_forward_passes, adaptive
         self.confidence, self.round_passes, self.check_greedy = float(confidence), round_passes, check_greedy
         self.seed, self.pilot_passes = int(seed), pilot_passes
+        self.significance, self.target_se = float(significance), target_se
         batch_size = batch_size if isinstance(batch_size, int) and batch_size > 0 else 64  # lm-eval's "auto"
         ranks = launcher_ranks(os.environ)
         device = resolve_device(device)
@@ -294,7 +318,8 @@ class MaskedLMHarness(LM):
         self.rolling_context = context
         self.likelihood_estimator = BudgetedEstimator(
             self.runner, score_method=score_method, max_forward_passes=max_forward_passes, pilot_passes=pilot_passes,
-            adaptive=adaptive, confidence=confidence, round_passes=round_passes, seed=self.seed)
+            significance=significance, target_se=target_se, adaptive=adaptive, confidence=confidence,
+            round_passes=round_passes, seed=self.seed)
         self._device = device
         if ranks is not None:
             self._rank, self._world_size = ranks[0], ranks[1]
@@ -391,8 +416,9 @@ class MaskedLMHarness(LM):
         greedy = greedy_matches(self.runner, encoded) if self.check_greedy else {}
         results = []
         for i, request in enumerate(requests):
-            value, std, exact, passes, method = estimates[i]
-            results.append(LoglikelihoodEstimate(value, greedy.get(i, False), std, exact, passes, method))
+            value, std, exact, passes, method, pilot, reached = estimates[i]
+            results.append(LoglikelihoodEstimate(value, greedy.get(i, False), std, exact, passes, method, pilot,
+                                                 reached))
             self.cache_hook.add_partial("loglikelihood", request.args, results[-1])
         return results
 
@@ -420,23 +446,34 @@ class MaskedLMHarness(LM):
                                                [f"request {i} (window {k})" for i, text in enumerate(windows)
                                                 for k in range(len(text))])
         budget = chunk_budget()
-        results, pending = [], []
+        results, pending, done = [], [], {}
         for i in range(len(requests)):
             pending.append(i)
             load = sum(len(w[0]) for j in pending for w in windows[j]) * self.max_forward_passes
             if load < budget and i < len(requests) - 1:
                 continue
-            flat = [w for j in pending for w in windows[j]]
-            encoded = EncodedTexts([w[0] for w in flat], [w[1] for w in flat])
-            keys = [w[2].numpy().astype(np.int64).tobytes().hex() for w in flat]
-            estimates = self.likelihood_estimator.estimate(encoded, keys, given=())
-            k = 0
+            for count in sorted({len(windows[j]) for j in pending}):  # a text's target: sqrt(count) per window
+                chosen = [j for j in pending if len(windows[j]) == count or self.target_se is None]
+                flat = [w for j in chosen for w in windows[j]]
+                encoded = EncodedTexts([w[0] for w in flat], [w[1] for w in flat])
+                keys = [w[2].numpy().astype(np.int64).tobytes().hex() for w in flat]
+                estimator = self.likelihood_estimator
+                if self.target_se is not None:
+                    estimator = copy.copy(estimator)
+                    estimator.target_se = self.target_se / math.sqrt(count)
+                estimates = iter(estimator.estimate(encoded, keys, given=()))
+                for j in chosen:
+                    parts = [next(estimates) for _ in windows[j]]
+                    std = math.sqrt(sum(p.std**2 for p in parts))
+                    done[j] = RollingEstimate(sum(p.log_likelihood for p in parts), std, all(p.exact for p in parts),
+                                              sum(p.forward_passes for p in parts),
+                                              "+".join(dict.fromkeys(p.score_method for p in parts)),
+                                              [p.pilot_variances for p in parts],
+                                              None if self.target_se is None else std <= self.target_se)
+                if self.target_se is None:
+                    break
             for j in pending:
-                parts = [estimates[k + n] for n in range(len(windows[j]))]
-                k += len(windows[j])
-                results.append(RollingEstimate(sum(p[0] for p in parts), math.sqrt(sum(p[1] ** 2 for p in parts)),
-                                               all(p[2] for p in parts), sum(p[3] for p in parts),
-                                               "+".join(dict.fromkeys(p[4] for p in parts))))
+                results.append(done.pop(j))
                 self.cache_hook.add_partial("loglikelihood_rolling", requests[j].args, results[-1])
             pending = []
         return results

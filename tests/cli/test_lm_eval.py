@@ -44,7 +44,8 @@ def test_a_local_task_runs_and_its_samples_carry_the_estimates(model_dir, includ
     captured = capsys.readouterr()
     assert status == 0, captured.err
     assert "toy_mc: 3 of 4 requests exact" in captured.out
-    assert "estimators: balanced 1, exhaustive 3" in captured.out
+    assert "estimators: exhaustive 3, stratified 1" in captured.out  # 8 passes: no pilot, LLaDA's estimator
+    assert "reached target_se" not in captured.out  # no target asked for
     samples = [json.loads(line) for path in out.rglob("samples_toy_mc_*.jsonl") for line in path.open()]
     assert len(samples) == 2
     fields = [field for sample in samples for field in sample["skmpt"]]
@@ -60,6 +61,18 @@ def test_the_summary_is_printed_without_log_samples(model_dir, include_path, cap
     captured = capsys.readouterr()
     assert status == 0, captured.err
     assert "toy_mc: 3 of 4 requests exact" in captured.out
+
+
+def test_the_summary_counts_the_requests_that_reached_target_se(model_dir, include_path, capsys,  # noqa: F811
+                                                                monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    # 1e-9 nats: the three exact requests reach it, the Monte Carlo one spends its 8 passes without reaching it
+    status = main(["lm-eval", "--model_args", f"pretrained={model_dir},max_forward_passes=8,target_se=1e-9",
+                   "--tasks", "toy_mc", "--include_path", str(include_path)])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert "toy_mc: 3 of 4 requests exact" in captured.out
+    assert "3 of 4 requests reached target_se" in captured.out
 
 
 @pytest.mark.parametrize("extra, message", [

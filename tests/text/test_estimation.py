@@ -49,10 +49,11 @@ def estimates(runner, contexts, continuations, questions=None, **options):
 
 
 def test_exact_where_the_masks_fit_and_within_the_budget_elsewhere(runner):
-    short, long = estimates(runner, ["a b", "a b"], [" a b", " a b b a b a"], max_forward_passes=20)
+    short, long = estimates(runner, ["a b", "a b"], [" a b", " a b b a b a"], max_forward_passes=15)
     assert short.exact and short.std == 0.0 and short.forward_passes == 3 and short.score_method == "exhaustive"
-    assert not long.exact and long.std > 0 and long.forward_passes <= 20  # 63 masks do not fit
-    assert long.score_method == "balanced"  # 20 // 8 = 2 pilot copies: too few for a pilot
+    assert not long.exact and long.std > 0 and long.forward_passes <= 15  # 63 masks do not fit
+    # half of 15 passes holds not even the standard's pilot (8 copies): LLaDA's, the standard, without a pilot
+    assert long.score_method == "stratified" and long.pilot_variances is None and long.target_reached is None
 
 
 def test_an_exact_answer_from_a_joint_whatever_the_estimator():
@@ -222,3 +223,108 @@ def test_score_masks_below_an_estimators_fewest_draws_is_refused_naming_them(run
     with pytest.raises(ValueError, match=r"Text 0 has 6 tokens: score_method='nested' needs at least 21 masked copies "
                                          r".* more than the 11 of score_masks=2"):
         estimates(runner, ["a b"], [" a b b a b a"], score_method="nested", score_masks=2, exact=False)
+
+
+def test_the_measured_choice_keeps_the_standard_unless_a_candidate_is_significantly_better():
+    from skmpt.text.estimation import measured_choice
+
+    rng = np.random.default_rng(0)
+    names = ("stratified", "nested", "balanced", "controlled")
+    for significance, kept in ((0.05, 0.95), (0.9, 0.1)):
+        chosen = []
+        for _ in range(400):  # every candidate spreads as the standard: kept in at least 1 - significance of pilots
+            units = {name: rng.normal(size=4) for name in names}
+            chosen.append(measured_choice({name: units[name].var(ddof=1) for name in names}, degrees=3,
+                                          significance=significance))
+        assert np.mean([name == "stratified" for name in chosen]) >= kept
+    # one candidate spreads 1000 times less: chosen in (nearly) every pilot, with 1 degree of freedom too
+    chosen = [measured_choice({name: rng.normal(scale=0.03 if name == "nested" else 1.0, size=4 if name != "nested"
+                                                else 2).var(ddof=1) for name in names},
+                              degrees={**dict.fromkeys(names, 3), "nested": 1}) for _ in range(200)]
+    assert np.mean([name == "nested" for name in chosen]) >= 0.95
+    assert measured_choice({"stratified": 0.0, "balanced": 0.0}, degrees=3) == "stratified"  # all exact: a tie
+    # a candidate measured worse never replaces the standard, even at a large level and with one candidate
+    assert measured_choice({"stratified": 1.0, "controlled": 1.5}, degrees=3, significance=0.99) == "stratified"
+    with pytest.raises(ValueError, match="must include the standard 'stratified'"):
+        measured_choice({"balanced": 1.0}, degrees=3)
+
+
+def test_auto_is_unbiased_against_exact_enumeration(runner):
+    contexts, continuations = ["a b"], [" a b b a b a a b"]  # 8 tokens: 255 masks, more than 128 passes
+    encoded = encode_pairs(contexts, continuations, runner.tokenizer, runner.max_length)
+    exact = BudgetedEstimator(runner, max_forward_passes=255).estimate(encoded, ["k"])[0]
+    assert exact.exact
+    found = [BudgetedEstimator(runner, max_forward_passes=128, seed=seed).estimate(encoded, ["k"])[0]
+             for seed in range(80)]
+    # nested's orderings (15 copies a pair) may leave a few of the 128 passes unspent
+    assert all(e.pilot_variances is not None and 100 <= e.forward_passes <= 128 for e in found)
+    values = np.array([e.log_likelihood for e in found])
+    assert abs(values.mean() - exact.log_likelihood) <= 3 * values.std(ddof=1) / np.sqrt(len(values))
+    # the reported standard errors describe the spread of the estimates (within a factor 1.5)
+    rms = np.sqrt(np.mean([e.std**2 for e in found]))
+    assert values.std(ddof=1) / 1.5 <= rms <= 1.5 * values.std(ddof=1)
+
+
+def test_target_se_draws_in_rounds_until_it_is_reached_or_the_budget_is_spent(runner):
+    contexts, continuations = ["a b", "a b"], [" a b", " a b b a b a a b"]
+    loose = estimates(runner, contexts, continuations, max_forward_passes=200, target_se=10.0, round_passes=8)
+    assert loose[0].exact and loose[0].target_reached is True  # exact: standard error 0
+    assert loose[1].target_reached is True and loose[1].std <= 10.0 and loose[1].forward_passes < 200
+    strict = estimates(runner, contexts, continuations, max_forward_passes=200, target_se=1e-12, round_passes=8)
+    # the budget spent up to less than what the chosen estimator's fewest draws need
+    assert strict[1].target_reached is False and 200 - 16 <= strict[1].forward_passes <= 200
+    assert estimates(runner, contexts, continuations, max_forward_passes=200)[1].target_reached is None
+    with pytest.raises(ValueError, match="The 'target_se' parameter of BudgetedEstimator must be"):
+        BudgetedEstimator(runner, target_se=0.0)
+
+
+def test_a_long_text_is_scored_in_rounds_of_bounded_size(runner, monkeypatch):
+    from skmpt.text import estimation
+
+    monkeypatch.setattr(estimation, "chunk_budget", lambda: 64)  # at most 64 // 8 = 8 copies of 8 tokens a round
+    sizes = []
+    original = runner.run_copies
+
+    def recording(encoded, copies, **options):
+        sizes.extend(len(masked) for masked, _ in copies)
+        return original(encoded, copies, **options)
+
+    monkeypatch.setattr(runner, "run_copies", recording)
+    result = estimates(runner, ["a b"], [" a b b a b a a b"], score_method="stratified", max_forward_passes=200)[0]
+    assert result.forward_passes == 200 and max(sizes) <= 16  # round_passes (16) at least, not the budget
+
+
+class _TableRunner:
+    """A runner whose forward passes read each target's log-probability under a mask from a table (one text)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def run_copies(self, encoded, copies, *, per_target=False, progress=None):
+        values = []
+        for masked, targets in copies:
+            codes = masked.numpy() @ (2 ** np.arange(self.table.shape[1]))
+            value = np.where(targets.numpy(), self.table[np.maximum(codes, 1) - 1], np.nan)
+            values.append(value if per_target else np.nansum(value, 1))
+        return values
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_auto_pools_its_pilot_without_bias_and_its_standard_errors_are_calibrated(given):
+    from skmpt.text import EncodedTexts
+    from skmpt.text.strategies import ExhaustiveMasks
+
+    rng = np.random.default_rng(0)
+    length = 8  # 255 masks: more than 128 passes, the exact value by enumeration
+    masked = ExhaustiveMasks(max_tokens=length).copies(length, None)[0].numpy()
+    table = np.where(masked, -1 - 2 * rng.random(masked.shape) + 0.5 * rng.normal(size=masked.shape), np.nan)
+    exact = ExhaustiveMasks(max_tokens=length).draws(torch.from_numpy(masked), np.nansum(table, 1))[0]
+    encoded = EncodedTexts([torch.zeros(length + 2, dtype=torch.long)], [torch.arange(1, length + 1)])
+    found = [BudgetedEstimator(_TableRunner(table), max_forward_passes=128, seed=seed).estimate(
+        encoded, ["k"], given={0} if given else set())[0] for seed in range(300)]
+    assert all(e.pilot_variances is not None for e in found)
+    assert given == ("nested" in found[0].pilot_variances)  # given a context, nested's units enter the pilot
+    values = np.array([e.log_likelihood for e in found])
+    assert abs(values.mean() - exact) <= 3 * values.std(ddof=1) / np.sqrt(len(values))
+    z = (values - exact) / np.array([e.std for e in found])
+    assert 0.75 <= z.std(ddof=1) <= 1.3  # the standard errors describe the spread, pooled pilot included

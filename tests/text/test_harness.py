@@ -77,38 +77,43 @@ def test_monte_carlo_estimates_carry_a_standard_error_and_agree_with_the_answer(
 
 
 def test_auto_enumerates_what_fits_and_else_runs_the_estimator_a_pilot_chose(tiny_bert, tokenizer):
-    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=48, pilot_passes=6,
-                         adaptive=False)
-    short, long = lm.loglikelihood([request("a b", " a b", doc_id=0), request("a b", " a b b a b a", doc_id=1)])
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=128, adaptive=False)
+    short, long = lm.loglikelihood([request("a b", " a b", doc_id=0), request("a b", " a b b a b a a b", doc_id=1)])
     assert short.estimator == "exhaustive" and short.exact and short.forward_passes == 3
-    assert long.estimator in ("balanced", "controlled") and not long.exact and long.std > 0
-    assert long.forward_passes == 48  # the pilot's 6 and the chosen estimator's 42
-    forced = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=48, pilot_passes=6,
-                             score_method="stratified").loglikelihood([request("a b", " a b b a b a", doc_id=1)])[0]
-    assert forced.estimator == "stratified" and forced.forward_passes == 48
-    no_room = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=24, pilot_passes=6)
+    assert short.pilot_variances is None and short.target_reached is None
+    # 255 masks do not fit; half of 128 passes holds the standard's pilot of 8 copies (the control variate read
+    # from them), nested's three pairs of 15 and balanced's 8
+    assert set(long.pilot_variances) == {"stratified", "controlled", "nested", "balanced"}
+    assert long.estimator in long.pilot_variances and not long.exact and long.std > 0
+    assert 128 - 15 < long.forward_passes <= 128  # the pilot's 61 and the chosen estimator's (nested: pairs of 15)
+    forced = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=48,
+                             score_method="balanced").loglikelihood([request("a b", " a b b a b a", doc_id=1)])[0]
+    assert forced.estimator == "balanced" and forced.forward_passes == 48 and forced.pilot_variances is None
+    no_room = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=15)
     result = no_room.loglikelihood([request("a b", " a b b a b a")])[0]
-    assert result.estimator == "balanced" and result.forward_passes == 24  # 24 // 8 = 3 copies: no pilot
+    # half of 15 holds no pilot of 8 copies: LLaDA's estimator on every pass
+    assert result.estimator == "stratified" and result.forward_passes == 15 and result.pilot_variances is None
     with pytest.raises(ValueError, match="pilot_passes"):
         MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, pilot_passes=3)
+    with pytest.raises(ValueError, match="significance"):
+        MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, significance=1.5)
 
 
-def test_auto_runs_nested_chains_for_a_continuation_given_a_context(tokenizer):
-    joint = TabularJoint.random(8, random_state=0)
-    lm = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=10,
-                         max_forward_passes=48, pilot_passes=6, adaptive=False)
-    given, alone = lm.loglikelihood([request("a b", " b a a b b a"), request("", "b a a b b a b a", doc_id=1)])
-    # six tokens given two: the pilot's 6 copies, then 8 orderings of 5 copies and the all-masked copy once
-    assert given.estimator == "nested" and given.forward_passes == 6 + 8 * 5 + 1
-    x = torch.tensor([[1.0 if w == "b" else 0.0 for w in "a b b a a b b a".split()]], dtype=torch.float64)
-    truth = float(joint.log_marginal(x) - joint.log_marginal(x, observed=torch.arange(8) < 2))
-    # the default chain weight 1 is the chain rule: every ordering exact for the conditionals of one joint
+def test_auto_chooses_nested_chains_where_they_measure_better_given_a_context(tokenizer):
+    joint = TabularJoint.random(11, random_state=0)
+    lm = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=13,
+                         max_forward_passes=440, adaptive=False)
+    words = "a b b a a b b a b a a".split()
+    given, alone = lm.loglikelihood([request("a b", " " + " ".join(words[2:])), request("", " ".join(words), 1)])
+    # nine tokens given two (511 masks > 440): the standard's 8 copies, nested's four pairs of 17 and balanced's 8
+    # fit in 440 // 2 = 220; the chain rule is exact for the conditionals of one joint: nested's pilot spreads 0
+    assert given.pilot_variances["nested"] == pytest.approx(0.0, abs=1e-12) and given.pilot_variances["stratified"] > 0
+    assert given.estimator == "nested" and given.forward_passes == 84 + 44 * 8 + 1
+    x = torch.tensor([[1.0 if w == "b" else 0.0 for w in words]], dtype=torch.float64)
+    truth = float(joint.log_marginal(x) - joint.log_marginal(x, observed=torch.arange(11) < 2))
+    # every pilot draw counts, each unit by what it is worth: the exact chains outweigh the standard's draws
     assert given[0] == pytest.approx(truth, abs=1e-6) and given.std < 1e-6
-    assert alone.estimator == "balanced" and alone.forward_passes == 48  # no context: positions balanced
-    short = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=10,
-                            max_forward_passes=24, pilot_passes=16, adaptive=False)
-    # 24 // 8 = 3 copies: no pilot, and balanced whatever the context
-    assert short.loglikelihood([request("a b", " b a a b b a")])[0].estimator == "balanced"
+    assert "nested" not in alone.pilot_variances  # no context: no chains
 
 
 class PositionLM(torch.nn.Module):
@@ -129,13 +134,16 @@ class PositionLM(torch.nn.Module):
 
 def test_auto_chooses_the_control_variate_where_token_difficulties_explain_the_spread(tokenizer):
     lm = MaskedLMHarness(pretrained=PositionLM(tokenizer), tokenizer=tokenizer, mask_token_id=tokenizer.mask_token_id,
-                         max_forward_passes=64, pilot_passes=8)
+                         max_forward_passes=128, pilot_passes=8)
     words = "b a a b b a b a".split()
-    result = lm.loglikelihood([request("a b", " " + " ".join(words))])[0]
-    p_b = PositionLM(tokenizer).p_b[3:11].numpy()  # [CLS] a b, then the continuation's 8 words
+    # alone (given a context, nested's chains are exact here too): [CLS], then the continuation's 8 words
+    result = lm.loglikelihood([request("", " ".join(words))])[0]
+    p_b = PositionLM(tokenizer).p_b[1:9].numpy()
     truth = sum(np.log(p if word == "b" else 1 - p) for word, p in zip(words, p_b, strict=True))
-    assert result.estimator == "controlled" and not result.exact and result.forward_passes == 64
-    assert result[0] == pytest.approx(truth, abs=1e-6) and result.std < 1e-6  # the tokens' spread is gone
+    variances = result.pilot_variances
+    assert result.estimator == "controlled" and not result.exact and result.forward_passes == 128
+    assert variances["controlled"] < variances["stratified"] / 10  # the tokens' spread is mostly gone
+    assert abs(result[0] - truth) <= 4 * result.std
 
 
 def test_is_greedy_rebuilds_the_continuation_by_greedy_unmasking(joint, tokenizer):
@@ -348,6 +356,52 @@ def test_simple_evaluate_runs_local_tasks_offline_and_logs_the_estimates(tiny_be
     assert not fields[1]["exact"] and fields[1]["std"] > 0  # "a a b b": 15 masks > 8
     summary = results["skmpt"]["toy_mc"]
     assert summary["requests"] == 4 and summary["exact"] == 3
-    assert summary["estimators"] == {"balanced": 1, "exhaustive": 3}  # 8 passes: no room for a pilot
+    assert summary["estimators"] == {"exhaustive": 3, "stratified": 1}  # 8 passes: no room for a pilot
+    assert summary["target_reached"] is None and fields[1]["pilot_variances"] is None
     assert summary["forward_passes"] == sum(f["forward_passes"] for s in results["samples"]["toy_mc"]
                                             for f in s["skmpt"])
+
+
+class RecordingLM(torch.nn.Module):
+    """A tiny BERT that records how many copies each forward pass holds."""
+
+    def __init__(self, tokenizer, positions):
+        super().__init__()
+        torch.manual_seed(0)
+        self.bert = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=8, num_hidden_layers=1,
+                                               num_attention_heads=2, intermediate_size=16,
+                                               max_position_embeddings=positions)).eval()
+        self.rows = []
+
+    def forward(self, input_ids, attention_mask):
+        self.rows.append(input_ids.shape[0])
+        return self.bert(input_ids=input_ids, attention_mask=attention_mask)
+
+
+def test_long_inputs_run_in_forward_passes_of_at_most_batch_size_copies_whatever_the_budget(tokenizer):
+    document = " ".join("ab"[i % 3 == 0] for i in range(700))  # 700 tokens: two windows of the 512-token model
+    continuation = " " + " ".join("ab"[i % 5 == 0] for i in range(200))
+    spent = {}
+    for budget in (32, 256):
+        model = RecordingLM(tokenizer, 512)
+        lm = MaskedLMHarness(pretrained=model, tokenizer=tokenizer, mask_token_id=tokenizer.mask_token_id,
+                             max_length=512, max_forward_passes=budget, batch_size=4, check_greedy=False,
+                             device="cpu")
+        rolling = lm.loglikelihood_rolling([request(document, None, kind="loglikelihood_rolling")])[0]
+        given = lm.loglikelihood([request("a b", continuation)])[0]
+        assert max(model.rows) <= 4  # the copies of one forward pass: batch_size, not the budget
+        assert given.forward_passes == budget and not rolling.exact
+        spent[budget] = (sum(model.rows), rolling.forward_passes)
+    assert spent[256][0] > 4 * spent[32][0]  # eight times the budget: eight times the passes, each as small
+
+
+def test_target_se_is_reported_per_request_and_per_document(tiny_bert, tokenizer):
+    lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=64, target_se=1e-9,
+                         check_greedy=False, device="cpu")
+    exact, long = lm.loglikelihood([request("a b", " a b", doc_id=0), request("a b", " a b b a b a a b", doc_id=1)])
+    assert exact.target_reached is True and long.target_reached is False and long.forward_passes == 64
+    loose = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=64, target_se=50.0,
+                            check_greedy=False, device="cpu")
+    document = loose.loglikelihood_rolling([request("a b b a b a a b a b", None, kind="loglikelihood_rolling")])[0]
+    assert document.target_reached is True and document.std <= 50.0 and document.forward_passes < 64
+    assert MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, target_se="None").target_se is None
