@@ -156,6 +156,10 @@ def summarize_chunk(chunk):
     """The :class:`ChunkSummary` of a chunk of rows (any numeric dtype; NaN marks a missing entry)."""
     X = np.asarray(chunk, dtype=np.float64)
     n_features = X.shape[1]
+    if len(X) and np.isfinite(X.sum(0)).all():  # complete and finite (NaN or infinity makes a sum non-finite)
+        n, mean, scatter = _moments_of(X)
+        return ChunkSummary(n, np.full(n_features, float(n)), mean, scatter.diagonal().copy(), X.min(0), X.max(0), 0,
+                            {bytes(pattern_key(np.ones(n_features, dtype=bool))): n}, (n, mean, scatter))
     infinite = np.isinf(X)
     n_infinite = int(infinite.sum())
     observed = ~np.isnan(X)
