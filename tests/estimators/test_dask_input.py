@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedImputer, MaskedPPCA
+from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedImputer, MaskedModelSearch, MaskedPPCA
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -217,6 +217,114 @@ def test_float32_fit_from_chunks_is_close():
     np.testing.assert_allclose(chunked.get_covariance(), in_memory.get_covariance(), rtol=1e-3, atol=1e-3)
 
 
+# ---------------------------------------------------------------------- MaskedImputer.fit on a collection
+def _imputer(estimator, **params):
+    return MaskedImputer(estimator, random_state=0, **params)
+
+
+# max_epochs is small: a ConvergenceWarning, the same for both fits
+quiet = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _assert_same_imputer(chunked, in_memory, X):
+    _assert_same_fit(chunked.estimator_, in_memory.estimator_, 1e-10)
+    np.testing.assert_array_equal(chunked._valid, in_memory._valid)
+    imputed = chunked.transform(da.from_array(X, chunks=(100, X.shape[1]))).compute()
+    np.testing.assert_allclose(imputed, in_memory.transform(X), rtol=1e-9, atol=1e-9)
+
+
+@quiet
+@pytest.mark.usefixtures("threads")
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("holes", [False, True])
+def test_imputer_fit_from_moments_equals_in_memory(cls, holes, monkeypatch):
+    X = _data(holes=holes)
+    estimator = cls(3, random_state=0, device="cpu", max_epochs=40)
+    in_memory = _imputer(estimator).fit(X)
+    # Never gathered: a dask collection turned into one NumPy array is an error here.
+    monkeypatch.setattr(da.Array, "__array__", lambda *args, **kwargs: pytest.fail("gathered"))
+    chunked = _imputer(estimator).fit(da.from_array(X, chunks=((250, 1, 0, 249), 8)))
+    monkeypatch.undo()
+    assert chunked.search_ is None and chunked.n_features_in_ == 8
+    _assert_same_imputer(chunked, in_memory, X)
+
+
+@quiet
+@pytest.mark.usefixtures("threads")
+def test_imputer_fit_on_a_dask_dataframe_equals_in_memory():
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X = _data(holes=True)
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(8)])
+    estimator = MaskedPPCA(3, random_state=0, device="cpu", max_epochs=40)
+    chunked = _imputer(estimator).fit(dd.from_pandas(frame, npartitions=3))
+    assert list(chunked.feature_names_in_) == list(frame.columns)
+    _assert_same_imputer(chunked, _imputer(estimator).fit(X), X.copy())
+
+
+@quiet
+@pytest.mark.usefixtures("threads")
+def test_imputer_fit_collection_marker_empty_features_and_indicator_as_in_memory():
+    X = _data(holes=True)
+    X[:, 5] = np.nan  # missing everywhere
+    X = np.where(np.isnan(X), -1.0, X)
+    params = {"missing_values": -1.0, "keep_empty_features": True, "add_indicator": True}
+    estimator = MaskedPPCA(2, random_state=0, device="cpu", max_epochs=40)
+    in_memory = _imputer(estimator, **params).fit(X)
+    chunked = _imputer(estimator, **params).fit(da.from_array(X, chunks=(150, 8)))
+    np.testing.assert_array_equal(chunked.indicator_.features_, in_memory.indicator_.features_)
+    _assert_same_imputer(chunked, in_memory, X)
+    with pytest.raises(ValueError, match=r"Feature\(s\) \[5\] are missing in every training sample"):
+        _imputer(estimator, missing_values=-1.0).fit(da.from_array(X, chunks=(150, 8)))
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"contains NaN in feature\(s\) \[1\], but missing_values=-1.0"):
+        _imputer(estimator, **params).fit(da.from_array(X, chunks=(150, 8)))
+    X[3, 1] = np.inf
+    with pytest.raises(ValueError, match=r"contains infinity in feature\(s\) \[1\]"):
+        _imputer(estimator, **params).fit(da.from_array(X, chunks=(150, 8)))
+
+
+@quiet
+@pytest.mark.usefixtures("threads")
+def test_imputer_search_chooses_on_a_sample_and_refits_from_moments():
+    X = _data(n=1000, holes=True)
+    X_dask = da.from_array(X, chunks=(300, 8))
+    search = MaskedModelSearch({"ppca": [MaskedPPCA(k, random_state=0, device="cpu", max_epochs=40) for k in (1, 3)]},
+                               max_samples=300, random_state=0, progress=False)
+    imputer = _imputer(search).fit(X_dask)
+    assert imputer.search_.refit and imputer.search_.best_estimator_ is imputer.estimator_
+    # The chosen model refitted to every row, out of core: the in-memory fit of the same model.
+    in_memory = MaskedPPCA(imputer.estimator_.n_components, random_state=0, device="cpu", max_epochs=40).fit(X)
+    _assert_same_fit(imputer.estimator_, in_memory, 1e-10)
+    assert imputer.transform(X_dask).compute().shape == X.shape
+    with pytest.raises(ValueError, match="give the search a max_samples"):
+        _imputer(search.set_params(max_samples=None)).fit(X_dask)
+
+
+@quiet
+@pytest.mark.usefixtures("threads")
+def test_imputer_search_streams_a_row_model_through_partial_fit(monkeypatch):
+    X = _data(n=1000, holes=True)
+    calls = []
+    original = MaskedGaussianMixture.partial_fit
+    monkeypatch.setattr(MaskedGaussianMixture, "partial_fit",
+                        lambda self, X, *args, **kwargs: calls.append(len(X)) or original(self, X, *args, **kwargs))
+    search = MaskedModelSearch([MaskedGaussianMixture(1, random_state=0, device="cpu", max_epochs=5)],
+                               max_samples=200, random_state=0, progress=False)
+    imputer = _imputer(search).fit(da.from_array(X, chunks=(400, 8)))
+    assert calls[1:] == [400, 400, 200]  # the collection, then each chunk
+    assert np.isfinite(imputer.transform(X)).all()
+
+
+@pytest.mark.usefixtures("threads")
+def test_imputer_fit_collection_refuses_what_needs_rows():
+    X_dask = da.from_array(_data(holes=True), chunks=(100, 8))
+    with pytest.raises(TypeError, match="MaskedGaussianMixture trains on rows.*X\\[rows\\].compute"):
+        MaskedImputer(MaskedGaussianMixture(2)).fit(X_dask)
+    with pytest.raises(TypeError, match="self-masking"):
+        MaskedImputer(missingness="self-masking").fit(X_dask)
+
+
 # ---------------------------------------------------------------------- on a cluster of two processes
 @pytest.fixture(scope="module")
 def client():
@@ -243,3 +351,11 @@ def test_fit_and_outputs_on_a_local_cluster_equal_in_memory(client, holes):
         np.testing.assert_allclose(scores.compute(), in_memory.score_samples(X), rtol=1e-9)
     # The chunks were summarised in the workers, not here.
     assert set(client.run(lambda: "skmpt.estimators._dask" in __import__("sys").modules).values()) == {True}
+
+
+@quiet
+def test_imputer_fit_on_a_local_cluster_equals_in_memory(client):
+    X = _data(holes=True)
+    estimator = MaskedFactorAnalysis(3, random_state=0, device="cpu", max_epochs=40)
+    chunked = _imputer(estimator).fit(da.from_array(X, chunks=((250, 1, 0, 249), 8)))
+    _assert_same_imputer(chunked, _imputer(estimator).fit(X), X)
