@@ -166,6 +166,45 @@ def test_imputer_draws_differ_between_chunks_and_repeat_with_the_seed():
 
 
 @pytest.mark.usefixtures("threads")
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("n_components", [3, "mle"])
+@pytest.mark.parametrize("dask_weights", [False, True])
+def test_weighted_fit_equals_in_memory(cls, n_components, dask_weights):
+    if n_components == "mle" and cls is MaskedFactorAnalysis:
+        pytest.skip("factor analysis takes an integer n_components")
+    X = _data()
+    weights = np.random.RandomState(1).gamma(0.5, size=len(X))
+    weights[:40] = 0.0  # rows that do not count, a whole chunk among them
+    X_dask = da.from_array(X, chunks=((40, 160, 1, 299), 8))
+    given = da.from_array(weights, chunks=100) if dask_weights else weights
+    params = {"random_state": 0, "device": "cpu", "max_epochs": 40}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_epochs is small: a ConvergenceWarning, the same for both
+        in_memory = cls(n_components, **params).fit(X, sample_weight=weights)
+        chunked = cls(n_components, **params).fit(X_dask, sample_weight=given)
+    assert chunked.n_components_ == in_memory.n_components_
+    _assert_same_fit(chunked, in_memory, 1e-10)
+    unweighted = _fit(cls, X)
+    assert np.abs(chunked.components_ - unweighted.components_).max() > 1e-3  # the weights matter
+    assert chunked.score(X_dask, sample_weight=given) == pytest.approx(in_memory.score(X, sample_weight=weights),
+                                                                        rel=1e-9)
+
+
+@pytest.mark.usefixtures("threads")
+def test_weighted_partial_fit_streams_each_chunk_with_its_weights():
+    X = _data()
+    weights = np.random.RandomState(1).gamma(0.5, size=len(X))
+    weights[:200] = 0.0  # a chunk of no weight holds nothing to learn from
+    chunked = MaskedGaussianMixture(2, random_state=0, device="cpu").partial_fit(
+        da.from_array(X, chunks=(200, 8)), sample_weight=da.from_array(weights, chunks=100))
+    one_by_one = MaskedGaussianMixture(2, random_state=0, device="cpu")
+    for start in range(200, len(X), 200):
+        one_by_one.partial_fit(X[start:start + 200], sample_weight=weights[start:start + 200])
+    assert chunked.n_iter_ == one_by_one.n_iter_ == 2
+    np.testing.assert_allclose(chunked.means_, one_by_one.means_, rtol=1e-12)
+
+
+@pytest.mark.usefixtures("threads")
 def test_partial_fit_streams_the_chunks():
     X = _data()
     chunked = MaskedGaussianMixture(2, random_state=0, device="cpu").partial_fit(da.from_array(X, chunks=(200, 8)))
@@ -195,8 +234,14 @@ def test_bad_chunked_input_is_refused_before_training():
     X[:, 4] = np.nan
     with pytest.raises(ValueError, match=r"Feature\(s\) \[4\]"):
         MaskedPPCA(2).fit(da.from_array(X, chunks=(100, 8)))
-    with pytest.raises(ValueError, match="sample_weight"):
-        MaskedPPCA(2).fit(da.from_array(_data(), chunks=(100, 8)), sample_weight=np.ones(500))
+    with pytest.raises(ValueError, match="weighs the moments of complete data, and X has missing entries"):
+        MaskedPPCA(2).fit(da.from_array(_data(holes=True), chunks=(100, 8)), sample_weight=np.ones(500))
+    with pytest.raises(ValueError, match="one weight per sample"):
+        MaskedPPCA(2).fit(da.from_array(_data(), chunks=(100, 8)), sample_weight=da.ones(499, chunks=100))
+    with pytest.raises(ValueError, match="non-negative"):
+        MaskedPPCA(2).fit(da.from_array(_data(), chunks=(100, 8)), sample_weight=-da.ones(500, chunks=100))
+    with pytest.raises(ValueError, match="1 sample\\(s\\) a positive weight"):
+        MaskedPPCA(2).fit(da.from_array(_data(), chunks=(100, 8)), sample_weight=(da.arange(500, chunks=100) == 7))
     with pytest.raises(ValueError, match="at most the number of features"):
         MaskedPPCA(9).fit(da.from_array(_data(), chunks=(100, 8)))
     with pytest.raises(ValueError, match="at least 2"):
@@ -359,3 +404,14 @@ def test_imputer_fit_on_a_local_cluster_equals_in_memory(client):
     estimator = MaskedFactorAnalysis(3, random_state=0, device="cpu", max_epochs=40)
     chunked = _imputer(estimator).fit(da.from_array(X, chunks=((250, 1, 0, 249), 8)))
     _assert_same_imputer(chunked, _imputer(estimator).fit(X), X)
+
+
+@quiet
+def test_weighted_fit_on_a_local_cluster_equals_in_memory(client):
+    X = _data()
+    weights = np.random.RandomState(1).gamma(0.5, size=len(X))
+    for cls in ESTIMATORS:
+        in_memory = cls(3, random_state=0, device="cpu", max_epochs=40).fit(X, sample_weight=weights)
+        chunked = cls(3, random_state=0, device="cpu", max_epochs=40).fit(
+            da.from_array(X, chunks=((250, 1, 0, 249), 8)), sample_weight=da.from_array(weights, chunks=200))
+        _assert_same_fit(chunked, in_memory, 1e-10)
