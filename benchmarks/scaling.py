@@ -539,15 +539,27 @@ def _stop_sampling():
     return round(state["peak"] / 2**20)
 
 
+def _cpu_seconds():
+    """This process's CPU seconds (user and system, every thread)."""
+    import psutil
+
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
 def _dask_step(client, function):
-    """Wall seconds of ``function()`` and each worker's peak resident MB meanwhile (torch and skmpt imported)."""
+    """Wall seconds of ``function()``, the CPU seconds it took (the workers' and this process's, which
+    holds the scheduler: on a loaded machine a steadier measure than the wall time) and each worker's
+    peak resident MB meanwhile (torch and skmpt imported)."""
     client.run(lambda: __import__("skmpt") and None)
     client.run(_start_sampling)
-    start = time.perf_counter()
+    workers = client.run(_cpu_seconds)
+    start, cpu = time.perf_counter(), _cpu_seconds()
     result = function()
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+    cpu += sum(value - workers[name] for name, value in client.run(_cpu_seconds).items())
     peaks = sorted(client.run(_stop_sampling).values())
-    return seconds, peaks, result
+    return (seconds, cpu), peaks, result
 
 
 def dask_table(n_rows, chunk_rows, kinds=("complete", "missing")):
@@ -557,8 +569,8 @@ def dask_table(n_rows, chunk_rows, kinds=("complete", "missing")):
 
     print(f"{n_rows} x {DASK_FEATURES} float32 in chunks of {chunk_rows} rows; LocalCluster of 2 worker "
           f"processes (1 thread each, memory_limit 4GB); wall seconds, peak RSS per worker in MB", flush=True)
-    print("| data | step | wall s | x dask-ml tsqr | peak MB per worker | result |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| data | step | wall s | CPU s | x dask-ml tsqr (wall, CPU) | peak MB per worker | result |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     with (LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="4GB",
                        dashboard_address=None) as cluster, Client(cluster) as client):
         for missing in [kind == "missing" for kind in kinds]:
@@ -567,7 +579,7 @@ def dask_table(n_rows, chunk_rows, kinds=("complete", "missing")):
             baseline = None
             if not missing:
                 baseline, peaks, pca = _dask_step(client, lambda: DaskPCA(DASK_RANK, svd_solver="tsqr").fit(X))
-                print(f"| {label} | dask-ml PCA tsqr fit | {baseline:.1f} | 1 | {peaks} | "
+                print(f"| {label} | dask-ml PCA tsqr fit | {baseline[0]:.1f} | {baseline[1]:.1f} | 1, 1 | {peaks} | "
                       f"explained variance {pca.explained_variance_.sum():.4g} |", flush=True)
             for estimator in (MaskedPPCA, MaskedFactorAnalysis):
                 def fit():
@@ -576,11 +588,12 @@ def dask_table(n_rows, chunk_rows, kinds=("complete", "missing")):
                         return estimator(DASK_RANK, random_state=0, device="cpu").fit(X)
 
                 seconds, peaks, fitted = _dask_step(client, fit)
-                ratio = "-" if baseline is None else f"{seconds / baseline:.2f}"
-                print(f"| {label} | {estimator.__name__} fit | {seconds:.1f} | {ratio} | {peaks} | "
+                ratio = "-" if baseline is None else f"{seconds[0] / baseline[0]:.2f}, {seconds[1] / baseline[1]:.2f}"
+                print(f"| {label} | {estimator.__name__} fit | {seconds[0]:.1f} | {seconds[1]:.1f} | {ratio} | "
+                      f"{peaks} | "
                       f"{fitted.n_iter_} steps, converged {fitted.converged_} |", flush=True)
                 seconds, peaks, score = _dask_step(client, lambda: fitted.score(X))
-                print(f"| {label} | {estimator.__name__} score | {seconds:.1f} | - | {peaks} | "
+                print(f"| {label} | {estimator.__name__} score | {seconds[0]:.1f} | {seconds[1]:.1f} | - | {peaks} | "
                       f"{score:.4f} nats per row |", flush=True)
         if "missing" not in kinds:
             return
@@ -593,7 +606,8 @@ def dask_table(n_rows, chunk_rows, kinds=("complete", "missing")):
 
             seconds, peaks, _ = _dask_step(client, write)
             size = sum(path.stat().st_size for path in Path(folder).rglob("*.parquet")) / 2**20
-            print(f"| 10 % missing | MaskedImputer transform to Parquet | {seconds:.1f} | - | {peaks} | "
+            print(f"| 10 % missing | MaskedImputer transform to Parquet | {seconds[0]:.1f} | {seconds[1]:.1f} | - | "
+                  f"{peaks} | "
                   f"{size:.0f} MB written |", flush=True)
 
 

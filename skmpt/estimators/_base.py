@@ -22,6 +22,7 @@ import copy
 import time
 import warnings
 from functools import partial
+from itertools import repeat
 from numbers import Integral, Real
 
 import numpy as np
@@ -39,6 +40,7 @@ from ..masks import MAX_EXHAUSTIVE_FEATURES
 from ._dask import (
     as_dask_array,
     check_collection,
+    collection_weights,
     dask_mean,
     is_dask_collection,
     iter_blocks,
@@ -400,7 +402,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             weights a sample's objective by its weight over the mean weight). Rows of zero
             weight are left out, initialisation included: a feature observed only in them is
             an error that names it. Only relative weights matter (they are rescaled to a largest
-            of one, so a sum beyond float64 is fine). None: equal weights.
+            of one, so a sum beyond float64 is fine). None: equal weights. With a dask collection
+            ``X`` (complete data, an estimator that trains from moments): a NumPy array or a dask array
+            or Series of ``X``'s rows, which weighs each chunk's moments where the chunk is.
 
         Returns
         -------
@@ -420,8 +424,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             self._set_params_()
             solver = self._solver()
             if is_dask_collection(X):
-                data, choice, jacobian = self._chunked_training_data(X, sample_weight, solver)
-                weights, n_samples = None, float(data.shape[0])
+                data, choice, jacobian, n_samples = self._chunked_training_data(X, sample_weight, solver)
+                weights = None  # in the moments
             else:
                 X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
                 data = solver.prepare(X_t, observed, weights, self._likelihood())
@@ -449,9 +453,11 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self._warn_unconverged(trainer, gap)
 
     def _chunked_training_data(self, X, sample_weight, solver):
-        """``(data, moments, log_jacobian)`` of a dask collection ``X``, reduced chunk by chunk on the
-        active scheduler (:meth:`~skmpt.estimators._moments.MomentSolver.prepare_chunks`), with the
-        checks ``_validate_training_data`` makes on an array, from the first pass's summary."""
+        """``(data, moments, log_jacobian, n_samples)`` of a dask collection ``X``, reduced chunk by chunk on
+        the active scheduler (:meth:`~skmpt.estimators._moments.MomentSolver.prepare_chunks`), with the
+        checks ``_validate_training_data`` makes on an array, from the first pass's summary; ``n_samples``
+        is the number of samples they count (the sum of ``sample_weight``: a NumPy array, or a dask array
+        or Series of ``X``'s rows, which weighs the moments of complete data)."""
         name = type(self).__name__
         if not isinstance(solver, MomentSolver):
             raise TypeError(
@@ -460,15 +466,13 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 f"MaskedFactorAnalysis with solver='auto' or 'moments'). Stream the chunks through partial_fit "
                 f"instead: {name}.partial_fit(X) with a dask collection X makes one call per chunk."
             )
-        if sample_weight is not None:
-            raise ValueError(
-                "sample_weight is not supported with a dask collection X; pass the rows as an array, or fit "
-                "without weights."
-            )
         self.device_ = resolve_device(self.params_.device)
         check_collection(self, X, reset=True)
         X = as_dask_array(X)
-        summary = reduce_chunks(X, summarize_chunk, merge_summaries)
+        weights, n_samples = None, float(X.shape[0])
+        if sample_weight is not None:
+            weights, n_samples = collection_weights(sample_weight, X)
+        summary = reduce_chunks(X, summarize_chunk, merge_summaries, weights=weights)
         if summary.n_infinite:
             raise ValueError(
                 f"X holds {summary.n_infinite} infinite value(s); NaN marks a missing entry, infinity is not allowed."
@@ -476,12 +480,21 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if summary.n_samples < 2:
             raise ValueError(f"Found {summary.n_samples} sample(s) in the dask collection X; {name} needs at least 2.")
         check_observed_features(summary.count)
+        if weights is not None and summary.moments is None:
+            raise ValueError(
+                "sample_weight with a dask collection X weighs the moments of complete data, and X has missing "
+                "entries: fit without sample_weight, or pass the rows as an array."
+            )
+        if weights is not None and summary.n_positive < 2:
+            raise ValueError(
+                f"sample_weight gives {summary.n_positive} sample(s) a positive weight; at least 2 needed."
+            )
         dtype = DTYPES[self.params_.dtype]
         self.offset_ = self._offset(summary.mean, dtype)
         # The largest magnitudes training sees, checked as the rows themselves are.
         check_values(torch.as_tensor(np.stack([summary.low, summary.high]) - self.offset_).to(dtype), self._likelihood())
         self._check_data(torch.empty((0, X.shape[1]), dtype=dtype))  # the checks read the data's width
-        return solver.prepare_chunks(X, summary, self.offset_, dtype, self.device_)
+        return *solver.prepare_chunks(X, summary, self.offset_, dtype, self.device_), n_samples
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One more pass of the optimiser over a chunk of data, for data that do not fit in memory.
@@ -509,7 +522,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             Ignored.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights of the chunk's samples, as in :meth:`fit` (scaled to mean
-            one within the chunk: they weigh samples against each other, not chunks).
+            one within the chunk: they weigh samples against each other, not chunks). With a
+            dask collection ``X``, a NumPy array or a dask array or Series of its rows: each chunk is
+            streamed with its weights (a chunk of no weight is skipped).
 
         Returns
         -------
@@ -517,11 +532,13 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             The updated estimator.
         """
         if is_dask_collection(X):
+            weights = repeat(None)
             if sample_weight is not None:
-                raise ValueError("sample_weight is not supported with a dask collection X; pass the chunks one by one.")
-            for chunk in iter_blocks(X):
-                if len(chunk):  # an empty chunk holds nothing to learn from
-                    self.partial_fit(chunk)
+                weights = iter_blocks(collection_weights(sample_weight, as_dask_array(X))[0])
+            for chunk, chunk_weights in zip(iter_blocks(X), weights):  # noqa: B905 (repeat has no end)
+                # A chunk of no rows, or of no weight, holds nothing to learn from.
+                if len(chunk) and (chunk_weights is None or chunk_weights.any()):
+                    self.partial_fit(chunk, sample_weight=chunk_weights)
             return self
         self._fitted_like(None)  # a fit reads and writes NumPy attributes
         sample_weight = to_numpy(sample_weight)  # weights of any namespace are few: NumPy

@@ -26,6 +26,7 @@ __all__ = [
     "PatternMoments",
     "as_dask_array",
     "check_collection",
+    "collection_weights",
     "dask_mean",
     "is_dask_collection",
     "iter_blocks",
@@ -89,14 +90,51 @@ def _tree(parts, merge):
     return parts[0]
 
 
-def reduce_chunks(X, summarize, merge, *args):
-    """``summarize(chunk, *args)`` of every row chunk of the dask array ``X``, merged by ``merge`` in a
-    tree, computed on the active scheduler: no process holds more than a chunk and two summaries."""
+def reduce_chunks(X, summarize, merge, *args, weights=None):
+    """``summarize(chunk, *args)`` of every row chunk of the dask array ``X`` (``summarize(chunk,
+    weights_chunk, *args)`` with a 1-D dask array ``weights`` of ``X``'s row chunks), merged by ``merge``
+    in a tree, computed on the active scheduler: no process holds more than a chunk and two summaries."""
     import dask
 
     blocks = X.to_delayed().ravel()
     summary = dask.delayed(summarize, pure=True)
-    return dask.compute(_tree([summary(block, *args) for block in blocks], merge))[0]
+    if weights is None:
+        parts = [summary(block, *args) for block in blocks]
+    else:
+        parts = [summary(block, w, *args) for block, w in zip(blocks, weights.to_delayed().ravel(), strict=True)]
+    return dask.compute(_tree(parts, merge))[0]
+
+
+def collection_weights(sample_weight, X):
+    """``sample_weight`` for the rows of the dask array ``X`` (a NumPy array, or a dask array or Series
+    of ``X``'s length): ``(weights, counted)``, the weights as a dask array of ``X``'s row chunks divided
+    by their largest value (as :func:`~skmpt.estimators._data.check_sample_weight` scales them), and
+    their sum as given (the number of samples they count; infinity when it overflows). The checks
+    ``check_sample_weight`` makes, in one pass over the weights."""
+    import dask
+    import dask.array as da
+
+    if not is_dask_collection(sample_weight):
+        weights = check_sample_weight(sample_weight, X.shape[0])
+        with np.errstate(over="ignore"):
+            counted = float(np.sum(np.asarray(sample_weight, dtype=np.float64)))
+        return da.from_array(weights, chunks=(X.chunks[0],)), counted
+    weights = sample_weight.to_dask_array(lengths=True) if hasattr(sample_weight, "to_dask_array") else sample_weight
+    if weights.ndim != 1 or weights.shape[0] != X.shape[0]:
+        raise ValueError(
+            f"sample_weight must have shape ({X.shape[0]},), one weight per sample; got shape {weights.shape}."
+        )
+    weights = weights.astype(np.float64).rechunk((X.chunks[0],))
+    finite, smallest, largest = dask.compute(da.isfinite(weights).all(), weights.min(), weights.max())
+    if not finite:
+        raise ValueError("sample_weight holds NaN or infinite values.")
+    if smallest < 0:
+        raise ValueError(f"sample_weight must be non-negative; its smallest value is {smallest:.6g}.")
+    if largest <= 0:
+        raise ValueError("sample_weight sums to zero: no sample would count.")
+    scaled = weights / largest
+    with np.errstate(over="ignore"):
+        return scaled, float(scaled.sum().compute()) * float(largest)
 
 
 def _merge_moments(a, b):
@@ -111,13 +149,18 @@ def _merge_moments(a, b):
     return n, mean_a + delta * (n_b / n), scatter_a + scatter_b + np.outer(delta, delta) * (n_a * n_b / n)
 
 
-def _moments_of(rows):
-    """``(n, mean, scatter)`` of float64 ``rows``."""
-    if len(rows) == 0:
+def _moments_of(rows, weights=None):
+    """``(n, mean, scatter)`` of float64 ``rows`` (weighted by ``weights``: ``n`` is their sum)."""
+    n = len(rows) if weights is None else float(weights.sum())
+    if n == 0:
         return 0, np.zeros(rows.shape[1]), np.zeros((rows.shape[1], rows.shape[1]))
-    mean = rows.mean(0)
+    if weights is None:
+        mean = rows.mean(0)
+        centred = rows - mean
+        return n, mean, centred.T @ centred
+    mean = weights @ rows / n
     centred = rows - mean
-    return len(rows), mean, centred.T @ centred
+    return n, mean, (centred * weights[:, None]).T @ centred
 
 
 def pattern_key(observed):
@@ -138,7 +181,9 @@ class ChunkSummary:
     ``n_samples``; per feature, the ``count``, ``mean`` and scatter ``m2`` of its observed entries,
     and the smallest (``low``) and largest (``high``) of them; ``n_infinite`` entries; ``patterns``: the number of
     rows of each pattern of observed entries (keyed by :func:`pattern_key`); ``moments``: the rows'
-    ``(n, mean, scatter)`` while every entry so far is observed, else None.
+    ``(n, mean, scatter)`` while every entry so far is observed, else None (weighted when the
+    chunks were summarised with weights: then ``n`` is the weights' sum); ``n_positive``: the rows of
+    positive weight (None without weights).
     """
 
     n_samples: int
@@ -150,12 +195,24 @@ class ChunkSummary:
     n_infinite: int
     patterns: dict = field(default_factory=dict)
     moments: tuple = None
+    n_positive: int = None
 
 
-def summarize_chunk(chunk):
-    """The :class:`ChunkSummary` of a chunk of rows (any numeric dtype; NaN marks a missing entry)."""
+def summarize_chunk(chunk, weights=None):
+    """The :class:`ChunkSummary` of a chunk of rows (any numeric dtype; NaN marks a missing entry), its
+    moments weighted by the chunk's ``weights`` (non-negative; None: equal)."""
     X = np.asarray(chunk, dtype=np.float64)
     n_features = X.shape[1]
+    n_positive = None if weights is None else int(np.count_nonzero(weights))
+    if len(X) and np.isfinite(X.sum(0)).all():  # complete and finite (NaN or infinity makes a sum non-finite)
+        moments = _moments_of(X, weights)
+        if weights is None:
+            mean, m2 = moments[1], moments[2].diagonal().copy()
+        else:
+            mean = X.mean(0)
+            m2 = ((X - mean) ** 2).sum(0)
+        return ChunkSummary(len(X), np.full(n_features, float(len(X))), mean, m2, X.min(0), X.max(0), 0,
+                            {bytes(pattern_key(np.ones(n_features, dtype=bool))): len(X)}, moments, n_positive)
     infinite = np.isinf(X)
     n_infinite = int(infinite.sum())
     observed = ~np.isnan(X)
@@ -168,8 +225,8 @@ def summarize_chunk(chunk):
     high = np.where(observed, X, -np.inf).max(0, initial=-np.inf)
     keys, counts = np.unique(pattern_key(observed), axis=0, return_counts=True) if len(X) else ((), ())
     patterns = {bytes(k): int(c) for k, c in zip(keys, counts, strict=True)}
-    moments = _moments_of(X) if complete and not n_infinite else None
-    return ChunkSummary(len(X), count, mean, m2, low, high, n_infinite, patterns, moments)
+    moments = _moments_of(X, weights) if complete and not n_infinite else None
+    return ChunkSummary(len(X), count, mean, m2, low, high, n_infinite, patterns, moments, n_positive)
 
 
 def merge_summaries(a, b):
@@ -181,9 +238,11 @@ def merge_summaries(a, b):
     for key, value in b.patterns.items():
         patterns[key] = patterns.get(key, 0) + value
     moments = None if a.moments is None or b.moments is None else _merge_moments(a.moments, b.moments)
+    n_positive = None if a.n_positive is None else a.n_positive + b.n_positive
     return ChunkSummary(
         a.n_samples + b.n_samples, count, a.mean + share * delta, a.m2 + b.m2 + delta**2 * share * a.count,
         np.minimum(a.low, b.low), np.maximum(a.high, b.high), a.n_infinite + b.n_infinite, patterns, moments,
+        n_positive,
     )
 
 
@@ -265,13 +324,11 @@ def map_rows(estimator, method, X, tail=(), function=_rows_of_block, **kwargs):
 
 
 def dask_mean(values, sample_weight=None):
-    """The mean of a 1-D dask array ``values`` (weighted by validated ``sample_weight``), computed."""
-    weights = check_sample_weight(sample_weight, values.shape[0])
-    if weights is None:
+    """The mean of a 1-D dask array ``values`` (weighted by ``sample_weight``: see
+    :func:`collection_weights`), computed."""
+    if sample_weight is None:
         return float(values.mean().compute())
-    import dask.array as da
-
-    weights = da.from_array(weights, chunks=values.chunks)
+    weights = collection_weights(sample_weight, values[:, None])[0]
     return float(((values * weights).sum() / weights.sum()).compute())
 
 

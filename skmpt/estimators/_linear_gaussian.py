@@ -247,10 +247,11 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         Returns
         -------
         cov : ndarray of shape (n_features, n_features)
+            An array of the fitted attributes' namespace, on their device, under ``array_api_dispatch``.
         """
         check_is_fitted(self)
         with torch.no_grad():
-            return self.module_.covariance().cpu().numpy()
+            return self._output(self.module_.covariance(), self.offset_)
 
     def get_precision(self):
         """Model precision (inverse covariance), by the Woodbury identity.
@@ -258,7 +259,8 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         Returns
         -------
         precision : ndarray of shape (n_features, n_features)
+            An array of the fitted attributes' namespace, on their device, under ``array_api_dispatch``.
         """
         check_is_fitted(self)
         with torch.no_grad():
-            return self.module_.precision().cpu().numpy()
+            return self._output(self.module_.precision(), self.offset_)

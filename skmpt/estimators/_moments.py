@@ -213,7 +213,8 @@ class MomentSolver(MiniBatchSolver):
         Complete data need no second pass: their moments are the summary's. Incomplete data take one:
         the moments of the patterns :meth:`groups` would group, the other rows (gathered here) and
         the Gram matrix in the training units (``observed_units`` of the summary)."""
-        n_samples, n_features = summary.n_samples, len(summary.count)
+        n_features = len(summary.count)
+        n_samples = summary.n_samples if summary.n_positive is None else summary.n_positive  # the rows that count
 
         def tensor(values):
             return torch.as_tensor(np.asarray(values, dtype=np.float64), dtype=dtype, device=device)

@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import Options, validate_parameters
 from ..models.missingness import SelfMaskingGaussian
-from ._dask import is_dask_collection, map_rows, seeded_rows_of_block
+from ._dask import as_dask_array, check_collection, is_dask_collection, map_rows, seeded_rows_of_block
 from ._tables import TableLayout, is_table
 from .mixed_mixture import MaskedMixedMixture
 from .ppca import MaskedPPCA
@@ -26,6 +26,11 @@ _MIXED_SIZES = (1, 2, 4, 8, 16)
 
 def _is_nan(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and value != value
+
+
+def _trains_from_moments(estimator):
+    """Whether ``estimator`` fits a dask collection out of core (PPCA and factor analysis train from moments)."""
+    return getattr(estimator, "solver", None) in ("auto", "moments")
 
 
 def _missing_mask(X, missing_values):
@@ -274,7 +279,11 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            ``missing_values`` marks the missing entries.
+            ``missing_values`` marks the missing entries. A dask array or DataFrame is never gathered
+            into one process: :class:`MaskedPPCA` and :class:`MaskedFactorAnalysis` fit it out of core;
+            ``estimator=None`` (or a :class:`MaskedModelSearch`) chooses the model on ``max_samples``
+            rows drawn at random, chunk by chunk, and refits it to every row (out of core from
+            moments, or by streaming the chunks through the chosen model's ``partial_fit``).
         y : None
             Ignored.
 
@@ -299,15 +308,10 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
             estimator = MaskedModelSearch(random_state=seed)
         if not isinstance(estimator, MaskedModelSearch):
             self._check_marker(estimator)
+        if is_dask_collection(X):
+            return self._fit_collection(X, estimator, random_state)
         X, missing = self._validate(X, reset=True)
-        empty = missing.all(0)
-        if empty.any() and not self.keep_empty_features:
-            raise ValueError(
-                f"Feature(s) {np.flatnonzero(empty)[:10].tolist()} are missing in every training sample: "
-                f"no model can impute them. Drop them, or pass keep_empty_features=True to keep them "
-                f"(imputed with 0)."
-            )
-        self._valid = ~empty
+        self._valid = self._features_to_model(missing.all(0))
         if self_masking and self.table_ is not None and (len(self.table_.categorical) or len(self.table_.counts)):
             names = [self.table_.columns[j] for j in [*self.table_.categorical, *self.table_.counts]]
             raise ValueError(f"missingness='self-masking' models numeric columns only; column(s) {names[:10]} of X "
@@ -323,6 +327,81 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         self.indicator_ = (
             MissingIndicator(missing_values=np.nan, error_on_new=False).fit(X) if self.add_indicator else None
         )
+        self.random_state_ = random_state
+        return self
+
+    def _features_to_model(self, empty):
+        """The features the model sees: those not missing in every training sample (``empty``), which
+        are an error unless ``keep_empty_features``."""
+        if empty.any() and not self.keep_empty_features:
+            raise ValueError(
+                f"Feature(s) {np.flatnonzero(empty)[:10].tolist()} are missing in every training sample: "
+                f"no model can impute them. Drop them, or pass keep_empty_features=True to keep them "
+                f"(imputed with 0)."
+            )
+        return ~empty
+
+    def _fit_collection(self, X, estimator, random_state):
+        """:meth:`fit` for a dask collection ``X``, never gathered into one process: an estimator that
+        trains from moments is fitted out of core; a :class:`MaskedModelSearch` chooses on a random
+        sample of ``max_samples`` rows (taken chunk by chunk) and refits the chosen model to every row,
+        out of core when it trains from moments, else by streaming the chunks through its
+        ``partial_fit`` from the sample's fit."""
+        import dask
+        import dask.array as da
+
+        name = type(estimator).__name__
+        if self.missingness == "self-masking":
+            raise TypeError("missingness='self-masking' fits on rows, so fit does not take a dask collection; fit "
+                            "the imputer on a sample of rows computed into memory, then transform the collection.")
+        if self.column_types is not None:
+            raise ValueError("column_types names columns of a pandas DataFrame; a dask collection is read as numbers.")
+        searches = isinstance(estimator, MaskedModelSearch)
+        if searches and estimator.max_samples is None:
+            raise ValueError("MaskedModelSearch(max_samples=None) would choose the model on every row, gathered "
+                             "into one process: give the search a max_samples for a dask collection X.")
+        if not searches and not _trains_from_moments(estimator):
+            raise TypeError(
+                f"{name} trains on rows, so MaskedImputer.fit does not take a dask collection with it; "
+                f"MaskedPPCA and MaskedFactorAnalysis (solver='auto' or 'moments') fit out of core, and "
+                f"estimator=None chooses a model on a sample of rows. Or fit the imputer on a sample of rows "
+                f"computed into memory (X[rows].compute()), then transform the collection."
+            )
+        check_collection(self, X, reset=True)
+        self.table_ = None
+        X = as_dask_array(X).astype(np.float64)
+        marker = self.missing_values
+        counts = [da.isinf(X).sum(0), da.isnan(X).sum(0)]
+        if not _is_nan(marker):
+            X = da.where(X == marker, np.nan, X)
+        infinite, nans, missing = dask.compute(*counts, da.isnan(X).sum(0))  # one pass over the chunks
+        if infinite.any():
+            raise ValueError(f"Input X contains infinity in feature(s) {np.flatnonzero(infinite)[:10].tolist()}: no "
+                             f"model can fit or impute it. Replace it, or mark it missing.")
+        if not _is_nan(marker) and nans.any():
+            raise ValueError(f"Input X contains NaN in feature(s) {np.flatnonzero(nans)[:10].tolist()}, but "
+                             f"missing_values={marker!r}: mark every missing entry with that marker.")
+        self._valid = self._features_to_model(missing == X.shape[0])
+        part = X[:, self._valid]
+        if searches:
+            n_samples = part.shape[0]
+            rows = np.arange(n_samples)
+            if n_samples > estimator.max_samples:
+                rows = np.sort(random_state.choice(n_samples, estimator.max_samples, replace=False))
+            self.search_ = clone(estimator).set_params(refit=False).fit(part[rows].compute())
+            self.search_.set_params(refit=estimator.refit)
+            fitted = self.search_.best_estimator_
+            if estimator.refit:
+                fitted = clone(fitted).fit(part) if _trains_from_moments(fitted) else fitted.partial_fit(part)
+            self.search_.best_estimator_ = self.estimator_ = fitted
+            self._check_marker(fitted)
+        else:
+            self.search_, self.estimator_ = None, clone(estimator).fit(part)
+        # The indicator's columns: the features with a missing entry (it reads no more than that).
+        holes = np.where(missing > 0, np.nan, 0.0)[None]
+        self.indicator_ = None
+        if self.add_indicator:
+            self.indicator_ = MissingIndicator(missing_values=np.nan, error_on_new=False).fit(holes)
         self.random_state_ = random_state
         return self
 

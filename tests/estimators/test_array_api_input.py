@@ -75,6 +75,10 @@ def test_dispatch_attributes_and_outputs_are_tensors(cls):
         assert isinstance(Z, torch.Tensor)
         np.testing.assert_allclose(Z.numpy(), reference.transform(X), rtol=1e-12)
         assert isinstance(fitted.inverse_transform(Z), torch.Tensor)
+        for method in ("get_covariance", "get_precision"):
+            value = getattr(fitted, method)()
+            assert isinstance(value, torch.Tensor) and value.device == tensor.device, method
+            np.testing.assert_allclose(value.numpy(), getattr(reference, method)(), rtol=1e-12)
         imputed = fitted.impute(tensor)
         seen = ~np.isnan(X)
         assert isinstance(imputed, torch.Tensor)
@@ -86,6 +90,7 @@ def test_dispatch_attributes_and_outputs_are_tensors(cls):
     # Refitting without dispatch turns the attributes back into NumPy arrays.
     fitted.fit(X)
     assert isinstance(fitted.components_, np.ndarray) and isinstance(fitted.offset_, np.ndarray)
+    assert isinstance(fitted.get_covariance(), np.ndarray) and isinstance(fitted.get_precision(), np.ndarray)
 
 
 def test_tensor_input_errors_name_the_problem():

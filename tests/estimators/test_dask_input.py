@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedImputer, MaskedPPCA
+from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedImputer, MaskedModelSearch, MaskedPPCA
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -166,6 +166,45 @@ def test_imputer_draws_differ_between_chunks_and_repeat_with_the_seed():
 
 
 @pytest.mark.usefixtures("threads")
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("n_components", [3, "mle"])
+@pytest.mark.parametrize("dask_weights", [False, True])
+def test_weighted_fit_equals_in_memory(cls, n_components, dask_weights):
+    if n_components == "mle" and cls is MaskedFactorAnalysis:
+        pytest.skip("factor analysis takes an integer n_components")
+    X = _data()
+    weights = np.random.RandomState(1).gamma(0.5, size=len(X))
+    weights[:40] = 0.0  # rows that do not count, a whole chunk among them
+    X_dask = da.from_array(X, chunks=((40, 160, 1, 299), 8))
+    given = da.from_array(weights, chunks=100) if dask_weights else weights
+    params = {"random_state": 0, "device": "cpu", "max_epochs": 40}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_epochs is small: a ConvergenceWarning, the same for both
+        in_memory = cls(n_components, **params).fit(X, sample_weight=weights)
+        chunked = cls(n_components, **params).fit(X_dask, sample_weight=given)
+    assert chunked.n_components_ == in_memory.n_components_
+    _assert_same_fit(chunked, in_memory, 1e-10)
+    unweighted = _fit(cls, X)
+    assert np.abs(chunked.components_ - unweighted.components_).max() > 1e-3  # the weights matter
+    assert chunked.score(X_dask, sample_weight=given) == pytest.approx(in_memory.score(X, sample_weight=weights),
+                                                                        rel=1e-9)
+
+
+@pytest.mark.usefixtures("threads")
+def test_weighted_partial_fit_streams_each_chunk_with_its_weights():
+    X = _data()
+    weights = np.random.RandomState(1).gamma(0.5, size=len(X))
+    weights[:200] = 0.0  # a chunk of no weight holds nothing to learn from
+    chunked = MaskedGaussianMixture(2, random_state=0, device="cpu").partial_fit(
+        da.from_array(X, chunks=(200, 8)), sample_weight=da.from_array(weights, chunks=100))
+    one_by_one = MaskedGaussianMixture(2, random_state=0, device="cpu")
+    for start in range(200, len(X), 200):
+        one_by_one.partial_fit(X[start:start + 200], sample_weight=weights[start:start + 200])
+    assert chunked.n_iter_ == one_by_one.n_iter_ == 2
+    np.testing.assert_allclose(chunked.means_, one_by_one.means_, rtol=1e-12)
+
+
+@pytest.mark.usefixtures("threads")
 def test_partial_fit_streams_the_chunks():
     X = _data()
     chunked = MaskedGaussianMixture(2, random_state=0, device="cpu").partial_fit(da.from_array(X, chunks=(200, 8)))
@@ -195,8 +234,14 @@ def test_bad_chunked_input_is_refused_before_training():
     X[:, 4] = np.nan
     with pytest.raises(ValueError, match=r"Feature\(s\) \[4\]"):
         MaskedPPCA(2).fit(da.from_array(X, chunks=(100, 8)))
-    with pytest.raises(ValueError, match="sample_weight"):
-        MaskedPPCA(2).fit(da.from_array(_data(), chunks=(100, 8)), sample_weight=np.ones(500))
+    with pytest.raises(ValueError, match="weighs the moments of complete data, and X has missing entries"):
+        MaskedPPCA(2).fit(da.from_array(_data(holes=True), chunks=(100, 8)), sample_weight=np.ones(500))
+    with pytest.raises(ValueError, match="one weight per sample"):
+        MaskedPPCA(2).fit(da.from_array(_data(), chunks=(100, 8)), sample_weight=da.ones(499, chunks=100))
+    with pytest.raises(ValueError, match="non-negative"):
+        MaskedPPCA(2).fit(da.from_array(_data(), chunks=(100, 8)), sample_weight=-da.ones(500, chunks=100))
+    with pytest.raises(ValueError, match="1 sample\\(s\\) a positive weight"):
+        MaskedPPCA(2).fit(da.from_array(_data(), chunks=(100, 8)), sample_weight=(da.arange(500, chunks=100) == 7))
     with pytest.raises(ValueError, match="at most the number of features"):
         MaskedPPCA(9).fit(da.from_array(_data(), chunks=(100, 8)))
     with pytest.raises(ValueError, match="at least 2"):
@@ -215,6 +260,114 @@ def test_float32_fit_from_chunks_is_close():
     chunked = _fit(MaskedPPCA, da.from_array(X.astype(np.float32), chunks=(100, 8)), dtype="float32")
     assert chunked.components_.dtype == np.float32
     np.testing.assert_allclose(chunked.get_covariance(), in_memory.get_covariance(), rtol=1e-3, atol=1e-3)
+
+
+# ---------------------------------------------------------------------- MaskedImputer.fit on a collection
+def _imputer(estimator, **params):
+    return MaskedImputer(estimator, random_state=0, **params)
+
+
+# max_epochs is small: a ConvergenceWarning, the same for both fits
+quiet = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _assert_same_imputer(chunked, in_memory, X):
+    _assert_same_fit(chunked.estimator_, in_memory.estimator_, 1e-10)
+    np.testing.assert_array_equal(chunked._valid, in_memory._valid)
+    imputed = chunked.transform(da.from_array(X, chunks=(100, X.shape[1]))).compute()
+    np.testing.assert_allclose(imputed, in_memory.transform(X), rtol=1e-9, atol=1e-9)
+
+
+@quiet
+@pytest.mark.usefixtures("threads")
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("holes", [False, True])
+def test_imputer_fit_from_moments_equals_in_memory(cls, holes, monkeypatch):
+    X = _data(holes=holes)
+    estimator = cls(3, random_state=0, device="cpu", max_epochs=40)
+    in_memory = _imputer(estimator).fit(X)
+    # Never gathered: a dask collection turned into one NumPy array is an error here.
+    monkeypatch.setattr(da.Array, "__array__", lambda *args, **kwargs: pytest.fail("gathered"))
+    chunked = _imputer(estimator).fit(da.from_array(X, chunks=((250, 1, 0, 249), 8)))
+    monkeypatch.undo()
+    assert chunked.search_ is None and chunked.n_features_in_ == 8
+    _assert_same_imputer(chunked, in_memory, X)
+
+
+@quiet
+@pytest.mark.usefixtures("threads")
+def test_imputer_fit_on_a_dask_dataframe_equals_in_memory():
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X = _data(holes=True)
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(8)])
+    estimator = MaskedPPCA(3, random_state=0, device="cpu", max_epochs=40)
+    chunked = _imputer(estimator).fit(dd.from_pandas(frame, npartitions=3))
+    assert list(chunked.feature_names_in_) == list(frame.columns)
+    _assert_same_imputer(chunked, _imputer(estimator).fit(X), X.copy())
+
+
+@quiet
+@pytest.mark.usefixtures("threads")
+def test_imputer_fit_collection_marker_empty_features_and_indicator_as_in_memory():
+    X = _data(holes=True)
+    X[:, 5] = np.nan  # missing everywhere
+    X = np.where(np.isnan(X), -1.0, X)
+    params = {"missing_values": -1.0, "keep_empty_features": True, "add_indicator": True}
+    estimator = MaskedPPCA(2, random_state=0, device="cpu", max_epochs=40)
+    in_memory = _imputer(estimator, **params).fit(X)
+    chunked = _imputer(estimator, **params).fit(da.from_array(X, chunks=(150, 8)))
+    np.testing.assert_array_equal(chunked.indicator_.features_, in_memory.indicator_.features_)
+    _assert_same_imputer(chunked, in_memory, X)
+    with pytest.raises(ValueError, match=r"Feature\(s\) \[5\] are missing in every training sample"):
+        _imputer(estimator, missing_values=-1.0).fit(da.from_array(X, chunks=(150, 8)))
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"contains NaN in feature\(s\) \[1\], but missing_values=-1.0"):
+        _imputer(estimator, **params).fit(da.from_array(X, chunks=(150, 8)))
+    X[3, 1] = np.inf
+    with pytest.raises(ValueError, match=r"contains infinity in feature\(s\) \[1\]"):
+        _imputer(estimator, **params).fit(da.from_array(X, chunks=(150, 8)))
+
+
+@quiet
+@pytest.mark.usefixtures("threads")
+def test_imputer_search_chooses_on_a_sample_and_refits_from_moments():
+    X = _data(n=1000, holes=True)
+    X_dask = da.from_array(X, chunks=(300, 8))
+    search = MaskedModelSearch({"ppca": [MaskedPPCA(k, random_state=0, device="cpu", max_epochs=40) for k in (1, 3)]},
+                               max_samples=300, random_state=0, progress=False)
+    imputer = _imputer(search).fit(X_dask)
+    assert imputer.search_.refit and imputer.search_.best_estimator_ is imputer.estimator_
+    # The chosen model refitted to every row, out of core: the in-memory fit of the same model.
+    in_memory = MaskedPPCA(imputer.estimator_.n_components, random_state=0, device="cpu", max_epochs=40).fit(X)
+    _assert_same_fit(imputer.estimator_, in_memory, 1e-10)
+    assert imputer.transform(X_dask).compute().shape == X.shape
+    with pytest.raises(ValueError, match="give the search a max_samples"):
+        _imputer(search.set_params(max_samples=None)).fit(X_dask)
+
+
+@quiet
+@pytest.mark.usefixtures("threads")
+def test_imputer_search_streams_a_row_model_through_partial_fit(monkeypatch):
+    X = _data(n=1000, holes=True)
+    calls = []
+    original = MaskedGaussianMixture.partial_fit
+    monkeypatch.setattr(MaskedGaussianMixture, "partial_fit",
+                        lambda self, X, *args, **kwargs: calls.append(len(X)) or original(self, X, *args, **kwargs))
+    search = MaskedModelSearch([MaskedGaussianMixture(1, random_state=0, device="cpu", max_epochs=5)],
+                               max_samples=200, random_state=0, progress=False)
+    imputer = _imputer(search).fit(da.from_array(X, chunks=(400, 8)))
+    assert calls[1:] == [400, 400, 200]  # the collection, then each chunk
+    assert np.isfinite(imputer.transform(X)).all()
+
+
+@pytest.mark.usefixtures("threads")
+def test_imputer_fit_collection_refuses_what_needs_rows():
+    X_dask = da.from_array(_data(holes=True), chunks=(100, 8))
+    with pytest.raises(TypeError, match="MaskedGaussianMixture trains on rows.*X\\[rows\\].compute"):
+        MaskedImputer(MaskedGaussianMixture(2)).fit(X_dask)
+    with pytest.raises(TypeError, match="self-masking"):
+        MaskedImputer(missingness="self-masking").fit(X_dask)
 
 
 # ---------------------------------------------------------------------- on a cluster of two processes
@@ -243,3 +396,22 @@ def test_fit_and_outputs_on_a_local_cluster_equal_in_memory(client, holes):
         np.testing.assert_allclose(scores.compute(), in_memory.score_samples(X), rtol=1e-9)
     # The chunks were summarised in the workers, not here.
     assert set(client.run(lambda: "skmpt.estimators._dask" in __import__("sys").modules).values()) == {True}
+
+
+@quiet
+def test_imputer_fit_on_a_local_cluster_equals_in_memory(client):
+    X = _data(holes=True)
+    estimator = MaskedFactorAnalysis(3, random_state=0, device="cpu", max_epochs=40)
+    chunked = _imputer(estimator).fit(da.from_array(X, chunks=((250, 1, 0, 249), 8)))
+    _assert_same_imputer(chunked, _imputer(estimator).fit(X), X)
+
+
+@quiet
+def test_weighted_fit_on_a_local_cluster_equals_in_memory(client):
+    X = _data()
+    weights = np.random.RandomState(1).gamma(0.5, size=len(X))
+    for cls in ESTIMATORS:
+        in_memory = cls(3, random_state=0, device="cpu", max_epochs=40).fit(X, sample_weight=weights)
+        chunked = cls(3, random_state=0, device="cpu", max_epochs=40).fit(
+            da.from_array(X, chunks=((250, 1, 0, 249), 8)), sample_weight=da.from_array(weights, chunks=200))
+        _assert_same_fit(chunked, in_memory, 1e-10)
