@@ -435,8 +435,13 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             seed = int(torch.randint(2**62, (1,), generator=generator))
             with seeded(seed, self.device_):
                 self.n_components_ = self._resolve_n_components(data.X, weights, choice, n_samples)
-                # From moments alone, their mean stands for the data's width, dtype and device.
+                # From moments alone, their mean stands for the data's width, dtype and device; the
+                # chunks of incomplete data, two rows with the spread of the rows in memory (missing
+                # entries at zero: the root of the Gram matrix's diagonal), as a random start reads it.
                 rows = data.X if data.X is not None else data.groups[0].moments.mean[None]
+                if data.X is None and is_dask_collection(X) and data.groups[0].observed is not None:
+                    spread = choice.covariance.diagonal().sqrt()
+                    rows = torch.stack([spread, -spread])
                 self.module_, near_start = self._initialize(solver, data.groups, rows, generator, data.units, previous)
                 trainer = self._trainer(weights, near_start)
                 with intra_op_threads(fit_threads(solver.step_size(trainer, data))):
