@@ -229,6 +229,18 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         default; an estimator with a data-driven choice (PPCA's ``"mle"``) overrides it."""
         return self.params_.n_components
 
+    def _exact_target(self):
+        """Whether training aims at the module's exact, deterministic ``log_marginal`` (then the
+        judge of whether a run ended below its start); False by default."""
+        return False
+
+    def _optimality_gap(self, X, sample_weight):
+        """Nats per sample by which the fitted model's exact log-likelihood of ``X`` falls short of
+        its optimum, as exact ascent steps from it (EM's) measure it, or None where there are none:
+        a fit within ``tol`` of its optimum has converged (whatever the stopping rule said), one
+        further from it has not."""
+        return None
+
     def _solver(self):
         """What training runs on, chosen here once per fit: mini-batches of rows by default (the
         linear-Gaussian estimators read their ``solver`` parameter)."""
@@ -427,7 +439,14 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                     self.n_iter_, self.converged_ = solver.fit(trainer, self.module_, data, generator, jacobian)
             self._finish(trainer, data.units)
             self.__dict__.pop("_partial_fit_state", None)
-        self._warn_unconverged(trainer)
+            # Where the optimum can be checked, converged means at it: the kept parameters (the
+            # start's, after a run that went downhill from an optimal start) within tol of it.
+            gap = self._optimality_gap(X, sample_weight)
+            if gap is not None:
+                self.converged_ = gap <= self.params_.tol
+                if self.converged_:
+                    trainer.downhill = None
+        self._warn_unconverged(trainer, gap)
 
     def _chunked_training_data(self, X, sample_weight, solver):
         """``(data, moments, log_jacobian)`` of a dask collection ``X``, reduced chunk by chunk on the
@@ -635,7 +654,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         name, options = self._objective()
         objective = TrainingObjective(name, module, options)
         monitor = partial(module.log_marginal, **self._log_marginal_kwargs()) if params.monitor == "lml" else None
-        return Trainer.from_params(params, objective, monitor=monitor, sample_weight=weights, near_start=near_start)
+        exact = module.log_marginal if self._exact_target() else None
+        return Trainer.from_params(params, objective, monitor=monitor, sample_weight=weights, near_start=near_start,
+                                   exact=exact)
 
     def _finish(self, trainer, units):
         """The trained ``module_`` back in the data's units ``(center, scale)``, with its history and
@@ -644,8 +665,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self._map_back(*units)
         self._set_fitted_attributes()
 
-    def _warn_unconverged(self, trainer):
-        """A ``ConvergenceWarning`` at the caller of ``fit`` when training went downhill or ran out of epochs."""
+    def _warn_unconverged(self, trainer, gap=None):
+        """A ``ConvergenceWarning`` at the caller of ``fit`` when training went downhill, ran out of
+        epochs or stopped short of the optimum by ``gap`` nats per sample (:meth:`_optimality_gap`)."""
         if trainer.downhill is not None:
             start, end, kept = trainer.downhill
             warnings.warn(
@@ -653,6 +675,15 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 f"{end:.6g} against {start:.6g} nats per sample at the start), so it has not converged; the "
                 f"parameters are those of epoch {kept} (0 is the start). Lower learning_rate "
                 f"(now {self.params_.learning_rate}) or try another random_state.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+        elif gap is not None and gap > self.params_.tol:
+            warnings.warn(
+                f"{type(self).__name__}'s training stopped short of the optimum, so it has not converged: EM "
+                f"from its parameters raises the log-likelihood by about {gap:.3g} nats per sample (more than "
+                f"tol={self.params_.tol}). Raise n_iter_no_change (now {self.params_.n_iter_no_change}) or "
+                f"max_epochs, or start from EM.",
                 ConvergenceWarning,
                 stacklevel=4,
             )

@@ -293,6 +293,10 @@ class Trainer:
     first_step_factor : float
         Adam starts at ``learning_rate`` times this (``near_start_factor`` from a start computed
         from the data); errors name ``learning_rate`` itself.
+    exact : callable or None
+        ``exact(X, observed=None)`` -> the exact per-sample value of what training aims at (the
+        log-marginal likelihood of a model whose MPT target it is), or None: whether a run ended
+        below its start is then judged on it, not on the stopping objective (a noisy estimate of it).
     """
 
     objective: object
@@ -309,7 +313,10 @@ class Trainer:
     history: list = field(default_factory=list)
     sample_weight: object = None
     first_step_factor: float = 1.0
+    exact: object = None
     best: tuple = None
+    start_exact: float = None
+    start_state: dict = None
     start_progress: float = None
     downhill: tuple = None
 
@@ -333,7 +340,7 @@ class Trainer:
     near_start_factor = 0.1
 
     @classmethod
-    def from_params(cls, params, objective, *, monitor=None, sample_weight=None, near_start=False):
+    def from_params(cls, params, objective, *, monitor=None, sample_weight=None, near_start=False, exact=None):
         """The trainer of an estimator's validated ``params`` (read as attributes: ``mask_rate``,
         ``n_masks``, ``learning_rate``, ``batch_size``, ``max_epochs``, ``tol``, ``n_iter_no_change``,
         ``monitor_every``, ``verbose``) for the :class:`TrainingObjective` ``objective``: its masks
@@ -353,6 +360,7 @@ class Trainer:
             verbose=params.verbose,
             sample_weight=sample_weight,
             first_step_factor=cls.near_start_factor if near_start else 1.0,
+            exact=exact,
         )
 
     def optimizer(self, module):
@@ -467,23 +475,29 @@ class Trainer:
         if self.best is None or progress > self.best[0]:
             self.best = (progress, {k: v.detach().clone() for k, v in module.state_dict().items()}, epoch)
 
-    def _end(self, module, progress, epoch, converged):
-        """``(epoch, converged)``; a run that ended more than ``downhill_factor * tol`` below where
-        it started (a start already at the optimum ends a little below it, by the steps' noise) has
-        not converged, and ``downhill`` records ``(start, end, epoch of the parameters kept)``. If
-        the stopping rule had ended it, its parameters go back to the best it saw (a run stopped
-        by ``max_epochs`` keeps its last: it was cut short, not settled)."""
+    def _end(self, module, progress, epoch, converged, exact=None):
+        """``(epoch, converged)``; a run that ended below where it started has not converged, goes
+        back to the best parameters it saw (the start's, when the ``exact`` objective judged it) and
+        ``downhill`` records ``(start, end, epoch of the parameters kept)``. Below means more than
+        ``downhill_factor * tol`` on the stopping objective (a start already at the optimum ends a
+        little below it, by the steps' noise), or more than ``tol`` on the ``exact`` one (a
+        callable: the mean exact objective now; None: judged on the stopping objective)."""
+        if exact is not None:
+            start, end = self.start_exact, exact()
+            if end >= start - self.tol:
+                return epoch, converged
+            module.load_state_dict(self.start_state)
+            self.downhill = (start, end, 0)
+            return epoch, False
         start = self.start_progress
         if progress >= start - self.downhill_factor * self.tol:
             return epoch, converged
-        kept = epoch
-        if converged:
-            _, state, kept = self.best
-            module.load_state_dict(state)
+        _, state, kept = self.best
+        module.load_state_dict(state)
         self.downhill = (start, progress, kept)
         return epoch, False
 
-    def train(self, module, epoch, stopping, log_jacobian, monitor=None):
+    def train(self, module, epoch, stopping, log_jacobian, monitor=None, exact=None):
         """Train ``module`` until the stopping rule is met or ``max_epochs`` have run; ``(n_epochs, converged)``.
 
         The one epoch loop of every solver, which hands it three callables: ``epoch(optimizer)``
@@ -502,6 +516,8 @@ class Trainer:
         optimizer = self.optimizer(module)
         self.start_progress = stopping() + log_jacobian
         self._keep_best(module, self.start_progress, 0)
+        if exact is not None:
+            self.start_exact, self.start_state = exact(), self.best[1]
         cuts = self.start_cuts()
         for n_epoch in range(1, self.max_epochs + 1):
             start = time.perf_counter()
@@ -513,8 +529,8 @@ class Trainer:
             record["learning_rate"] = learning_rate
             progress, cuts = self._epoch_end(module, record, start, n_epoch, optimizer, cuts)
             if cuts > self.n_lr_cuts:
-                return self._end(module, progress, n_epoch, True)
-        return self._end(module, progress, self.max_epochs, False)
+                return self._end(module, progress, n_epoch, True, exact)
+        return self._end(module, progress, self.max_epochs, False, exact)
 
     def start_cuts(self):
         """The step size's cuts that a smaller first step stands for: Adam starting at
@@ -631,14 +647,17 @@ class MiniBatchSolver:
             batches = None if stream is None else itertools.islice(stream, trainer.max_steps_per_epoch)
             return trainer.run_epoch(X, optimizer, generator, observed, batches)
 
-        def monitor():
-            with torch.no_grad():
-                lml = trainer.monitor(X, observed=observed)
-                lml = lml if trainer.sample_weight is None else lml * trainer.sample_weight
-                return float(lml.mean(dtype=torch.float64))
+        def mean_of(function):
+            def mean():
+                with torch.no_grad():
+                    values = function(X, observed=observed)
+                    values = values if trainer.sample_weight is None else values * trainer.sample_weight
+                    return float(values.mean(dtype=torch.float64))
+            return mean
 
         return trainer.train(module, epoch, lambda: trainer.stopping_objective(*stopping), log_jacobian,
-                             None if trainer.monitor is None else monitor)
+                             None if trainer.monitor is None else mean_of(trainer.monitor),
+                             None if trainer.exact is None else mean_of(trainer.exact))
 
     def stream_groups(self, X, observed, weights):
         """What ``partial_fit``'s first chunk (standardised rows ``X``) trains from beside its rows:

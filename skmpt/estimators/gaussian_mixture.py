@@ -14,7 +14,7 @@ and MPT with uniform mask sizes aims at EM's optimum.
 import copy
 import math
 import warnings
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -38,8 +38,9 @@ __all__ = ["MaskedGaussianMixture"]
 # numbers or random samples, then each component's proportion, mean and covariance.
 INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data", "em")
 
-# Added to the diagonal of each initial covariance, as GaussianMixture's default reg_covar:
-# a cluster of one point (or of identical points) still gets a positive definite covariance.
+# Added to the diagonal of each initial covariance, as GaussianMixture's default reg_covar but in
+# units of each feature's variance: a cluster of one point (or of identical points) still gets a
+# positive definite covariance.
 _INIT_REG_COVAR = 1e-6
 
 
@@ -69,58 +70,101 @@ def _responsibilities(data, n_components, init_params, seed):
 def initial_parameters(X, n_components, covariance_type, init_params, seed):
     """``(weights, means, covariances)`` from the initial responsibilities, as GaussianMixture's
     M-step computes them (``covariances`` in the module's layout of ``covariance_type``)."""
-    resp = X.new_tensor(_responsibilities(X.cpu().numpy(), n_components, init_params, seed))  # (n, K)
+    data = X.cpu().numpy()
+    spread = np.where(data.std(0) > 0, data.std(0), 1.0)
+    # Clustered on each feature's own scale, so the start, like the model, is equivariant to it.
+    resp = X.new_tensor(_responsibilities(data / spread, n_components, init_params, seed))  # (n, K)
+    regularisation = _INIT_REG_COVAR * X.new_tensor(spread).square()  # in each feature's units
     counts = resp.sum(0) + 10 * torch.finfo(X.dtype).eps  # guard against empty clusters
     means = (resp.T @ X) / counts.unsqueeze(-1)
     residual = X.unsqueeze(1) - means  # (n, K, D)
-    eye = torch.eye(X.shape[1], dtype=X.dtype, device=X.device)
     if covariance_type == "full":
         covariances = torch.einsum("nk,nkd,nke->kde", resp, residual, residual) / counts.view(-1, 1, 1)
-        covariances = covariances + _INIT_REG_COVAR * eye
+        covariances = covariances + torch.diag(regularisation)
     elif covariance_type == "tied":  # GaussianMixture's: the pooled within-cluster covariance
         covariances = torch.einsum("nk,nkd,nke->de", resp, residual, residual) / counts.sum()
-        covariances = covariances + _INIT_REG_COVAR * eye
+        covariances = covariances + torch.diag(regularisation)
     else:
         covariances = torch.einsum("nk,nkd->kd", resp, residual.square()) / counts.unsqueeze(-1)
-        covariances = covariances + _INIT_REG_COVAR
+        covariances = covariances + regularisation
         if covariance_type == "spherical":  # GaussianMixture's: the mean of the diagonal
             covariances = covariances.mean(-1)
     return counts / counts.sum(), means, covariances
 
 
+def variance_floor(X, reg_covar, covariance_type):
+    """``reg_covar`` times each feature's variance in ``X`` (one if it has none), the floor added to
+    the diagonal of every covariance; their mean for ``"spherical"`` (one variance per component)."""
+    variance = X.var(0)
+    floor = reg_covar * torch.where(variance > 0, variance, torch.ones_like(variance))
+    return floor.mean() if covariance_type == "spherical" else floor
+
+
 # EM from the k-means start (``init_params="em"``): at most this many steps, stopped when the
-# observed entries' mean log-likelihood gains less than the estimator's ``tol`` in a step.
-_EM_MAX_STEPS = 20
+# observed entries' mean log-likelihood has less than the estimator's ``tol`` left to gain (the
+# start is then at EM's optimum, which MPT with uniform mask sizes aims at too).
+_EM_MAX_STEPS = 500
 
 
-def em_start(X, observed, weights, n_components, seed, tol):
-    """``(weights, means, covariances)`` of a full-covariance mixture after EM steps from the
-    k-means start on ``X`` (a tensor, any finite value at the entries not ``observed``).
+def em_step(X, observed, weights, log_weights, means, covariances, floor):
+    """One EM step of a full-covariance mixture on data with holes: ``(value, (log_weights, means,
+    covariances))``, ``value`` the weighted mean ``log p(x_o)`` at the parameters given.
 
-    Each step is exact on data with holes: the E-step takes every component's conditional mean
-    and covariance of the missing entries given the observed ones and the responsibilities
-    ``p(k | x_o)``; the M-step is GaussianMixture's with their expected moments. Each step raises
-    ``sum_i w_i log p(x_i,o)``, the observed-data likelihood that MPT maximises too.
+    The E-step takes every component's conditional mean and covariance of the missing entries
+    given the observed ones and the responsibilities ``p(k | x_o)``; the M-step is
+    GaussianMixture's with their expected moments, ``floor`` (per feature) added to the diagonal.
+    ``weights`` sum to one. The step raises the observed-data likelihood that MPT maximises too.
     """
+    mean, cov, log_density = gaussian_conditional(X, observed, means.unsqueeze(1), covariances)  # (K, n, ...)
+    log_joint = log_weights.unsqueeze(-1) + log_density
+    value = float(weights @ torch.logsumexp(log_joint, 0))
+    resp = torch.softmax(log_joint, 0) * weights  # (K, n)
+    counts = resp.sum(1) + 10 * torch.finfo(X.dtype).eps
+    means = torch.einsum("kn,knd->kd", resp, mean) / counts.unsqueeze(-1)
+    residual = mean - means.unsqueeze(1)
+    scatter = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + torch.einsum("kn,knde->kde", resp, cov)
+    covariances = scatter / counts.view(-1, 1, 1) + torch.diag(floor)
+    return value, ((counts / counts.sum()).log(), means, covariances)
+
+
+#: EM steps whose gains judge what is left to gain (:func:`remaining_gain`), and the rate that
+#: gains which do not shrink are taken to shrink at.
+_EM_WINDOW, _SLOWEST_RATE = 10, 0.999
+
+
+def remaining_gain(values):
+    """What EM still gains beyond the last of ``values``, successive values of its objective.
+
+    EM converges linearly, its gains shrinking by a rate a step, so the rest is about
+    ``g rate / (1 - rate)`` for the last gain ``g`` (Aitken's extrapolation), with the slowest
+    rate among the steps given: on a flat ridge EM's gains shrink unevenly, and gains that do not
+    shrink count as shrinking at ``_SLOWEST_RATE`` (the rest is then 999 times the last gain). A
+    single small gain is not convergence: at a rate of 0.99 it is a hundredth of what is left.
+    """
+    gains = [b - a for a, b in zip(values[:-1], values[1:])]
+    if gains[-1] <= 0:
+        return 0.0
+    rates = [later / earlier if earlier > 0 else _SLOWEST_RATE for earlier, later in zip(gains[:-1], gains[1:])]
+    rate = min(max(rates), _SLOWEST_RATE)
+    return gains[-1] * rate / (1 - rate)
+
+
+def em_start(X, observed, weights, n_components, seed, tol, floor):
+    """``(weights, means, covariances)`` of a full-covariance mixture after EM steps
+    (:func:`em_step`, with the variance ``floor``) from the k-means start on ``X`` (a tensor, any
+    finite value at the entries not ``observed``), until what is left to gain is less than ``tol``
+    (:func:`remaining_gain`) or after ``_EM_MAX_STEPS``."""
     filled = torch.where(observed, X, torch.zeros_like(X))
     log_weights, means, covariances = initial_parameters(filled, n_components, "full", "kmeans", seed)
-    log_weights, eye = log_weights.log(), torch.eye(X.shape[1], dtype=X.dtype, device=X.device)
+    params = (log_weights.log(), means, covariances)
     weights = weights.to(X.dtype) / weights.sum()
-    previous = -math.inf
+    values = []
     for _ in range(_EM_MAX_STEPS):
-        mean, cov, log_density = gaussian_conditional(X, observed, means.unsqueeze(1), covariances)  # (K, n, ...)
-        log_joint = log_weights.unsqueeze(-1) + log_density
-        value = float(weights @ torch.logsumexp(log_joint, 0))
-        resp = torch.softmax(log_joint, 0) * weights  # (K, n)
-        counts = resp.sum(1) + 10 * torch.finfo(X.dtype).eps
-        means = torch.einsum("kn,knd->kd", resp, mean) / counts.unsqueeze(-1)
-        residual = mean - means.unsqueeze(1)
-        scatter = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + torch.einsum("kn,knde->kde", resp, cov)
-        covariances = scatter / counts.view(-1, 1, 1) + _INIT_REG_COVAR * eye
-        log_weights = (counts / counts.sum()).log()
-        if value - previous < tol:
+        value, params = em_step(X, observed, weights, *params, floor)
+        values.append(value)
+        if len(values) >= _EM_WINDOW and remaining_gain(values[-_EM_WINDOW:]) < tol:
             break
-        previous = value
+    log_weights, means, covariances = params
     return log_weights.exp(), means, covariances
 
 
@@ -135,7 +179,7 @@ def sklearn_covariances(module):
         eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
         precisions_cholesky = torch.linalg.solve_triangular(factor, eye, upper=False).mT
     else:
-        precisions_cholesky = (-0.5 * module.log_variances).exp().expand_as(covariances)
+        precisions_cholesky = covariances.rsqrt()
     layout = {"tied": lambda a: a[0], "spherical": lambda a: a[:, 0]}.get(module.covariance_type, lambda a: a)
     precisions_cholesky = layout(precisions_cholesky)
     if module.covariance_type in ("full", "tied"):
@@ -159,8 +203,13 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
     These conditionals come from one joint density, so with mask sizes uniform on ``1..D`` the
     MPT objective is an unbiased stochastic estimate of the log-marginal likelihood and ``fit``
     aims at the maximum-likelihood mixture (EM's target). Training starts from a k-means
-    clustering and moves unconstrained parameters with Adam: weight logits, means and the
-    Cholesky factors of the covariances (positive diagonal through its logarithm).
+    clustering (on each feature's own scale) and moves unconstrained parameters with Adam:
+    weight logits, and each component's mean and Cholesky factor as steps from the start in
+    that component's own whitened units (``mu = mu0 + L0 m``, ``L = L0 T``). A step of Adam,
+    about ``learning_rate`` in every parameter, is then the same fraction of every component's
+    spread, however narrow it is and whatever the features' scales: in the data's units a step
+    of 0.01 on a component of width 1e-3 (one sitting on identical points, or on one value of a
+    discrete feature) moved its mean ten widths, and training went downhill from its start.
 
     ``score_samples`` is the cumulative MPT estimate ``sum_M S(x; M)`` of ``log p(x)``, exact
     with the default chain estimator; ``log_marginal_likelihood`` is the closed form (the value
@@ -187,18 +236,23 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         ``n_components`` centres chosen by k-means++ or at random among the samples, to which
         each sample is then assigned by distance (EM's first step spreads GaussianMixture's
         one-sample responsibilities; a gradient start from covariances of ``1e-6`` could not).
-        ``"em"`` (full covariances only): from the k-means start, up to 20 EM steps on the
-        observed entries (missing entries marginalised in closed form), stopped when the
-        log-likelihood per sample gains less than ``tol``; MPT continues from there. EM climbs
-        the same observed-data likelihood in far fewer steps than gradients do on correlated
-        features, so training stops after a few epochs (on scikit-learn's breast cancer table,
-        30 features with 20 % of entries missing: 8 epochs instead of 124). The start is near
-        the optimum, so Adam's first steps (about ``learning_rate`` in every parameter) can only
-        lose: a ``learning_rate`` of 0.001 suits it (with the default's steps a run may end below
-        its start, which is warned about).
+        ``"em"`` (full covariances only): from the k-means start, EM steps on the observed
+        entries (missing entries marginalised in closed form) until what is left to gain,
+        extrapolated from the last ten values (EM converges linearly), is less than a tenth
+        of ``tol`` nats per sample, at most 500 steps; MPT continues from there. EM climbs the same observed-data
+        likelihood in far fewer steps than gradients do on correlated features, so training
+        stops after a few epochs (on scikit-learn's breast cancer table, 30 features with 20 %
+        of entries missing: 8 epochs instead of 124). The start is at EM's optimum: a run that
+        would end below it keeps it and says so.
     warm_start : bool, default=False
         ``fit`` on a fitted mixture continues from its parameters (one start: ``n_init`` is
         not used), as GaussianMixture's ``warm_start``.
+    reg_covar : float, default=1e-6
+        Added to the diagonal of every covariance, as GaussianMixture's ``reg_covar``, but in units
+        of each feature's variance (so that the fit does not depend on a feature's scale): the
+        likelihood stays bounded when a component sits on identical points, and training then
+        converges. ``covariances_`` include it; a mixture made by :meth:`from_estimator` has none
+        (the source's covariances already hold its own).
     {mask_rate}
     {n_masks}
     {score_masks}
@@ -259,6 +313,13 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
     epochs against 66 to converge, 0.010 nats short of EM against 0.004). ``random_state`` also
     seeds :meth:`sample`.
 
+    With uniform mask sizes (the default ``mask_rate``) whether a run ended below its start is
+    judged on the exact log-likelihood of the training data (the MPT objective on fixed masks
+    is a noisy estimate of it), and a full-covariance fit is ``converged_`` exactly when EM from
+    its parameters (ten steps and the rest extrapolated) gains less than ``tol`` nats per sample,
+    whatever the stopping rule said; otherwise a ``ConvergenceWarning`` says how far short it
+    stopped.
+
     References
     ----------
     Moreno-Muñoz, Recasens and Hauberg (2023). On masked pre-training and the marginal
@@ -288,11 +349,12 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "init_params": [Options(set(INIT_PARAMS))],
         "warm_start": ["boolean"],
+        "reg_covar": [Interval(Real, 0, None, closed="left")],
     }
 
     def __init__(
         self, n_components=1, *, covariance_type="full", n_init=1, init_params="kmeans", warm_start=False,
-        mask_rate="uniform", n_masks=1, score_masks=1,
+        reg_covar=1e-6, mask_rate="uniform", n_masks=1, score_masks=1,
         score_method="chain", max_epochs=300, batch_size="auto", learning_rate=0.01, tol=1e-3, n_iter_no_change=10,
         monitor=None, monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0
     ):
@@ -301,6 +363,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         self.n_init = n_init
         self.init_params = init_params
         self.warm_start = warm_start
+        self.reg_covar = reg_covar
         self.mask_rate = mask_rate
         self.n_masks = n_masks
         self.score_masks = score_masks
@@ -379,7 +442,8 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         weights, means, covariances = initial_parameters(
             X, params.n_components, params.covariance_type, params.init_params, seed
         )
-        return GaussianMixtureModule(weights, means, covariances, params.covariance_type)
+        floor = variance_floor(X, params.reg_covar, params.covariance_type)
+        return GaussianMixtureModule(weights, means, covariances, params.covariance_type, floor)
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit by MPT from ``n_init`` starts, keeping the best (or from the previous fit with
@@ -427,10 +491,44 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         seed = int(torch.randint(2**31 - 1, (1,), generator=check_generator(random_state)))
         X_t = torch.as_tensor(np.where(observed, (X - center) / scale, 0.0))
+        floor = variance_floor(X_t, self.reg_covar, "full")
+        # EM to a tenth of tol, so that the start passes the check of a fit's optimality
         proportions, means, covariances = em_start(X_t, torch.as_tensor(observed), torch.as_tensor(weights),
-                                                   self.n_components, seed, self.tol)
+                                                   self.n_components, seed, self.tol / 10, floor)
+        # The module adds the floor to L L^T, which must stay positive definite: EM's covariances
+        # hold it already, less a thousandth of it (a component on identical points has S = 0).
+        covariances = covariances - (1 - 1e-3) * torch.diag(floor)
         scale = torch.as_tensor(scale)
-        return GaussianMixtureModule(proportions, means * scale, covariances * torch.outer(scale, scale)), center
+        return GaussianMixtureModule(proportions, means * scale, covariances * torch.outer(scale, scale), "full",
+                                     floor * scale.square()), center
+
+    def _exact_target(self):
+        """With uniform mask sizes MPT aims at the exact log-marginal likelihood: it judges the run."""
+        return self.params_.mask_rate == "uniform"
+
+    def _optimality_gap(self, X, sample_weight):
+        """What EM from the fitted full-covariance mixture gains in mean ``log p(x_o)`` on ``X``: ten
+        steps (:func:`em_step`) and the rest extrapolated (:func:`remaining_gain`) (on the data standardised per feature), or None where EM's target is
+        not MPT's (a fixed ``mask_rate``) or the M-step would not be this model's (tied, diagonal or
+        spherical covariances)."""
+        if self.params_.covariance_type != "full" or self.params_.mask_rate != "uniform":
+            return None
+        X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
+        observed = ~np.isnan(X)
+        center, scale = np.nanmean(X, 0), np.nanstd(X, 0)
+        scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+        weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        weights = torch.as_tensor(weights / weights.sum())
+        X_t, observed = torch.as_tensor(np.where(observed, (X - center) / scale, 0.0)), torch.as_tensor(observed)
+        module = copy.deepcopy(self.module_).cpu().double()
+        with torch.no_grad():
+            module.unstandardize_(torch.as_tensor((self.offset_ - center) / scale), torch.as_tensor(1 / scale))
+            params = (module.log_weights, module.means, module.covariances())
+            values = []
+            for _ in range(_EM_WINDOW):
+                value, params = em_step(X_t, observed, weights, *params, module.variance_floor)
+                values.append(value)
+        return values[-1] - values[0] + remaining_gain(values)
 
     def _warm_start_source(self, X):
         """The previous fit's ``(module_, offset_)`` to continue from, or None; a ``ValueError``

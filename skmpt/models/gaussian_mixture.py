@@ -77,52 +77,89 @@ class GaussianMixtureModule(MaskedModel):
     >>> assert_mpt_identity(module, X)
     """
 
-    def __init__(self, weights, means, covariances, covariance_type="full"):
+    def __init__(self, weights, means, covariances, covariance_type="full", variance_floor=None):
         super().__init__()
         if covariance_type not in COVARIANCE_TYPES:
             raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}; got {covariance_type!r}.")
         self.covariance_type = covariance_type
         self.weight_logits = torch.nn.Parameter(weights.log())
-        self.means = torch.nn.Parameter(means)
+        # The start, fixed: every other parameter is a step from it in the start's own units.
+        self.register_buffer("anchor_means", means.detach().clone())
+        floor = torch.zeros_like(means[0]) if variance_floor is None else torch.as_tensor(variance_floor).to(means)
+        self.register_buffer("variance_floor", floor.expand(means.shape[1]).clone())
+        self.mean_steps = torch.nn.Parameter(torch.zeros_like(means))
         if covariance_type in _CHOLESKY_TYPES:  # "tied": one factor of shape (D, D)
-            factor = torch.linalg.cholesky(covariances)
-            diagonal = factor.diagonal(dim1=-2, dim2=-1)
-            self.unit_lower = torch.nn.Parameter((factor / diagonal.unsqueeze(-2)).tril(-1))
-            self.log_cholesky_diagonal = torch.nn.Parameter(diagonal.log())
+            self.register_buffer("anchor_cholesky", torch.linalg.cholesky(covariances).detach().clone())
+            self.unit_lower = torch.nn.Parameter(torch.zeros_like(covariances))
+            self.log_cholesky_diagonal = torch.nn.Parameter(torch.zeros_like(covariances[..., 0]))
         else:  # "spherical": one variance per component, of shape (K, 1)
             log_variances = covariances.log()
             if covariance_type == "spherical":
                 log_variances = log_variances.unsqueeze(-1)
+            self.register_buffer("anchor_scales", (0.5 * log_variances).exp().detach().clone())
             self.log_variances = torch.nn.Parameter(log_variances)
 
     @property
     def n_components(self):
-        return self.means.shape[0]
+        return self.anchor_means.shape[0]
 
     @property
     def n_features(self):
-        return self.means.shape[1]
+        return self.anchor_means.shape[1]
 
     @property
     def log_weights(self):
         """``log pi_k``, shape ``(K,)``."""
         return torch.log_softmax(self.weight_logits, -1)
 
+    @property
+    def means(self):
+        """``mu_k``, shape ``(K, D)``: the start's mean plus a step in the start's whitened units,
+        ``mu_k = a_k + L0_k m_k`` (``L0_k`` the start's Cholesky factor, or its standard deviations)."""
+        if self.covariance_type in _CHOLESKY_TYPES:
+            step = (self.anchor_cholesky @ self.mean_steps.unsqueeze(-1)).squeeze(-1)
+        else:
+            step = self.anchor_scales * self.mean_steps
+        return self.anchor_means + step
+
+    def _relative_cholesky(self):
+        """``T = (I + N) diag(exp(d))``, the factor relative to the start's: ``L = L0 T``."""
+        eye = torch.eye(self.n_features, dtype=self.mean_steps.dtype, device=self.mean_steps.device)
+        return (eye + self.unit_lower.tril(-1)) * self.log_cholesky_diagonal.exp().unsqueeze(-2)
+
     def cholesky(self):
         """Lower Cholesky factors of the covariances, shape ``(K, D, D)``."""
         if self.covariance_type in _CHOLESKY_TYPES:
-            eye = torch.eye(self.n_features, dtype=self.means.dtype, device=self.means.device)
-            factor = (eye + self.unit_lower.tril(-1)) * self.log_cholesky_diagonal.exp().unsqueeze(-2)
+            factor = self.anchor_cholesky @ self._relative_cholesky()
+            if self._floored:
+                factor = torch.linalg.cholesky(factor @ factor.mT + torch.diag(self.variance_floor))
             return factor.expand(self.n_components, self.n_features, self.n_features)
-        return torch.diag_embed((0.5 * self.log_variances).exp().expand(self.n_components, self.n_features))
+        return torch.diag_embed(self.variances().sqrt())
+
+    @property
+    def _floored(self):
+        return bool(self.variance_floor.any())
+
+    def log_cholesky_diagonals(self):
+        """``log diag L_k`` of a full or tied covariance's factor, shape ``(K, D)`` or ``(D,)``:
+        ``log diag(L0) + d`` (both factors triangular) without a floor."""
+        if self._floored:
+            return self.cholesky().diagonal(dim1=-2, dim2=-1).log()
+        return self.anchor_cholesky.diagonal(dim1=-2, dim2=-1).log() + self.log_cholesky_diagonal
+
+    def variances(self):
+        """Diagonal (or spherical) covariances, ``exp(log_variances)`` plus the floor, shape
+        ``(K, D)``."""
+        return (self.log_variances.exp() + self.variance_floor).expand(self.n_components, self.n_features)
 
     def covariances(self):
         """Covariances: ``(K, D, D)`` (full, and tied repeated per component) or ``(K, D)``
         (diag, and spherical repeated per feature)."""
         if self.covariance_type in _CHOLESKY_TYPES:
-            factor = self.cholesky()
-            return factor @ factor.mT
-        return self.log_variances.exp().expand(self.n_components, self.n_features)
+            factor = self.anchor_cholesky @ self._relative_cholesky()
+            covariance = factor @ factor.mT + torch.diag(self.variance_floor)
+            return covariance.expand(self.n_components, self.n_features, self.n_features)
+        return self.variances()
 
     def unstandardize_(self, center, scale):
         """Map parameters fitted on ``(x - center) / scale`` back to the units of ``x``.
@@ -136,15 +173,18 @@ class GaussianMixtureModule(MaskedModel):
             if scale.numel() > 1 and not bool((scale == scale.reshape(-1)[0]).all()):
                 raise ValueError("A spherical mixture can be rescaled by one number only; got one per feature.")
             self.log_variances.add_(2 * scale.reshape(-1)[0].log())
-            self.means.mul_(scale.reshape(-1)[0]).add_(center)
+            self.variance_floor.mul_(scale.reshape(-1)[0].square())
+            self.anchor_scales.mul_(scale.reshape(-1)[0])
+            self.anchor_means.mul_(scale.reshape(-1)[0]).add_(center)
             return self
         scale = scale.expand(self.n_features)
-        self.means.mul_(scale).add_(center)
+        # The steps are in the start's units, which move with it: L = diag(s) L0 T.
+        self.anchor_means.mul_(scale).add_(center)
+        self.variance_floor.mul_(scale.square())
         if self.covariance_type in _CHOLESKY_TYPES:
-            # diag(s) (I + N) diag(e^d) = (I + diag(s) N diag(1/s)) diag(s e^d)
-            self.unit_lower.mul_(scale.unsqueeze(-1) / scale)
-            self.log_cholesky_diagonal.add_(scale.log())
+            self.anchor_cholesky.mul_(scale.unsqueeze(-1))
         else:
+            self.anchor_scales.mul_(scale)
             self.log_variances.add_(2 * scale.log())
         return self
 
@@ -158,7 +198,7 @@ class GaussianMixtureModule(MaskedModel):
         """
         residual = X.unsqueeze(1) - self.means  # (n, K, D)
         if self.covariance_type not in _CHOLESKY_TYPES:
-            token = gaussian_log_prob(residual, self.log_variances.exp())  # (n, K, D)
+            token = gaussian_log_prob(residual, self.variances())  # (n, K, D)
             observed = given.to(X.dtype)
             observed_log_prob = torch.einsum(f"nkd,{'p' if given.ndim == 2 else 'np'}d->npk", token, observed)
             return observed_log_prob, token.unsqueeze(1)
@@ -227,7 +267,7 @@ class GaussianMixtureModule(MaskedModel):
         """
         if self.covariance_type not in _CHOLESKY_TYPES and masks.ndim == 2 and (observed is None or observed.ndim == 1):
             masks, given = conditioning_set(masks, observed)
-            token = gaussian_log_prob(X.unsqueeze(1) - self.means, self.log_variances.exp())
+            token = gaussian_log_prob(X.unsqueeze(1) - self.means, self.variances())
             sums = diagonal_mixture_sums(self.log_weights, token, masks, given)
             if sums is not None:
                 return sums
@@ -266,10 +306,9 @@ class GaussianMixtureModule(MaskedModel):
             return self._observed_chain(X, orderings, observed)
         residual = X.T - self.means.unsqueeze(-1)  # (K, D, n)
         if self.covariance_type in _CHOLESKY_TYPES:
-            factor = self.cholesky()
-            log_prob = gaussian_chain(residual, factor @ factor.mT, orderings, observed)
+            log_prob = gaussian_chain(residual, self.covariances(), orderings, observed)
         else:
-            log_prob = gaussian_log_prob(residual, self.log_variances.exp().unsqueeze(-1))
+            log_prob = gaussian_log_prob(residual, self.variances().unsqueeze(-1))
             if observed is not None:
                 log_prob = log_prob * observed.unsqueeze(-1)
             log_prob = log_prob[:, orderings.flip(-1)].transpose(0, 1)  # (O, K, D, n) in reveal order
@@ -280,8 +319,8 @@ class GaussianMixtureModule(MaskedModel):
         n_samples = X.shape[0]
         n_orderings, n_features = orderings.shape
         K = self.n_components
-        factor = self.cholesky()
-        cov = (factor @ factor.mT).expand(n_samples, n_orderings, K, n_features, n_features)
+        cov = self.covariances() if self.covariance_type in _CHOLESKY_TYPES else torch.diag_embed(self.variances())
+        cov = cov.expand(n_samples, n_orderings, K, n_features, n_features)
         mean = self.means.expand(n_samples, n_orderings, K, n_features)
         joint = self.log_weights.expand(n_samples, n_orderings, K)
         seen = observed.expand(n_samples, n_features)
@@ -311,11 +350,11 @@ class GaussianMixtureModule(MaskedModel):
         """``log pi_k + log N(x | mu_k, Sigma_k)`` per sample and component, shape ``(n, K)``."""
         residual = X.unsqueeze(1) - self.means  # (n, K, D)
         if self.covariance_type not in _CHOLESKY_TYPES:
-            log_prob = gaussian_log_prob(residual, self.log_variances.exp()).sum(-1)
+            log_prob = gaussian_log_prob(residual, self.variances()).sum(-1)
         else:
             factor = self.cholesky()
             whitened = torch.linalg.solve_triangular(factor, residual.permute(1, 2, 0), upper=False)  # (K, D, n)
-            log_det = 2 * self.log_cholesky_diagonal.sum(-1)
+            log_det = 2 * self.log_cholesky_diagonals().sum(-1)
             log_prob = -0.5 * (X.shape[1] * math.log(2 * math.pi) + log_det + whitened.square().sum(1).T)
         return self.log_weights + log_prob
 

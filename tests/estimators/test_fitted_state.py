@@ -29,6 +29,7 @@ OTHER_VALUES = {
     "algorithm": ["mpt", "em"],
     "init_params": ["random", "kmeans"],
     "warm_start": [True, False],
+    "reg_covar": [1e-3, 1e-6],
     "noise_variance_init": [np.full(4, 0.5), None],
     "likelihood": ["bernoulli", "gaussian"],
     "binarize": [0.5, 0.0],

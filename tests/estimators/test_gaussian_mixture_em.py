@@ -20,7 +20,8 @@ def _observed_log_likelihood(X, observed, parameters):
 
 def test_em_start_on_complete_data_is_the_sample_mean_and_covariance():
     X = torch.as_tensor(np.random.default_rng(0).normal(size=(200, 4)) @ np.diag([1.0, 2.0, 0.5, 3.0]))
-    weights, means, covariances = em_start(X, torch.ones_like(X, dtype=torch.bool), torch.ones(200), 1, 0, 1e-3)
+    weights, means, covariances = em_start(X, torch.ones_like(X, dtype=torch.bool), torch.ones(200), 1, 0, 1e-3,
+                                           torch.full((4,), 1e-6, dtype=X.dtype))
     np.testing.assert_allclose(means[0].numpy(), X.mean(0).numpy(), atol=1e-12)
     np.testing.assert_allclose(covariances[0].numpy(), np.cov(X.numpy().T, bias=True) + 1e-6 * np.eye(4), atol=1e-12)
     assert float(weights[0]) == pytest.approx(1.0)
@@ -31,7 +32,7 @@ def test_em_start_raises_the_observed_likelihood_of_its_kmeans_start():
     observed = torch.as_tensor(~np.isnan(X))
     X_t = torch.as_tensor(np.nan_to_num(X))
     start = initial_parameters(X_t, 2, "full", "kmeans", 0)
-    reached = em_start(X_t, observed, torch.ones(len(X)), 2, 0, 1e-3)
+    reached = em_start(X_t, observed, torch.ones(len(X)), 2, 0, 1e-3, torch.full((X.shape[1],), 1e-6, dtype=X_t.dtype))
     assert _observed_log_likelihood(X_t, observed, reached) > _observed_log_likelihood(X_t, observed, start) + 0.1
 
 
