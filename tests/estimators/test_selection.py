@@ -80,10 +80,12 @@ def test_default_candidates_by_data_kind():
 
 
 def test_default_full_mixtures_start_from_em_and_fit_the_observed_entries():
-    # A full mixture in 30 features has 495 free parameters a component: with 10,000 observed
-    # entries the search tries 1 and 2 components, not 3; with no count, every size.
-    limited = default_candidates(30, n_observed=10_000)["full"]
+    # A full mixture in 30 features has 495 free parameters a component: with 20,000 observed
+    # entries (20 per parameter of 2 components) the search tries 1 and 2 components, not 3; with
+    # 19,000 only 1; with no count, every size.
+    limited = default_candidates(30, n_observed=20_000)["full"]
     assert [m.n_components for m in limited] == [1, 2]
+    assert [m.n_components for m in default_candidates(30, n_observed=19_000)["full"]] == [1]
     assert all(m.init_params == "em" for m in limited)
     assert [m.n_components for m in default_candidates(30)["full"]] == [1, 2, 3]
     assert [m.n_components for m in default_candidates(30, n_observed=10)["full"]] == [1]
