@@ -27,7 +27,7 @@ from .._validation import Interval, Options, check_positive_int
 from ..models import GaussianMixtureModule
 from ..models.imputation import gaussian_conditional
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
-from ._data import weighted_mean
+from ._data import to_numpy, weighted_mean
 from ._docs import fill_docstring
 
 __all__ = ["MaskedGaussianMixture"]
@@ -482,7 +482,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
             return None
         if self.covariance_type != "full":
             raise ValueError(f"init_params='em' is for covariance_type='full'; got {self.covariance_type!r}.")
-        X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
+        X = check_array(to_numpy(X), dtype=np.float64, ensure_all_finite="allow-nan")  # EM on the host
         observed = ~np.isnan(X)
         if not observed.any(0).all() or len(X) < self.n_components:
             return None  # refused by fit's own checks, with their messages
@@ -513,7 +513,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         spherical covariances)."""
         if self.params_.covariance_type != "full" or self.params_.mask_rate != "uniform":
             return None
-        X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
+        X = check_array(to_numpy(X), dtype=np.float64, ensure_all_finite="allow-nan")  # EM on the host
         observed = ~np.isnan(X)
         center, scale = np.nanmean(X, 0), np.nanstd(X, 0)
         scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
@@ -543,7 +543,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
                     f"warm_start=True continues the fitted mixture, whose {name} is {value!r}; {name} is now "
                     f"{getattr(self, name)!r}. Refit with warm_start=False."
                 )
-        n_features = check_array(X, dtype=None, ensure_all_finite=False).shape[1]
+        n_features = check_array(to_numpy(X), dtype=None, ensure_all_finite=False).shape[1]
         if n_features != self.n_features_in_:
             raise ValueError(
                 f"warm_start=True continues the fitted mixture of {self.n_features_in_} features; X has "
