@@ -67,11 +67,16 @@ class TableColumnsMixin:
         """As the base's, with the categorical columns' values checked: learned at ``fit``
         (``categories_``), and at any other call among them (an error naming the column)."""
         X_t, observed = super()._to_tensor(X, reset=reset)
-        values = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
+        n_features = X_t.shape[1]
         if reset:
-            self.categorical_features_ = self._resolve_columns("categorical_features", values.shape[1])
-            self.count_features_ = self._resolve_columns("count_features", values.shape[1])
-            self.numeric_features_ = np.setdiff1d(np.arange(values.shape[1]), self._discrete(values.shape[1]))
+            self.categorical_features_ = self._resolve_columns("categorical_features", n_features)
+            self.count_features_ = self._resolve_columns("count_features", n_features)
+            self.numeric_features_ = np.setdiff1d(np.arange(n_features), self._discrete(n_features))
+        # Only columns of categories or counts are read back as values (a numeric tensor stays where it is).
+        discrete = len(self.categorical_features_) + len(self.count_features_)
+        values = np.empty((0, n_features))
+        if discrete:
+            values = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
         for j in self.count_features_:
             column = values[:, j]
             bad = ~np.isnan(column) & ((column < 0) | (column != np.round(column)))
