@@ -255,9 +255,16 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
         sizes = self.params_.hidden_layer_sizes
         if any(not isinstance(h, Integral) or h < 1 for h in sizes):
             raise ValueError(f"hidden_layer_sizes must hold positive integers; got {sizes!r}.")
-        if self._discrete(X.shape[1]).size and self.params_.likelihood != "gaussian":
-            raise ValueError(f"With categorical_features or count_features the numeric columns are Gaussian: "
-                             f"likelihood must be 'gaussian'; got {self.params_.likelihood!r}.")
+
+    def _to_tensor(self, X, *, reset):
+        # Before the data are checked against the likelihood (a Bernoulli one refuses numbers).
+        if reset and self.params_.likelihood != "gaussian":
+            given = [np.asarray(self.params_[name]) for name in ("categorical_features", "count_features")
+                     if self.params_[name] is not None]
+            if any(v.size and (v.dtype != bool or v.any()) for v in given):
+                raise ValueError(f"With categorical_features or count_features the numeric columns are Gaussian: "
+                                 f"likelihood must be 'gaussian'; got {self.params_.likelihood!r}.")
+        return super()._to_tensor(X, reset=reset)
 
     def _table_heads(self, X, units):
         """The :class:`~skmpt.models.vae.TableLikelihood` of the (standardised) training data ``X``
