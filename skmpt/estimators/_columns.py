@@ -150,6 +150,9 @@ class TableColumnsMixin:
         """A missing number's conditional mean, a missing category's most probable value, given
         each sample's observed entries; observed entries as they are.
 
+        Exact for :class:`~skmpt.MaskedMixedMixture`; for :class:`~skmpt.MaskedVAE`, by
+        self-normalised importance sampling over ``z`` given the observed entries (MIWAE).
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -162,7 +165,10 @@ class TableColumnsMixin:
         return self._snap(super().impute(X))
 
     def sample_missing(self, X, n_draws=1, random_state=None):
-        """Draws of each sample's missing entries from ``p(x_mis | x_obs)``, exact.
+        """Draws of each sample's missing entries from ``p(x_mis | x_obs)``.
+
+        Exact for :class:`~skmpt.MaskedMixedMixture`; for :class:`~skmpt.MaskedVAE`, by sampling
+        importance resampling of ``z`` given the observed entries.
 
         Parameters
         ----------
@@ -178,8 +184,8 @@ class TableColumnsMixin:
         return self._snap(super().sample_missing(X, n_draws, random_state), counts=True)
 
     def inverse_transform(self, Z):
-        """The numeric mean and each column's most probable category given component
-        probabilities ``Z``.
+        """The numeric mean and each column's most probable category given ``Z``: component
+        probabilities for :class:`~skmpt.MaskedMixedMixture`, latent codes for :class:`~skmpt.MaskedVAE`.
 
         Parameters
         ----------
