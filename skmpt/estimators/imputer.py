@@ -24,8 +24,9 @@ __all__ = ["MaskedImputer"]
 # search stops at the first that does not raise the held-out likelihood).
 _MIXED_SIZES = (1, 2, 4, 8, 16)
 # A VAE candidate fits for up to 200 epochs over the rows (the search's at most max_samples, then
-# every row if it wins): tens of times a mixture's EM. Beyond this many rows only mixtures are
-# searched, so that the refit stays within minutes on one core (a cost rule, not tuned on results).
+# every row if it wins): tens of times a mixture's EM. So the search tries one VAE, the family's
+# smallest, and only on tables of at most this many rows, so that the refit stays within minutes on
+# one core (cost rules, set from CPU time, not from the accuracy of any benchmark).
 _VAE_MAX_ROWS = 20_000
 
 
@@ -94,7 +95,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         for a Poisson column (its holes filled with the conditional mean, rounded). A table with
         categorical or count columns is modelled by :class:`MaskedMixedMixture` or :class:`MaskedVAE`
         (one head per column type): ``estimator=None`` chooses among mixtures of 1, 2, 4, 8, 16
-        components and (tables of at most 20,000 rows) VAEs of 2, 4, 8 latent dimensions by held-out
+        components and (tables of at most 20,000 rows) a VAE of 2 latent dimensions by held-out
         likelihood; a
         ``MaskedMixedMixture`` or ``MaskedVAE`` given is told the categorical and count columns;
         another estimator is an error. ``transform`` fills a categorical
@@ -227,7 +228,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
     def _for_table(self, estimator, n_samples):
         """``estimator`` told the table's categorical columns (and their categories, all of them, so
         that a split missing a rare one still knows it); for ``estimator=None``, the mixed mixtures and
-        the search's VAE family told them, for tables of at most ``_VAE_MAX_ROWS`` rows."""
+        the search's smallest VAE told them, for tables of at most ``_VAE_MAX_ROWS`` rows."""
         table = self.table_
         if table is None or not (len(table.categorical) or len(table.counts)):
             return estimator
@@ -246,7 +247,7 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
             if n_samples <= _VAE_MAX_ROWS:
                 vaes = default_candidates(len(position), families=("vae",), n_samples=n_samples,
                                           random_state=estimator.random_state)["vae"]
-                families["vae"] = [vae.set_params(**mixed) for vae in vaes]
+                families["vae"] = [vaes[0].set_params(**mixed)]
             return clone(estimator).set_params(candidates=families)
         names = [table.columns[j] for j in [*table.categorical, *table.counts]]
         raise ValueError(f"Column(s) {names[:10]} of X are categorical or counts, and {type(estimator).__name__} "
