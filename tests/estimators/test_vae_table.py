@@ -117,3 +117,46 @@ def test_without_table_columns_the_vae_is_unchanged():
         a = clone(plain).fit(X).score(X)
         b = clone(plain).set_params(categorical_features=[], count_features=None).fit(X).score(X)
     assert a == b
+
+
+def _frame(n=80):
+    import pandas as pd
+
+    X = mixed_table(n)
+    group = pd.Categorical(np.array(["x", "y", "z"])[X[:, 2].astype(int)])
+    frame = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "group": group})
+    holes = np.random.RandomState(2).rand(*frame.shape) < 0.2
+    return frame.mask(holes), holes
+
+
+def test_the_imputer_searches_the_vae_beside_the_mixtures_on_a_table():
+    import pandas as pd
+
+    from skmpt import MaskedImputer
+
+    frame, holes = _frame()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imputer = MaskedImputer(random_state=0).set_output(transform="pandas").fit(frame)
+        out = imputer.transform(frame)
+    families = set(imputer.search_.cv_results_["family"])
+    assert families == {"mixed", "vae"}
+    vae = [c for c in imputer.search_.candidates["vae"]]
+    assert len(vae) == 1 and vae[0].categorical_features == [2]
+    assert out.notna().all().all()
+    pd.testing.assert_frame_equal(out.mask(holes), frame)
+
+
+def test_a_vae_given_to_the_imputer_is_told_the_columns():
+    import pandas as pd
+
+    from skmpt import MaskedImputer
+
+    frame, holes = _frame()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imputer = MaskedImputer(MaskedVAE(2, hidden_layer_sizes=(8,), max_epochs=5, random_state=0))
+        out = imputer.set_output(transform="pandas").fit(frame).transform(frame)
+    assert imputer.estimator_.categorical_features_.tolist() == [2]
+    assert set(out["group"]) <= {"x", "y", "z"}
+    pd.testing.assert_frame_equal(out.mask(holes), frame)
