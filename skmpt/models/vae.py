@@ -66,7 +66,7 @@ class VAEModule(MaskedModel):
         Encoder layers; the decoder mirrors them. ``()`` makes both linear.
     activation : {"relu", "tanh", "logistic", "identity"}
     likelihood : {"gaussian", "bernoulli"} or TableLikelihood
-        One likelihood for every column, or a :class:`TableLikelihood` (one head per column type:
+        One likelihood for every column, or a :class:`~skmpt.models.vae.TableLikelihood` (one head per column type:
         the decoder then gives its ``width`` numbers per row).
     conditional : {"importance", "pseudo_gibbs"}
     n_particles : int
@@ -314,7 +314,7 @@ class VAEModule(MaskedModel):
         """``E[x | x_o]`` by self-normalised importance sampling (MIWAE; Mattei and Frellsen, 2019).
 
         ``sum_s w_s E[x | z_s]`` with ``n_particles`` draws from the encoder given the observed
-        entries (with a :class:`TableLikelihood`, a categorical entry's most probable category under
+        entries (with a :class:`~skmpt.models.vae.TableLikelihood`, a categorical entry's most probable category under
         ``sum_s w_s p(x_j | z_s)``) and weights ``w_s ∝ p(x_o | z_s) p(z_s) / q(z_s | x_o)``: consistent as the
         particles grow. The ``observed`` entries stay ``X``'s.
         """
@@ -327,7 +327,7 @@ class VAEModule(MaskedModel):
 
     def _point(self, weights, out):
         """The imputed rows from particles' decoder outputs ``out`` ``(n, S, W)`` of weights ``(n, S)``:
-        the mean of ``x``, or a table's :meth:`TableLikelihood.predict`."""
+        the mean of ``x``, or a table's ``TableLikelihood.predict``."""
         if isinstance(self.likelihood, TableLikelihood):
             return self.likelihood.predict(weights, out)
         return torch.einsum("ns,nsd->nd", weights, self.likelihood.mean(out))
@@ -388,7 +388,7 @@ class TableLikelihood(Likelihood):
     columns of different units on one footing); a categorical one is ``softmax`` of its logits
     over its categories (a binary column is a categorical of two: a Bernoulli), its entry read as
     the nearest of ``category_values``; a count ``(x - count_zero) / count_unit`` is
-    ``Poisson(exp(a_j))``. All move with the data's units (:meth:`unstandardize_`), as in
+    ``Poisson(exp(a_j))``. All move with the data's units (``unstandardize_``), as in
     :class:`~skmpt.models.mixed.MixedMixtureModule`.
 
     Parameters
