@@ -109,12 +109,15 @@ class VAEModule(MaskedModel):
         self.conditional = conditional
         self.n_particles = n_particles
         self.n_gibbs = n_gibbs
-        width = likelihood.width if isinstance(likelihood, TableLikelihood) else n_features
+        # A likelihood object (a TableLikelihood) or a name; compared by kind, not by class identity,
+        # so that a module imported twice (pytest's importlib mode) still recognises it.
+        table = not isinstance(likelihood, str)
+        width = likelihood.width if table else n_features
         self.encoder = _mlp([n_features, *hidden, 2 * n_components], activation, dtype)
         self.decoder = _mlp([n_components, *reversed(hidden), width], activation, dtype)
         self.register_buffer("fill", torch.zeros(n_features, dtype=dtype) if fill is None else fill.to(dtype))
         self.register_buffer("input_scale", None if input_scale is None else input_scale.to(dtype))
-        if isinstance(likelihood, TableLikelihood):
+        if table:
             self.likelihood = likelihood.to(dtype)
         else:
             # Gaussian: per-feature variance floor + exp(log_variance), starting at floor + 1.
@@ -328,7 +331,7 @@ class VAEModule(MaskedModel):
     def _point(self, weights, out):
         """The imputed rows from particles' decoder outputs ``out`` ``(n, S, W)`` of weights ``(n, S)``:
         the mean of ``x``, or a table's ``TableLikelihood.predict``."""
-        if isinstance(self.likelihood, TableLikelihood):
+        if self.likelihood.name == TableLikelihood.name:
             return self.likelihood.predict(weights, out)
         return torch.einsum("ns,nsd->nd", weights, self.likelihood.mean(out))
 
