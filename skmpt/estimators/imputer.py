@@ -15,13 +15,19 @@ from ._dask import as_dask_array, check_collection, is_dask_collection, map_rows
 from ._tables import TableLayout, is_table
 from .mixed_mixture import MaskedMixedMixture
 from .ppca import MaskedPPCA
-from .selection import MaskedModelSearch
+from .selection import MaskedModelSearch, default_candidates
+from .vae import MaskedVAE
 
 __all__ = ["MaskedImputer"]
 
 # Components of the mixed mixtures MaskedImputer() tries on a table with categorical columns (the
 # search stops at the first that does not raise the held-out likelihood).
 _MIXED_SIZES = (1, 2, 4, 8, 16)
+# A VAE candidate fits for up to 200 epochs over the rows (the search's at most max_samples, then
+# every row if it wins): tens of times a mixture's EM. So the search tries one VAE, the family's
+# smallest, and only on tables of at most this many rows, so that the refit stays within minutes on
+# one core (cost rules, set from CPU time, not from the accuracy of any benchmark).
+_VAE_MAX_ROWS = 20_000
 
 
 def _is_nan(value):
@@ -92,9 +98,12 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         float and integer columns are numeric; bool, ``category``, string and object columns
         categorical), e.g. ``{"rating": "categorical"}`` for integer codes or ``{"visits": "count"}``
         for a Poisson column (its holes filled with the conditional mean, rounded). A table with
-        categorical or count columns is modelled by :class:`MaskedMixedMixture`: ``estimator=None`` chooses
-        its number of components by held-out likelihood; a ``MaskedMixedMixture`` given is told
-        the categorical columns; another estimator is an error. ``transform`` fills a categorical
+        categorical or count columns is modelled by :class:`MaskedMixedMixture` or :class:`MaskedVAE`
+        (one head per column type): ``estimator=None`` chooses among mixtures of 1, 2, 4, 8, 16
+        components and (tables of at most 20,000 rows) a VAE of 2 latent dimensions by held-out
+        likelihood; a
+        ``MaskedMixedMixture`` or ``MaskedVAE`` given is told the categorical and count columns;
+        another estimator is an error. ``transform`` fills a categorical
         hole with its most probable category (a draw with ``sample_posterior=True``) and, with
         ``set_output(transform="pandas")``, returns the table with its columns, index and dtypes
         (as an object array otherwise). A category not seen at fit, or a string column of more
@@ -223,7 +232,8 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
 
     def _for_table(self, estimator, n_samples):
         """``estimator`` told the table's categorical columns (and their categories, all of them, so
-        that a split missing a rare one still knows it); the mixed mixtures for ``estimator=None``."""
+        that a split missing a rare one still knows it); for ``estimator=None``, the mixed mixtures and
+        the search's smallest VAE told them, for tables of at most ``_VAE_MAX_ROWS`` rows."""
         table = self.table_
         if table is None or not (len(table.categorical) or len(table.counts)):
             return estimator
@@ -231,18 +241,23 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         mixed = {"categorical_features": np.searchsorted(position, table.categorical).tolist(),
                  "count_features": np.searchsorted(position, table.counts[self._valid[table.counts]]).tolist(),
                  "categories": [np.arange(len(c), dtype=np.float64) for c in table.categories]}
-        if isinstance(estimator, MaskedMixedMixture):
+        if isinstance(estimator, (MaskedMixedMixture, MaskedVAE)):
             return clone(estimator).set_params(**mixed)
         if isinstance(estimator, MaskedModelSearch):
             if estimator.candidates is not None:
                 return estimator  # the user's candidates
             sizes = [k for k in _MIXED_SIZES if k == 1 or 10 * k <= n_samples]
             candidates = [MaskedMixedMixture(k, **mixed, random_state=estimator.random_state) for k in sizes]
-            return clone(estimator).set_params(candidates={"mixed": candidates})
+            families = {"mixed": candidates}
+            if n_samples <= _VAE_MAX_ROWS:
+                vaes = default_candidates(len(position), families=("vae",), n_samples=n_samples,
+                                          random_state=estimator.random_state)["vae"]
+                families["vae"] = [vaes[0].set_params(**mixed)]
+            return clone(estimator).set_params(candidates=families)
         names = [table.columns[j] for j in [*table.categorical, *table.counts]]
         raise ValueError(f"Column(s) {names[:10]} of X are categorical or counts, and {type(estimator).__name__} "
-                         f"models numbers only: impute them with MaskedMixedMixture (or estimator=None), or declare "
-                         f"them numeric with column_types.")
+                         f"models numbers only: impute them with MaskedMixedMixture or MaskedVAE (or "
+                         f"estimator=None), or declare them numeric with column_types.")
 
     def _output_container(self):
         """``"pandas"`` when ``set_output`` (or scikit-learn's configuration) asks for DataFrames."""

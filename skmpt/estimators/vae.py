@@ -3,7 +3,9 @@ r"""A deep VAE trained by masked pre-training, scored by Monte Carlo masked cond
 The model of Moreno-Muñoz, Recasens and Hauberg (2023), section 3.1, Fig. 3 (lower row):
 MLP encoder and decoder, Gaussian or Bernoulli likelihood, conditionals ``p(x_j | x_r)`` by
 self-normalised importance sampling (consistent) or recursive encoding-decoding (the paper's),
-LML by importance sampling. The paper published no code for this model.
+LML by importance sampling. The paper published no code for this model. With
+``categorical_features`` or ``count_features``, one likelihood head per column type
+(:class:`~skmpt.models.vae.TableLikelihood`): tables of numbers, categories and counts.
 """
 
 import warnings
@@ -18,8 +20,9 @@ from .._validation import Interval, Options
 from ..models import VAEModule, importance_diagnostics
 from ..models.contract import conditioning_set
 from ..models.importance import pareto_k_threshold
-from ..models.vae import ACTIVATIONS
+from ..models.vae import ACTIVATIONS, TableLikelihood
 from ._base import _BaseMaskedEstimator
+from ._columns import TableColumnsMixin
 from ._data import check_mask_array
 from ._docs import fill_docstring
 
@@ -74,7 +77,7 @@ def warn_unreliable_conditionals(diagnostics, n_particles, stacklevel=3):
 
 
 @fill_docstring
-class MaskedVAE(_BaseMaskedEstimator):
+class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
     """Variational autoencoder fitted by masked pre-training, with Monte Carlo conditionals.
 
     ``z ~ N(0, I_K)``, ``x | z ~ N(f(z), diag(v))`` (``v`` learned per feature, floored) or
@@ -87,6 +90,13 @@ class MaskedVAE(_BaseMaskedEstimator):
     :meth:`importance_diagnostics` gives, per sample, its weights' effective sample size, its
     standard error and PSIS's Pareto ``k_hat``, and warns when it is unreliable.
 
+    Tables of numbers, categories and counts: with ``categorical_features`` (or
+    ``count_features``) the decoder has one head per column type, a Gaussian per numeric column
+    (in that column's own units), a categorical per categorical column (a binary column is a
+    categorical of two: a Bernoulli) and a Poisson per count column; ``impute`` fills a missing
+    category with its most probable value given the observed entries. :class:`MaskedImputer`
+    sets these columns from a DataFrame's dtypes.
+
     Parameters
     ----------
     n_components : int, default=2
@@ -95,6 +105,16 @@ class MaskedVAE(_BaseMaskedEstimator):
         Encoder layers (the decoder mirrors them); ``()`` gives a linear encoder and decoder.
     activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
     likelihood : {"gaussian", "bernoulli"}, default="gaussian"
+        Of every column, or, with categorical or count columns, of the numeric ones (then "gaussian").
+    categorical_features : array-like of int or of bool, or None, default=None
+        The categorical columns, by index or by a mask of ``n_features`` booleans; each distinct
+        value seen at ``fit`` is a category (``categories_``). None: none.
+    count_features : array-like of int or of bool, or None, default=None
+        The count columns (non-negative integers), each a Poisson given ``z``, by index or mask.
+    categories : "auto" or list of array-like, default="auto"
+        Each categorical column's categories: ``"auto"`` learns them from the values ``fit`` sees;
+        a list (one array per categorical column, in column order) fixes them, as
+        :class:`~sklearn.preprocessing.OneHotEncoder`'s ``categories``.
     objective : {"mpt", "elbo", "iwae"}, default="mpt"
         ``"iwae"`` is the importance-weighted bound with ``n_particles`` draws.
     {mask_rate}
@@ -124,6 +144,14 @@ class MaskedVAE(_BaseMaskedEstimator):
     Attributes
     ----------
     module_ : VAEModule
+    categorical_features_ : ndarray of int
+        The categorical columns, sorted.
+    count_features_ : ndarray of int
+        The count columns, sorted.
+    numeric_features_ : ndarray of int
+        The other columns.
+    categories_ : list of ndarray
+        Each categorical column's categories, sorted.
     {params_}
     {device_}
     history_ : list of dict
@@ -154,6 +182,16 @@ class MaskedVAE(_BaseMaskedEstimator):
     >>> vae = MaskedVAE(hidden_layer_sizes=(16,), max_epochs=5, random_state=0).fit(X)
     >>> vae.transform(X[:3]).shape
     (3, 2)
+
+    A table whose last column holds one of three categories:
+
+    >>> import numpy as np
+    >>> rng = np.random.RandomState(0)
+    >>> table = np.column_stack([X[:, :3], rng.randint(0, 3, len(X))])
+    >>> mixed = MaskedVAE(hidden_layer_sizes=(16,), categorical_features=[3], max_epochs=5,
+    ...                   random_state=0).fit(table)
+    >>> set(mixed.impute([[0.1, 0.2, 0.3, np.nan]])[0, 3:].tolist()) <= {0.0, 1.0, 2.0}
+    True
     """
 
     _parameter_constraints: dict = {
@@ -162,6 +200,9 @@ class MaskedVAE(_BaseMaskedEstimator):
         "hidden_layer_sizes": [tuple, list],
         "activation": [Options(set(ACTIVATIONS))],
         "likelihood": [Options({"gaussian", "bernoulli"})],
+        "categorical_features": [None, "array-like"],
+        "count_features": [None, "array-like"],
+        "categories": [Options({"auto"}), list],
         "objective": [Options({"mpt", "elbo", "iwae"})],
         "conditional": [Options({"importance", "pseudo_gibbs"})],
         "n_particles": [Interval(Integral, 1, None, closed="left")],
@@ -172,7 +213,8 @@ class MaskedVAE(_BaseMaskedEstimator):
 
     def __init__(
         self, n_components=2, *, hidden_layer_sizes=(256, 128), activation="relu", likelihood="gaussian",
-        objective="mpt", mask_rate="uniform", n_masks=1, conditional="importance", n_particles=16, n_gibbs=5,
+        categorical_features=None, count_features=None, categories="auto", objective="mpt", mask_rate="uniform",
+        n_masks=1, conditional="importance", n_particles=16, n_gibbs=5,
         score_masks=10, score_method="sweep", n_lml_samples=100, max_epochs=100, batch_size="auto",
         learning_rate=1e-3, tol=1e-3, n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64",
         device="auto", random_state=None, verbose=0
@@ -181,6 +223,9 @@ class MaskedVAE(_BaseMaskedEstimator):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.likelihood = likelihood
+        self.categorical_features = categorical_features
+        self.count_features = count_features
+        self.categories = categories
         self.objective = objective
         self.mask_rate = mask_rate
         self.n_masks = n_masks
@@ -205,25 +250,54 @@ class MaskedVAE(_BaseMaskedEstimator):
     def _likelihood(self):
         return self.params_.likelihood
 
-
     def _check_data(self, X):
         super()._check_data(X)
         sizes = self.params_.hidden_layer_sizes
         if any(not isinstance(h, Integral) or h < 1 for h in sizes):
             raise ValueError(f"hidden_layer_sizes must hold positive integers; got {sizes!r}.")
 
+    def _to_tensor(self, X, *, reset):
+        # Before the data are checked against the likelihood (a Bernoulli one refuses numbers).
+        if reset and self.params_.likelihood != "gaussian":
+            given = [np.asarray(self.params_[name]) for name in ("categorical_features", "count_features")
+                     if self.params_[name] is not None]
+            if any(v.size and (v.dtype != bool or v.any()) for v in given):
+                raise ValueError(f"With categorical_features or count_features the numeric columns are Gaussian: "
+                                 f"likelihood must be 'gaussian'; got {self.params_.likelihood!r}.")
+        return super()._to_tensor(X, reset=reset)
+
+    def _table_heads(self, X, units):
+        """The :class:`~skmpt.models.vae.TableLikelihood` of the (standardised) training data ``X``
+        and the encoder's per-column input scale; ``(likelihood name, None)`` without categorical
+        or count columns."""
+        if not self._discrete(X.shape[1]).size:
+            return self.params_.likelihood, None
+        center, scale = units
+        count = torch.as_tensor(self.count_features_, dtype=torch.long, device=X.device)
+        numeric = torch.as_tensor(self.numeric_features_, dtype=torch.long, device=X.device)
+        spread = X.std(0) if len(X) > 1 else X.new_ones(X.shape[1])
+        spread = torch.where(spread > 0, spread, torch.ones_like(spread))
+        heads = TableLikelihood(self.numeric_features_, self.categorical_features_, self.count_features_,
+                                self._category_values(center, scale), X.mean(0)[numeric], spread[numeric])
+        unit = (1 / scale).reshape(-1).expand(X.shape[1])[count]
+        heads.count_unit.copy_(unit)
+        heads.count_zero.copy_(-center[count] * unit)
+        return heads.to(X.device), spread
+
     def _build_module(self, X, generator, units):
         # The module's weights come from torch's generator, which fit has seeded from random_state.
+        likelihood, input_scale = self._table_heads(X, units)
         return VAEModule(
             X.shape[1],
             self.params_.n_components,
             tuple(self.params_.hidden_layer_sizes),
             self.params_.activation,
-            self.params_.likelihood,
+            likelihood,
             conditional=self.params_.conditional,
             n_particles=self.params_.n_particles,
             n_gibbs=self.params_.n_gibbs,
             fill=X.mean(0),
+            input_scale=input_scale,
             dtype=X.dtype,
         ).to(X.device)
 

@@ -32,9 +32,9 @@ import torch
 from .._utils import chunk_budget
 from .contract import MaskedModel, conditioning_set, importance_log_weights, standard_normal, standard_normal_log_prob
 from .imputation import pick_components
-from .likelihoods import make_likelihood
+from .likelihoods import Likelihood, make_likelihood
 
-__all__ = ["VAEModule"]
+__all__ = ["TableLikelihood", "VAEModule"]
 
 ACTIVATIONS = {
     "relu": torch.nn.ReLU,
@@ -65,7 +65,9 @@ class VAEModule(MaskedModel):
     hidden_layer_sizes : tuple of int
         Encoder layers; the decoder mirrors them. ``()`` makes both linear.
     activation : {"relu", "tanh", "logistic", "identity"}
-    likelihood : {"gaussian", "bernoulli"}
+    likelihood : {"gaussian", "bernoulli"} or TableLikelihood
+        One likelihood for every column, or a :class:`~skmpt.models.vae.TableLikelihood` (one head per column type:
+        the decoder then gives its ``width`` numbers per row).
     conditional : {"importance", "pseudo_gibbs"}
     n_particles : int
         Particles per sample and mask for the conditionals.
@@ -75,6 +77,9 @@ class VAEModule(MaskedModel):
         Value given to the encoder for masked tokens.
     variance_floor : float
         Lower bound of the Gaussian likelihood's per-feature variance.
+    input_scale : torch.Tensor of shape (n_features,) or None, default=None
+        With it, the encoder sees ``(x - fill) / input_scale``: columns of different units on one
+        footing (it moves with the data's units, so the model stays closed under them).
 
     Examples
     --------
@@ -95,7 +100,7 @@ class VAEModule(MaskedModel):
 
     def __init__(self, n_features, n_components, hidden_layer_sizes, activation, likelihood, *,
                  conditional="importance", n_particles=16, n_gibbs=5, fill=None, variance_floor=1e-3,
-                 dtype=torch.float64):
+                 input_scale=None, dtype=torch.float64):
         super().__init__()
         if conditional not in CONDITIONALS:
             raise ValueError(f"conditional must be one of {CONDITIONALS}; got {conditional!r}.")
@@ -104,20 +109,31 @@ class VAEModule(MaskedModel):
         self.conditional = conditional
         self.n_particles = n_particles
         self.n_gibbs = n_gibbs
+        # A likelihood object (a TableLikelihood) or a name; compared by kind, not by class identity,
+        # so that a module imported twice (pytest's importlib mode) still recognises it.
+        table = not isinstance(likelihood, str)
+        width = likelihood.width if table else n_features
         self.encoder = _mlp([n_features, *hidden, 2 * n_components], activation, dtype)
-        self.decoder = _mlp([n_components, *reversed(hidden), n_features], activation, dtype)
+        self.decoder = _mlp([n_components, *reversed(hidden), width], activation, dtype)
         self.register_buffer("fill", torch.zeros(n_features, dtype=dtype) if fill is None else fill.to(dtype))
-        # Gaussian: per-feature variance floor + exp(log_variance), starting at floor + 1.
-        self.likelihood = make_likelihood(
-            likelihood, self.fill, variance=torch.full((n_features,), 1.0 + variance_floor, dtype=dtype),
-            floor=variance_floor,
-        )
+        self.register_buffer("input_scale", None if input_scale is None else input_scale.to(dtype))
+        if table:
+            self.likelihood = likelihood.to(dtype)
+        else:
+            # Gaussian: per-feature variance floor + exp(log_variance), starting at floor + 1.
+            self.likelihood = make_likelihood(
+                likelihood, self.fill, variance=torch.full((n_features,), 1.0 + variance_floor, dtype=dtype),
+                floor=variance_floor,
+            )
 
     # ------------------------------------------------------------------ building blocks
     def encode(self, X, *, observed=None):
         """Mean and log-variance of ``q(z | x)``, each of shape ``(..., K)``; the encoder sees the
         fill value at entries not ``observed``."""
-        stats = self.encoder(X if observed is None else torch.where(observed, X, self.fill))
+        inputs = X if observed is None else torch.where(observed, X, self.fill)
+        if self.input_scale is not None:
+            inputs = (inputs - self.fill) / self.input_scale
+        stats = self.encoder(inputs)
         return stats[..., : self.n_components], stats[..., self.n_components :]
 
     def decode(self, Z):
@@ -137,6 +153,11 @@ class VAEModule(MaskedModel):
 
     def unstandardize_(self, center, scale):
         """Map a Gaussian model fitted on ``(x - center) / scale`` back to the units of ``x``."""
+        if self.input_scale is not None:  # a table: the likelihood and the encoder's inputs move
+            self.likelihood.unstandardize_(scale, center)
+            self.fill.mul_(scale).add_(center)
+            self.input_scale.mul_(scale.reshape(-1).abs())
+            return self
         self.likelihood.unstandardize_(scale)
         first, last = self.encoder[0], self.decoder[-1]
         first.bias.sub_(first.weight @ center / scale)
@@ -296,15 +317,23 @@ class VAEModule(MaskedModel):
         """``E[x | x_o]`` by self-normalised importance sampling (MIWAE; Mattei and Frellsen, 2019).
 
         ``sum_s w_s E[x | z_s]`` with ``n_particles`` draws from the encoder given the observed
-        entries and weights ``w_s ∝ p(x_o | z_s) p(z_s) / q(z_s | x_o)``: consistent as the
+        entries (with a :class:`~skmpt.models.vae.TableLikelihood`, a categorical entry's most probable category under
+        ``sum_s w_s p(x_j | z_s)``) and weights ``w_s ∝ p(x_o | z_s) p(z_s) / q(z_s | x_o)``: consistent as the
         particles grow. The ``observed`` entries stay ``X``'s.
         """
         starts, step = self._row_chunks(X, n_particles)
         parts = []
         for i in starts:
             z, log_w = self._importance_particles(X[i : i + step], observed[i : i + step], n_particles, generator)
-            parts.append(torch.einsum("ns,nsd->nd", log_w.exp(), self.decode(z)))
+            parts.append(self._point(log_w.exp(), self.decoder(z)))
         return torch.where(observed, X, torch.cat(parts))
+
+    def _point(self, weights, out):
+        """The imputed rows from particles' decoder outputs ``out`` ``(n, S, W)`` of weights ``(n, S)``:
+        the mean of ``x``, or a table's ``TableLikelihood.predict``."""
+        if self.likelihood.name == TableLikelihood.name:
+            return self.likelihood.predict(weights, out)
+        return torch.einsum("ns,nsd->nd", weights, self.likelihood.mean(out))
 
     def sample_missing(self, X, observed, n_draws, *, n_particles=1000, generator=None):
         """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``, by sampling importance resampling:
@@ -351,3 +380,169 @@ class VAEModule(MaskedModel):
 def _rows(observed, start, rows):
     """``observed`` of the rows ``start:start + rows`` (None when all are observed)."""
     return None if observed is None else observed[start : start + rows]
+
+
+class TableLikelihood(Likelihood):
+    r"""One likelihood head per column type, for tables of numbers, categories and counts.
+
+    The decoder gives ``width`` numbers per row: one per numeric column, ``C_j`` logits per
+    categorical column, one log-rate per count column, in that order. A numeric column is
+    ``N(location_j + spread_j a_j, spread_j^2 (floor + exp(log_variance_j)))`` (the spread puts
+    columns of different units on one footing); a categorical one is ``softmax`` of its logits
+    over its categories (a binary column is a categorical of two: a Bernoulli), its entry read as
+    the nearest of ``category_values``; a count ``(x - count_zero) / count_unit`` is
+    ``Poisson(exp(a_j))``. All move with the data's units (``unstandardize_``), as in
+    :class:`~skmpt.models.mixed.MixedMixtureModule`.
+
+    Parameters
+    ----------
+    numeric_features, categorical_features, count_features : sequence of int
+        The columns of each kind; together, each column once.
+    category_values : list of torch.Tensor
+        One per categorical column: its categories' values, distinct.
+    location, spread : torch.Tensor of shape (n_numeric,)
+        Each numeric column's centre and unit of the decoder's output; ``spread`` positive.
+    variance_floor : float, default=1e-3
+        Lower bound of a numeric column's variance, in units of ``spread ** 2``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models.vae import TableLikelihood
+    >>> f64 = dict(dtype=torch.float64)
+    >>> heads = TableLikelihood([0], [1], [2], [torch.tensor([0.0, 1.0, 2.0], **f64)],
+    ...                         torch.zeros(1, **f64), torch.ones(1, **f64))
+    >>> heads.width
+    5
+    >>> out = torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0]], **f64)
+    >>> heads.log_prob(torch.tensor([[0.0, 2.0, 3.0]], **f64), out).exp().round(decimals=4).tolist()
+    [[0.3987, 0.3333, 0.0613]]
+    """
+
+    name = "table"
+
+    def __init__(self, numeric_features, categorical_features, count_features, category_values, location, spread,
+                 *, variance_floor=1e-3):
+        super().__init__()
+        numeric, categorical, count = (torch.as_tensor(list(c), dtype=torch.long) for c in
+                                       (numeric_features, categorical_features, count_features))
+        order = torch.cat([numeric, categorical, count])
+        if not torch.equal(order.sort().values, torch.arange(len(order))):
+            raise ValueError("numeric_features, categorical_features and count_features must hold each column once.")
+        if len(category_values) != len(categorical):
+            raise ValueError("category_values needs one entry per categorical column.")
+        self.register_buffer("numeric_features", numeric)
+        self.register_buffer("categorical_features", categorical)
+        self.register_buffer("count_features", count)
+        self.register_buffer("column_order", order.argsort())
+        self.sizes = [len(values) for values in category_values]
+        width = max(self.sizes, default=0)
+        values = location.new_zeros(len(self.sizes), width)
+        valid = torch.zeros(len(self.sizes), width, dtype=torch.bool)
+        for j, v in enumerate(category_values):
+            values[j, : len(v)] = v
+            valid[j, : len(v)] = True
+        self.register_buffer("category_values", values)
+        self.register_buffer("category_valid", valid)
+        self.register_buffer("location", location.clone())
+        self.register_buffer("spread", spread.clone())
+        self.register_buffer("variance_floor", torch.as_tensor(float(variance_floor), dtype=location.dtype))
+        self.log_variance = torch.nn.Parameter(location.new_zeros(len(numeric)))
+        self.register_buffer("count_zero", location.new_zeros(len(count)))
+        self.register_buffer("count_unit", location.new_ones(len(count)))
+
+    @property
+    def width(self):
+        """Decoder outputs per row: ``n_numeric + sum_j C_j + n_count``."""
+        return len(self.numeric_features) + sum(self.sizes) + len(self.count_features)
+
+    def variance(self):
+        """Each numeric column's variance, ``spread^2 (floor + exp(log_variance))``."""
+        return self.spread.square() * (self.variance_floor + self.log_variance.exp())
+
+    def _split(self, out):
+        """``(numeric means, [logits of each categorical column], log-rates)`` of decoder outputs."""
+        n_numeric = len(self.numeric_features)
+        mean = self.location + self.spread * out[..., :n_numeric]
+        logits = list(out[..., n_numeric : n_numeric + sum(self.sizes)].split(self.sizes, -1))
+        return mean, logits, out[..., n_numeric + sum(self.sizes) :]
+
+    def codes(self, X):
+        """The category index of each categorical entry (the nearest value), ``(..., n_categorical)``."""
+        if not self.category_values.numel():
+            return X.new_zeros(*X.shape[:-1], len(self.sizes), dtype=torch.long)
+        distance = (X[..., self.categorical_features].unsqueeze(-1) - self.category_values).abs()
+        return distance.masked_fill(~self.category_valid, torch.inf).argmin(-1)
+
+    def counts(self, X):
+        """The counts ``(x - count_zero) / count_unit``, rounded, at least 0: ``(..., n_count)``."""
+        return ((X[..., self.count_features] - self.count_zero) / self.count_unit).round().clamp_min(0)
+
+    def log_prob(self, X, out):
+        shape = torch.broadcast_shapes(X.shape[:-1], out.shape[:-1])
+        X, out = X.expand(*shape, X.shape[-1]), out.expand(*shape, out.shape[-1])
+        mean, logits, log_rate = self._split(out)
+        variance = self.variance()
+        residual = X[..., self.numeric_features] - mean
+        parts = [-0.5 * (torch.log(2 * math.pi * variance) + residual.square() / variance)]
+        codes = self.codes(X)
+        parts += [torch.log_softmax(a, -1).gather(-1, codes[..., j : j + 1]) for j, a in enumerate(logits)]
+        k = self.counts(X)
+        parts.append(k * log_rate - log_rate.exp() - torch.lgamma(k + 1))
+        return torch.cat(parts, -1)[..., self.column_order]
+
+    def _values(self, codes):
+        """The values of category indices ``codes`` ``(..., n_categorical)``."""
+        values = self.category_values.expand(*codes.shape[:-1], *self.category_values.shape)
+        return values.gather(-1, codes.unsqueeze(-1)).squeeze(-1)
+
+    def _assemble(self, numeric, probabilities, rates):
+        """Rows from numeric values, each categorical column's category probabilities (their most
+        probable category) and the counts' means."""
+        if probabilities:
+            codes = torch.stack([p.argmax(-1) for p in probabilities], -1)
+            categorical = self._values(codes)
+        else:
+            categorical = numeric.new_zeros(*numeric.shape[:-1], 0)
+        counts = self.count_zero + self.count_unit * rates
+        return torch.cat([numeric, categorical, counts], -1)[..., self.column_order]
+
+    def mean(self, out):
+        """Numeric and count columns: their mean; categorical ones: the most probable category."""
+        mean, logits, log_rate = self._split(out)
+        return self._assemble(mean, logits, log_rate.exp())
+
+    def predict(self, weights, out):
+        """Rows imputed from particles: ``out`` ``(n, S, width)`` of weights ``(n, S)`` (summing to one).
+
+        Numeric and count columns: ``sum_s w_s E[x_j | z_s]``; categorical ones: the most probable
+        category under ``sum_s w_s p(x_j | z_s)``. Shape ``(n, n_features)``.
+        """
+        mean, logits, log_rate = self._split(out)
+        average = lambda values: torch.einsum("ns,nsd->nd", weights, values)  # noqa: E731
+        return self._assemble(average(mean), [average(torch.softmax(a, -1)) for a in logits], average(log_rate.exp()))
+
+    def sample(self, out, generator=None):
+        mean, logits, log_rate = self._split(out)
+        noise = torch.randn(mean.shape, generator=generator, dtype=out.dtype).to(out.device)
+        numeric = mean + self.variance().sqrt() * noise
+        codes = [torch.multinomial(torch.softmax(a, -1).detach().reshape(-1, a.shape[-1]).cpu(), 1,
+                                   generator=generator).view(a.shape[:-1]).to(out.device) for a in logits]
+        categorical = (self._values(torch.stack(codes, -1)) if codes else numeric.new_zeros(*numeric.shape[:-1], 0))
+        counts = torch.poisson(log_rate.exp().detach().cpu(), generator=generator).to(out.device)
+        rows = torch.cat([numeric, categorical, self.count_zero + self.count_unit * counts], -1)
+        return rows[..., self.column_order]
+
+    def unstandardize_(self, scale, center=None):
+        """Map heads fitted on ``(x - center) / scale`` back to the units of ``x`` (``scale`` one number
+        or one per column); the logits and rates stay. In place; returns self."""
+        scale = scale.reshape(-1).expand(len(self.column_order))
+        center = scale.new_zeros(len(scale)) if center is None else center
+        numeric, categorical, count = self.numeric_features, self.categorical_features, self.count_features
+        self.location.copy_(center[numeric] + scale[numeric] * self.location)
+        self.spread.mul_(scale[numeric].abs())
+        values = center[categorical].unsqueeze(-1) + scale[categorical].unsqueeze(-1) * self.category_values
+        self.category_values.copy_(torch.where(self.category_valid, values, torch.zeros_like(values)))
+        self.count_zero.copy_(center[count] + scale[count] * self.count_zero)
+        self.count_unit.mul_(scale[count])
+        return self

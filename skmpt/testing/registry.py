@@ -80,6 +80,19 @@ def vae(likelihood="gaussian", conditional="importance"):
     return module, torch.randn(6, 5, generator=g, dtype=torch.float64)
 
 
+def vae_table():
+    """:func:`mixed_mixture`'s columns, each with its own head (:class:`~skmpt.models.vae.TableLikelihood`)."""
+    from ..models.vae import TableLikelihood
+
+    values = [torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64)]
+    heads = TableLikelihood([0, 3], [1, 2], [4], values, torch.zeros(2, dtype=torch.float64),
+                            torch.ones(2, dtype=torch.float64))
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        module = VAEModule(5, 2, (4,), "tanh", heads, n_particles=4, input_scale=torch.ones(5, dtype=torch.float64))
+    return module, mixed_mixture()[1]
+
+
 def mixed_mixture(covariance_type="full"):
     """Two numeric columns (0, 3) beside a categorical of three values (1), a binary one (2) and a count (4)."""
     from ..models.mixed import MixedMixtureModule
@@ -120,6 +133,7 @@ MODELS = {
     "vae_importance": vae,
     "vae_pseudo_gibbs": lambda: vae(conditional="pseudo_gibbs"),
     "vae_bernoulli": lambda: vae(likelihood="bernoulli"),
+    "vae_table": vae_table,
     "mixed_mixture_full": mixed_mixture,
     "mixed_mixture_diag": lambda: mixed_mixture("diag"),
     "tabular_joint": tabular_joint,

@@ -50,7 +50,8 @@ def test_every_model_class_and_variant_is_registered():
     linear = {MODELS[name]()[0].likelihood.name for name in MODELS if classes[name] is LinearVAEModule}
     assert linear == {"bernoulli", "gaussian"}
     vaes = {(m.likelihood.name, m.conditional) for m in (MODELS[n]()[0] for n in MODELS) if isinstance(m, VAEModule)}
-    assert vaes == {("gaussian", "importance"), ("gaussian", "pseudo_gibbs"), ("bernoulli", "importance")}
+    assert vaes == {("gaussian", "importance"), ("gaussian", "pseudo_gibbs"), ("bernoulli", "importance"),
+                    ("table", "importance")}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
