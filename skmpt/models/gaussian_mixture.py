@@ -91,7 +91,7 @@ class GaussianMixtureModule(MaskedModel):
         if covariance_type in _CHOLESKY_TYPES:  # "tied": one factor of shape (D, D)
             self.register_buffer("anchor_cholesky", torch.linalg.cholesky(covariances).detach().clone())
             self.unit_lower = torch.nn.Parameter(torch.zeros_like(covariances))
-            self.log_cholesky_diagonal = torch.nn.Parameter(torch.zeros_like(covariances[..., 0]))
+            self.log_cholesky_diagonal = torch.nn.Parameter(torch.zeros_like(covariances.diagonal(dim1=-2, dim2=-1)))
         else:  # "spherical": one variance per component, of shape (K, 1)
             log_variances = covariances.log()
             if covariance_type == "spherical":

@@ -157,8 +157,8 @@ class _WildOnEveryRow(MaskedPPCA):
     def fit(self, X, y=None, sample_weight=None):
         super().fit(X, y, sample_weight)
         if len(X) > 250:
-            with torch.no_grad():
-                self.module_.mean.add_(50.0)
+            with torch.no_grad():  # the model of x - 50: its mean moved by 50 in every feature
+                self.module_.unstandardize_(torch.tensor(50.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
         return self
 
 
