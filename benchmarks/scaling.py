@@ -578,11 +578,11 @@ def dask_table(n_rows, chunk_rows, kinds=("complete", "missing")):
             label = "10 % missing" if missing else "complete"
             baseline = None
             if not missing:
-                baseline, peaks, pca = _dask_step(client, lambda: DaskPCA(DASK_RANK, svd_solver="tsqr").fit(X))
+                baseline, peaks, pca = _dask_step(client, lambda X=X: DaskPCA(DASK_RANK, svd_solver="tsqr").fit(X))
                 print(f"| {label} | dask-ml PCA tsqr fit | {baseline[0]:.1f} | {baseline[1]:.1f} | 1, 1 | {peaks} | "
                       f"explained variance {pca.explained_variance_.sum():.4g} |", flush=True)
             for estimator in (MaskedPPCA, MaskedFactorAnalysis):
-                def fit():
+                def fit(estimator=estimator, X=X):
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         return estimator(DASK_RANK, random_state=0, device="cpu").fit(X)
@@ -592,7 +592,7 @@ def dask_table(n_rows, chunk_rows, kinds=("complete", "missing")):
                 print(f"| {label} | {estimator.__name__} fit | {seconds[0]:.1f} | {seconds[1]:.1f} | {ratio} | "
                       f"{peaks} | "
                       f"{fitted.n_iter_} steps, converged {fitted.converged_} |", flush=True)
-                seconds, peaks, score = _dask_step(client, lambda: fitted.score(X))
+                seconds, peaks, score = _dask_step(client, lambda fitted=fitted, X=X: fitted.score(X))
                 print(f"| {label} | {estimator.__name__} score | {seconds[0]:.1f} | {seconds[1]:.1f} | - | {peaks} | "
                       f"{score:.4f} nats per row |", flush=True)
         if "missing" not in kinds:

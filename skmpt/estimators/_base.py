@@ -497,7 +497,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         dtype = DTYPES[self.params_.dtype]
         self.offset_ = self._offset(summary.mean, dtype)
         # The largest magnitudes training sees, checked as the rows themselves are.
-        check_values(torch.as_tensor(np.stack([summary.low, summary.high]) - self.offset_).to(dtype), self._likelihood())
+        extremes = torch.as_tensor(np.stack([summary.low, summary.high]) - self.offset_).to(dtype)
+        check_values(extremes, self._likelihood())
         self._check_data(torch.empty((0, X.shape[1]), dtype=dtype))  # the checks read the data's width
         return *solver.prepare_chunks(X, summary, self.offset_, dtype, self.device_), n_samples
 

@@ -86,7 +86,7 @@ class TableColumnsMixin:
         if reset:
             self.categories_ = self._learn_categories(values)
             return X_t, observed
-        for j, categories in zip(self.categorical_features_, self.categories_):
+        for j, categories in zip(self.categorical_features_, self.categories_, strict=True):
             column = values[:, j]
             unseen = np.setdiff1d(column[~np.isnan(column)], categories)
             if unseen.size:
@@ -105,7 +105,7 @@ class TableColumnsMixin:
         if len(given) != len(seen):
             raise ValueError(f"categories holds {len(given)} arrays, but there are {len(seen)} categorical features.")
         categories = []
-        for j, values_seen, values_given in zip(self.categorical_features_, seen, given):
+        for j, values_seen, values_given in zip(self.categorical_features_, seen, given, strict=True):
             values_given = np.unique(np.asarray(values_given, dtype=np.float64))
             unknown = np.setdiff1d(values_seen, values_given)
             if unknown.size or not np.isfinite(values_given).all():
@@ -118,7 +118,7 @@ class TableColumnsMixin:
         """The categories as tensors in the module's units: ``(categories - offset_ - center) / scale``."""
         dtype, device = self._dtype, self.device_
         values = []
-        for j, categories in zip(self.categorical_features_, self.categories_):
+        for j, categories in zip(self.categorical_features_, self.categories_, strict=True):
             value = torch.as_tensor(categories - self.offset_[j], dtype=dtype, device=device)
             if center is not None:
                 value = (value - center[j]) / scale.reshape(-1)[0 if scale.numel() == 1 else j]
@@ -128,7 +128,7 @@ class TableColumnsMixin:
     def _check_data(self, X):
         """The base's checks, and a warning for a categorical column of one category learned at ``fit``."""
         super()._check_data(X)
-        for j, categories in zip(self.categorical_features_, self.categories_):
+        for j, categories in zip(self.categorical_features_, self.categories_, strict=True):
             # With categories given, a column of one category is the caller's choice.
             if len(categories) == 1 and isinstance(self.params_.categories, str):
                 warnings.warn(f"{feature_label(self, j)} is categorical with one category ({categories[0]!r}) "
@@ -140,7 +140,7 @@ class TableColumnsMixin:
         ``counts``, count columns (draws) at their integers for the same reason."""
         if counts:
             values[..., self.count_features_] = np.rint(values[..., self.count_features_])
-        for j, categories in zip(self.categorical_features_, self.categories_):
+        for j, categories in zip(self.categorical_features_, self.categories_, strict=True):
             column = values[..., j]
             nearest = np.abs(column[..., None] - categories).argmin(-1)
             values[..., j] = categories[nearest]

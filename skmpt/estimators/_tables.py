@@ -165,7 +165,7 @@ class TableLayout:
         self.check_columns(frame)
         missing = self.missing(frame)
         out = np.empty(frame.shape, dtype=np.float64)
-        codes = dict(zip(self.categorical.tolist(), self.categories))
+        codes = dict(zip(self.categorical.tolist(), self.categories, strict=True))
         for j, name in enumerate(self.columns):
             series = frame[name]
             if j not in codes:
@@ -207,7 +207,7 @@ class TableLayout:
         values = np.asarray(values, dtype=np.float64)
         missing = self.missing(frame)
         filled = frame.copy()
-        codes = dict(zip(self.categorical.tolist(), self.categories))
+        codes = dict(zip(self.categorical.tolist(), self.categories, strict=True))
         for j, name in enumerate(self.columns):
             rows = missing[:, j]
             if not rows.any():

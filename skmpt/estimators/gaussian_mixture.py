@@ -12,7 +12,6 @@ and MPT with uniform mask sizes aims at EM's optimum.
 """
 
 import copy
-import math
 import warnings
 from numbers import Integral, Real
 
@@ -141,10 +140,11 @@ def remaining_gain(values):
     shrink count as shrinking at ``_SLOWEST_RATE`` (the rest is then 999 times the last gain). A
     single small gain is not convergence: at a rate of 0.99 it is a hundredth of what is left.
     """
-    gains = [b - a for a, b in zip(values[:-1], values[1:])]
+    gains = [b - a for a, b in zip(values[:-1], values[1:], strict=True)]
     if gains[-1] <= 0:
         return 0.0
-    rates = [later / earlier if earlier > 0 else _SLOWEST_RATE for earlier, later in zip(gains[:-1], gains[1:])]
+    pairs = zip(gains[:-1], gains[1:], strict=True)
+    rates = [later / earlier if earlier > 0 else _SLOWEST_RATE for earlier, later in pairs]
     rate = min(max(rates), _SLOWEST_RATE)
     return gains[-1] * rate / (1 - rate)
 
@@ -508,7 +508,8 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     def _optimality_gap(self, X, sample_weight):
         """What EM from the fitted full-covariance mixture gains in mean ``log p(x_o)`` on ``X``: ten
-        steps (:func:`em_step`) and the rest extrapolated (:func:`remaining_gain`) (on the data standardised per feature), or None where EM's target is
+        steps (:func:`em_step`) and the rest extrapolated (:func:`remaining_gain`) (on the data
+        standardised per feature), or None where EM's target is
         not MPT's (a fixed ``mask_rate``) or the M-step would not be this model's (tied, diagonal or
         spherical covariances)."""
         if self.params_.covariance_type != "full" or self.params_.mask_rate != "uniform":

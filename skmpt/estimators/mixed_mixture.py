@@ -377,7 +377,8 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
             weights = X_t.new_ones(X_t.shape[0])
         return mixed_em(X_t, observed, weights, self._category_values(), self.numeric_features_.tolist(),
                         self.categorical_features_.tolist(), self.params_.n_components, self.params_.covariance_type,
-                        seed=seed, tol=self.params_.tol, max_iter=max_iter, count_features=self.count_features_.tolist())
+                        seed=seed, tol=self.params_.tol, max_iter=max_iter,
+                        count_features=self.count_features_.tolist())
 
     def _build_module(self, X, generator, units):
         # partial_fit's first call: EM's start on the standardised chunk, every entry taken as observed.
@@ -417,7 +418,8 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         for seed in seeds.tolist():
             with torch.no_grad():
                 module, history, converged = self._em(X_t, observed, weights, seed, max_iter)
-                value = float((module.log_marginal(X_t, observed=observed) * (1 if weights is None else weights)).mean())
+                values = module.log_marginal(X_t, observed=observed)
+                value = float((values * (1 if weights is None else weights)).mean())
             if best is None or value > best[0]:
                 best = (value, module, history, converged)
         _, module, history, converged = best

@@ -22,8 +22,8 @@ components' conditionals weighted by the responsibilities of the observed tokens
 where ``p_k(x_j | x_r)`` is the Gaussian conditional on ``x_{r ∩ N}`` for a numeric ``j`` and
 ``theta_kj[x_j]`` for a categorical one (``Poisson(x_j | lambda_kj)`` for a count; independent of
 the rest given ``k``). An entry not observed drops out: a categorical or count one from the
-product, a numeric one from the Gaussian (its marginal). So the conditionals come from one joint density and the MPT identity holds exactly
-(Moreno-Muñoz, Recasens and Hauberg, 2023).
+product, a numeric one from the Gaussian (its marginal). So the conditionals come from one joint
+density and the MPT identity holds exactly (Moreno-Muñoz, Recasens and Hauberg, 2023).
 
 The model reads a categorical column's entries as values: ``category_values`` holds each column's
 categories (in the units of ``X``), and an entry is the category nearest to it. A map of the
@@ -120,7 +120,7 @@ class MixedMixtureModule(MaskedModel):
         logits = means.new_zeros(len(sizes), n_components, width)
         values = means.new_zeros(len(sizes), width)
         valid = torch.zeros(len(sizes), width, dtype=torch.bool, device=means.device)
-        for j, (p, v) in enumerate(zip(probabilities, category_values)):
+        for j, (p, v) in enumerate(zip(probabilities, category_values, strict=True)):
             logits[j, :, : len(v)] = p.log()
             values[j, : len(v)] = v
             valid[j, : len(v)] = True

@@ -144,7 +144,7 @@ def test_observed_cells_are_written_back_unchanged(tmp_path, rows, spelling):
             assert value == cell if cell else np.isfinite(float(value))
 
 
-# --- a user's file kept as it was read (issue 46) --------------------------------------------
+# --- a user's file kept as it was read ------------------------------------------------------
 
 
 def _cells(path, delimiter=","):
@@ -334,7 +334,8 @@ def _categories_table():
     rows = []
     for i in range(40):
         heavy = i % 2 == 1
-        mass, length = f"{(5 if heavy else 1) + 0.2 * rng.randn():.2f}", f"{(2 if heavy else 0) + 0.1 * rng.randn():.2f}"
+        mass = f"{(5 if heavy else 1) + 0.2 * rng.randn():.2f}"
+        length = f"{(2 if heavy else 0) + 0.1 * rng.randn():.2f}"
         species = "Gentoo" if heavy else "Adelie"
         if i == 3:
             species = ""
@@ -366,7 +367,7 @@ def test_categorical_holes_are_filled_with_a_category_of_the_column(tmp_path, fm
     if fmt == "csv":
         before, after = _cells(source), _cells(out)
         for old_row, new_row in zip(before, after, strict=True):
-            assert [new for old, new in zip(old_row, new_row) if old not in ("", "NA")] == [
+            assert [new for old, new in zip(old_row, new_row, strict=True) if old not in ("", "NA")] == [
                 old for old in old_row if old not in ("", "NA")]
         species = [row[2] for row in after[1:]]
     else:

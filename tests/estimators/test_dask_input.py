@@ -111,6 +111,7 @@ def test_per_row_outputs_are_dask_arrays_with_the_input_chunks(cls, holes):
         assert out.chunks[0] == chunks, method
         expected = getattr(fitted, method)(X)
         assert out.shape == expected.shape, method
+        assert out.ndim == 1 if width is None else out.shape[1] == width, method
         np.testing.assert_allclose(out.compute(), expected, rtol=1e-12, atol=1e-12, err_msg=method)
     assert fitted.score(X_dask) == pytest.approx(fitted.score(X), rel=1e-13)
     weights = np.arange(len(X)) % 3

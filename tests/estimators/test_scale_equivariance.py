@@ -1,7 +1,8 @@
 """Factor analysis and the Gaussian mixtures are equivariant to each feature's scale, and so are
 their fits: ``score(X * s) == score(X) - sum(log s)`` for any positive per-feature ``s``, on
-complete data, and with holes less the log-scales of the missing entries (issue 42: a factor analysis with one column at 1e-2 and one at 1e2
-scored -6.42 where the optimum is about -4.47, and -21.7 at scales 1e-4 ... 1e4). PPCA's
+complete data, and with holes less the log-scales of the missing entries (a factor analysis with one
+column at 1e-2 and one at 1e2 scored -6.42 where the optimum is about -4.47, and -21.7 at scales 1e-4 ...
+1e4, before each feature's scale was divided out). PPCA's
 isotropic noise is equivariant to one scale shared by every feature."""
 
 import warnings

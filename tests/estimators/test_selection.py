@@ -158,7 +158,8 @@ class _WildOnEveryRow(MaskedPPCA):
         super().fit(X, y, sample_weight)
         if len(X) > 250:
             with torch.no_grad():  # the model of x - 50: its mean moved by 50 in every feature
-                self.module_.unstandardize_(torch.tensor(50.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
+                shift, unit = torch.tensor(50.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64)
+                self.module_.unstandardize_(shift, unit)
         return self
 
 

@@ -400,7 +400,7 @@ def test_progress_bar_clone_and_pickle(tiny_bert, capsys):
     np.testing.assert_allclose(fresh.fit().pseudo_log_likelihood(texts[:3]), pll, rtol=1e-6)
 
 
-# ---------------------------------------------------------------- boundaries (issues 11, 13, 14)
+# ---------------------------------------------------------------- boundaries (empty inputs, budgets, lengths)
 
 
 @pytest.fixture(scope="module")
