@@ -91,8 +91,9 @@ CHAINS = {
 }
 
 
-#: Held-out chains (``--models heldout``): variable domains of public therapeutic antibodies (their INN sequences,
-#: as IMGT/mAb-DB and DrugBank list them), none of which any rule or constant of the budgeted estimator was chosen on.
+#: Held-out chains (``--models heldout``): variable domains named after public therapeutic antibodies, written from
+#: memory and not checked residue by residue against IMGT/mAb-DB or DrugBank (they are realistic antibody chains, not
+#: a reference for those drugs), none of which any rule or constant of the budgeted estimator was chosen on.
 HELDOUT_CHAINS = {
     "bevacizumab_vh": ("EVQLVESGGGLVQPGGSLRLSCAASGYTFTNYGMNWVRQAPGKGLEWVGWINTYTGEPTYAADFKRRFTFSLDTSKSTAY"
         "LQMNSLRAEDTAVYYCAKYPHYYGSSHWYFDVWGQGTLVTVSS"),
