@@ -339,10 +339,6 @@ class MixedMixtureModule(MaskedModel):
         X : torch.Tensor of shape (n_samples, n_features)
         labels : torch.Tensor of dtype long and shape (n_samples,)
         """
-        weights = self.log_weights.exp().detach().cpu()
-        labels = torch.multinomial(weights, n_samples, replacement=True, generator=generator)
-        noise = torch.randn(n_samples, self.gaussian.n_features, dtype=weights.dtype, generator=generator)
-        labels, noise = labels.to(self.gaussian.means.device), noise.to(self.gaussian.means.device)
-        numeric = self.gaussian.means[labels] + (self.gaussian.cholesky()[labels] @ noise.unsqueeze(-1)).squeeze(-1)
+        numeric, labels = self.gaussian.sample(n_samples, generator=generator)  # the components and the numbers
         categorical = self._values(self._draw_categories(labels, generator))
         return self._assemble(numeric, categorical, self._draw_counts(labels, generator)), labels
