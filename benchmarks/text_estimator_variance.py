@@ -30,12 +30,14 @@ within sizes could divide the variance (:func:`balance_bound`). The models:
 - ``antiberty``: AntiBERTy (installed offline), a VH chain's last 12 residues given the rest of
   the chain, and the same 12 residues alone; ``--chains`` adds :data:`CHAINS` (trastuzumab's VH
   and VL and adalimumab's VH, the 12 residues that end each CDR3 given the residues before them);
-- ``heldout``: the held-out protocol. The tuning set is :data:`TUNING_SMALL` (a chain the
-  estimator's earlier rules were written on); the held-out set (:data:`HELDOUT_SMALL`, or with
-  ``--heldout all`` every chain of :data:`HELDOUT_CHAINS` at every region and context) holds
-  public therapeutic antibodies' chains never used to choose anything, windows in CDR1, FR3 and
-  before FR4's motif, given every residue before them or only the 12 before, and alone. It ends
-  with LLaDA/auto's variance ratio per pass on each case, with its bootstrap 90 % interval;
+- ``heldout``: the held-out protocol. The tuning set is :data:`TUNING_SMALL` (chains the
+  estimator's earlier rules were written on, and :data:`SEEN_CHAINS`, held out by an earlier
+  version and seen since); the held-out set (:data:`HELDOUT_SMALL`, or with ``--heldout all``
+  every chain of :data:`HELDOUT_CHAINS` at every region with a full and a 12-residue context)
+  holds antibody chains copied from files anyone can check (each with its source), never used
+  to choose anything, windows in CDR1, FR3 and before FR4's motif, given every residue before
+  them or only some, and alone. It ends with LLaDA/auto's variance ratio per pass on each case,
+  with its bootstrap 90 % interval;
 - ``diffusion``: the tiny masked diffusion LM that ``examples/plot_masked_diffusion.py`` trains
   (``mask_rate="uniform"``) at its small size, a held-out sentence's last 12 tokens given the
   rest and 12 tokens alone; ``--sentences 0,1,2`` takes the first, second and third such test sentences.
@@ -91,10 +93,10 @@ CHAINS = {
 }
 
 
-#: Held-out chains (``--models heldout``): variable domains named after public therapeutic antibodies, written from
-#: memory and not checked residue by residue against IMGT/mAb-DB or DrugBank (they are realistic antibody chains, not
-#: a reference for those drugs), none of which any rule or constant of the budgeted estimator was chosen on.
-HELDOUT_CHAINS = {
+#: Chains typed from memory in an earlier round (variable domains named after public therapeutic antibodies, not
+#: checked residue by residue against IMGT/mAb-DB or DrugBank: realistic antibody chains, not a reference for those
+#: drugs). They were held out once and have since been looked at, so they are tuning chains now (:data:`TUNING_SMALL`).
+SEEN_CHAINS = {
     "bevacizumab_vh": ("EVQLVESGGGLVQPGGSLRLSCAASGYTFTNYGMNWVRQAPGKGLEWVGWINTYTGEPTYAADFKRRFTFSLDTSKSTAY"
         "LQMNSLRAEDTAVYYCAKYPHYYGSSHWYFDVWGQGTLVTVSS"),
     "bevacizumab_vl": ("DIQMTQSPSSLSASVGDRVTITCSASQDISNYLNWYQQKPGKAPKVLIYFTSSLHSGVPSRFSGSGSGTDFTLTISSLQP"
@@ -112,18 +114,39 @@ HELDOUT_CHAINS = {
     "rituximab_vl": ("QIVLSQSPAILSASPGEKVTMTCRASSSVSYIHWFQQKPGSSPKPWIYATSNLASGVPVRFSGSGSGTSYSLTISRVEAE"
         "DAATYYCQQWTSNPPTFGGGTKLEIK"),
 }
+#: The held-out chains (``--models heldout``), copied from files anyone can check, none of which any rule or constant
+#: of the budgeted estimator was chosen on: each entry is ``(chain, where it was copied from)``.
+HELDOUT_CHAINS = {
+    "antiberty_vh": ("EVQLVQSGPEVKKPGTSVKVSCKASGFTFMSSAVQWVRQARGQRLEWIGWIVIGSGNTNYAQKFQERVTITRDMSTSTAYMELSS"
+        "LRSEDTAVYYCAAPYCSSISCNDGFDIWGQGTMVTVS", "the antiberty 0.1.3 package's README (its PyPI metadata, "
+        "antiberty-0.1.3.dist-info/METADATA, section Usage), first sequence"),
+    "antiberty_vl": ("DVVMTQTPFSLPVSLGDQASISCRSSQSLVHSNGNTYLHWYLQKPGQSPKLLIYKVSNRFSGVPDRFSGSGSGTDFTLKISRV"
+        "EAEDLGVYFCSQSTHVPYTFGGGTKLEIK", "the same README, second sequence"),
+    "ablang_vh": ("EVQLVESGPGLVQPGKSLRLSCVASGFTFSGYGMHWVRQAPGKGLEWIALIIYDESNKYYADSVKGRFTISRDNSKNTLYLQMSS"
+        "LRAEDTAVFYCAKVKFYDPTAPNDYWGQGTLVTVSS", "github.com/oxpig/AbLang README.md (commit bfcc915), the "
+        "restored sequence; also matsengrp/epam tests/test_models.py, parent_seqs[0]"),
+    "epam_vh": ("QVQLVQSGAEVKKPGASVKVSCKASGYTFTSYGISWVRQAPGQGLEWMGWISAYNGNTNYAQKLQGRVTMTTDTSTSTAYMELRSLR"
+        "SDDTAVYYCARVLGWGSMDVWGQGTTVTVSS", "github.com/matsengrp/epam tests/test_models.py (commit 78d042e), "
+        "parent_seqs[1]"),
+    "anarci_vh": ("EVQLQQSGAEVVRSGASVKLSCTASGFNIKDYYIHWVKQRPEKGLEWIGWIDPEIGDTEYVPKFQGKATMTADTSSNTAYLQLSSL"
+        "TSEDTAVYYCNAGHDYDRGRFPYWGQGTLVTVSA", "github.com/oxpig/ANARCI README.md (commit a526ec1), "
+        "'Numbering a single sequence'"),
+    "nc10_vh": ("QVQLQQSGAELVKPGASVRMSCKASGYTFTNYNMYWVKQSPGQGLEWIGIFYPGNGDTSYNQKFKDKATLTADKSSNTAYMQLSSLTS"
+        "EDSAVYYCARSGGSYRYDGGFDYWGQGTTVTV", "the same README, the hit table's 1a14_H (NC10 Fv heavy chain)"),
+}
 #: The held-out cases of the small run: (chain, region, context) with region ``cdr3`` (the residues before FR4's
-#: W/FGxG motif), ``cdr1`` (from residue 24) or ``fr3`` (from residue 66), and context ``full`` (every residue
-#: before the window) or ``short`` (the 12 before it); each with a full context is also scored alone.
-#: ``--heldout all`` runs every chain at every region and context.
-HELDOUT_SMALL = (("bevacizumab_vl", "fr3", "full"), ("pembrolizumab_vh", "cdr3", "short"),
-                 ("nivolumab_vl", "cdr1", "full"), ("rituximab_vh", "cdr3", "full"))
-#: The tuning set: a chain the estimator's earlier rules were written on, and the cases a first version of the
-#: measured choice was judged on (held out then; the control variate's pilot was redesigned after seeing them, so
-#: they are tuning cases now).
+#: W/FGxG motif), ``cdr1`` (from residue 24) or ``fr3`` (from residue 66), and context ``"full"`` (every residue
+#: before the window) or a number of residues before it; each with a full context is also scored alone.
+#: ``--heldout all`` runs every held-out chain at every region with a full and a 12-residue context.
+HELDOUT_SMALL = (("antiberty_vh", "cdr1", "full"), ("antiberty_vl", "fr3", 12), ("ablang_vh", "cdr3", "full"),
+                 ("epam_vh", "fr3", 30), ("anarci_vh", "cdr1", 12), ("nc10_vh", "cdr3", 20),
+                 ("antiberty_vl", "cdr3", "full"))
+#: The tuning set: a chain the estimator's earlier rules were written on, the cases a first version of the measured
+#: choice was judged on, and those the second version was held out on (:data:`SEEN_CHAINS`; seen since).
 TUNING_SMALL = (("trastuzumab_vh", "cdr3", "full"), ("bevacizumab_vh", "cdr3", "full"),
                 ("pembrolizumab_vl", "cdr1", "full"), ("nivolumab_vh", "fr3", "full"),
-                ("rituximab_vl", "cdr3", "short"))
+                ("rituximab_vl", "cdr3", 12), ("bevacizumab_vl", "fr3", "full"), ("pembrolizumab_vh", "cdr3", 12),
+                ("nivolumab_vl", "cdr1", "full"), ("rituximab_vh", "cdr3", "full"))
 
 
 def window_of(chain, region, length):
@@ -327,6 +350,32 @@ def balance_bound(table):
     return total / max(residual, 1e-300)
 
 
+def size_weights_gain(table, passes):
+    """How much less variance LLaDA's rounded sizes have than sizes spread evenly, from the sizes alone.
+
+    Given its sizes, an estimator that draws ``n_M`` uniformly random masks of size ``M`` and
+    averages their terms ``(T / M) sum_masked log p`` has variance ``sum_M n_M var_M / N**2``
+    (``var_M``: the terms' variance over all masks of size ``M``, from the table). With the
+    ``N / T`` masks per size of ``stratified`` it is unbiased; LLaDA's rounding of halves to even
+    (``eval_llada.py``, batches of 32) gives some sizes more masks than others (for ``T = 8``: 5 to
+    the even sizes, 3 to the odd ones, per 32), which moves its expectation (its bias) and, where
+    the over-weighted sizes spread less (the all-masked copy does not spread at all), its variance.
+    Returns stratified's variance over LLaDA's at ``passes`` copies: above 1 where LLaDA's biased
+    weights buy variance, a gap that an estimator falling back to ``stratified`` does not close.
+    """
+    length = table.shape[1]
+    masked = ~np.isnan(table)
+    sizes = masked.sum(1)
+    terms = length / sizes * np.nansum(table, 1)
+    spread = np.array([terms[sizes == size].var() for size in range(1, length + 1)])
+    counts = np.zeros(length)
+    for first in range(1, length + 1):  # each batch's random start, equally likely
+        grid = torch.linspace(float(first), first + 31 * (length / 32), 32, dtype=torch.float64)
+        counts += np.bincount(((torch.round(grid).long() - 1) % length + 1).numpy(), minlength=length + 1)[1:]
+    counts *= passes / counts.sum()
+    return (spread.sum() / length / passes) / max((counts * spread).sum() / passes**2, 1e-300)
+
+
 def ratio_interval(reference, estimates, passes, level=0.9, n_boot=1000, seed=0):
     """A bootstrap ``level`` interval of the variance per pass of ``reference`` over that of ``estimates``.
 
@@ -350,7 +399,8 @@ def report(title, table, args, given=False):
     rows = {name: simulate(table, name, args.passes, args.runs, given) for name in (REFERENCE, *names)}
     reference = rows[REFERENCE][1] * rows[REFERENCE][2]
     print(f"\n{title}: exact {exact:.4f} ({args.passes} forward passes, {args.runs} runs; balancing positions "
-          f"within sizes could divide the variance by {balance_bound(table):.3g} at most)")
+          f"within sizes could divide the variance by {balance_bound(table):.3g} at most; LLaDA's rounded sizes "
+          f"alone give it {size_weights_gain(table, args.passes):.2f} times stratified's variance)")
     print(f"{'estimator':<16} {'bias':>9} {'+-':>7} {'variance':>10} {'passes':>7} {'LLaDA/it per pass [90 %]':>26}")
     for name, (mean, variance, passes, estimates) in rows.items():
         if variance <= 1e-20 * max(1.0, mean**2):
@@ -462,17 +512,20 @@ def heldout(args):
     model, tokenizer = load_antiberty()
     predictor, tokenizer = load_masked_lm(model, tokenizer=tokenizer, device=torch.device("cpu"))
     runner = MaskedLMRunner(predictor, tokenizer, torch.device("cpu"), score_batch_size=64)
-    chains = {**{name: chain for name, (chain, _) in CHAINS.items()}, **HELDOUT_CHAINS}
+    chains = {**{name: chain for name, (chain, _) in CHAINS.items()}, **SEEN_CHAINS,
+              **{name: chain for name, (chain, _) in HELDOUT_CHAINS.items()}}
     if args.heldout == "all":
         cases = [(name, region, context) for name in HELDOUT_CHAINS for region in ("cdr1", "fr3", "cdr3")
-                 for context in ("full", "short")]
+                 for context in ("full", 12)]
     else:
         cases = list(HELDOUT_SMALL)
+    for name, (_, source) in HELDOUT_CHAINS.items():
+        print(f"held-out chain {name}: from {source}")
     summary = []
     for part, chosen in (("tuning", TUNING_SMALL), ("held out", cases)):
         for name, region, context in chosen:
             before, window = window_of(chains[name], region, args.window)
-            visible = before if context == "full" else before[-12:]
+            visible = before if context == "full" else before[-context:]
             given, alone = tables(runner, visible, window, window)
             where = f"{name} {region} ({len(before) + 1}-{len(before) + args.window})"
             ratio = report(f"[{part}] AntiBERTy {where} given {len(visible)} residues before", given, args, True)

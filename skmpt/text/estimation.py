@@ -7,13 +7,14 @@ at most ``max_forward_passes`` masked copies (forward passes) per text on it:
 - **exact** where the masks can be enumerated (``2**T - 1 <= max_forward_passes``):
   :class:`~skmpt.text.strategies.ExhaustiveMasks`, zero variance;
 - else a Monte Carlo estimator (:mod:`skmpt.text.strategies`) named by ``score_method``, or
-  chosen per question by ``"auto"`` **by measurement**: a pilot runs every candidate (LLaDA's
-  stratified sizes, the standard; a control variate per token, read from the standard's copies;
-  nested chains given a context; balanced positions) in independent units, within half the
-  budget, and the candidate of least variance per forward pass is chosen unless the standard's is
-  within the pilot's noise of it (a one-sided F test, Bonferroni over the candidates); **every
-  pilot draw counts** in the estimate, each unit at a weight measured on the other units only,
-  so that neither the choice nor the weights bias it;
+  chosen per question by ``"auto"`` **by measurement**: a pilot runs the standard (LLaDA's
+  stratified sizes) in independent units and reads its candidates from them (a control variate
+  per token; ``"nested"`` chains or ``"balanced"`` positions, if added to :data:`AUTO_CANDIDATES`,
+  run units of their own), within half the budget, and the candidate of least variance per
+  forward pass is chosen unless the standard's is within the pilot's noise of it (a one-sided
+  F test, Bonferroni over the candidates); **every pilot draw counts** in the estimate, each
+  unit at a weight measured on the other units only, so that neither the choice nor the weights
+  bias it;
 - the choices of one question share their random numbers (**common random numbers**: only
   differences decide a ranking) and, with ``adaptive=True``, draws come in rounds that **stop**
   as soon as the likeliest choice beats every other at ``confidence``; with ``target_se``, every
@@ -49,14 +50,18 @@ __all__ = ["AUTO_CANDIDATES", "PILOT_FRACTION", "PILOT_UNITS", "STANDARD_METHOD"
 #: The standard estimator: LLaDA's (``eval_llada.py``: mask sizes evenly spread from one random start, each
 #: mask uniformly random given its size); ``"auto"`` keeps it unless a pilot measures another significantly better.
 STANDARD_METHOD = "stratified"
-#: The candidates ``"auto"`` measures beside the standard: a control variate per token (measured on the standard's
-#: own pilot copies, at no extra pass), then, in the order they enter a pilot that has room, nested chains (only for
-#: a continuation given a context) and balanced positions. Dream's evenly spaced masking rates are not among them:
-#: 0.25 to 0.74 times LLaDA's efficiency on every table of the benchmark's tuning set, their pilot only cost passes.
-AUTO_CANDIDATES = ("controlled", "nested", "balanced")
-#: Independent units each candidate runs in a pilot: their spread is its measured variance (``PILOT_UNITS - 1``
-#: degrees of freedom per text).
-PILOT_UNITS = 4
+#: The candidates ``"auto"`` measures beside the standard: a control variate per token, measured on the standard's
+#: own pilot copies at no extra pass. Others may be added, in the order they enter a pilot that has room: ``"nested"``
+#: (only for a continuation given a context; units of one antithetic pair of orderings) and ``"balanced"`` run units
+#: of their own. On the benchmark's 18 tuning tables adding them lost LLaDA's efficiency on as many or more tables (7
+#: or 6 of 18 below LLaDA's, against 4) for a median of 1.17 to 1.22 (1.18): where they are not chosen, their pilot's
+#: passes are worth little. Dream's evenly spaced masking rates were 0.25 to 0.74 times LLaDA's efficiency on every
+#: tuning table.
+AUTO_CANDIDATES = ("controlled",)
+#: Independent units of the standard (and of each candidate that runs its own) in a pilot: their spread is its
+#: measured variance (``PILOT_UNITS - 1`` degrees of freedom per text). 8 against 4 on the tuning tables: 4 of 18
+#: below LLaDA's efficiency against 6, the worst 0.50 against 0.27.
+PILOT_UNITS = 8
 #: A pilot takes at most ``1 / PILOT_FRACTION`` of a text's budget (its draws all count in the estimate).
 PILOT_FRACTION = 2
 
@@ -187,8 +192,8 @@ class BudgetedEstimator:
     score_masks : int or None, default=None
         Draws of a named ``score_method`` (orderings, masks, masks per size) instead of a
         budget: each text's budget is then what they cost.
-    pilot_passes : int >= 4, default=8
-        Copies of each candidate's pilot: :data:`PILOT_UNITS` units of ``max(2, pilot_passes // 4)``
+    pilot_passes : int >= 4, default=16
+        Copies of each candidate's pilot: :data:`PILOT_UNITS` units of ``max(2, pilot_passes // PILOT_UNITS)``
         copies (``"nested"``: of one antithetic pair of orderings, ``2 * (T - 1) + 1`` copies;
         ``"controlled"``: none, it reads the standard's).
     significance : float in (0, 1), default=0.9
@@ -248,7 +253,7 @@ class BudgetedEstimator:
         "verbose": ["verbose"],
     }
 
-    def __init__(self, runner, *, score_method="auto", max_forward_passes=128, score_masks=None, pilot_passes=8,
+    def __init__(self, runner, *, score_method="auto", max_forward_passes=128, score_masks=None, pilot_passes=16,
                  significance=0.9, target_se=None, adaptive=True, confidence=0.95, round_passes=16, exact=True, seed=0,
                  verbose=0):
         params = {"score_method": score_method, "max_forward_passes": max_forward_passes, "score_masks": score_masks,

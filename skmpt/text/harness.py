@@ -202,10 +202,10 @@ class MaskedLMHarness(LM):
         measurement: a pilot runs LLaDA's estimator (``"stratified"``, the standard: sizes evenly
         spread from one random start, as ``eval_llada.py``) and the candidates
         (:data:`~skmpt.text.estimation.AUTO_CANDIDATES`: ``"controlled"``, read from the
-        standard's copies, ``"nested"`` for a continuation given a context, ``"balanced"``) that
-        fit in half of ``max_forward_passes``, each in four independent units (``"nested"``: as
-        many as fit, at least two), and chooses the candidate of least variance per forward pass
-        unless the standard's is within noise of it (a one-sided F test at ``significance``).
+        standard's copies) within half of ``max_forward_passes``, in
+        :data:`~skmpt.text.estimation.PILOT_UNITS` independent units, and chooses the candidate of
+        least variance per forward pass unless the standard's is within noise of it (a one-sided
+        F test at ``significance``).
         Every pilot draw counts in the estimate, each unit at a weight measured on the other
         units, so neither the choice nor the weights bias it. Each result names the
         estimator chosen and the pilot's variances (``pilot_variances``).
@@ -214,10 +214,11 @@ class MaskedLMHarness(LM):
         ``"low_discrepancy"`` (MDLM's and Dream's), ``"time"``; the variance of each, per forward
         pass, on AntiBERTy and a small diffusion LM, is measured by
         ``benchmarks/text_estimator_variance.py`` (see the user guide's lm-eval page).
-    pilot_passes : int, default=8
-        Copies of each candidate's pilot with ``score_method="auto"``, at least 4: four units of
-        ``max(2, pilot_passes // 4)`` copies (``"nested"``: units of one antithetic pair of
-        orderings; ``"controlled"`` reads the standard's).
+    pilot_passes : int, default=16
+        Copies of each candidate's pilot with ``score_method="auto"``, at least 4:
+        :data:`~skmpt.text.estimation.PILOT_UNITS` units of ``max(2, pilot_passes // PILOT_UNITS)``
+        copies (``"controlled"`` reads the standard's; ``"nested"``, if added to the candidates:
+        units of one antithetic pair of orderings).
     significance : float in (0, 1), default=0.9
         The level of ``"auto"``'s one-sided F test (Bonferroni over its candidates): large, since
         a wrong switch costs little when every pilot draw counts.
@@ -282,7 +283,7 @@ class MaskedLMHarness(LM):
     """
 
     def __init__(self, pretrained="antiberty", *, tokenizer=None, score_method="auto", max_forward_passes=128,
-                 pilot_passes=8, significance=0.9, target_se=None, adaptive=True, confidence=0.95, round_passes=16,
+                 pilot_passes=16, significance=0.9, target_se=None, adaptive=True, confidence=0.95, round_passes=16,
                  check_greedy=True, rolling_context=None, dtype=None, device="auto", batch_size=64, max_batch_size=None,
                  max_length=None, trust_remote_code=False, mask_token_id=None, shift_logits=False, timestep_arg=None,
                  seed=0, estimator=_UNSET):

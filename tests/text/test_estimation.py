@@ -52,7 +52,7 @@ def test_exact_where_the_masks_fit_and_within_the_budget_elsewhere(runner):
     short, long = estimates(runner, ["a b", "a b"], [" a b", " a b b a b a"], max_forward_passes=15)
     assert short.exact and short.std == 0.0 and short.forward_passes == 3 and short.score_method == "exhaustive"
     assert not long.exact and long.std > 0 and long.forward_passes <= 15  # 63 masks do not fit
-    # half of 15 passes holds not even the standard's pilot (8 copies): LLaDA's, the standard, without a pilot
+    # half of 15 passes holds not even the standard's pilot (16 copies): LLaDA's, the standard, without a pilot
     assert long.score_method == "stratified" and long.pilot_variances is None and long.target_reached is None
 
 
@@ -256,7 +256,7 @@ def test_auto_is_unbiased_against_exact_enumeration(runner):
     assert exact.exact
     found = [BudgetedEstimator(runner, max_forward_passes=128, seed=seed).estimate(encoded, ["k"])[0]
              for seed in range(80)]
-    # nested's orderings (15 copies a pair) may leave a few of the 128 passes unspent
+    # (nested's orderings, 15 copies a pair, would leave a few of the 128 passes unspent)
     assert all(e.pilot_variances is not None and 100 <= e.forward_passes <= 128 for e in found)
     values = np.array([e.log_likelihood for e in found])
     assert abs(values.mean() - exact.log_likelihood) <= 3 * values.std(ddof=1) / np.sqrt(len(values))
@@ -310,9 +310,12 @@ class _TableRunner:
 
 
 @pytest.mark.parametrize("given", [False, True])
-def test_auto_pools_its_pilot_without_bias_and_its_standard_errors_are_calibrated(given):
-    from skmpt.text import EncodedTexts
+def test_auto_pools_its_pilot_without_bias_and_its_standard_errors_are_calibrated(given, monkeypatch):
+    from skmpt.text import EncodedTexts, estimation
     from skmpt.text.strategies import ExhaustiveMasks
+
+    if given:  # with candidates that run units of their own: their draws are pooled too
+        monkeypatch.setattr(estimation, "AUTO_CANDIDATES", ("controlled", "nested", "balanced"))
 
     rng = np.random.default_rng(0)
     length = 8  # 255 masks: more than 128 passes, the exact value by enumeration
@@ -323,7 +326,10 @@ def test_auto_pools_its_pilot_without_bias_and_its_standard_errors_are_calibrate
     found = [BudgetedEstimator(_TableRunner(table), max_forward_passes=128, seed=seed).estimate(
         encoded, ["k"], given={0} if given else set())[0] for seed in range(300)]
     assert all(e.pilot_variances is not None for e in found)
-    assert given == ("nested" in found[0].pilot_variances)  # given a context, nested's units enter the pilot
+    # the default pilot is the standard's units, the control variate read from them; given a context, nested's three
+    # units of 15 copies enter the pilot (balanced's 16 copies do not fit in what is left of half the budget)
+    assert set(found[0].pilot_variances) == ({"stratified", "controlled", "nested"} if given else
+                                             {"stratified", "controlled"})
     values = np.array([e.log_likelihood for e in found])
     assert abs(values.mean() - exact) <= 3 * values.std(ddof=1) / np.sqrt(len(values))
     z = (values - exact) / np.array([e.std for e in found])
