@@ -449,11 +449,6 @@ class TableLikelihood(Likelihood):
             valid[j, : len(v)] = True
         self.register_buffer("category_values", values)
         self.register_buffer("category_valid", valid)
-        # Where each categorical column's logits lie in the decoder's output, padded to the widest
-        # column (a padding entry points at the column's first logit and is masked out).
-        start = len(numeric) + torch.cumsum(torch.as_tensor([0, *self.sizes[:-1]], dtype=torch.long), 0)
-        logit_index = torch.where(valid, start[:, None] + torch.arange(width), start[:, None])
-        self.register_buffer("logit_index", logit_index[: len(self.sizes)], persistent=False)
         self.register_buffer("location", location.clone())
         self.register_buffer("spread", spread.clone())
         self.register_buffer("variance_floor", torch.as_tensor(float(variance_floor), dtype=location.dtype))
@@ -488,12 +483,6 @@ class TableLikelihood(Likelihood):
         """The counts ``(x - count_zero) / count_unit``, rounded, at least 0: ``(..., n_count)``."""
         return ((X[..., self.count_features] - self.count_zero) / self.count_unit).round().clamp_min(0)
 
-    def _log_probabilities(self, out):
-        """Each categorical column's log-probabilities ``(..., n_categorical, max C_j)``, ``-inf``
-        past its own categories."""
-        logits = out[..., self.logit_index].masked_fill(~self.category_valid, -torch.inf)
-        return torch.log_softmax(logits, -1)
-
     def log_prob(self, X, out):
         # X and out broadcast over their leading dimensions: each part is computed at X's shape
         # where it can be (codes, counts) and broadcast once.
@@ -502,11 +491,10 @@ class TableLikelihood(Likelihood):
         residual = X[..., self.numeric_features] - (self.location + self.spread * out[..., :n_numeric])
         parts = [-0.5 * (torch.log(2 * math.pi * variance) + residual.square() / variance)]
         shape = residual.shape[:-1]  # the broadcast leading dimensions
-        if self.sizes:
-            log_p = self._log_probabilities(out)
-            codes = self.codes(X).unsqueeze(-1)
-            parts.append(log_p.expand(*shape, *log_p.shape[-2:]).gather(-1, codes.expand(*shape, *codes.shape[-2:]))
-                         .squeeze(-1))
+        codes = self.codes(X)
+        logits = out[..., n_numeric : n_numeric + sum(self.sizes)].split(self.sizes, -1)
+        parts += [torch.log_softmax(a, -1).expand(*shape, size).gather(-1, codes[..., j : j + 1].expand(*shape, 1))
+                  for j, (a, size) in enumerate(zip(logits, self.sizes, strict=True))]
         k = self.counts(X)
         log_rate = out[..., n_numeric + sum(self.sizes) :]
         parts.append(k * log_rate - log_rate.exp() - torch.lgamma(k + 1))
@@ -540,10 +528,11 @@ class TableLikelihood(Likelihood):
         category under ``sum_s w_s p(x_j | z_s)``. Shape ``(n, n_features)``.
         """
         n_numeric, n_logits = len(self.numeric_features), sum(self.sizes)
-        average = lambda values: torch.einsum("ns,ns...->n...", weights, values)  # noqa: E731
+        average = lambda values: torch.einsum("ns,nsd->nd", weights, values)  # noqa: E731
         mean = self.location + self.spread * average(out[..., :n_numeric])  # the weights sum to one
-        probabilities = average(self._log_probabilities(out).exp()).unbind(-2) if self.sizes else []
-        return self._assemble(mean, list(probabilities), average(out[..., n_numeric + n_logits :].exp()))
+        logits = out[..., n_numeric : n_numeric + n_logits].split(self.sizes, -1)
+        return self._assemble(mean, [average(torch.softmax(a, -1)) for a in logits],
+                              average(out[..., n_numeric + n_logits :].exp()))
 
     def sample(self, out, generator=None):
         mean, logits, log_rate = self._split(out)
