@@ -56,3 +56,15 @@ def test_mixed_imputation_benchmark_refuses_an_unknown_imputer():
                          timeout=120)
     assert run.returncode == 2
     assert "unknown imputer(s) ['Foo']" in run.stderr and "NRMSE" not in run.stdout
+
+
+def test_mixed_imputation_benchmark_refuses_an_unknown_table_and_keeps_its_held_out_tables_apart():
+    run = subprocess.run([sys.executable, str(MIXED), "--tables", "penguins,atlantis", "--methods", "KNN"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert "unknown table(s) ['atlantis']" in run.stderr and "NRMSE" not in run.stdout
+    spec = importlib.util.spec_from_file_location("imputation_mixed", MIXED)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tuning, held_out = set(module.SETS["tuning"]), set(module.SETS["held-out"])
+    assert not tuning & held_out and tuning | held_out == set(module.TABLES)

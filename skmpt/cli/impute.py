@@ -11,7 +11,10 @@ value, ``-999`` matches ``-999.0``). Every column whose observed cells are all n
 and imputed (``--thousands`` reads ``1,234``; without it such a column is refused). A column of
 text whose values repeat (at most 1000 distinct values, each seen twice on average: a category,
 such as a species or a region) is modelled too, and its holes are filled with its most probable
-value given the row's other cells, written as the column's own text; other text columns (names,
+value given the row's other cells, written as the column's own text. A Parquet column of pandas
+``category`` dtype is categorical whatever its categories: a hole (null, or ``--missing-values``)
+takes one of the dtype's categories and the column keeps its dtype (a category ``"NA"`` is a
+category there, not a hole). Other text columns (names,
 comments, keys), an ``--index-col`` column and a CSV's first column with an empty name (the index
 ``DataFrame.to_csv`` writes) are passed through untouched. Rows in messages are data rows numbered
 from 1, the header not counted. The imputation is that of the Python API::
@@ -298,6 +301,34 @@ def categorical_columns(frame, positions, marker):
     return columns
 
 
+def category_columns(frame, index, marker):
+    """The columns of pandas ``category`` dtype (a Parquet table's dictionary columns) outside the
+    positions ``index``: position -> the column as the model reads it, missing where null or equal
+    to ``marker`` (as text, or in value for a numeric one), the marker then no category of it.
+
+    Their categories are values (strings, numbers, booleans), not texts to parse: such a column is
+    never numeric, and a hole is filled with one of its dtype's categories.
+    """
+    import pandas as pd
+
+    value = _as_number(marker)
+    columns = {}
+    for j in range(frame.shape[1]):
+        column = frame[j]
+        if j in index or not isinstance(column.dtype, pd.CategoricalDtype):
+            continue
+        categories = column.cat.categories
+        dropped = []
+        if marker is not None:
+            text = categories.astype(str).str.strip()
+            drop = text == marker
+            if value is not None:
+                drop |= np.array(_as_numbers(pd.Series(text), None) == value, dtype=bool)
+            dropped = categories[np.asarray(drop, dtype=bool)].tolist()
+        columns[j] = column.cat.remove_categories(dropped).reset_index(drop=True)
+    return columns
+
+
 def _as_number(marker):
     try:
         return None if marker is None else float(marker)
@@ -367,11 +398,14 @@ def run(args):
     index = _index_positions(header, args.index_col, fmt_in, stored)
     if fmt_out == "parquet" and len(set(header)) < len(header):
         raise UsageError(f"Parquet cannot hold the duplicate column names of IN {header}; write {fmt_in} instead")
+    typed = category_columns(frame, index, args.missing_values)  # never numbers, whatever their categories
     X, positions, missing, report = numeric_columns(frame, header, args.missing_values, thousands=args.thousands,
-                                                    index=index)
+                                                    index=[*index, *typed])
     categorical = {}
     if args.model in ("auto", "mixed"):  # the numeric families model numbers only: text is passed through
         categorical = categorical_columns(frame, sorted(report["text"]), args.missing_values)
+        categorical.update({j: cells for j, cells in typed.items() if cells.notna().any()})
+    report["text"].update({j: int(cells.isna().sum()) for j, cells in typed.items() if j not in categorical})
     passed = [j for j in range(len(header)) if j not in positions and j not in index and j not in categorical]
     logger.info("read %d data rows (numbered 1-based in messages, the header not counted)", len(frame))
     logger.info("modelled: %d numeric columns %s, %d missing cells to fill", len(positions),

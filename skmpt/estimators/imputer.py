@@ -3,7 +3,6 @@
 import numbers
 
 import numpy as np
-from sklearn import get_config
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.impute import MissingIndicator
 from sklearn.utils import check_random_state
@@ -12,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._validation import Options, validate_parameters
 from ..models.missingness import SelfMaskingGaussian
 from ._dask import as_dask_array, check_collection, is_dask_collection, map_rows, seeded_rows_of_block
-from ._tables import TableLayout, is_table
+from ._tables import OutputChoiceMixin, TableLayout, is_table
 from .mixed_mixture import MaskedMixedMixture
 from .ppca import MaskedPPCA
 from .selection import MaskedModelSearch, default_candidates
@@ -44,7 +43,7 @@ def _missing_mask(X, missing_values):
     return np.isnan(X) if _is_nan(missing_values) else X == missing_values
 
 
-class MaskedImputer(TransformerMixin, BaseEstimator):
+class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
     """Impute missing values with a latent-variable model fitted to the observed entries.
 
     The ``estimator`` (an skmpt array estimator) is fitted to the incomplete data: masked
@@ -258,12 +257,6 @@ class MaskedImputer(TransformerMixin, BaseEstimator):
         raise ValueError(f"Column(s) {names[:10]} of X are categorical or counts, and {type(estimator).__name__} "
                          f"models numbers only: impute them with MaskedMixedMixture or MaskedVAE (or "
                          f"estimator=None), or declare them numeric with column_types.")
-
-    def _output_container(self):
-        """``"pandas"`` when ``set_output`` (or scikit-learn's configuration) asks for DataFrames."""
-        # set_output's choice, kept by scikit-learn's output mixin on the estimator (clone copies it).
-        config = getattr(self, "_sklearn_output_config", {})
-        return config["transform"] if "transform" in config else get_config()["transform_output"]
 
     def _table_output(self, original, out, X):
         """``transform``'s output for a DataFrame: the table with its holes filled, columns, index and

@@ -248,9 +248,13 @@ class MixedMixtureModule(MaskedModel):
         ``(K, n, D_N)`` and ``(K, n, D_N, D_N)`` (zero in the observed rows and columns), and
         ``log pi_k + log p_k(x_o)``, ``(n, K)``: EM's E-step."""
         numeric = self.numeric_features
-        mean, cov, _ = gaussian_conditional(X[:, numeric], observed[:, numeric], self.gaussian.means.unsqueeze(1),
-                                            self._full_covariances())
-        return mean, cov, self._joint(X, observed)
+        mean, cov, log_density = gaussian_conditional(X[:, numeric], observed[:, numeric],
+                                                      self.gaussian.means.unsqueeze(1), self._full_covariances())
+        # log p_k(x_o): the numeric part is the conditional's own density (as in _conditionals, not computed twice)
+        seen = observed.to(X.dtype)
+        discrete = (torch.einsum("nkc,nc->nk", self._category_token_log_prob(X), seen[:, self.categorical_features])
+                    + torch.einsum("nkc,nc->nk", self._count_token_log_prob(X), seen[:, self.count_features]))
+        return mean, cov, self.log_weights + log_density.T + discrete
 
     def _assemble(self, numeric, categorical, counts):
         """Columns ``[numeric, categorical, count]`` back in ``X``'s order (counts in ``X``'s units)."""

@@ -145,8 +145,12 @@ class VAEModule(MaskedModel):
 
         With ``observed`` (``(n, D)``), the sum over each sample's observed entries.
         """
-        X = X.reshape(X.shape[0], *([1] * (Z.ndim - 2)), X.shape[1])
-        token = self.likelihood.log_prob(X, self.decoder(Z))
+        return self._log_likelihood_of(X, self.decoder(Z), observed)
+
+    def _log_likelihood_of(self, X, out, observed):
+        """:meth:`log_likelihood` from the decoder's outputs ``out`` ``(n, ..., width)``."""
+        X = X.reshape(X.shape[0], *([1] * (out.ndim - 2)), X.shape[1])
+        token = self.likelihood.log_prob(X, out)
         if observed is not None:
             token = token * observed.reshape(X.shape).to(X.dtype)
         return token.sum(-1)
@@ -288,8 +292,8 @@ class VAEModule(MaskedModel):
         return total if observed is None else torch.where(observed.any(-1), total, torch.zeros_like(total))
 
     def _importance_particles(self, X, observed, n_particles, generator):
-        """MIWAE's particles for the rows ``X`` and their self-normalised log-weights,
-        ``(n, S, K)`` and ``(n, S)``.
+        """MIWAE's particles for the rows ``X``, the decoder's outputs at them and their
+        self-normalised log-weights, ``(n, S, K)``, ``(n, S, width)`` and ``(n, S)``.
 
         The proposal is the encoder given ``x_o`` (the fill value at missing entries), mixed
         half and half with the prior as in the masked conditionals (defensive importance
@@ -305,8 +309,9 @@ class VAEModule(MaskedModel):
         log_prior = standard_normal_log_prob(z)
         log_q = standard_normal_log_prob((z - mean) / std) - torch.log(std).sum(-1)
         log_proposal = torch.logaddexp(log_q, log_prior) - math.log(2)
-        log_w = self.log_likelihood(X, z, observed=observed) + log_prior - log_proposal
-        return z, torch.log_softmax(log_w, -1)
+        out = self.decoder(z)
+        log_w = self._log_likelihood_of(X, out, observed) + log_prior - log_proposal
+        return z, out, torch.log_softmax(log_w, -1)
 
     def _row_chunks(self, X, n_particles):
         # (rows, particles, features) tensors of a quarter of the working memory.
@@ -324,8 +329,8 @@ class VAEModule(MaskedModel):
         starts, step = self._row_chunks(X, n_particles)
         parts = []
         for i in starts:
-            z, log_w = self._importance_particles(X[i : i + step], observed[i : i + step], n_particles, generator)
-            parts.append(self._point(log_w.exp(), self.decoder(z)))
+            _, out, log_w = self._importance_particles(X[i : i + step], observed[i : i + step], n_particles, generator)
+            parts.append(self._point(log_w.exp(), out))
         return torch.where(observed, X, torch.cat(parts))
 
     def _point(self, weights, out):
@@ -341,7 +346,7 @@ class VAEModule(MaskedModel):
         starts, step = self._row_chunks(X, n_particles)
         parts = []
         for i in starts:
-            z, log_w = self._importance_particles(X[i : i + step], observed[i : i + step], n_particles, generator)
+            z, _, log_w = self._importance_particles(X[i : i + step], observed[i : i + step], n_particles, generator)
             picks = pick_components(log_w, n_draws, generator)  # (n_draws, rows)
             chosen = z[torch.arange(z.shape[0], device=X.device), picks]  # (n_draws, rows, K)
             parts.append(self.likelihood.sample(self.decoder(chosen), generator))
@@ -479,15 +484,19 @@ class TableLikelihood(Likelihood):
         return ((X[..., self.count_features] - self.count_zero) / self.count_unit).round().clamp_min(0)
 
     def log_prob(self, X, out):
-        shape = torch.broadcast_shapes(X.shape[:-1], out.shape[:-1])
-        X, out = X.expand(*shape, X.shape[-1]), out.expand(*shape, out.shape[-1])
-        mean, logits, log_rate = self._split(out)
+        # X and out broadcast over their leading dimensions: each part is computed at X's shape
+        # where it can be (codes, counts) and broadcast once.
+        n_numeric = len(self.numeric_features)
         variance = self.variance()
-        residual = X[..., self.numeric_features] - mean
+        residual = X[..., self.numeric_features] - (self.location + self.spread * out[..., :n_numeric])
         parts = [-0.5 * (torch.log(2 * math.pi * variance) + residual.square() / variance)]
+        shape = residual.shape[:-1]  # the broadcast leading dimensions
         codes = self.codes(X)
-        parts += [torch.log_softmax(a, -1).gather(-1, codes[..., j : j + 1]) for j, a in enumerate(logits)]
+        logits = out[..., n_numeric : n_numeric + sum(self.sizes)].split(self.sizes, -1)
+        parts += [torch.log_softmax(a, -1).expand(*shape, size).gather(-1, codes[..., j : j + 1].expand(*shape, 1))
+                  for j, (a, size) in enumerate(zip(logits, self.sizes, strict=True))]
         k = self.counts(X)
+        log_rate = out[..., n_numeric + sum(self.sizes) :]
         parts.append(k * log_rate - log_rate.exp() - torch.lgamma(k + 1))
         return torch.cat(parts, -1)[..., self.column_order]
 
@@ -518,9 +527,12 @@ class TableLikelihood(Likelihood):
         Numeric and count columns: ``sum_s w_s E[x_j | z_s]``; categorical ones: the most probable
         category under ``sum_s w_s p(x_j | z_s)``. Shape ``(n, n_features)``.
         """
-        mean, logits, log_rate = self._split(out)
+        n_numeric, n_logits = len(self.numeric_features), sum(self.sizes)
         average = lambda values: torch.einsum("ns,nsd->nd", weights, values)  # noqa: E731
-        return self._assemble(average(mean), [average(torch.softmax(a, -1)) for a in logits], average(log_rate.exp()))
+        mean = self.location + self.spread * average(out[..., :n_numeric])  # the weights sum to one
+        logits = out[..., n_numeric : n_numeric + n_logits].split(self.sizes, -1)
+        return self._assemble(mean, [average(torch.softmax(a, -1)) for a in logits],
+                              average(out[..., n_numeric + n_logits :].exp()))
 
     def sample(self, out, generator=None):
         mean, logits, log_rate = self._split(out)

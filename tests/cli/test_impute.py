@@ -381,6 +381,39 @@ def test_categorical_holes_are_filled_with_a_category_of_the_column(tmp_path, fm
     assert "text column(s) {'species': 2}" in capsys.readouterr().err
 
 
+def test_parquet_category_columns_are_filled_with_their_categories_and_keep_their_dtypes(tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    rng = np.random.RandomState(0)
+    group = rng.randint(0, 2, 40)
+    frame = pd.DataFrame({
+        "mass": group * 3 + rng.randn(40),
+        "species": pd.Categorical(np.where(group, "Gentoo", "Adelie"), categories=["Adelie", "Chinstrap", "Gentoo"]),
+        "region": pd.Categorical(np.where(group, "NA", "EU")),  # "NA" (North America) is a category, not a hole
+        "grade": pd.Categorical(np.where(rng.rand(40) < 0.2, "?", np.where(group, "high", "low"))),
+    }, index=pd.Index(np.arange(40) + 100, name="id"))
+    for name in frame.columns:
+        frame.loc[rng.rand(40) < 0.15, name] = None
+    source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    frame.to_parquet(source)
+    before = pd.read_parquet(source)
+    assert main(["impute", str(source), "-o", str(out), "--missing-values", "?", "--model", "mixed"]) == 0
+    assert "modelled: 3 categorical columns ['species', 'region', 'grade']" in capsys.readouterr().err
+    after = pd.read_parquet(out)
+    assert list(after.dtypes) == list(before.dtypes) and after.index.equals(before.index)
+    assert not after.isna().any().any() and "?" not in set(after["grade"])
+    observed = before.notna() & (before["grade"] != "?").to_frame().reindex(columns=before.columns, fill_value=True)
+    for name in before.columns:
+        assert after[name][observed[name]].equals(before[name][observed[name]]), name
+    truth = {"species": np.where(group, "Gentoo", "Adelie"), "region": np.where(group, "NA", "EU")}
+    for name, values in truth.items():
+        holes = before[name].isna().to_numpy()
+        assert (after[name].to_numpy()[holes] == values[holes]).mean() > 0.8, name
+    # a numeric family models numbers only: the category columns pass through with their holes, and are named
+    assert main(["impute", str(source), "-o", str(out), "--force", "--model", "ppca", "--max-epochs", "2"]) == 0
+    assert "'species': " in capsys.readouterr().err
+    assert pd.read_parquet(out)["species"].equals(before["species"])
+
+
 def test_model_mixed_on_numbers_is_a_gaussian_mixture_by_em(tmp_path):
     source = _write(tmp_path / "in.csv", "a,b\n1,2\n2,\n3,4\n,5\n5,6\n6,7\n")
     out = tmp_path / "out.csv"

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn import config_context
+from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
@@ -189,6 +191,19 @@ def test_numeric_tables_keep_their_array_output():
         np.testing.assert_array_equal(array, imputer.transform(frame.to_numpy()))
         out = imputer.set_output(transform="pandas").transform(frame)
     assert list(out.dtypes) == [np.float64] * 3 and np.array_equal(out.to_numpy(), array)
+
+
+def test_the_output_choice_survives_clone_and_pipelines_and_follows_the_global_configuration():
+    frame = _holes(_frame(60))
+    small = dict(estimator=MaskedMixedMixture(1, random_state=0), random_state=0)
+    assert isinstance(clone(MaskedImputer(**small).set_output(transform="pandas")).fit_transform(frame), pd.DataFrame)
+    pipeline = clone(make_pipeline(MaskedImputer(**small)).set_output(transform="pandas"))
+    assert isinstance(pipeline.fit_transform(frame), pd.DataFrame)
+    with config_context(transform_output="pandas"):
+        assert isinstance(MaskedImputer(**small).fit_transform(frame), pd.DataFrame)
+        # the estimator's own choice wins over the global one
+        assert isinstance(MaskedImputer(**small).set_output(transform="default").fit_transform(frame), np.ndarray)
+    assert isinstance(MaskedImputer(**small).fit_transform(frame), np.ndarray)
 
 
 def test_a_count_column_is_a_poisson_and_comes_back_as_integers():
