@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
 
 from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedLinearVAE, MaskedModelSearch, MaskedPPCA
@@ -204,3 +205,24 @@ def test_progress_shows_only_on_a_long_search(capsys):
 def test_an_unknown_criterion_is_refused():
     with pytest.raises(ValueError, match="criterion"):
         MaskedModelSearch([MaskedPPCA(1)], criterion="bic").fit(_low_rank(n=40))
+
+
+def test_linear_candidates_are_fitted_to_the_gaussians_moments():
+    # On complete data the one-component Gaussian is the sample mean and covariance, so the PPCA fitted
+    # to its moments is PCA's maximum-likelihood PPCA of the rows (up to the Gaussian's variance floor).
+    X = _low_rank(n=200, d=12, k=2, missing=0.0)
+    gaussian = MaskedGaussianMixture(1, init_params="em", **{**FAST, "max_epochs": 2})  # at EM's optimum
+    families = {"full": [gaussian], "ppca": [MaskedPPCA(2, **FAST)]}
+    search = MaskedModelSearch(families, random_state=0).fit(X)
+    assert list(search.cv_results_["fitted_by"]) == ["fit", "moments"]
+    assert search.cv_results_["n_iter"][1] == 0 and search.best_index_ == 1  # 2 components of 12 features
+    # PCA's covariance divides by n - 1, the Gaussian's maximum likelihood by n.
+    expected = PCA(2).fit(X).get_covariance() * (len(X) - 1) / len(X)
+    np.testing.assert_allclose(search.best_estimator_.get_covariance(), expected, rtol=1e-4)
+    # "mpt" fits each candidate itself (epochs); a family fitted before the Gaussian is fitted itself too.
+    own = MaskedModelSearch(families, linear_fit="mpt", refit=False, random_state=0).fit(X)
+    assert list(own.cv_results_["fitted_by"]) == ["fit", "fit"] and own.cv_results_["n_iter"][1] > 0
+    first = MaskedModelSearch({"ppca": families["ppca"], "full": families["full"]}, refit=False, random_state=0)
+    assert list(first.fit(X).cv_results_["fitted_by"]) == ["fit", "fit"]
+    with pytest.raises(ValueError, match="linear_fit"):
+        MaskedModelSearch(families, linear_fit="em").fit(X)
