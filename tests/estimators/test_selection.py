@@ -226,3 +226,29 @@ def test_linear_candidates_are_fitted_to_the_gaussians_moments():
     assert list(first.fit(X).cv_results_["fitted_by"]) == ["fit", "fit"]
     with pytest.raises(ValueError, match="linear_fit"):
         MaskedModelSearch(families, linear_fit="em").fit(X)
+
+
+class _CountsRows(MaskedPPCA):
+    """A PPCA that records the rows and the tol of its last fit."""
+
+    def fit(self, X, y=None, sample_weight=None):
+        self.rows_seen_, self.tol_seen_ = len(X), self.tol
+        return super().fit(X, y, sample_weight)
+
+
+def test_candidates_rank_at_candidate_tol_and_the_refit_trains_to_its_own_on_at_most_refit_max_samples():
+    X = _low_rank(n=400, d=5, k=2, missing=0.1)
+    fast = {**FAST, "max_epochs": 5}
+    candidate = MaskedModelSearch([_CountsRows(2, **fast)], max_samples=None, refit=False, random_state=0).fit(X)
+    assert candidate.best_estimator_.tol_seen_ == 1e-2 and candidate.best_estimator_.rows_seen_ == 320
+    search = MaskedModelSearch([_CountsRows(2, **fast)], max_samples=None, refit_max_samples=100,
+                               random_state=0).fit(X)
+    assert search.best_estimator_.tol_seen_ == 1e-3 and search.best_estimator_.rows_seen_ == 100
+    own = MaskedModelSearch([_CountsRows(2, **fast, tol=0.1)], candidate_tol=None, refit=False, random_state=0)
+    assert own.fit(X).best_estimator_.tol_seen_ == 0.1  # a looser tol of its own is kept
+    every = MaskedModelSearch([_CountsRows(2, **fast)], refit_max_samples=None, random_state=0).fit(X)
+    assert every.best_estimator_.rows_seen_ == 400
+    with pytest.raises(ValueError, match="refit_max_samples"):
+        MaskedModelSearch([MaskedPPCA(1)], refit_max_samples=2).fit(X)
+    with pytest.raises(ValueError, match="candidate_tol"):
+        MaskedModelSearch([MaskedPPCA(1)], candidate_tol=0).fit(X)
