@@ -378,7 +378,8 @@ class MaskedModelSearch(BaseEstimator):
         ``n_parameters`` (of its ``module_``), ``mean_test_score`` (held-out nats per sample),
         ``std_error`` (its standard error), ``std_error_difference`` (the standard error of its
         difference from the highest-scoring candidate, paired over the held-out rows; 0 for that
-        one), ``rank_test_score``, ``n_iter`` (epochs), ``fit_time`` and ``score_time`` (CPU
+        one), ``rank_test_score``, ``n_iter`` (epochs), ``fitted_by`` (``"fit"``, its own
+        ``fit``, or ``"moments"``, see ``linear_fit``), ``fit_time`` and ``score_time`` (CPU
         seconds).
     refit_time_ : float
         CPU seconds of the refit.
@@ -396,7 +397,7 @@ class MaskedModelSearch(BaseEstimator):
     >>> bool(scores[1] - scores[0] > 3 * search.cv_results_["std_error_difference"][0])  # rank 1 is far worse
     True
     >>> sorted(search.cv_results_)[:4]
-    ['estimator', 'family', 'fit_time', 'mean_test_score']
+    ['estimator', 'family', 'fit_time', 'fitted_by']
     """
 
     _parameter_constraints: dict = {
@@ -596,9 +597,12 @@ class MaskedModelSearch(BaseEstimator):
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 fitted = clone(candidate)
                 tol = fitted.get_params().get("tol")
-                if self.candidate_tol is not None and isinstance(tol, numbers.Real):
+                loose = self.candidate_tol is not None and isinstance(tol, numbers.Real)
+                if loose:
                     fitted.set_params(tol=max(tol, self.candidate_tol))
                 fitted.fit(X_train)
+                if loose:  # its parameters stay the candidate's (params_ holds the tol it was fitted to)
+                    fitted.set_params(tol=tol)
         fit_time = time.process_time() - start
         start = time.process_time()
         values = scorer(fitted)

@@ -241,6 +241,7 @@ def test_candidates_rank_at_candidate_tol_and_the_refit_trains_to_its_own_on_at_
     fast = {**FAST, "max_epochs": 5}
     candidate = MaskedModelSearch([_CountsRows(2, **fast)], max_samples=None, refit=False, random_state=0).fit(X)
     assert candidate.best_estimator_.tol_seen_ == 1e-2 and candidate.best_estimator_.rows_seen_ == 320
+    assert candidate.best_estimator_.tol == 1e-3  # its parameters are the candidate's (a clone refits as given)
     search = MaskedModelSearch([_CountsRows(2, **fast)], max_samples=None, refit_max_samples=100,
                                random_state=0).fit(X)
     assert search.best_estimator_.tol_seen_ == 1e-3 and search.best_estimator_.rows_seen_ == 100
