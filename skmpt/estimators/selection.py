@@ -347,11 +347,12 @@ class MaskedModelSearch(BaseEstimator):
         Refit the chosen candidate to every row (at most ``refit_max_samples``); if False,
         ``best_estimator_`` is the candidate fitted to the training rows (no second fit: faster,
         on fewer rows).
-    refit_max_samples : int or None, default=2000
-        Most rows the refit uses (a random subset of them); None: every row. Chosen on the
-        tuning table ``fair`` (6,366 rows) of ``benchmarks/imputation_real.py``: 2000 rows cut the
-        refit of its 3-component mixture from 3.5-5.3 to 0.6 CPU seconds and changed RMSE by
-        +0.3 % (MCAR) and -0.3 % (self-masking).
+    refit_max_samples : int or None, default=None
+        Most rows the refit uses (a random subset of them); None: every row. A cost lever for
+        large tables, not a default: on ``benchmarks/imputation_real.py``'s ``fair`` (6,366 rows)
+        2000 rows cut the refit of its 3-component mixture from 3.5-5.3 to 0.6 CPU seconds at
+        +0.3 % RMSE, but on ``diamonds`` (50,000 rows, heavy tails) the mixture refitted to 2000
+        rows imputed the others 1.5 to 2.8 times worse than the one refitted to every row.
     random_state : int, RandomState instance or None, default=None
         The split of the rows, and the ``random_state`` of the default candidates.
     verbose : int, default=0
@@ -419,7 +420,7 @@ class MaskedModelSearch(BaseEstimator):
 
     def __init__(self, candidates=None, *, validation_fraction=0.2, greedy=True, rule="best", criterion="likelihood",
                  max_samples=2000, max_fits=None, linear_fit="moments", candidate_tol=1e-2, refit=True,
-                 refit_max_samples=2000, random_state=None, verbose=0, progress=True):
+                 refit_max_samples=None, random_state=None, verbose=0, progress=True):
         self.candidates = candidates
         self.validation_fraction = validation_fraction
         self.greedy = greedy
