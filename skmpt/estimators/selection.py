@@ -162,7 +162,7 @@ def _moment_fit(candidate, gaussian):
     """``candidate`` (a :class:`MaskedPPCA` or :class:`MaskedFactorAnalysis`) fitted to the mean and
     covariance of the fitted one-component full-covariance mixture ``gaussian``: scikit-learn's
     PCA (the maximum-likelihood PPCA of that covariance) or FactorAnalysis (EM on it), with the
-    candidate's own parameters (its refit is its own ``fit``)."""
+    candidate's own parameters."""
     model, ddof = _MOMENT_MODELS[type(candidate)]
     rows = _moment_matched_rows(gaussian.means_[0], gaussian.covariances_[0], ddof=ddof)
     params = candidate.get_params()
@@ -338,7 +338,8 @@ class MaskedModelSearch(BaseEstimator):
         maximum-likelihood PPCA of a covariance) and :class:`~sklearn.decomposition.FactorAnalysis`
         (EM), in milliseconds; ``"mpt"``, each by its own ``fit``. Exact on complete data; with
         holes, the structured model of the Gaussian's covariance stands for the structured model's
-        own maximum likelihood. The chosen candidate's refit is always its own ``fit``.
+        own maximum likelihood. The refit of a candidate fitted so is the same fit to the moments
+        of that Gaussian refitted.
     candidate_tol : float or None, default=1e-2
         The least ``tol`` (nats per sample) the candidates are fitted to: they only rank, so each
         is trained to the larger of its own ``tol`` and this; the refit of the chosen one to its
