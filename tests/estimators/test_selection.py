@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
 
 from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedLinearVAE, MaskedModelSearch, MaskedPPCA
@@ -204,3 +205,51 @@ def test_progress_shows_only_on_a_long_search(capsys):
 def test_an_unknown_criterion_is_refused():
     with pytest.raises(ValueError, match="criterion"):
         MaskedModelSearch([MaskedPPCA(1)], criterion="bic").fit(_low_rank(n=40))
+
+
+def test_linear_candidates_are_fitted_to_the_gaussians_moments():
+    # On complete data the one-component Gaussian is the sample mean and covariance, so the PPCA fitted
+    # to its moments is PCA's maximum-likelihood PPCA of the rows (up to the Gaussian's variance floor).
+    X = _low_rank(n=200, d=12, k=2, missing=0.0)
+    gaussian = MaskedGaussianMixture(1, init_params="em", **{**FAST, "max_epochs": 2})  # at EM's optimum
+    families = {"full": [gaussian], "ppca": [MaskedPPCA(2, **FAST)]}
+    search = MaskedModelSearch(families, random_state=0).fit(X)
+    assert list(search.cv_results_["fitted_by"]) == ["fit", "moments"]
+    assert search.cv_results_["n_iter"][1] == 0 and search.best_index_ == 1  # 2 components of 12 features
+    # PCA's covariance divides by n - 1, the Gaussian's maximum likelihood by n.
+    expected = PCA(2).fit(X).get_covariance() * (len(X) - 1) / len(X)
+    np.testing.assert_allclose(search.best_estimator_.get_covariance(), expected, rtol=1e-4)
+    # "mpt" fits each candidate itself (epochs); a family fitted before the Gaussian is fitted itself too.
+    own = MaskedModelSearch(families, linear_fit="mpt", refit=False, random_state=0).fit(X)
+    assert list(own.cv_results_["fitted_by"]) == ["fit", "fit"] and own.cv_results_["n_iter"][1] > 0
+    first = MaskedModelSearch({"ppca": families["ppca"], "full": families["full"]}, refit=False, random_state=0)
+    assert list(first.fit(X).cv_results_["fitted_by"]) == ["fit", "fit"]
+    with pytest.raises(ValueError, match="linear_fit"):
+        MaskedModelSearch(families, linear_fit="em").fit(X)
+
+
+class _CountsRows(MaskedPPCA):
+    """A PPCA that records the rows and the tol of its last fit."""
+
+    def fit(self, X, y=None, sample_weight=None):
+        self.rows_seen_, self.tol_seen_ = len(X), self.tol
+        return super().fit(X, y, sample_weight)
+
+
+def test_candidates_rank_at_candidate_tol_and_the_refit_trains_to_its_own_on_at_most_refit_max_samples():
+    X = _low_rank(n=400, d=5, k=2, missing=0.1)
+    fast = {**FAST, "max_epochs": 5}
+    candidate = MaskedModelSearch([_CountsRows(2, **fast)], max_samples=None, refit=False, random_state=0).fit(X)
+    assert candidate.best_estimator_.tol_seen_ == 1e-2 and candidate.best_estimator_.rows_seen_ == 320
+    assert candidate.best_estimator_.tol == 1e-3  # its parameters are the candidate's (a clone refits as given)
+    search = MaskedModelSearch([_CountsRows(2, **fast)], max_samples=None, refit_max_samples=100,
+                               random_state=0).fit(X)
+    assert search.best_estimator_.tol_seen_ == 1e-3 and search.best_estimator_.rows_seen_ == 100
+    own = MaskedModelSearch([_CountsRows(2, **fast, tol=0.1)], candidate_tol=None, refit=False, random_state=0)
+    assert own.fit(X).best_estimator_.tol_seen_ == 0.1  # a looser tol of its own is kept
+    every = MaskedModelSearch([_CountsRows(2, **fast)], refit_max_samples=None, random_state=0).fit(X)
+    assert every.best_estimator_.rows_seen_ == 400
+    with pytest.raises(ValueError, match="refit_max_samples"):
+        MaskedModelSearch([MaskedPPCA(1)], refit_max_samples=2).fit(X)
+    with pytest.raises(ValueError, match="candidate_tol"):
+        MaskedModelSearch([MaskedPPCA(1)], candidate_tol=0).fit(X)
