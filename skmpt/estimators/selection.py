@@ -338,8 +338,7 @@ class MaskedModelSearch(BaseEstimator):
         maximum-likelihood PPCA of a covariance) and :class:`~sklearn.decomposition.FactorAnalysis`
         (EM), in milliseconds; ``"mpt"``, each by its own ``fit``. Exact on complete data; with
         holes, the structured model of the Gaussian's covariance stands for the structured model's
-        own maximum likelihood. The refit of a candidate fitted so is the same fit to the moments
-        of that Gaussian refitted.
+        own maximum likelihood, to rank them; the chosen candidate's refit is its own ``fit``.
     candidate_tol : float or None, default=1e-2
         The least ``tol`` (nats per sample) the candidates are fitted to: they only rank, so each
         is trained to the larger of its own ``tol`` and this; the refit of the chosen one to its
@@ -485,7 +484,7 @@ class MaskedModelSearch(BaseEstimator):
         train, held_out = _split_rows(~np.isnan(X_search), self.validation_fraction, rng)
         scorer = _Scorer(self.criterion, X_search[train], X_search[held_out], rng)
         progress = _Progress(self.progress)
-        rows, scores, fitted, candidates, gaussian = self._run(families, X_search[train], scorer, progress)
+        rows, scores, fitted, candidates = self._run(families, X_search[train], scorer, progress)
         means = np.array([row["mean_test_score"] for row in rows])
         top = int(np.argmax(means))
         for row, values in zip(rows, scores, strict=True):
@@ -505,25 +504,19 @@ class MaskedModelSearch(BaseEstimator):
             if self.refit_max_samples is not None and len(X) > self.refit_max_samples:
                 X_refit = X[np.sort(rng.choice(len(X), self.refit_max_samples, replace=False))]
             progress.update(len(rows) + 1, len(rows) + 1, f"refit to {len(X_refit)} rows")
-            self._refit(X_refit, rows, candidates, scorer, ranks, gaussian)
+            self._refit(X_refit, rows, candidates, scorer, ranks)
         progress.close()
         self.best_score_ = float(means[self.best_index_])
         self.refit_time_ = time.process_time() - start
         return self
 
-    def _refit(self, X, rows, candidates, scorer, ranks, gaussian):
-        """Refit the chosen candidate to every row, with its own ``tol`` (one fitted to the moments of
-        the Gaussian ``candidates[gaussian]``, to those of that Gaussian refitted); a refit far below
-        its selection score on the held-out rows is set aside for the next candidate by rank."""
+    def _refit(self, X, rows, candidates, scorer, ranks):
+        """Refit the chosen candidate to every row by its own ``fit`` (its own ``tol``, whether it was
+        ranked by its ``fit`` or by the Gaussian's moments); a refit far below its selection score on
+        the held-out rows is set aside for the next candidate by rank."""
         order = [self.best_index_] + [i for i in np.argsort(ranks) if i != self.best_index_]
-        refitted_gaussian = None
         for index in order:
-            if rows[index]["fitted_by"] == "moments":
-                if refitted_gaussian is None:
-                    refitted_gaussian = clone(candidates[gaussian]).fit(X)
-                refitted = _moment_fit(candidates[index], refitted_gaussian)
-            else:
-                refitted = clone(candidates[index]).fit(X)
+            refitted = clone(candidates[index]).fit(X)
             row = rows[index]
             if scorer(refitted).mean() >= row["mean_test_score"] - _REFIT_TOLERANCE * row["std_error"]:
                 self.best_index_, self.best_estimator_ = int(index), refitted
@@ -537,13 +530,11 @@ class MaskedModelSearch(BaseEstimator):
 
     def _run(self, families, X_train, scorer, progress):
         """Fit and score the candidates family by family, round robin by size: a row, the held-out
-        values, the fitted model and the candidate per fit, and the index of the Gaussian whose
-        moments the linear candidates were fitted to (None if none)."""
+        values, the fitted model and the candidate per fit."""
         rows, scores, fitted, candidates = [], [], [], []
         queues = {family: list(models) for family, models in families.items()}
         best, gains = {}, {}  # each family's best held-out scores so far, and its last gain
         gaussian = None  # the first one-component full-covariance mixture fitted (for linear_fit="moments")
-        index = None
         budget = self.max_fits or sum(map(len, queues.values()))
         while queues and len(rows) < budget:
             for family in list(queues):
@@ -552,7 +543,7 @@ class MaskedModelSearch(BaseEstimator):
                 candidate = queues[family].pop(0)
                 row, values, model = self._fit_and_score(family, candidate, X_train, scorer, gaussian)
                 if gaussian is None and self.linear_fit == "moments" and _is_one_gaussian(model):
-                    gaussian, index = model, len(rows)
+                    gaussian = model
                 candidates.append(candidate)
                 rows.append(row)
                 scores.append(values)
@@ -571,7 +562,7 @@ class MaskedModelSearch(BaseEstimator):
                     del queues[family]
             if self.greedy:
                 self._eliminate(queues, best, gains)
-        return rows, scores, fitted, candidates, index
+        return rows, scores, fitted, candidates
 
     @staticmethod
     def _eliminate(queues, best, gains):
