@@ -223,7 +223,8 @@ def test_linear_candidates_are_fitted_to_the_gaussians_moments():
     refitted = MaskedModelSearch(families, random_state=0).fit(X).best_estimator_
     assert isinstance(refitted, MaskedPPCA) and refitted.n_iter_ > 0
     expected = PCA(2).fit(X).get_covariance() * (len(X) - 1) / len(X)
-    np.testing.assert_allclose(refitted.get_covariance(), expected, atol=1e-3 * np.abs(expected).max())
+    np.testing.assert_allclose(refitted.get_covariance(), expected, rtol=5e-3,
+                               atol=1e-3 * np.abs(expected).max())
     # "mpt" fits each candidate itself (epochs); a family fitted before the Gaussian is fitted itself too.
     own = MaskedModelSearch(families, linear_fit="mpt", refit=False, random_state=0).fit(X)
     assert list(own.cv_results_["fitted_by"]) == ["fit", "fit"] and own.cv_results_["n_iter"][1] > 0
