@@ -433,7 +433,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 n_samples = counted_samples(sample_weight, len(X_t))
             generator = check_generator(random_state)
             seed = int(torch.randint(2**62, (1,), generator=generator))
-            with seeded(seed, self.device_):
+            # Every step of the training from here, its start included, on the threads its step size asks for.
+            threads = fit_threads(solver.step_size(self.params_, data.shape, data.groups))
+            with seeded(seed, self.device_), intra_op_threads(threads):
                 self.n_components_ = self._resolve_n_components(data.X, weights, choice, n_samples)
                 # From moments alone, their mean stands for the data's width, dtype and device; the
                 # chunks of incomplete data, two rows with the spread of the rows in memory (missing
@@ -444,8 +446,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                     rows = torch.stack([spread, -spread])
                 self.module_, near_start = self._initialize(solver, data.groups, rows, generator, data.units, previous)
                 trainer = self._trainer(weights, near_start)
-                with intra_op_threads(fit_threads(solver.step_size(trainer, data))):
-                    self.n_iter_, self.converged_ = solver.fit(trainer, self.module_, data, generator, jacobian)
+                self.n_iter_, self.converged_ = solver.fit(trainer, self.module_, data, generator, jacobian)
             self._finish(trainer, data.units)
             self.__dict__.pop("_partial_fit_state", None)
             # Where the optimum can be checked, converged means at it: the kept parameters (the
@@ -564,11 +565,13 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             units, near_start = (state.center, state.scale), False
             # A generator per call, from the first call's seed: the run is reproducible.
             generator = torch.Generator().manual_seed(state.seed + state.calls)
-            with seeded(state.seed + state.calls, self.device_):
+            if first:
+                state.groups = state.solver.stream_groups(X_train, observed, weights)
+            threads = fit_threads(state.solver.step_size(self.params_, X_train.shape, state.groups))
+            with seeded(state.seed + state.calls, self.device_), intra_op_threads(threads):
                 if first:
                     self.n_components_ = self._resolve_n_components(X_train, weights, None,
                                                                     counted_samples(sample_weight, len(X_train)))
-                    state.groups = state.solver.stream_groups(X_train, observed, weights)
                     self.module_, near_start = self._initialize(state.solver, state.groups, X_train, generator, units)
                 else:
                     self._map_back(-state.center / state.scale, 1 / state.scale)  # to the training units

@@ -261,11 +261,11 @@ class MomentSolver(MiniBatchSolver):
         """``start_from``'s module for the moment ``groups`` (None without groups or ``start_from``)."""
         return None if groups is None or self.start_from is None else self.start_from(groups, n_components)
 
-    def step_size(self, trainer, data):
-        """From moments: groups times masks times features squared."""
-        if data.groups is None:
-            return super().step_size(trainer, data)
-        return len(data.groups) * trainer.n_masks * self.masks_per_step * data.shape[1] ** 2
+    def step_size(self, params, shape, groups=None):
+        """From the moment ``groups``: groups times masks times features squared (rows without groups)."""
+        if groups is None:
+            return super().step_size(params, shape)
+        return len(groups) * params.n_masks * self.masks_per_step * shape[1] ** 2
 
     # ------------------------------------------------------------------ training
     def fit(self, trainer, module, data, generator, log_jacobian):
