@@ -653,7 +653,8 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         labels : ndarray of shape (n_samples,)
         """
         self._check_namespace(X, "predict")
-        return self._output(as_torch(self.predict_proba(X)).argmax(1), X)
+        proba = self.predict_proba(X)  # NumPy, a dask array, or (under array_api_dispatch) X's namespace
+        return self._output(as_torch(proba).argmax(1), X) if self._tensor_output(X) else proba.argmax(1)
 
     def sample(self, n_samples=1):
         """Draw samples from the fitted mixture.

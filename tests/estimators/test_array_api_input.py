@@ -204,7 +204,7 @@ def test_dispatch_tests_in_a_process_with_scipy_array_api():
 
 @dispatch
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@pytest.mark.parametrize("name", ["MaskedLinearVAE", "MaskedVAE"])
+@pytest.mark.parametrize("name", ["MaskedLinearVAE", "MaskedVAE", "MaskedMixedMixture"])
 def test_dispatch_estimators_without_array_api_support_give_numpy(name):
     import skmpt
 
