@@ -73,3 +73,14 @@ def test_a_fit_restores_torchs_threads():
     assert torch.get_num_threads() == before
     MaskedPPCA(1, max_epochs=2, random_state=0, device="cpu").fit(np.random.RandomState(0).randn(50, 3))
     assert torch.get_num_threads() == before
+
+
+def test_a_step_from_moments_is_sized_by_one_groups_operations():
+    # Each group's objective is computed on its own: threads share out one group's operations.
+    from sklearn.utils import Bunch
+
+    from skmpt.estimators._moments import MomentSolver
+
+    solver, params = MomentSolver(), Bunch(n_masks=4, batch_size="auto")
+    one = solver.step_size(params, (20_000, 50), [object()])
+    assert one == solver.step_size(params, (20_000, 50), [object()] * 6) == 4 * solver.masks_per_step * 50**2
