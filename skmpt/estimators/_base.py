@@ -403,8 +403,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             weight are left out, initialisation included: a feature observed only in them is
             an error that names it. Only relative weights matter (they are rescaled to a largest
             of one, so a sum beyond float64 is fine). None: equal weights. With a dask collection
-            ``X`` (complete data, an estimator that trains from moments): a NumPy array or a dask array
-            or Series of ``X``'s rows, which weighs each chunk's moments where the chunk is.
+            ``X`` (an estimator that trains from moments): a NumPy array or a dask array or Series of
+            ``X``'s rows, which weighs each chunk's moments where the chunk is (and the rows of rare
+            patterns of missing entries, trained beside the moments, with their weights).
 
         Returns
         -------
@@ -424,28 +425,24 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             self._set_params_()
             solver = self._solver()
             if is_dask_collection(X):
-                data, choice, jacobian, n_samples = self._chunked_training_data(X, sample_weight, solver)
-                weights = None  # in the moments
+                data, choice, jacobian, rows, n_samples = self._chunked_training_data(X, sample_weight, solver)
+                weights = data.weights  # of the rows trained beside the moments (None: in the moments)
             else:
                 X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
                 data = solver.prepare(X_t, observed, weights, self._likelihood())
                 choice, jacobian = data.moments, log_jacobian(X_t, data.units[1], observed)
                 n_samples = counted_samples(sample_weight, len(X_t))
+                # From moments alone, their mean stands for the data's width, dtype and device.
+                rows = data.X if data.X is not None else data.groups[0].moments.mean[None]
             generator = check_generator(random_state)
             seed = int(torch.randint(2**62, (1,), generator=generator))
-            with seeded(seed, self.device_):
+            # Every step of the training from here, its start included, on the threads its step size asks for.
+            threads = fit_threads(solver.step_size(self.params_, data.shape, data.groups))
+            with seeded(seed, self.device_), intra_op_threads(threads):
                 self.n_components_ = self._resolve_n_components(data.X, weights, choice, n_samples)
-                # From moments alone, their mean stands for the data's width, dtype and device; the
-                # chunks of incomplete data, two rows with the spread of the rows in memory (missing
-                # entries at zero: the root of the Gram matrix's diagonal), as a random start reads it.
-                rows = data.X if data.X is not None else data.groups[0].moments.mean[None]
-                if data.X is None and is_dask_collection(X) and data.groups[0].observed is not None:
-                    spread = choice.covariance.diagonal().sqrt()
-                    rows = torch.stack([spread, -spread])
                 self.module_, near_start = self._initialize(solver, data.groups, rows, generator, data.units, previous)
                 trainer = self._trainer(weights, near_start)
-                with intra_op_threads(fit_threads(solver.step_size(trainer, data))):
-                    self.n_iter_, self.converged_ = solver.fit(trainer, self.module_, data, generator, jacobian)
+                self.n_iter_, self.converged_ = solver.fit(trainer, self.module_, data, generator, jacobian)
             self._finish(trainer, data.units)
             self.__dict__.pop("_partial_fit_state", None)
             # Where the optimum can be checked, converged means at it: the kept parameters (the
@@ -458,11 +455,11 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self._warn_unconverged(trainer, gap)
 
     def _chunked_training_data(self, X, sample_weight, solver):
-        """``(data, moments, log_jacobian, n_samples)`` of a dask collection ``X``, reduced chunk by chunk on
-        the active scheduler (:meth:`~skmpt.estimators._moments.MomentSolver.prepare_chunks`), with the
+        """``(data, moments, log_jacobian, rows, n_samples)`` of a dask collection ``X``, reduced chunk by chunk
+        on the active scheduler (:meth:`~skmpt.estimators._moments.MomentSolver.prepare_chunks`), with the
         checks ``_validate_training_data`` makes on an array, from the first pass's summary; ``n_samples``
         is the number of samples they count (the sum of ``sample_weight``: a NumPy array, or a dask array
-        or Series of ``X``'s rows, which weighs the moments of complete data)."""
+        or Series of ``X``'s rows, which weighs the moments, and the rows trained beside them)."""
         name = type(self).__name__
         if not isinstance(solver, MomentSolver):
             raise TypeError(
@@ -485,14 +482,15 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if summary.n_samples < 2:
             raise ValueError(f"Found {summary.n_samples} sample(s) in the dask collection X; {name} needs at least 2.")
         check_observed_features(summary.count)
-        if weights is not None and summary.moments is None:
+        if weights is not None and summary.positive.n_samples < 2:
             raise ValueError(
-                "sample_weight with a dask collection X weighs the moments of complete data, and X has missing "
-                "entries: fit without sample_weight, or pass the rows as an array."
+                f"sample_weight gives {summary.positive.n_samples} sample(s) a positive weight; at least 2 needed."
             )
-        if weights is not None and summary.n_positive < 2:
+        never = [] if weights is None else np.flatnonzero(summary.positive.count == 0).tolist()
+        if never:
             raise ValueError(
-                f"sample_weight gives {summary.n_positive} sample(s) a positive weight; at least 2 needed."
+                f"Feature(s) {never[:10]} are observed only in samples of zero sample_weight: a model "
+                f"cannot be fitted to a feature it never observes. Drop the column(s) or weight those samples."
             )
         dtype = DTYPES[self.params_.dtype]
         self.offset_ = self._offset(summary.mean, dtype)
@@ -500,7 +498,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         extremes = torch.as_tensor(np.stack([summary.low, summary.high]) - self.offset_).to(dtype)
         check_values(extremes, self._likelihood())
         self._check_data(torch.empty((0, X.shape[1]), dtype=dtype))  # the checks read the data's width
-        return *solver.prepare_chunks(X, summary, self.offset_, dtype, self.device_), n_samples
+        return *solver.prepare_chunks(X, summary, self.offset_, dtype, self.device_, weights), n_samples
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One more pass of the optimiser over a chunk of data, for data that do not fit in memory.
@@ -564,11 +562,13 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             units, near_start = (state.center, state.scale), False
             # A generator per call, from the first call's seed: the run is reproducible.
             generator = torch.Generator().manual_seed(state.seed + state.calls)
-            with seeded(state.seed + state.calls, self.device_):
+            if first:
+                state.groups = state.solver.stream_groups(X_train, observed, weights)
+            threads = fit_threads(state.solver.step_size(self.params_, X_train.shape, state.groups))
+            with seeded(state.seed + state.calls, self.device_), intra_op_threads(threads):
                 if first:
                     self.n_components_ = self._resolve_n_components(X_train, weights, None,
                                                                     counted_samples(sample_weight, len(X_train)))
-                    state.groups = state.solver.stream_groups(X_train, observed, weights)
                     self.module_, near_start = self._initialize(state.solver, state.groups, X_train, generator, units)
                 else:
                     self._map_back(-state.center / state.scale, 1 / state.scale)  # to the training units

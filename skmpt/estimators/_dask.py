@@ -91,15 +91,15 @@ def _tree(parts, merge):
 
 
 def reduce_chunks(X, summarize, merge, *args, weights=None):
-    """``summarize(chunk, *args)`` of every row chunk of the dask array ``X`` (``summarize(chunk,
-    weights_chunk, *args)`` with a 1-D dask array ``weights`` of ``X``'s row chunks), merged by ``merge``
-    in a tree, computed on the active scheduler: no process holds more than a chunk and two summaries."""
+    """``summarize(chunk, weights_chunk, *args)`` of every row chunk of the dask array ``X`` with its part of
+    the 1-D dask array ``weights`` of ``X``'s row chunks (None without ``weights``), merged by ``merge`` in a
+    tree, computed on the active scheduler: no process holds more than a chunk and two summaries."""
     import dask
 
     blocks = X.to_delayed().ravel()
     summary = dask.delayed(summarize, pure=True)
     if weights is None:
-        parts = [summary(block, *args) for block in blocks]
+        parts = [summary(block, None, *args) for block in blocks]
     else:
         parts = [summary(block, w, *args) for block, w in zip(blocks, weights.to_delayed().ravel(), strict=True)]
     return dask.compute(_tree(parts, merge))[0]
@@ -182,8 +182,8 @@ class ChunkSummary:
     and the smallest (``low``) and largest (``high``) of them; ``n_infinite`` entries; ``patterns``: the number of
     rows of each pattern of observed entries (keyed by :func:`pattern_key`); ``moments``: the rows'
     ``(n, mean, scatter)`` while every entry so far is observed, else None (weighted when the
-    chunks were summarised with weights: then ``n`` is the weights' sum); ``n_positive``: the rows of
-    positive weight (None without weights).
+    chunks were summarised with weights: then ``n`` is the weights' sum); ``positive``: the (unweighted)
+    summary of the rows of positive weight, which training sees (None without weights).
     """
 
     n_samples: int
@@ -195,7 +195,7 @@ class ChunkSummary:
     n_infinite: int
     patterns: dict = field(default_factory=dict)
     moments: tuple = None
-    n_positive: int = None
+    positive: "ChunkSummary" = None
 
 
 def summarize_chunk(chunk, weights=None):
@@ -203,7 +203,7 @@ def summarize_chunk(chunk, weights=None):
     moments weighted by the chunk's ``weights`` (non-negative; None: equal)."""
     X = np.asarray(chunk, dtype=np.float64)
     n_features = X.shape[1]
-    n_positive = None if weights is None else int(np.count_nonzero(weights))
+    positive = None if weights is None else summarize_chunk(X[np.asarray(weights) > 0])
     if len(X) and np.isfinite(X.sum(0)).all():  # complete and finite (NaN or infinity makes a sum non-finite)
         moments = _moments_of(X, weights)
         if weights is None:
@@ -212,7 +212,7 @@ def summarize_chunk(chunk, weights=None):
             mean = X.mean(0)
             m2 = ((X - mean) ** 2).sum(0)
         return ChunkSummary(len(X), np.full(n_features, float(len(X))), mean, m2, X.min(0), X.max(0), 0,
-                            {bytes(pattern_key(np.ones(n_features, dtype=bool))): len(X)}, moments, n_positive)
+                            {bytes(pattern_key(np.ones(n_features, dtype=bool))): len(X)}, moments, positive)
     infinite = np.isinf(X)
     n_infinite = int(infinite.sum())
     observed = ~np.isnan(X)
@@ -226,7 +226,7 @@ def summarize_chunk(chunk, weights=None):
     keys, counts = np.unique(pattern_key(observed), axis=0, return_counts=True) if len(X) else ((), ())
     patterns = {bytes(k): int(c) for k, c in zip(keys, counts, strict=True)}
     moments = _moments_of(X, weights) if complete and not n_infinite else None
-    return ChunkSummary(len(X), count, mean, m2, low, high, n_infinite, patterns, moments, n_positive)
+    return ChunkSummary(len(X), count, mean, m2, low, high, n_infinite, patterns, moments, positive)
 
 
 def merge_summaries(a, b):
@@ -238,30 +238,38 @@ def merge_summaries(a, b):
     for key, value in b.patterns.items():
         patterns[key] = patterns.get(key, 0) + value
     moments = None if a.moments is None or b.moments is None else _merge_moments(a.moments, b.moments)
-    n_positive = None if a.n_positive is None else a.n_positive + b.n_positive
+    positive = None if a.positive is None else merge_summaries(a.positive, b.positive)
     return ChunkSummary(
         a.n_samples + b.n_samples, count, a.mean + share * delta, a.m2 + b.m2 + delta**2 * share * a.count,
         np.minimum(a.low, b.low), np.maximum(a.high, b.high), a.n_infinite + b.n_infinite, patterns, moments,
-        n_positive,
+        positive,
     )
 
 
 @dataclass
 class PatternMoments:
-    """What the second pass over incomplete data keeps: ``groups``, the ``(n, mean, scatter)`` of the rows
-    of each grouped pattern (missing entries at zero), keyed by :func:`pattern_key`; ``rows``, the other
-    rows in their order (float64, NaN where missing); ``gram``, the sum of ``x x^T`` of the rows in the
-    training units ``(x - center) / scale`` with missing entries at zero."""
+    """What the second pass over incomplete data keeps of the rows that count (of positive weight): ``groups``,
+    the ``(n, mean, scatter)`` of the rows of each grouped pattern (missing entries at zero; weighted: ``n``
+    is the weights' sum), keyed by :func:`pattern_key`; ``rows``, the other rows in their order (float64, NaN
+    where missing) and ``row_weights``, their weights (None without weights); ``gram``, the sum of ``x x^T``
+    of the rows in the training units ``(x - center) / scale`` with missing entries at zero, and
+    ``weighted``, their weights' sum, weighted sum and weighted sum of ``x x^T`` (None without weights)."""
 
     groups: dict
     rows: np.ndarray
     gram: np.ndarray
+    row_weights: np.ndarray = None
+    weighted: tuple = None
 
 
-def pattern_moments_of_chunk(chunk, grouped, center, scale):
-    """The :class:`PatternMoments` of a chunk: the moments of the rows whose pattern is in ``grouped``
-    (a set of keys), the other rows, and the Gram matrix in the units ``(center, scale)``."""
+def pattern_moments_of_chunk(chunk, weights, grouped, center, scale):
+    """The :class:`PatternMoments` of a chunk with its ``weights`` (None: equal; rows of zero weight are
+    left out): the moments of the rows whose pattern is in ``grouped`` (a set of keys), the other rows,
+    and the Gram matrix in the units ``(center, scale)``."""
     X = np.asarray(chunk, dtype=np.float64)
+    if weights is not None:
+        keep = np.asarray(weights) > 0
+        X, weights = X[keep], np.asarray(weights, dtype=np.float64)[keep]
     observed = ~np.isnan(X)
     filled = np.where(observed, X, 0.0)
     standardized = np.where(observed, (X - center) / scale, 0.0)
@@ -269,8 +277,13 @@ def pattern_moments_of_chunk(chunk, grouped, center, scale):
     in_group = np.array([key in grouped for key in keys], dtype=bool)
     groups = {}
     for key in sorted({key for key, kept in zip(keys, in_group, strict=True) if kept}):
-        groups[key] = _moments_of(filled[[k == key for k in keys]])
-    return PatternMoments(groups, X[~in_group], standardized.T @ standardized)
+        rows = np.array([k == key for k in keys], dtype=bool)
+        groups[key] = _moments_of(filled[rows], None if weights is None else weights[rows])
+    gram = standardized.T @ standardized
+    if weights is None:
+        return PatternMoments(groups, X[~in_group], gram)
+    weighted = (weights.sum(), weights @ standardized, (standardized * weights[:, None]).T @ standardized)
+    return PatternMoments(groups, X[~in_group], gram, weights[~in_group], weighted)
 
 
 def merge_pattern_moments(a, b):
@@ -278,7 +291,11 @@ def merge_pattern_moments(a, b):
     groups = dict(a.groups)
     for key, moments in b.groups.items():
         groups[key] = moments if key not in groups else _merge_moments(groups[key], moments)
-    return PatternMoments(groups, np.concatenate([a.rows, b.rows]), a.gram + b.gram)
+    rows, gram = np.concatenate([a.rows, b.rows]), a.gram + b.gram
+    if a.weighted is None:
+        return PatternMoments(groups, rows, gram)
+    weighted = tuple(x + y for x, y in zip(a.weighted, b.weighted, strict=True))
+    return PatternMoments(groups, rows, gram, np.concatenate([a.row_weights, b.row_weights]), weighted)
 
 
 # ====================================================================== per-row outputs

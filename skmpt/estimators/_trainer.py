@@ -23,7 +23,7 @@ from ._data import fill_missing, standardization
 
 __all__ = [
     "AdamOnPlateau", "MaskSampler", "MiniBatchSolver", "StreamState", "Trainer", "TrainingData", "TrainingObjective",
-    "fit_threads", "intra_op_threads", "training_mode",
+    "fit_threads", "intra_op_threads", "resolve_batch_size", "thread_variable_in_effect", "training_mode",
 ]
 
 logger = logging.getLogger("skmpt")
@@ -67,12 +67,50 @@ def fit_threads(step_size):
     """The intra-op threads for a fit whose steps handle about ``step_size`` numbers: one for a
     small step (at most ``SMALL_STEP``), None (torch's own number) otherwise, and None whenever
     the user chose a number (``torch.set_num_threads`` since skmpt was imported, or
-    ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` set): a user's own setting wins."""
-    if torch.get_num_threads() != _THREADS_AT_IMPORT or any(
-        os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-    ):
+    ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` in effect: :func:`thread_variable_in_effect`): a
+    user's own setting wins."""
+    if torch.get_num_threads() != _THREADS_AT_IMPORT or thread_variable_in_effect():
         return None
     return 1 if step_size <= SMALL_STEP else None
+
+
+def thread_variable_in_effect():
+    """Whether ``OMP_NUM_THREADS`` (or, unset, ``MKL_NUM_THREADS``) gives torch's intra-op threads now.
+
+    torch reads the variables once, when its thread pool starts, so one set later has no effect and is
+    not a choice made for this process: dask's nanny sets ``OMP_NUM_THREADS=1`` (and
+    ``MKL_NUM_THREADS=1``) in the environment of the process that starts its workers, the client's,
+    which keeps torch's own number. A variable is in effect when torch's number is its value.
+
+    Examples
+    --------
+    >>> import os, torch
+    >>> from unittest import mock
+    >>> from skmpt.estimators._trainer import thread_variable_in_effect
+    >>> with mock.patch.dict(os.environ, {"OMP_NUM_THREADS": str(torch.get_num_threads() + 1)}):
+    ...     thread_variable_in_effect()  # set after torch started: not its number
+    False
+    >>> with mock.patch.dict(os.environ, {"OMP_NUM_THREADS": str(torch.get_num_threads())}):
+    ...     thread_variable_in_effect()
+    True
+    """
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        value = os.environ.get(name, "").split(",")[0].strip()  # OpenMP's nested list: the first level's
+        if value:
+            return value == str(torch.get_num_threads())
+    return False
+
+
+def resolve_batch_size(batch_size, n_samples):
+    """The rows of a mini-batch of ``n_samples`` rows for the ``batch_size`` parameter: ``"auto"`` is 200.
+
+    Examples
+    --------
+    >>> from skmpt.estimators._trainer import resolve_batch_size
+    >>> resolve_batch_size("auto", 1000), resolve_batch_size("auto", 50), resolve_batch_size(64, 1000)
+    (200, 50, 64)
+    """
+    return min(200, n_samples) if batch_size == "auto" else min(batch_size, n_samples)
 
 
 @contextlib.contextmanager
@@ -371,7 +409,7 @@ class Trainer:
                              patience=self.n_iter_no_change - 1, factor=1 / self.lr_cut_factor, threshold=self.tol)
 
     def resolved_batch_size(self, n_samples):
-        return min(200, n_samples) if self.batch_size == "auto" else min(self.batch_size, n_samples)
+        return resolve_batch_size(self.batch_size, n_samples)
 
     def batch_stream(self, n_samples, generator, device):
         """Mini-batches of row indices from shuffled passes over the rows, one after the other, without end."""
@@ -624,11 +662,12 @@ class MiniBatchSolver:
         """A module computed from ``data`` near the optimum, or None: the estimator builds its own."""
         return None
 
-    def step_size(self, trainer, data):
-        """About the numbers one step handles (rows times masks times features), which
-        :func:`fit_threads` sizes."""
-        n_samples, n_features = data.shape
-        return trainer.resolved_batch_size(n_samples) * trainer.n_masks * n_features
+    def step_size(self, params, shape, groups=None):
+        """About the numbers one step on data of ``shape`` handles (rows of a mini-batch times masks
+        times features), with the estimator's ``params`` (``batch_size``, ``n_masks``), which
+        :func:`fit_threads` sizes; ``groups``: the moment groups a solver trains from (None: none)."""
+        n_samples, n_features = shape
+        return resolve_batch_size(params.batch_size, n_samples) * params.n_masks * n_features
 
     def fit(self, trainer, module, data, generator, log_jacobian):
         """Train ``module`` on ``data``'s rows; ``(n_epochs, converged)``.

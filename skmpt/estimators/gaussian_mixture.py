@@ -26,7 +26,7 @@ from .._validation import Interval, Options, check_positive_int
 from ..models import GaussianMixtureModule
 from ..models.imputation import gaussian_conditional
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
-from ._data import to_numpy, weighted_mean
+from ._data import as_torch, to_numpy, weighted_mean
 from ._docs import fill_docstring
 
 __all__ = ["MaskedGaussianMixture"]
@@ -473,6 +473,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
             self._fit(X, sample_weight, random_state=self.random_state, previous=start)
         else:
             self._fit_best_of_inits(X, sample_weight)
+        self._fitted_like(X)
         return self
 
     def _em_source(self, X, sample_weight, random_state):
@@ -501,6 +502,13 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         scale = torch.as_tensor(scale)
         return GaussianMixtureModule(proportions, means * scale, covariances * torch.outer(scale, scale), "full",
                                      floor * scale.square()), center
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # A torch tensor is fitted and scored on its device; under array_api_dispatch the fitted
+        # attributes and outputs are tensors there.
+        tags.array_api_support = True
+        return tags
 
     def _exact_target(self):
         """With uniform mask sizes MPT aims at the exact log-marginal likelihood: it judges the run."""
@@ -550,7 +558,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
                 f"warm_start=True continues the fitted mixture of {self.n_features_in_} features; X has "
                 f"{n_features}. Refit with warm_start=False."
             )
-        return self.module_, self.offset_.copy()
+        return self.module_, to_numpy(self.offset_).copy()
 
     def _fit_best_of_inits(self, X, sample_weight):
         """Fit from ``n_init`` starts and keep the parameters of highest (weighted) mean exact
@@ -614,6 +622,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         -------
         proba : ndarray of shape (n_samples, n_components)
         """
+        self._check_namespace(X, "predict_proba")
         return self.transform(X)
 
     def fit_predict(self, X, y=None, sample_weight=None):
@@ -643,7 +652,9 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         -------
         labels : ndarray of shape (n_samples,)
         """
-        return self.predict_proba(X).argmax(1)
+        self._check_namespace(X, "predict")
+        proba = self.predict_proba(X)  # NumPy, a dask array, or (under array_api_dispatch) X's namespace
+        return self._output(as_torch(proba).argmax(1), X) if self._tensor_output(X) else proba.argmax(1)
 
     def sample(self, n_samples=1):
         """Draw samples from the fitted mixture.
@@ -665,4 +676,6 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         n_samples = check_positive_int(n_samples, "n_samples")
         with torch.no_grad():
             X, labels = self.module_.sample(int(n_samples), generator=check_generator(self.params_.random_state))
-        return X.cpu().numpy() + self.offset_, labels.cpu().numpy()
+        # In the fitted attributes' namespace, on their device (NumPy unless fitted under array_api_dispatch).
+        samples = torch.from_numpy(X.cpu().numpy() + to_numpy(self.offset_))
+        return self._output(samples, self.offset_), self._output(labels, self.offset_)

@@ -1,5 +1,6 @@
-"""Torch tensors (and other array-API arrays) as input to MaskedPPCA and MaskedFactorAnalysis
-(skmpt/estimators/_base.py and _data.py's plumbing).
+"""Torch tensors (and other array-API arrays) as input to MaskedPPCA, MaskedFactorAnalysis and
+MaskedGaussianMixture, which keep them under ``array_api_dispatch``, and to the other estimators
+(MaskedVAE here), which take them and give NumPy (skmpt/estimators/_base.py and _data.py's plumbing).
 
 A tensor is validated and computed on its device, never through NumPy. Without scikit-learn's
 ``array_api_dispatch`` the outputs are NumPy arrays, as for any input; with it, the fitted
@@ -20,9 +21,12 @@ import sklearn
 import torch
 from sklearn.utils.estimator_checks import check_array_api_input, check_array_api_same_namespace
 
-from skmpt import MaskedFactorAnalysis, MaskedPPCA
+from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedPPCA, MaskedVAE
 
 ESTIMATORS = [MaskedPPCA, MaskedFactorAnalysis]
+#: The estimators that train on rows: their fits are short here (the checks compare two fits that
+#: must be the same, not good ones).
+ROW_ESTIMATORS = {MaskedGaussianMixture: {"max_epochs": 5}, MaskedVAE: {"max_epochs": 3, "hidden_layer_sizes": (8,)}}
 ROOT = Path(__file__).resolve().parents[2]
 SCIPY_ARRAY_API = os.environ.get("SCIPY_ARRAY_API") == "1"
 dispatch = pytest.mark.skipif(not SCIPY_ARRAY_API, reason="run in a subprocess with SCIPY_ARRAY_API=1")
@@ -56,6 +60,55 @@ def test_tensor_without_dispatch_gives_numpy_as_an_array_does(cls, holes):
         assert isinstance(out, np.ndarray), method
         np.testing.assert_array_equal(out, getattr(from_array, method)(X))
     assert torch.isnan(tensor).any() == holes  # the caller's tensor is never written
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("cls", ROW_ESTIMATORS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_row_estimators_fit_a_tensor_as_its_array(cls, dtype):
+    # A float32 tensor fitted in float64 keeps its values (no pass through a lower precision), and
+    # a float64 tensor fitted in float32 is the float64 array's fit: the tensor is cast as the array is.
+    X = _data(holes=True)
+    tensor = torch.tensor(X, dtype=torch.float32 if dtype == "float64" else torch.float64)
+    reference = X.astype(np.float32) if dtype == "float64" else X
+    params = {"random_state": 0, "device": "cpu", "dtype": dtype, **ROW_ESTIMATORS[cls]}
+    from_array, from_tensor = cls(2, **params).fit(reference), cls(2, **params).fit(tensor)
+    assert isinstance(from_tensor.offset_, np.ndarray)
+    # In float32 the data are centred in float64 first, the tensor's mean summed by torch (to the last
+    # bit of float64 the NumPy mean), so the fits agree to float32's precision; in float64 bit for bit.
+    rtol = 0 if dtype == "float64" else 1e-4
+    np.testing.assert_allclose(from_tensor.offset_, from_array.offset_, rtol=1e-15)
+    for method in ("transform", "score_samples", "impute"):
+        out = getattr(from_tensor, method)(tensor)
+        assert isinstance(out, np.ndarray), method
+        np.testing.assert_allclose(out, getattr(from_array, method)(reference), rtol=rtol, atol=rtol)
+
+
+@dispatch
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_dispatch_mixture_keeps_tensors():
+    X = _data(holes=True)
+    tensor = torch.tensor(X)
+    for cls, params in [(MaskedGaussianMixture, ROW_ESTIMATORS[MaskedGaussianMixture])]:
+        reference = cls(2, random_state=0, device="cpu", **params).fit(X)
+        with sklearn.config_context(array_api_dispatch=True):
+            fitted = cls(2, random_state=0, device="cpu", **params).fit(tensor)
+            assert isinstance(fitted.offset_, torch.Tensor)
+            for method in ("transform", "score_samples", "impute"):
+                out = getattr(fitted, method)(tensor)
+                assert isinstance(out, torch.Tensor) and out.device == tensor.device, method
+                np.testing.assert_allclose(out.numpy(), getattr(reference, method)(X), rtol=1e-12, atol=1e-12)
+            for name in ("means_", "weights_", "covariances_"):
+                assert isinstance(getattr(fitted, name), torch.Tensor), name
+                np.testing.assert_array_equal(getattr(fitted, name).numpy(), getattr(reference, name))
+            labels = fitted.predict(tensor)
+            assert isinstance(labels, torch.Tensor)
+            np.testing.assert_array_equal(labels.numpy(), reference.predict(X))
+            samples, labels = fitted.sample(5)
+            assert isinstance(samples, torch.Tensor) and isinstance(labels, torch.Tensor)
+            np.testing.assert_array_equal(samples.numpy(), reference.sample(5)[0])
+        fitted.set_params(warm_start=True).fit(X)  # a warm start from a fit under dispatch
+        assert isinstance(fitted.offset_, np.ndarray)  # refitted without dispatch: NumPy again
 
 
 @dispatch
@@ -123,7 +176,7 @@ def test_dispatch_cuda_tensor_stays_on_its_device(cls):
 
 @dispatch
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("cls", [*ESTIMATORS, MaskedGaussianMixture])
 @pytest.mark.parametrize(("namespace", "device", "dtype"), [
     ("torch", "cpu", "float64"), ("torch", "cpu", "float32"),
     ("array_api_strict", "CPU_DEVICE", "float64"), ("array_api_strict", "device1", "float32"),
@@ -131,7 +184,8 @@ def test_dispatch_cuda_tensor_stays_on_its_device(cls):
 def test_dispatch_scikit_learn_array_api_checks(cls, namespace, device, dtype):
     pytest.importorskip(namespace)
     assert cls().__sklearn_tags__().array_api_support
-    estimator = cls(2, random_state=0, device="cpu", max_epochs=20)  # the fits only need to be the same
+    params = ROW_ESTIMATORS.get(cls, {"max_epochs": 20})  # the fits only need to be the same
+    estimator = cls(2, random_state=0, device="cpu", **params)
     check_array_api_input(cls.__name__, estimator, namespace, device_name=device, dtype_name=dtype, check_values=True)
     check_array_api_same_namespace(cls.__name__, estimator, "array_api_strict")
 
@@ -150,11 +204,13 @@ def test_dispatch_tests_in_a_process_with_scipy_array_api():
 
 @dispatch
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-def test_dispatch_estimators_without_array_api_support_give_numpy():
-    from skmpt import MaskedGaussianMixture
+@pytest.mark.parametrize("name", ["MaskedLinearVAE", "MaskedVAE", "MaskedMixedMixture"])
+def test_dispatch_estimators_without_array_api_support_give_numpy(name):
+    import skmpt
 
     tensor = torch.tensor(_data())
     with sklearn.config_context(array_api_dispatch=True):
-        fitted = MaskedGaussianMixture(2, random_state=0, device="cpu", max_epochs=5).fit(tensor)
-        assert isinstance(fitted.means_, np.ndarray)
+        fitted = getattr(skmpt, name)(2, random_state=0, device="cpu", max_epochs=3).fit(tensor)
+        assert not fitted.__sklearn_tags__().array_api_support
+        assert isinstance(fitted.offset_, np.ndarray)
         assert isinstance(fitted.score_samples(tensor), np.ndarray)

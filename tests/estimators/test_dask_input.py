@@ -192,6 +192,44 @@ def test_weighted_fit_equals_in_memory(cls, n_components, dask_weights):
 
 
 @pytest.mark.usefixtures("threads")
+@pytest.mark.parametrize(("cls", "solver", "n_components", "dask_weights"), [
+    (MaskedPPCA, "auto", 3, False), (MaskedPPCA, "moments", "mle", True), (MaskedFactorAnalysis, "auto", 3, True),
+    (MaskedFactorAnalysis, "moments", 3, False),
+])
+def test_weighted_fit_with_missing_entries_equals_in_memory(cls, solver, n_components, dask_weights):
+    # Holes in some chunks and not others; rows of no weight in a complete chunk, among the frequent pattern
+    # and among the rare ones (trained by rows beside the moments with "auto"), a one-row and an empty chunk.
+    X = _data(holes=True)
+    weights = np.random.RandomState(1).gamma(0.5, size=len(X))
+    weights[:40] = weights[210:230] = weights[400:420] = 0.0
+    X_dask = da.from_array(X, chunks=((40, 160, 1, 0, 149, 150), 8))
+    given = da.from_array(weights, chunks=100) if dask_weights else weights
+    params = {"random_state": 0, "device": "cpu", "max_epochs": 20, "solver": solver}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_epochs is small: a ConvergenceWarning, the same for both
+        in_memory = cls(n_components, **params).fit(X, sample_weight=weights)
+        chunked = cls(n_components, **params).fit(X_dask, sample_weight=given)
+    assert chunked.n_components_ == in_memory.n_components_
+    _assert_same_fit(chunked, in_memory, 1e-10)
+    unweighted = _fit(cls, X, solver=solver, max_epochs=20)
+    assert np.abs(chunked.components_ - unweighted.components_).max() > 1e-3  # the weights matter
+
+
+@pytest.mark.usefixtures("threads")
+def test_weighted_fit_without_frequent_pattern_weighs_the_gathered_rows():
+    X = _data(300)
+    X[np.random.RandomState(1).rand(*X.shape) < 0.2] = np.nan
+    weights = np.random.RandomState(2).gamma(0.5, size=len(X))
+    weights[:30] = 0.0
+    params = {"random_state": 0, "device": "cpu", "max_epochs": 3}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_epochs is small: a ConvergenceWarning, the same for both
+        in_memory = MaskedPPCA(2, **params).fit(X, sample_weight=weights)
+        chunked = MaskedPPCA(2, **params).fit(da.from_array(X, chunks=(100, 8)), sample_weight=weights)
+    _assert_same_fit(chunked, in_memory, 1e-10)
+
+
+@pytest.mark.usefixtures("threads")
 def test_weighted_partial_fit_streams_each_chunk_with_its_weights():
     X = _data()
     weights = np.random.RandomState(1).gamma(0.5, size=len(X))
@@ -235,8 +273,10 @@ def test_bad_chunked_input_is_refused_before_training():
     X[:, 4] = np.nan
     with pytest.raises(ValueError, match=r"Feature\(s\) \[4\]"):
         MaskedPPCA(2).fit(da.from_array(X, chunks=(100, 8)))
-    with pytest.raises(ValueError, match="weighs the moments of complete data, and X has missing entries"):
-        MaskedPPCA(2).fit(da.from_array(_data(holes=True), chunks=(100, 8)), sample_weight=np.ones(500))
+    X, weights = _data(holes=True), np.ones(500)
+    X[:150, 5], weights[150:] = np.nan, 0.0  # feature 5 is observed only in rows of no weight
+    with pytest.raises(ValueError, match=r"Feature\(s\) \[5\] are observed only in samples of zero sample_weight"):
+        MaskedPPCA(2).fit(da.from_array(X, chunks=(100, 8)), sample_weight=weights)
     with pytest.raises(ValueError, match="one weight per sample"):
         MaskedPPCA(2).fit(da.from_array(_data(), chunks=(100, 8)), sample_weight=da.ones(499, chunks=100))
     with pytest.raises(ValueError, match="non-negative"):
