@@ -51,6 +51,7 @@ def test_lm_eval_is_a_command():
     assert COMMANDS["lm-eval"] == "skmpt.cli.lm_eval"
 
 
+@pytest.mark.installed  # lm-eval finds the model "skmpt" that the installed wheel registers, in CI
 def test_a_local_task_runs_and_its_samples_carry_the_estimates(model_dir, include_path, tmp_path, capsys,  # noqa: F811
                                                                monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
