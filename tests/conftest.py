@@ -1,9 +1,17 @@
 import numpy as np
 import pytest
-
+import torch
 from hypothesis import settings
+from threadpoolctl import threadpool_limits
 
-from support.text import model_dir  # noqa: F401 (a fixture: a tiny saved BERT, for the text and CLI tests)
+# The tests run torch and the BLAS on one thread, before skmpt is imported (so that it takes one
+# thread as torch's own number): their arrays are tiny, and two threads made them slower -- on a
+# loaded 2-core machine scikit-learn's dtype check on MaskedGaussianMixture took 1.7 s of CPU with
+# two and 0.1 s with one. tests/estimators/test_threads.py sets the threads it checks itself.
+torch.set_num_threads(1)
+threadpool_limits(1)
+
+from support.text import model_dir  # noqa: E402, F401 (a fixture: a tiny saved BERT, for the text and CLI tests)
 
 # Property tests run a bounded number of examples with no per-example deadline: the
 # examples do real linear algebra, whose first call (torch's warm-up) can be slow.

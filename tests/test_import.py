@@ -1,6 +1,10 @@
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.installed  # CI runs these against the installed wheel too
+
 
 def test_import_skmpt_is_light():
     """``import skmpt`` loads neither torch nor scikit-learn; estimators load on first use."""

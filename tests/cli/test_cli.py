@@ -14,6 +14,8 @@ import pytest
 
 from skmpt.cli import COMMANDS, main
 
+pytestmark = pytest.mark.installed  # CI runs these against the installed wheel too
+
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "transformers", "lm_eval", "sklearn", "skmpt.estimators", "skmpt.text", "skmpt.distributed")
 

@@ -31,10 +31,27 @@ def include_path(tmp_path):
     return folder
 
 
+@pytest.fixture
+def local_tasks_only(monkeypatch):
+    """lm-eval's task index without lm-eval's own ~15,000 tasks, whose indexing takes 6 s of CPU per run.
+
+    For the tests that read only the local task (and an unknown name); the first end-to-end test keeps
+    lm-eval's own tasks beside it, as a user's run does.
+    """
+    import lm_eval.tasks
+
+    class LocalTaskManager(lm_eval.tasks.TaskManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, include_defaults=False, **kwargs)
+
+    monkeypatch.setattr(lm_eval.tasks, "TaskManager", LocalTaskManager)
+
+
 def test_lm_eval_is_a_command():
     assert COMMANDS["lm-eval"] == "skmpt.cli.lm_eval"
 
 
+@pytest.mark.installed  # lm-eval finds the model "skmpt" that the installed wheel registers, in CI
 def test_a_local_task_runs_and_its_samples_carry_the_estimates(model_dir, include_path, tmp_path, capsys,  # noqa: F811
                                                                monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
@@ -54,7 +71,8 @@ def test_a_local_task_runs_and_its_samples_carry_the_estimates(model_dir, includ
     assert results["skmpt"]["toy_mc"]["requests"] == 4
 
 
-def test_the_summary_is_printed_without_log_samples(model_dir, include_path, capsys, monkeypatch):  # noqa: F811
+def test_the_summary_is_printed_without_log_samples(model_dir, include_path, capsys, monkeypatch,  # noqa: F811
+                                                    local_tasks_only):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     status = main(["lm-eval", "--model_args", f"pretrained={model_dir},max_forward_passes=8", "--tasks", "toy_mc",
                    "--include_path", str(include_path)])
@@ -64,7 +82,7 @@ def test_the_summary_is_printed_without_log_samples(model_dir, include_path, cap
 
 
 def test_the_summary_counts_the_requests_that_reached_target_se(model_dir, include_path, capsys,  # noqa: F811
-                                                                monkeypatch):
+                                                                monkeypatch, local_tasks_only):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     # 1e-9 nats: the three exact requests reach it, the Monte Carlo one spends its 8 passes without reaching it
     status = main(["lm-eval", "--model_args", f"pretrained={model_dir},max_forward_passes=8,target_se=1e-9",
@@ -85,7 +103,7 @@ def test_bad_arguments_are_usage_errors(extra, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_an_unknown_task_is_named(include_path, capsys):
+def test_an_unknown_task_is_named(include_path, capsys, local_tasks_only):
     assert main(["lm-eval", "--tasks", "no_such_task", "--include_path", str(include_path)]) == 2
     assert "unknown task 'no_such_task'" in capsys.readouterr().err
 
@@ -105,7 +123,7 @@ def test_without_lm_eval_the_error_names_the_extra(monkeypatch):
         importlib.import_module("skmpt.text.harness")
 
 
-def test_a_missing_data_file_is_named_before_the_model_loads(include_path, tmp_path, capsys):
+def test_a_missing_data_file_is_named_before_the_model_loads(include_path, tmp_path, capsys, local_tasks_only):
     """The YAML's relative path is read from the current folder; the model (here none: a path that does not
     exist) is never reached."""
     (include_path / "toy_mc.yaml").write_text(

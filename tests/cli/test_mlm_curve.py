@@ -181,6 +181,7 @@ def test_help_lists_the_table_of_commands(capsys):
     assert "invalid choice: 'no-such-command'" in capsys.readouterr().err
 
 
+@pytest.mark.installed  # the entry points of the installed wheel, in CI
 def test_console_script_and_python_m(model_dir, texts_file):
     # the worktree's skmpt, not an installed copy, runs in the subprocesses
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

@@ -15,6 +15,7 @@ from skmpt import datasets
 from support.datasets import write_glue
 
 
+@pytest.mark.installed  # the package data of the installed wheel, in CI
 def test_wordnet_sentences_and_notice():
     from importlib import resources
 

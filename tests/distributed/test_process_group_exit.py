@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 from support.ranks import free_port, run_two_ranks
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task"),
+    pytest.mark.installed,  # CI runs it against the installed wheel too: the spawned ranks import skmpt afresh
+]
 
 
 def _native_threads():

@@ -66,13 +66,22 @@ def test_a_fit_and_its_start_run_on_one_thread_in_a_dask_client(monkeypatch):
     assert seen == [1]
 
 
-def test_a_fit_restores_torchs_threads():
-    before = torch.get_num_threads()
-    with intra_op_threads(1):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-    MaskedPPCA(1, max_epochs=2, random_state=0, device="cpu").fit(np.random.RandomState(0).randn(50, 3))
-    assert torch.get_num_threads() == before
+def test_a_fit_restores_torchs_threads(monkeypatch):
+    import skmpt.estimators._trainer as trainer
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)  # tests/conftest.py runs the tests on one: two, torch's own, must come back
+    monkeypatch.setattr(trainer, "_THREADS_AT_IMPORT", 2)  # so that the small fit below runs on one
+    try:
+        with intra_op_threads(1):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        MaskedPPCA(1, max_epochs=2, random_state=0, device="cpu").fit(np.random.RandomState(0).randn(50, 3))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)
 
 
 def test_a_step_from_moments_is_sized_by_one_groups_operations():

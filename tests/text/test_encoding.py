@@ -91,6 +91,7 @@ def test_antiberty_says_residues_are_upper_case_one_letter_codes():
         sktext.encode_texts(["evqlvesgg"], tokenizer, 64)
 
 
+@pytest.mark.installed  # the stacklevel is found from the installed package's path, in CI
 def test_the_warning_points_at_the_users_call():
     tokenizer = character_tokenizer("ACDE")
     with pytest.warns(UserWarning, match="does not know") as caught:
