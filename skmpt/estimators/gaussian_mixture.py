@@ -351,10 +351,13 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     With uniform mask sizes (the default ``mask_rate``) whether a run ended below its start is
     judged on the exact log-likelihood of the training data (the MPT objective on fixed masks
-    is a noisy estimate of it), and a full-covariance fit is ``converged_`` exactly when EM from
-    its parameters (ten steps and the rest extrapolated) gains less than ``tol`` nats per sample,
+    is a noisy estimate of it), and a fit of any ``covariance_type`` is ``converged_`` exactly when
+    EM from its parameters (ten steps and the rest extrapolated; its M-step keeps every covariance at
+    least the ``reg_covar`` floor, as the model does) gains less than ``tol`` nats per sample,
     whatever the stopping rule said; otherwise a ``ConvergenceWarning`` says how far short it
-    stopped.
+    stopped. On nearly collinear columns with holes EM, and MPT, approach the optimum very slowly
+    (directions of variance near the floor, about which the holes say little): a larger
+    ``reg_covar`` there makes the optimum reachable.
 
     References
     ----------
