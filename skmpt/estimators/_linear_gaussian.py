@@ -156,6 +156,7 @@ def _complete_moments(X, sample_weight):
     if np.isnan(X).any():
         return None
     weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    weights = weights / weights.max()  # relative weights: a sum beyond float64 is fine
     mean = np.average(X, axis=0, weights=weights)
     covariance = np.cov(X.T, aweights=weights, bias=True).reshape(X.shape[1], X.shape[1])
     return mean, covariance
