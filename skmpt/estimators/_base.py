@@ -703,10 +703,10 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             )
         elif gap is not None and gap > self.params_.tol:
             warnings.warn(
-                f"{type(self).__name__}'s training stopped short of the optimum, so it has not converged: EM "
-                f"from its parameters raises the log-likelihood by about {gap:.3g} nats per sample (more than "
-                f"tol={self.params_.tol}). Raise n_iter_no_change (now {self.params_.n_iter_no_change}) or "
-                f"max_epochs, or start from EM.",
+                f"{type(self).__name__}'s training stopped short of the optimum, so it has not converged: the "
+                f"optimum (EM from its parameters, or the closed form) is about {gap:.3g} nats per sample higher "
+                f"(more than tol={self.params_.tol}). Raise n_iter_no_change (now {self.params_.n_iter_no_change}) "
+                f"or max_epochs (now {self.params_.max_epochs}).",
                 ConvergenceWarning,
                 stacklevel=4,
             )

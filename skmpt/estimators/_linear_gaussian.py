@@ -11,11 +11,14 @@ from numbers import Integral
 
 import numpy as np
 import torch
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from .._validation import Options
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count
+from ._dask import is_dask_collection
+from ._data import to_numpy
 from ._moments import choose_solver
+from .gaussian_mixture import remaining_gain
 
 __all__ = [
     "choose_from_spectrum",
@@ -116,21 +119,47 @@ def explained_variance(components, noise_variance, isotropic):
 
 #: EM steps of factor analysis that refine PCA's start on complete data (each O(D^3), on moments).
 _FA_START_STEPS = 100
+# Factor analysis' EM steps from a fit whose gains judge how far below its optimum it is.
+_FA_CHECK_STEPS = 10
 
 
-def _factor_analysis_em(covariance, components, noise, floor):
-    """Factor analysis' EM steps (Rubin and Thayer, 1982) on the data's ``covariance`` from loadings
-    ``components`` (K, D) and noise ``noise`` (D,), the noise kept above ``floor``: PCA's loadings
-    with the noise they leave are a start far from factor analysis' optimum when the noise differs
-    between features, and these steps, exact on moments, bring it near."""
+def _factor_analysis_em(covariance, components, noise, floor, n_steps=_FA_START_STEPS):
+    """``n_steps`` of factor analysis' EM (Rubin and Thayer, 1982) on the data's ``covariance`` from
+    loadings ``components`` (K, D) and noise ``noise`` (D,), the noise kept above ``floor``: PCA's
+    loadings with the noise they leave are a start far from factor analysis' optimum when the noise
+    differs between features, and these steps, exact on moments, bring it near."""
     eye = torch.eye(components.shape[0], dtype=covariance.dtype, device=covariance.device)
     W = components.T  # (D, K)
-    for _ in range(_FA_START_STEPS):
+    for _ in range(n_steps):
         beta = torch.linalg.solve(W @ W.T + torch.diag(noise), W).T  # W^T Sigma^{-1}, (K, D)
         expected = eye - beta @ W + beta @ covariance @ beta.T  # E[z z^T] per sample
         W = torch.linalg.solve(expected, beta @ covariance).T  # C beta^T E[z z^T]^{-1}
         noise = (covariance.diagonal() - (W * (beta @ covariance).T).sum(-1)).clamp_min(floor)
     return W.T.contiguous(), noise
+
+
+def _gaussian_log_likelihood(covariance, model_covariance):
+    """Mean log-likelihood of data of ``covariance`` (about their mean) under a Gaussian of
+    ``model_covariance`` centred at that mean."""
+    n_features = covariance.shape[0]
+    log_det = torch.linalg.slogdet(model_covariance)[1]
+    trace = torch.linalg.solve(model_covariance, covariance).diagonal().sum()
+    return float(-0.5 * (n_features * math.log(2 * math.pi) + log_det + trace))
+
+
+def _complete_moments(X, sample_weight):
+    """The (weighted) mean and covariance of ``X`` in float64, or None when ``X`` is a dask
+    collection or has a missing entry."""
+    if is_dask_collection(X):
+        return None
+    X = check_array(to_numpy(X), dtype=np.float64, ensure_all_finite="allow-nan")
+    if np.isnan(X).any():
+        return None
+    weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    weights = weights / weights.max()  # relative weights: a sum beyond float64 is fine
+    mean = np.average(X, axis=0, weights=weights)
+    covariance = np.cov(X.T, aweights=weights, bias=True).reshape(X.shape[1], X.shape[1])
+    return mean, covariance
 
 
 def pca_start(groups, n_components, module_class, isotropic):
@@ -240,6 +269,40 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         n_features = self.n_features_in_
         n_noise = 1 if self._isotropic else n_features
         return linear_gaussian_parameter_count(n_features, self.n_components_, n_noise)
+
+    def _optimality_gap(self, X, sample_weight):
+        """How far the fit's mean log-likelihood of complete ``X`` is below the optimum: PPCA's closed
+        form (the top eigenvalues of the covariance and the mean of the others), or ten steps of
+        factor analysis' EM on the correlations from the fitted parameters and the rest extrapolated
+        (:func:`~skmpt.estimators.gaussian_mixture.remaining_gain`). None where MPT's target is not
+        the likelihood (a fixed ``mask_rate``), on data with holes or in a dask collection, and with
+        as many components as features (the optimum leaves no noise)."""
+        moments = None if self.params_.mask_rate != "uniform" else _complete_moments(X, sample_weight)
+        n_features, K = self.n_features_in_, self.n_components_
+        if moments is None or K >= n_features:
+            return None
+        mean, covariance = (torch.as_tensor(a) for a in moments)
+        with torch.no_grad():
+            model = self.module_.covariance().detach().cpu().double()
+            shift = torch.as_tensor(self.mean_) - mean  # the fit's mean against the data's
+            fitted = _gaussian_log_likelihood(covariance + torch.outer(shift, shift), model)
+            if self._isotropic:
+                eigenvalues = torch.linalg.eigvalsh(covariance).flip(0).clamp_min(torch.finfo(torch.float64).tiny)
+                noise = eigenvalues[K:].mean()
+                optimum = -0.5 * (n_features * math.log(2 * math.pi) + float(eigenvalues[:K].log().sum())
+                                  + (n_features - K) * float(noise.log()) + n_features)
+                return optimum - fitted
+            spread = covariance.diagonal().sqrt()
+            spread = torch.where(spread > 0, spread, torch.ones_like(spread))
+            correlation = covariance / torch.outer(spread, spread)
+            components = torch.as_tensor(self.components_, dtype=torch.float64) / spread
+            noise = torch.as_tensor(self.noise_variance_, dtype=torch.float64) / spread.square()
+            floor = 1e-6 * float(noise.min())
+            values = [fitted + float(spread.log().sum())]  # the same likelihood in the correlations' units
+            for _ in range(_FA_CHECK_STEPS):
+                components, noise = _factor_analysis_em(correlation, components, noise, floor, n_steps=1)
+                values.append(_gaussian_log_likelihood(correlation, components.T @ components + torch.diag(noise)))
+        return max(values) - values[0] + remaining_gain(values)
 
     def get_covariance(self):
         """Model covariance ``W W^T`` plus the noise covariance.

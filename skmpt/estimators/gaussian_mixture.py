@@ -105,14 +105,33 @@ def variance_floor(X, reg_covar, covariance_type):
 _EM_MAX_STEPS = 500
 
 
-def em_step(X, observed, weights, log_weights, means, covariances, floor):
-    """One EM step of a full-covariance mixture on data with holes: ``(value, (log_weights, means,
+def floored(covariances, floor):
+    """The covariances nearest in likelihood that are at least ``floor`` (per feature) in every
+    direction: in the units that whiten the floor, each eigenvalue below one raised to one.
+
+    The module's covariances are ``L L^T + diag(floor)``, so this is the M-step of EM restricted to
+    the model's own parameters (``covariances`` of shape ``(..., D, D)``; with no floor, as given).
+    For a scatter ``S`` it maximises ``-log|Sigma| - tr(Sigma^-1 S)`` over ``Sigma >= diag(floor)``.
+    """
+    if not bool((floor > 0).all()):
+        return covariances
+    root = torch.outer(floor.sqrt(), floor.sqrt())
+    values, vectors = torch.linalg.eigh(covariances / root)
+    return (vectors * values.clamp(min=1.0).unsqueeze(-2)) @ vectors.mT * root
+
+
+def em_step(X, observed, weights, log_weights, means, covariances, floor, covariance_type="full"):
+    """One EM step of a Gaussian mixture on data with holes: ``(value, (log_weights, means,
     covariances))``, ``value`` the weighted mean ``log p(x_o)`` at the parameters given.
 
-    The E-step takes every component's conditional mean and covariance of the missing entries
-    given the observed ones and the responsibilities ``p(k | x_o)``; the M-step is
-    GaussianMixture's with their expected moments, ``floor`` (per feature) added to the diagonal.
-    ``weights`` sum to one. The step raises the observed-data likelihood that MPT maximises too.
+    ``covariances`` are full matrices ``(K, D, D)`` of any ``covariance_type`` (a tied one repeated,
+    diagonal and spherical ones on the diagonal), and so are the ones returned. The E-step takes
+    every component's conditional mean and covariance of the missing entries given the observed
+    ones and the responsibilities ``p(k | x_o)``; the M-step is GaussianMixture's with their
+    expected moments (pooled for ``"tied"``, their diagonal or its mean for ``"diag"`` and
+    ``"spherical"``), restricted to covariances at least ``floor`` as the module's are
+    (:func:`floored`). ``weights`` sum to one. The step raises the observed-data likelihood that
+    MPT maximises too, over the same parameters.
     """
     mean, cov, log_density = gaussian_conditional(X, observed, means.unsqueeze(1), covariances)  # (K, n, ...)
     log_joint = log_weights.unsqueeze(-1) + log_density
@@ -122,7 +141,15 @@ def em_step(X, observed, weights, log_weights, means, covariances, floor):
     means = torch.einsum("kn,knd->kd", resp, mean) / counts.unsqueeze(-1)
     residual = mean - means.unsqueeze(1)
     scatter = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + torch.einsum("kn,knde->kde", resp, cov)
-    covariances = scatter / counts.view(-1, 1, 1) + torch.diag(floor)
+    if covariance_type == "full":
+        covariances = floored(scatter / counts.view(-1, 1, 1), floor)
+    elif covariance_type == "tied":
+        covariances = floored(scatter.sum(0) / counts.sum(), floor).expand_as(scatter)
+    else:
+        variances = scatter.diagonal(dim1=-2, dim2=-1) / counts.unsqueeze(-1)  # (K, D)
+        if covariance_type == "spherical":
+            variances = variances.mean(-1, keepdim=True).expand_as(variances)
+        covariances = torch.diag_embed(torch.maximum(variances, floor))
     return value, ((counts / counts.sum()).log(), means, covariances)
 
 
@@ -137,15 +164,24 @@ def remaining_gain(values):
     EM converges linearly, its gains shrinking by a rate a step, so the rest is about
     ``g rate / (1 - rate)`` for the last gain ``g`` (Aitken's extrapolation), with the slowest
     rate among the steps given: on a flat ridge EM's gains shrink unevenly, and gains that do not
-    shrink count as shrinking at ``_SLOWEST_RATE`` (the rest is then 999 times the last gain). A
-    single small gain is not convergence: at a rate of 0.99 it is a hundredth of what is left.
+    shrink count as shrinking at ``_SLOWEST_RATE`` (the rest is then 999 times the last gain).
+    Rates that rise are extrapolated too, by the ratio of their last two rises: rises that shrink
+    are the fast directions dying out, leaving the slowest one, whose rate is their limit; rises
+    that do not shrink, or whose limit reaches one, are EM leaving a saddle's plateau, not
+    converging (on ``quakes`` with 20 % of entries missing, a 3-component mixture's gains fell to
+    1e-5 at rates 0.81, 0.85, 0.88, 0.92, then EM gained 0.012 nats more). A single small gain is not
+    convergence: at a rate of 0.99 it is a hundredth of what is left.
     """
     gains = [b - a for a, b in zip(values[:-1], values[1:], strict=True)]
     if gains[-1] <= 0:
         return 0.0
     pairs = zip(gains[:-1], gains[1:], strict=True)
     rates = [later / earlier if earlier > 0 else _SLOWEST_RATE for earlier, later in pairs]
-    rate = min(max(rates), _SLOWEST_RATE)
+    limit = rates[-1]
+    if len(rates) >= 3 and rates[-1] - rates[-2] > 0 and rates[-2] - rates[-3] > 0:
+        ratio = (rates[-1] - rates[-2]) / (rates[-2] - rates[-3])
+        limit = 1.0 if ratio >= 1 else rates[-1] + (rates[-1] - rates[-2]) * ratio / (1 - ratio)
+    rate = min(max(*rates, limit), _SLOWEST_RATE)
     return gains[-1] * rate / (1 - rate)
 
 
@@ -315,10 +351,13 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     With uniform mask sizes (the default ``mask_rate``) whether a run ended below its start is
     judged on the exact log-likelihood of the training data (the MPT objective on fixed masks
-    is a noisy estimate of it), and a full-covariance fit is ``converged_`` exactly when EM from
-    its parameters (ten steps and the rest extrapolated) gains less than ``tol`` nats per sample,
+    is a noisy estimate of it), and a fit of any ``covariance_type`` is ``converged_`` exactly when
+    EM from its parameters (ten steps and the rest extrapolated; its M-step keeps every covariance at
+    least the ``reg_covar`` floor, as the model does) gains less than ``tol`` nats per sample,
     whatever the stopping rule said; otherwise a ``ConvergenceWarning`` says how far short it
-    stopped.
+    stopped. On nearly collinear columns with holes EM, and MPT, approach the optimum very slowly
+    (directions of variance near the floor, about which the holes say little): a larger
+    ``reg_covar`` there makes the optimum reachable.
 
     References
     ----------
@@ -497,7 +536,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         proportions, means, covariances = em_start(X_t, torch.as_tensor(observed), torch.as_tensor(weights),
                                                    self.n_components, seed, self.tol / 10, floor)
         # The module adds the floor to L L^T, which must stay positive definite: EM's covariances
-        # hold it already, less a thousandth of it (a component on identical points has S = 0).
+        # are at least the floor, so a thousandth of it stays (a component on identical points has S = 0).
         covariances = covariances - (1 - 1e-3) * torch.diag(floor)
         scale = torch.as_tensor(scale)
         return GaussianMixtureModule(proportions, means * scale, covariances * torch.outer(scale, scale), "full",
@@ -515,27 +554,32 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         return self.params_.mask_rate == "uniform"
 
     def _optimality_gap(self, X, sample_weight):
-        """What EM from the fitted full-covariance mixture gains in mean ``log p(x_o)`` on ``X``: ten
-        steps (:func:`em_step`) and the rest extrapolated (:func:`remaining_gain`) (on the data
-        standardised per feature), or None where EM's target is
-        not MPT's (a fixed ``mask_rate``) or the M-step would not be this model's (tied, diagonal or
-        spherical covariances)."""
-        if self.params_.covariance_type != "full" or self.params_.mask_rate != "uniform":
+        """What EM from the fitted mixture gains in mean ``log p(x_o)`` on ``X``: ten steps
+        (:func:`em_step`, with the M-step of the fit's ``covariance_type``) and the rest extrapolated
+        (:func:`remaining_gain`) (on the data standardised per feature, or by one scale for a
+        spherical mixture), or None where EM's target is not MPT's (a fixed ``mask_rate``)."""
+        if self.params_.mask_rate != "uniform":
             return None
+        covariance_type = self.params_.covariance_type
         X = check_array(to_numpy(X), dtype=np.float64, ensure_all_finite="allow-nan")  # EM on the host
         observed = ~np.isnan(X)
         center, scale = np.nanmean(X, 0), np.nanstd(X, 0)
         scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+        if covariance_type == "spherical":  # a spherical mixture stays one under a common scale only
+            scale = np.full_like(scale, np.sqrt(np.mean(scale**2)))
         weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         weights = torch.as_tensor(weights / weights.sum())
         X_t, observed = torch.as_tensor(np.where(observed, (X - center) / scale, 0.0)), torch.as_tensor(observed)
         module = copy.deepcopy(self.module_).cpu().double()
         with torch.no_grad():
             module.unstandardize_(torch.as_tensor((self.offset_ - center) / scale), torch.as_tensor(1 / scale))
-            params = (module.log_weights, module.means, module.covariances())
+            covariances = module.covariances()
+            if covariances.dim() == 2:  # diagonal and spherical variances
+                covariances = torch.diag_embed(covariances)
+            params = (module.log_weights, module.means, covariances)
             values = []
             for _ in range(_EM_WINDOW):
-                value, params = em_step(X_t, observed, weights, *params, module.variance_floor)
+                value, params = em_step(X_t, observed, weights, *params, module.variance_floor, covariance_type)
                 values.append(value)
         return values[-1] - values[0] + remaining_gain(values)
 

@@ -1,9 +1,10 @@
 """Factor analysis and the Gaussian mixtures are equivariant to each feature's scale, and so are
 their fits: ``score(X * s) == score(X) - sum(log s)`` for any positive per-feature ``s``, on
-complete data, and with holes less the log-scales of the missing entries (a factor analysis with one
+complete data, and with holes less the log-scales of the missing entries (full, tied and diagonal
+covariances; a spherical mixture and PPCA, whose noise is one variance, for one scale shared by
+every feature) (a factor analysis with one
 column at 1e-2 and one at 1e2 scored -6.42 where the optimum is about -4.47, and -21.7 at scales 1e-4 ...
-1e4, before each feature's scale was divided out). PPCA's
-isotropic noise is equivariant to one scale shared by every feature."""
+1e4, before each feature's scale was divided out)."""
 
 import warnings
 
@@ -62,13 +63,20 @@ def test_a_fit_is_equivariant_to_each_features_scale(name, missing, scales):
     assert scaled == pytest.approx(reference - log_scales, abs=1e-6 * (1 + abs(reference)))
 
 
+_SHARED_SCALE = {
+    "ppca": lambda: MaskedPPCA(2, solver="minibatch"),
+    "gmm_spherical": lambda: MaskedGaussianMixture(2, covariance_type="spherical"),
+}
+
+
 @pytest.mark.parametrize("missing", [False, True])
+@pytest.mark.parametrize("name", sorted(_SHARED_SCALE))
 @hypothesis.settings(max_examples=4, deadline=None)
 @hypothesis.given(exponent=st.floats(-6, 6))
-def test_ppca_is_equivariant_to_one_shared_scale(missing, exponent):
+def test_isotropic_models_are_equivariant_to_one_shared_scale(name, missing, exponent):
     X, scale = _data(missing), 10.0**exponent
-    reference = _score(MaskedPPCA(2, solver="minibatch"), X)
-    scaled = _score(MaskedPPCA(2, solver="minibatch"), X * scale)
+    reference = _score(_SHARED_SCALE[name](), X)
+    scaled = _score(_SHARED_SCALE[name](), X * scale)
     log_scales = np.mean((~np.isnan(X)).sum(1)) * np.log(scale)
     assert scaled == pytest.approx(reference - log_scales, abs=1e-6 * (1 + abs(reference)))
 
