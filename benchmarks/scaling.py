@@ -65,14 +65,16 @@ score it (``score``: ``score_samples`` mapped over the chunks, then their mean),
 ``PCA(5, svd_solver="tsqr")`` fit on the same array; then the same array with 10 % of its entries
 missing (half the rows miss one of five blocks of 10 columns: six patterns of observed entries, each
 trained from its moments; dask-ml's PCA takes no NaN), and ``MaskedImputer(MaskedPPCA(5))`` fitted on
-the collection itself (out of core: its model from the moments) and writing the imputed array to Parquet. Wall seconds and the peak resident memory of
-each worker (sampled every 20 ms during each step, torch and skmpt imported), with each fit's
-time as a multiple of dask-ml's; ``--dask-data complete`` runs the complete array only. Needs
-``pip install "skmpt[bench]"`` (dask-ml). Measured at 4,000,000 rows (the user guide's scaling
-page has the table); the issue's full size, 10^8 x 50 (20 GB), was not run here::
+the collection itself (out of core: its model from the moments) and writing the imputed array to
+Parquet. Wall seconds and the peak resident memory of each worker (sampled every 20 ms during each
+step, torch and skmpt imported), with each fit's time as a multiple of dask-ml's; ``--dask-data complete`` runs the complete array only. Needs
+``pip install "skmpt[bench]"`` (dask-ml). dask-ml 2025.1.0's fit gathers the whole array into one
+task (a MemoryError at 10^8 rows after 44 minutes); ``--dask-baseline tsqr`` times the same
+computation without that task instead. Measured at 4,000,000 and at 10^8 rows (the user guide's
+scaling page has the tables)::
 
     python benchmarks/scaling.py --only dask --dask-rows 4000000
-    python benchmarks/scaling.py --only dask --dask-rows 100000000 --chunk-rows 500000   # the 20 GB case
+    python benchmarks/scaling.py --only dask --dask-rows 100000000 --chunk-rows 500000 --dask-baseline tsqr
 
     python benchmarks/scaling.py [--repeats 2] [--quick] [--only exact|rows|ratio|grid|memory|dask] [--max-rows N]
 """
@@ -562,7 +564,19 @@ def _dask_step(client, function):
     return (seconds, cpu), peaks, result
 
 
-def dask_table(n_rows, chunk_rows, kinds=("complete", "missing")):
+def _tsqr_svd(X):
+    """What dask-ml's ``PCA(svd_solver="tsqr").fit`` computes (the column means, then the leading
+    singular values and vectors of the centred array by ``dask.array.linalg.svd``: tsqr), without
+    its ``delayed(lambda x: x.shape)(X)``, a task whose input is the whole array (dask-ml 2025.1.0
+    with dask 2026.8: a MemoryError once the array outgrows a worker)."""
+    import dask
+    import dask.array as da
+
+    _, singular_values, components = da.linalg.svd(X - X.mean(0))
+    return dask.compute(singular_values[:DASK_RANK], components[:DASK_RANK])
+
+
+def dask_table(n_rows, chunk_rows, kinds=("complete", "missing"), baseline_kind="dask-ml"):
     from dask_ml.decomposition import PCA as DaskPCA
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
@@ -577,10 +591,14 @@ def dask_table(n_rows, chunk_rows, kinds=("complete", "missing")):
             X = _dask_array(n_rows, chunk_rows, missing)
             label = "10 % missing" if missing else "complete"
             baseline = None
-            if not missing:
+            if not missing and baseline_kind == "dask-ml":
                 baseline, peaks, pca = _dask_step(client, lambda X=X: DaskPCA(DASK_RANK, svd_solver="tsqr").fit(X))
                 print(f"| {label} | dask-ml PCA tsqr fit | {baseline[0]:.1f} | {baseline[1]:.1f} | 1, 1 | {peaks} | "
                       f"explained variance {pca.explained_variance_.sum():.4g} |", flush=True)
+            elif not missing:
+                baseline, peaks, (singular_values, _) = _dask_step(client, lambda X=X: _tsqr_svd(X))
+                print(f"| {label} | tsqr SVD (dask-ml's path) | {baseline[0]:.1f} | {baseline[1]:.1f} | 1, 1 | "
+                      f"{peaks} | explained variance {(singular_values**2).sum() / (n_rows - 1):.4g} |", flush=True)
             for estimator in (MaskedPPCA, MaskedFactorAnalysis):
                 def fit(estimator=estimator, X=X):
                     with warnings.catch_warnings():
@@ -629,6 +647,10 @@ def main(argv=None):
     parser.add_argument("--chunk-rows", type=int, default=250_000, help="rows per chunk of the dask table's array")
     parser.add_argument("--dask-data", nargs="+", choices=["complete", "missing"], default=["complete", "missing"],
                         help="the dask table's data: complete, with 10 %% missing, or both")
+    parser.add_argument("--dask-baseline", choices=["dask-ml", "tsqr"], default="dask-ml",
+                        help="the dask table's baseline: dask-ml's PCA(svd_solver='tsqr'), or the same computation "
+                             "without its task that gathers the array (dask-ml fails once the array outgrows a "
+                             "worker)")
     parser.add_argument("--memory-rows", type=int, default=1_000_000, help="rows of the memory's table")
     parser.add_argument("--ratio-rows", type=int, default=100_000, help="rows of the ratio's table")
     parser.add_argument("--max-rows", type=int, default=100_000,
@@ -642,7 +664,7 @@ def main(argv=None):
         memory_table(args.memory_rows)
         return
     if args.only == "dask":  # the workers are processes of one thread each
-        dask_table(args.dask_rows, args.chunk_rows, args.dask_data)
+        dask_table(args.dask_rows, args.chunk_rows, args.dask_data, args.dask_baseline)
         return
     if args.only == "grid":  # before this process sets its own threads: the workers would inherit them
         grid_table()

@@ -1,6 +1,7 @@
 """The README's main job and the paper examples keep working (small sizes here)."""
 
 import importlib.util
+import re
 import warnings
 from pathlib import Path
 
@@ -63,7 +64,8 @@ def test_grid_search_example_runs_small(tmp_path, capsys):
     assert "GridSearchCV(PCA) chose {'pca__n_components': " in printed
     assert "GridSearchCV(MaskedPPCA) chose {'ppca__mask_rate': " in printed
     assert "GridSearchCV(MaskedLinearVAE) chose {'vae__mask_rate': " in printed
-    assert "5 of 5 fits stopped at max_epochs" in printed and "3 of 3 fits stopped" in printed  # counted, not hidden
+    # Counted, not hidden (a PPCA whose moments solver starts at complete data's optimum converges at once).
+    assert re.search(r"[1-5] of 5 fits stopped at max_epochs", printed) and "3 of 3 fits stopped" in printed
     assert printed.count("area under its MPT curve") == 2
     assert output.stat().st_size > 10_000
 

@@ -252,7 +252,8 @@ class MomentSolver(MiniBatchSolver):
         else:
             total, weighted_sum, weighted_gram = second.weighted
             mean = weighted_sum / total
-            choice = objectives.Moments(tensor(total), tensor(mean), tensor(weighted_gram / total - np.outer(mean, mean)))
+            choice = objectives.Moments(tensor(total), tensor(mean),
+                                        tensor(weighted_gram / total - np.outer(mean, mean)))
         jacobian = -float(np.sum(seen.count)) / n_samples * float(scale.log())
         observed = torch.as_tensor(~np.isnan(second.rows), device=device)
         rows = tensor(np.where(np.isnan(second.rows), 0.0, (second.rows - center64) / scale64))
