@@ -57,21 +57,22 @@ grid with ``n_jobs=1`` in this process, and the size each chooses.
 Memory (``--only memory``): the peak resident memory a default ``MaskedPPCA(5).fit`` adds to a process
 holding 1,000,000 x 50 rows (``--memory-rows``), with 4 and with 16 masks per row, each in a fresh process.
 
-Dask (``--only dask``): a dask array of ``--dask-rows`` x 50 float32 rows of rank 5 plus noise, generated
-chunk by chunk in the workers (``--chunk-rows`` rows per chunk; never held whole anywhere), on a
-``distributed.LocalCluster`` of 2 worker processes of one thread each with ``memory_limit="4GB"``:
-``MaskedPPCA(5)`` and ``MaskedFactorAnalysis(5)`` fit it (from its moments, reduced chunk by chunk) and
-score it (``score``: ``score_samples`` mapped over the chunks, then their mean), beside dask-ml's
-``PCA(5, svd_solver="tsqr")`` fit on the same array; then the same array with 10 % of its entries
-missing (half the rows miss one of five blocks of 10 columns: six patterns of observed entries, each
-trained from its moments; dask-ml's PCA takes no NaN), and ``MaskedImputer(MaskedPPCA(5))`` fitted on
-the collection itself (out of core: its model from the moments) and writing the imputed array to
-Parquet. Wall seconds and the peak resident memory of each worker (sampled every 20 ms during each
-step, torch and skmpt imported), with each fit's time as a multiple of dask-ml's; ``--dask-data complete`` runs the complete array only. Needs
-``pip install "skmpt[bench]"`` (dask-ml). dask-ml 2025.1.0's fit gathers the whole array into one
-task (a MemoryError at 10^8 rows after 44 minutes); ``--dask-baseline tsqr`` times the same
-computation without that task instead. Measured at 4,000,000 and at 10^8 rows (the user guide's
-scaling page has the tables)::
+Dask (``--only dask``): a dask array of ``--dask-rows`` x 50 float32 rows of rank 5 plus noise,
+generated chunk by chunk in the workers (``--chunk-rows`` rows per chunk; never held whole
+anywhere), on a ``distributed.LocalCluster`` of 2 worker processes of one thread each with
+``memory_limit="4GB"``: ``MaskedPPCA(5)`` and ``MaskedFactorAnalysis(5)`` fit it (from its moments,
+reduced chunk by chunk) and score it (``score``: ``score_samples`` mapped over the chunks, then
+their mean), beside dask-ml's ``PCA(5, svd_solver="tsqr")`` fit on the same array; then the same
+array with 10 % of its entries missing (half the rows miss one of five blocks of 10 columns: six
+patterns of observed entries, each trained from its moments; dask-ml's PCA takes no NaN), and
+``MaskedImputer(MaskedPPCA(5))`` fitted on the collection itself (out of core: its model from the
+moments) and writing the imputed array to Parquet. Wall seconds and the peak resident memory of each
+worker (sampled every 20 ms during each step, torch and skmpt imported), with each fit's time as a
+multiple of dask-ml's; ``--dask-data complete`` runs the complete array only. Needs ``pip install
+"skmpt[bench]"`` (dask-ml). dask-ml 2025.1.0's fit gathers the whole array into one task (a
+MemoryError at 10^8 rows after 44 minutes); ``--dask-baseline tsqr`` times the same computation
+without that task instead. Measured at 4,000,000 and at 10^8 rows (the user guide's scaling page has
+the tables)::
 
     python benchmarks/scaling.py --only dask --dask-rows 4000000
     python benchmarks/scaling.py --only dask --dask-rows 100000000 --chunk-rows 500000 --dask-baseline tsqr
