@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 
 from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedImputer, MaskedModelSearch, MaskedPPCA
 
@@ -178,17 +179,25 @@ def test_weighted_fit_equals_in_memory(cls, n_components, dask_weights):
     weights[:40] = 0.0  # rows that do not count, a whole chunk among them
     X_dask = da.from_array(X, chunks=((40, 160, 1, 299), 8))
     given = da.from_array(weights, chunks=100) if dask_weights else weights
-    params = {"random_state": 0, "device": "cpu", "max_epochs": 40}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # max_epochs is small: a ConvergenceWarning, the same for both
-        in_memory = cls(n_components, **params).fit(X, sample_weight=weights)
-        chunked = cls(n_components, **params).fit(X_dask, sample_weight=given)
-    assert chunked.n_components_ == in_memory.n_components_
-    _assert_same_fit(chunked, in_memory, 1e-10)
-    unweighted = _fit(cls, X)
-    assert np.abs(chunked.components_ - unweighted.components_).max() > 1e-3  # the weights matter
+    chunked, in_memory = _weighted_fits_agree(cls(n_components, random_state=0, device="cpu", max_epochs=40),
+                                              X, X_dask, weights, given)
     assert chunked.score(X_dask, sample_weight=given) == pytest.approx(in_memory.score(X, sample_weight=weights),
                                                                         rel=1e-9)
+
+
+def _weighted_fits_agree(estimator, X, X_dask, weights, given):
+    """Fit clones of ``estimator`` to ``X`` with ``weights`` in memory and to ``X_dask`` with ``given``; check
+    that they agree to 1e-10 and that the weights matter (the unweighted fit of 3 components differs); return
+    both."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_epochs is small: a ConvergenceWarning, the same for both
+        in_memory = clone(estimator).fit(X, sample_weight=weights)
+        chunked = clone(estimator).fit(X_dask, sample_weight=given)
+        unweighted = clone(estimator).set_params(n_components=3).fit(X)
+    assert chunked.n_components_ == in_memory.n_components_
+    _assert_same_fit(chunked, in_memory, 1e-10)
+    assert np.abs(chunked.components_ - unweighted.components_).max() > 1e-3  # the weights matter
+    return chunked, in_memory
 
 
 @pytest.mark.usefixtures("threads")
@@ -204,15 +213,8 @@ def test_weighted_fit_with_missing_entries_equals_in_memory(cls, solver, n_compo
     weights[:40] = weights[210:230] = weights[400:420] = 0.0
     X_dask = da.from_array(X, chunks=((40, 160, 1, 0, 149, 150), 8))
     given = da.from_array(weights, chunks=100) if dask_weights else weights
-    params = {"random_state": 0, "device": "cpu", "max_epochs": 20, "solver": solver}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # max_epochs is small: a ConvergenceWarning, the same for both
-        in_memory = cls(n_components, **params).fit(X, sample_weight=weights)
-        chunked = cls(n_components, **params).fit(X_dask, sample_weight=given)
-    assert chunked.n_components_ == in_memory.n_components_
-    _assert_same_fit(chunked, in_memory, 1e-10)
-    unweighted = _fit(cls, X, solver=solver, max_epochs=20)
-    assert np.abs(chunked.components_ - unweighted.components_).max() > 1e-3  # the weights matter
+    _weighted_fits_agree(cls(n_components, random_state=0, device="cpu", max_epochs=20, solver=solver),
+                         X, X_dask, weights, given)
 
 
 @pytest.mark.usefixtures("threads")
