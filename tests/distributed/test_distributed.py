@@ -18,6 +18,7 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
+from support.helpers import two_process_client
 from support.ranks import free_port, run_two_ranks
 
 from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE
@@ -142,7 +143,7 @@ def _assert_ran_in_workers(search, n_workers):
 
 @pytest.fixture(scope="module")
 def dask_client():
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     import cloudpickle
 
     # Ship this module's scorers by value: the workers need not import it by name (a package that
@@ -150,12 +151,7 @@ def dask_client():
     this_module = sys.modules[__name__]
     cloudpickle.register_pickle_by_value(this_module)
     try:
-        with (
-            distributed.LocalCluster(
-                n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, death_timeout=60
-            ) as cluster,
-            distributed.Client(cluster, timeout=60) as client,
-        ):
+        with two_process_client() as client:
             yield client
     finally:
         cloudpickle.unregister_pickle_by_value(this_module)

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
+from support.helpers import two_process_client
+
 from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedImputer, MaskedModelSearch, MaskedPPCA
 
 da = pytest.importorskip("dask.array")
@@ -416,13 +418,7 @@ def test_imputer_fit_collection_refuses_what_needs_rows():
 # ---------------------------------------------------------------------- on a cluster of two processes
 @pytest.fixture(scope="module")
 def client():
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, death_timeout=60
-        ) as cluster,
-        distributed.Client(cluster, timeout=60) as client,
-    ):
+    with two_process_client() as client:
         yield client
 
 

@@ -1,5 +1,7 @@
 """Small helpers shared by the tests."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -31,3 +33,17 @@ class Tempered:
         log_q = torch.log1p(-log_p.exp())  # the other value of each binary token, same context
         tempered = self.power * log_p - torch.logaddexp(self.power * log_p, self.power * log_q)
         return torch.where(masks, tempered, torch.zeros_like(tempered))
+
+
+@contextlib.contextmanager
+def two_process_client():
+    """A dask ``distributed.Client`` on a ``LocalCluster`` of two worker processes of one thread each
+    (no dashboard), closed on exit; skips the test when distributed is not installed."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, death_timeout=60
+        ) as cluster,
+        distributed.Client(cluster, timeout=60) as client,
+    ):
+        yield client
