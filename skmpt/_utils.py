@@ -1,5 +1,5 @@
-"""What every layer of skmpt shares: random generators, devices and dtypes, and the one
-memory budget that sizes every chunk of work.
+"""What every layer of skmpt shares: random generators, devices and dtypes, the one memory
+budget that sizes every chunk of work, and the record of ``set_output``'s choice.
 
 Nothing here imports another skmpt module; every other module may import from here.
 """
@@ -12,9 +12,11 @@ import warnings
 
 import numpy as np
 import torch
+from sklearn import get_config
 
 __all__ = [
     "DTYPES",
+    "OutputChoiceMixin",
     "check_generator",
     "chunk_budget",
     "get_working_memory",
@@ -242,3 +244,54 @@ def moved_names(package, moved):
         return getattr(importlib.import_module(moved[name]), name)
 
     return __getattr__
+
+
+class OutputChoiceMixin:
+    """``set_output(transform=...)``'s choice, recorded by the estimator itself and carried by
+    :func:`~sklearn.base.clone`, for a transformer that builds its DataFrame output itself.
+
+    Listed before scikit-learn's :class:`~sklearn.base.TransformerMixin` among the bases; scikit-learn
+    still wraps the output as it does for every transformer.
+
+    Examples
+    --------
+    >>> from sklearn.base import BaseEstimator, TransformerMixin, clone
+    >>> from skmpt._utils import OutputChoiceMixin
+    >>> class Identity(OutputChoiceMixin, TransformerMixin, BaseEstimator):
+    ...     def fit(self, X, y=None):
+    ...         return self
+    ...     def transform(self, X):
+    ...         return X
+    ...     def get_feature_names_out(self, input_features=None):
+    ...         return input_features
+    >>> clone(Identity().set_output(transform="pandas"))._output_container()
+    'pandas'
+    >>> Identity()._output_container()
+    'default'
+    """
+
+    def set_output(self, *, transform=None):
+        """Set the output container of ``transform`` and ``fit_transform``.
+
+        Parameters
+        ----------
+        transform : {"default", "pandas", "polars"}, default=None
+            ``"pandas"``: a DataFrame; ``"default"``: the estimator's own output; None: unchanged.
+
+        Returns
+        -------
+        self : estimator instance
+        """
+        if transform is not None:
+            self._transform_output = transform
+        return super().set_output(transform=transform)
+
+    def __sklearn_clone__(self):
+        new = super().__sklearn_clone__()
+        if hasattr(self, "_transform_output"):
+            new._transform_output = self._transform_output
+        return new
+
+    def _output_container(self):
+        """``set_output``'s choice, else scikit-learn's configuration (``transform_output``)."""
+        return getattr(self, "_transform_output", None) or get_config()["transform_output"]

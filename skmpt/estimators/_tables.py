@@ -12,9 +12,8 @@ import numbers
 import warnings
 
 import numpy as np
-from sklearn import get_config
 
-__all__ = ["COLUMN_TYPES", "MAX_AUTO_CATEGORIES", "OutputChoiceMixin", "TableLayout", "is_table"]
+__all__ = ["COLUMN_TYPES", "MAX_AUTO_CATEGORIES", "TableLayout", "is_table"]
 
 #: The values of ``column_types``: ``"count"`` (non-negative integers, a Poisson) is never read from a dtype.
 COLUMN_TYPES = ("numeric", "categorical", "count")
@@ -35,57 +34,6 @@ def is_table(X):
     False
     """
     return type(X).__module__.startswith("pandas") and type(X).__name__ == "DataFrame"
-
-
-class OutputChoiceMixin:
-    """``set_output(transform=...)``'s choice, recorded by the estimator itself and carried by
-    :func:`~sklearn.base.clone`, for a transformer that builds its DataFrame output itself.
-
-    Listed before scikit-learn's :class:`~sklearn.base.TransformerMixin` among the bases; scikit-learn
-    still wraps the output as it does for every transformer.
-
-    Examples
-    --------
-    >>> from sklearn.base import BaseEstimator, TransformerMixin, clone
-    >>> from skmpt.estimators._tables import OutputChoiceMixin
-    >>> class Identity(OutputChoiceMixin, TransformerMixin, BaseEstimator):
-    ...     def fit(self, X, y=None):
-    ...         return self
-    ...     def transform(self, X):
-    ...         return X
-    ...     def get_feature_names_out(self, input_features=None):
-    ...         return input_features
-    >>> clone(Identity().set_output(transform="pandas"))._output_container()
-    'pandas'
-    >>> Identity()._output_container()
-    'default'
-    """
-
-    def set_output(self, *, transform=None):
-        """Set the output container of ``transform`` and ``fit_transform``.
-
-        Parameters
-        ----------
-        transform : {"default", "pandas", "polars"}, default=None
-            ``"pandas"``: a DataFrame; ``"default"``: the estimator's own output; None: unchanged.
-
-        Returns
-        -------
-        self : estimator instance
-        """
-        if transform is not None:
-            self._transform_output = transform
-        return super().set_output(transform=transform)
-
-    def __sklearn_clone__(self):
-        new = super().__sklearn_clone__()
-        if hasattr(self, "_transform_output"):
-            new._transform_output = self._transform_output
-        return new
-
-    def _output_container(self):
-        """``set_output``'s choice, else scikit-learn's configuration (``transform_output``)."""
-        return getattr(self, "_transform_output", None) or get_config()["transform_output"]
 
 
 def _read_kind(series):

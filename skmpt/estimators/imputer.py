@@ -8,10 +8,11 @@ from sklearn.impute import MissingIndicator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._utils import OutputChoiceMixin
 from .._validation import Options, validate_parameters
 from ..models.missingness import SelfMaskingGaussian
 from ._dask import as_dask_array, check_collection, is_dask_collection, map_rows, seeded_rows_of_block
-from ._tables import OutputChoiceMixin, TableLayout, is_table
+from ._tables import TableLayout, is_table
 from .mixed_mixture import MaskedMixedMixture
 from .ppca import MaskedPPCA
 from .selection import MaskedModelSearch, default_candidates

@@ -17,7 +17,7 @@ import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._utils import DTYPES, resolve_dtype
+from .._utils import DTYPES, OutputChoiceMixin, resolve_dtype
 from .._validation import Interval, Options, validate_parameters
 from ..distributed import init_distributed
 from ..masks import check_mask_rates
@@ -78,7 +78,7 @@ _LEVELS = ("token", "word")
 _OPTION_CONSTRAINTS = {"level": [Options(_LEVELS)], "metric": [Options(SingleTokenMasks.METRICS)]}
 
 
-class MLMCurveScorer(TransformerMixin, BaseEstimator):
+class MLMCurveScorer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
     """MPT curve and cumulative log-marginal estimate of a masked language model.
 
     Scores texts with any masked language model of Hugging Face ``transformers``: the MPT curve
@@ -505,11 +505,7 @@ class MLMCurveScorer(TransformerMixin, BaseEstimator):
         validate_parameters({"level": level, "metric": metric}, _OPTION_CONSTRAINTS, "MLMCurveScorer.token_scores")
         if curve and metric != "original":
             raise ValueError(f"metric={metric!r} is a variant of the PLL; the curve's token scores take no metric.")
-        output = getattr(self, "_sklearn_output_config", {}).get("transform")  # what set_output chose
-        if output is None:
-            from sklearn import get_config
-
-            output = get_config()["transform_output"]
+        output = self._output_container()
         check_is_fitted(self)
         # the table's word column is filled whenever the tokenizer gives word ids
         need_words = (level == "word" or metric == "within_word_l2r" or (curve and self.params_["whole_word_masking"])

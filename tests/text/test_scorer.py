@@ -631,6 +631,9 @@ def test_clone_keeps_the_output_configuration(joint_setup):
     assert fresh.model is model and fresh.tokenizer is tokenizer
     assert fresh.get_params()["mask_rates"] == [0.4] and fresh.get_params()["mask_rates"] is not scorer.mask_rates
     assert fresh.fit_transform(texts[:2]).columns.tolist() == ["S@0.4"]
+    # token_scores builds its table itself, from the choice the clone carries
+    assert fresh.token_scores(texts[:1]).columns.tolist()[-1] == "score"
+    assert isinstance(clone(scorer.set_output(transform="default")).fit().token_scores(texts[:1]), list)
 
 
 def test_a_tokenizer_of_special_tokens_only_is_no_tokenizer(saved_bert, tmp_path):
