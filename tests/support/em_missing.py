@@ -44,17 +44,22 @@ def _linear_gaussian_step(X, seen, W, mu, psi):
     return W, mu, squared
 
 
-def linear_gaussian_em(X, n_components, *, isotropic, n_iter=3000, tol=1e-10, seed=0):
-    """EM for PPCA (``isotropic=True``) or factor analysis on ``X`` with NaN for missing values.
+def linear_gaussian_em(X, n_components, *, isotropic, n_iter=3000, tol=1e-10, seed=0, start=None):
+    """EM for PPCA (``isotropic=True``) or factor analysis on ``X`` with NaN for missing values,
+    from a random start or from ``start = (W (D, K), mu (D,), noise (scalar or (D,)))``.
 
     Returns ``(W (D, K), mu (D,), noise (scalar or (D,)), mean observed-data log-likelihood)``.
     """
     seen = torch.as_tensor(~np.isnan(X), dtype=F64)
     X_t = torch.as_tensor(np.nan_to_num(X), dtype=F64)
     n_features = X.shape[1]
-    mu = (seen * X_t).sum(0) / seen.sum(0)
-    W = 0.1 * torch.randn(n_features, n_components, generator=torch.Generator().manual_seed(seed), dtype=F64)
-    psi = torch.ones(n_features, dtype=F64) * float(np.nanvar(X))
+    if start is None:
+        mu = (seen * X_t).sum(0) / seen.sum(0)
+        W = 0.1 * torch.randn(n_features, n_components, generator=torch.Generator().manual_seed(seed), dtype=F64)
+        psi = torch.ones(n_features, dtype=F64) * float(np.nanvar(X))
+    else:
+        W, mu, psi = (torch.as_tensor(np.asarray(a, dtype=np.float64)) for a in start)
+        psi = psi.expand(n_features).clone()
     previous = -np.inf
     for _ in range(n_iter):
         W, mu, squared = _linear_gaussian_step(X_t, seen, W, mu, psi)
