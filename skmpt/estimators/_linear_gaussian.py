@@ -138,6 +138,41 @@ def _factor_analysis_em(covariance, components, noise, floor, n_steps=_FA_START_
     return W.T.contiguous(), noise
 
 
+def _em_with_holes(X, observed, weights, components, mean, noise, floor, isotropic):
+    """One EM step of ``x = W z + mu + eps`` on rows ``X`` with holes (missing at random; Tipping and
+    Bishop, 1999; Ilin and Raiko, 2010), from loadings ``components`` (K, D), ``mean`` and ``noise`` (one
+    variance, or one per feature when not ``isotropic``, kept above ``floor``): the E-step is the
+    posterior of ``z`` given each row's ``observed`` entries, the M-step regresses each feature's
+    observed values on ``[E z; 1]`` (loadings and mean together) and sets the noise from the expected
+    squared residuals, rows weighed by ``weights`` (summing to one). ``(value, parameters)``: the
+    weighted mean of ``log p(x_o)`` at the parameters given, and the step's ``(components, mean, noise)``.
+    Costs ``O(n D K^2)``."""
+    n_features, K = X.shape[1], components.shape[0]
+    seen = observed.to(X.dtype)
+    W = components.T  # (D, K)
+    precision = seen / noise.expand(n_features)  # zero at the holes
+    information = torch.eye(K, dtype=X.dtype) + torch.einsum("nd,dk,dl->nkl", precision, W, W)
+    factor = torch.linalg.cholesky(information)
+    residual = seen * (X - mean)
+    projected = (precision * residual) @ W
+    z_mean = torch.cholesky_solve(projected.unsqueeze(-1), factor).squeeze(-1)
+    z_cov = torch.cholesky_inverse(factor)
+    log_det = seen @ noise.expand(n_features).log() + 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    quad = (precision * residual.square()).sum(-1) - (projected * z_mean).sum(-1)
+    value = float(weights @ (-0.5 * (seen.sum(-1) * math.log(2 * math.pi) + log_det + quad)))
+    first = torch.cat([z_mean, torch.ones_like(z_mean[:, :1])], 1)  # [E z; 1], (n, K + 1)
+    second = first.unsqueeze(-1) * first.unsqueeze(-2)
+    second[:, :K, :K] += z_cov
+    weighted = seen * weights.unsqueeze(-1)
+    coefficients = torch.linalg.solve(torch.einsum("nd,nkl->dkl", weighted, second),
+                                      torch.einsum("nd,nk->dk", weighted * X, first))  # (D, K + 1)
+    W, mean = coefficients[:, :K], coefficients[:, K]
+    spread = torch.einsum("dk,nkl,dl->nd", W, z_cov, W)
+    squared = (weighted * ((X - first @ coefficients.T).square() + spread)).sum(0)
+    noise = squared.sum() / weighted.sum() if isotropic else squared / weighted.sum(0)
+    return value, (W.T.contiguous(), mean, noise.clamp_min(floor))
+
+
 def _gaussian_log_likelihood(covariance, model_covariance):
     """Mean log-likelihood of data of ``covariance`` (about their mean) under a Gaussian of
     ``model_covariance`` centred at that mean."""
@@ -148,13 +183,7 @@ def _gaussian_log_likelihood(covariance, model_covariance):
 
 
 def _complete_moments(X, sample_weight):
-    """The (weighted) mean and covariance of ``X`` in float64, or None when ``X`` is a dask
-    collection or has a missing entry."""
-    if is_dask_collection(X):
-        return None
-    X = check_array(to_numpy(X), dtype=np.float64, ensure_all_finite="allow-nan")
-    if np.isnan(X).any():
-        return None
+    """The (weighted) mean and covariance of complete NumPy rows ``X`` in float64."""
     weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     weights = weights / weights.max()  # relative weights: a sum beyond float64 is fine
     mean = np.average(X, axis=0, weights=weights)
@@ -271,17 +300,23 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         return linear_gaussian_parameter_count(n_features, self.n_components_, n_noise)
 
     def _optimality_gap(self, X, sample_weight):
-        """How far the fit's mean log-likelihood of complete ``X`` is below the optimum: PPCA's closed
-        form (the top eigenvalues of the covariance and the mean of the others), or ten steps of
-        factor analysis' EM on the correlations from the fitted parameters and the rest extrapolated
-        (:func:`~skmpt.estimators.gaussian_mixture.remaining_gain`). None where MPT's target is not
-        the likelihood (a fixed ``mask_rate``), on data with holes or in a dask collection, and with
-        as many components as features (the optimum leaves no noise)."""
-        moments = None if self.params_.mask_rate != "uniform" else _complete_moments(X, sample_weight)
+        """How far the fit's mean log-likelihood of ``X`` (of its observed entries) is below the optimum.
+
+        On complete data: PPCA's closed form (the top eigenvalues of the covariance and the mean of the
+        others), or ten steps of factor analysis' EM on the correlations from the fitted parameters and
+        the rest extrapolated (:func:`~skmpt.estimators.gaussian_mixture.remaining_gain`). With holes:
+        ten steps of EM with holes (:func:`_em_with_holes`, ``O(n D K^2)`` each) from the fitted
+        parameters, on the rows centred and scaled (by one scale for PPCA, one per feature for factor
+        analysis, which is equivariant to them), and the rest extrapolated. None where MPT's target is
+        not the likelihood (a fixed ``mask_rate``), in a dask collection, and with as many components
+        as features (the optimum leaves no noise)."""
         n_features, K = self.n_features_in_, self.n_components_
-        if moments is None or K >= n_features:
+        if self.params_.mask_rate != "uniform" or is_dask_collection(X) or K >= n_features:
             return None
-        mean, covariance = (torch.as_tensor(a) for a in moments)
+        X = check_array(to_numpy(X), dtype=np.float64, ensure_all_finite="allow-nan")
+        if np.isnan(X).any():
+            return self._gap_with_holes(X, sample_weight)
+        mean, covariance = (torch.as_tensor(a) for a in _complete_moments(X, sample_weight))
         with torch.no_grad():
             model = self.module_.covariance().detach().cpu().double()
             shift = torch.as_tensor(self.mean_) - mean  # the fit's mean against the data's
@@ -302,6 +337,29 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
             for _ in range(_FA_CHECK_STEPS):
                 components, noise = _factor_analysis_em(correlation, components, noise, floor, n_steps=1)
                 values.append(_gaussian_log_likelihood(correlation, components.T @ components + torch.diag(noise)))
+        return max(values) - values[0] + remaining_gain(values)
+
+    def _gap_with_holes(self, X, sample_weight):
+        """:meth:`_optimality_gap` of the NumPy rows ``X`` with holes (NaN): EM with holes from the fit."""
+        observed = ~np.isnan(X)
+        center, spread = np.nanmean(X, 0), np.nanstd(X, 0)
+        spread = np.where(np.isfinite(spread) & (spread > 0), spread, 1.0)
+        if self._isotropic:  # PPCA stays one under a common scale only
+            spread = np.full_like(spread, np.sqrt(np.mean(spread**2)))
+        weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        weights = torch.as_tensor(weights / weights.sum())
+        X_t = torch.as_tensor(np.where(observed, (X - center) / spread, 0.0))
+        spread_t = torch.as_tensor(spread)
+        components = torch.as_tensor(self.components_, dtype=torch.float64) / spread_t
+        mean = (torch.as_tensor(self.mean_, dtype=torch.float64) - torch.as_tensor(center)) / spread_t
+        unit = spread_t[0] if self._isotropic else spread_t
+        noise = torch.as_tensor(self.noise_variance_, dtype=torch.float64) / unit.square()
+        floor = 1e-6 * float(noise.min())
+        params, values = (components, mean, noise), []
+        with torch.no_grad():
+            for _ in range(_FA_CHECK_STEPS + 1):
+                value, params = _em_with_holes(X_t, torch.as_tensor(observed), weights, *params, floor, self._isotropic)
+                values.append(value)
         return max(values) - values[0] + remaining_gain(values)
 
     def get_covariance(self):

@@ -69,6 +69,23 @@ def linear_gaussian_em(X, n_components, *, isotropic, n_iter=3000, tol=1e-10, se
     return W, mu, psi[0] if isotropic else psi, linear_gaussian_log_likelihood(X, W, mu, psi)
 
 
+def linear_gaussian_em_gain(X, start, *, isotropic, n_iter=200):
+    """What ``n_iter`` EM steps from ``start = (W (D, K), mu (D,), noise (scalar or (D,)))`` gain in the
+    mean observed-data log-likelihood of ``X`` (NaN for missing values), both ends computed in torch."""
+    seen = torch.as_tensor(~np.isnan(X), dtype=F64)
+    X_t = torch.as_tensor(np.nan_to_num(X), dtype=F64)
+    n_features = X.shape[1]
+    W, mu, psi = (torch.as_tensor(np.asarray(a, dtype=np.float64)) for a in start)
+    psi = psi.expand(n_features).clone()
+    first = _fast_log_likelihood(X_t, seen, W, mu, psi)
+    values = [first]
+    for _ in range(n_iter):
+        W, mu, squared = _linear_gaussian_step(X_t, seen, W, mu, psi)
+        psi = (squared.sum() / seen.sum()).expand(n_features).clone() if isotropic else squared.sum(0) / seen.sum(0)
+        values.append(_fast_log_likelihood(X_t, seen, W, mu, psi))
+    return max(values) - first
+
+
 def _fast_log_likelihood(X, seen, W, mu, psi):
     """The mean observed-data log-likelihood in torch (the stopping rule; scipy checks the end)."""
     covariance = W @ W.T + torch.diag(psi)
