@@ -29,12 +29,13 @@ from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
 from ._columns import TableColumnsMixin
 from ._data import standardization
 from ._docs import fill_docstring
-from .gaussian_mixture import sklearn_covariances
+from .gaussian_mixture import floored, sklearn_covariances
 
-__all__ = ["MaskedMixedMixture", "mixed_em"]
+__all__ = ["MaskedMixedMixture", "mixed_em", "resolution_floor"]
 
-# Added to the diagonal of each covariance in the M-step (on standardised numeric columns), as
-# GaussianMixture's reg_covar: a component of one point keeps a positive definite covariance.
+# The least variance of a component in each standardised numeric column (besides the column's
+# resolution, see resolution_floor), as GaussianMixture's reg_covar: a component of one point keeps
+# a positive definite covariance.
 _REG_COVAR = 1e-6
 # Added to every category's count in the M-step: a category a component never saw keeps a
 # finite log-probability (a Dirichlet prior of 1 + 1e-6, far below one sample's weight).
@@ -58,22 +59,50 @@ def _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_compo
     return X_n.new_tensor(np.eye(n_components)[labels])
 
 
-def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, observed_p):
+def resolution_floor(X, observed):
+    """Each column's resolution floor ``h_j^2 / 12``: ``h_j`` the smallest gap between the distinct
+    values observed in column ``j`` (0 for a column of one value), shape ``(n_features,)``.
+
+    ``h^2 / 12`` is the variance of a value spread evenly over its cell of width ``h``. A component
+    narrower than that in a column of integers (a count of children, a year) would put its density
+    on one value, and its likelihood would grow without bound; for a column of real measurements
+    ``h`` is far below the spread and the floor does nothing.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.estimators.mixed_mixture import resolution_floor
+    >>> X = torch.tensor([[0.0, 0.5], [2.0, 0.25], [1.0, 0.5], [1.0, 0.1]], dtype=torch.float64)
+    >>> (resolution_floor(X, torch.ones_like(X, dtype=torch.bool)) * 12).tolist()
+    [1.0, 0.0225]
+    """
+    floors = []
+    for column, seen in zip(X.T, observed.T, strict=True):
+        gaps = column[seen].unique().diff()  # sorted distinct values
+        floors.append(gaps.min().square() / 12 if gaps.numel() else X.new_zeros(()))
+    return torch.stack(floors) if floors else X.new_zeros(0)
+
+
+def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, observed_p, floor):
     """Closed-form maximisation given responsibilities ``resp`` (``(n, K)``, sample weights in),
-    the numeric entries' conditional means ``(K, n, D_N)`` and covariances ``(K, n, D_N, D_N)``:
+    the numeric entries' conditional means ``(K, n, D_N)`` and covariances ``(K, n, D_N, D_N)``,
+    over covariances at least ``floor`` (per numeric column, positive) in every direction:
     ``(weights, means, covariances, probabilities, rates)``."""
     totals = resp.sum(0) + 10 * torch.finfo(resp.dtype).eps  # guard against empty components
     means = torch.einsum("nk,knd->kd", resp, mean) / totals.unsqueeze(-1)
     residual = mean - means.unsqueeze(1)
     scatter = torch.einsum("nk,knd,kne->kde", resp, residual, residual) + torch.einsum("nk,knde->kde", resp, cov)
     if covariance_type == "full":
-        covariances = scatter / totals.view(-1, 1, 1) + _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
+        covariances = floored(scatter / totals.view(-1, 1, 1), floor)
     elif covariance_type == "tied":
-        covariances = scatter.sum(0) / totals.sum() + _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
+        covariances = floored(scatter.sum(0) / totals.sum(), floor)
     else:
-        covariances = scatter.diagonal(dim1=-2, dim2=-1) / totals.unsqueeze(-1) + _REG_COVAR
-        if covariance_type == "spherical":
-            covariances = covariances.mean(-1) if covariances.shape[-1] else covariances.new_ones(len(totals))
+        covariances = scatter.diagonal(dim1=-2, dim2=-1) / totals.unsqueeze(-1)
+        if covariance_type == "spherical":  # sigma^2 I is at least diag(floor) when sigma^2 is at least its largest
+            covariances = (covariances.mean(-1).clamp_min(floor.max()) if covariances.shape[-1]
+                           else covariances.new_ones(len(totals)))
+        else:
+            covariances = torch.maximum(covariances, floor)
     probabilities = []
     for j, size in enumerate(sizes):
         one_hot = torch.nn.functional.one_hot(codes[:, j], size).to(resp.dtype) * observed_c[:, j : j + 1]
@@ -88,8 +117,10 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
              covariance_type, *, seed, tol, max_iter, count_features=(), count_units=None):
     """Fit a :class:`~skmpt.models.mixed.MixedMixtureModule` by EM on the observed entries.
 
-    Each step raises ``sum_i w_i log p(x_i,o)`` (exact); the run stops when a step gains less than
-    ``tol`` nats per sample. The numeric columns are standardised for the run and mapped back.
+    Each step raises ``sum_i w_i log p(x_i,o)`` (exact) over covariances at least each numeric
+    column's ``resolution_floor`` in every direction (its M-step is the constrained maximiser);
+    the run stops when a step gains less than ``tol`` nats per sample. The numeric columns are
+    standardised for the run and mapped back.
 
     Parameters
     ----------
@@ -151,11 +182,13 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     X_n = torch.where(observed_n, (X[:, numeric] - center) / scale, torch.zeros_like(X[:, numeric]))
     jacobian = float(weights @ observed_n.sum(1).to(X.dtype)) / float(weights.sum()) * math.log(float(scale))
     weights = weights / weights.sum()
+    # Covariances at least each column's resolution floor (in the standardised units), and _REG_COVAR.
+    floor = (resolution_floor(X[:, numeric], observed_n) / scale**2).clamp_min(_REG_COVAR)
     resp = _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None]
     eye = torch.eye(len(numeric), dtype=X.dtype)
     mean, cov = X_n.expand(n_components, *X_n.shape), eye * (~observed_n).unsqueeze(-1).to(X.dtype)
     params = _m_step(resp, mean, cov.expand(n_components, *cov.shape), codes, observed_c, sizes, covariance_type,
-                     *counted)
+                     *counted, floor)
 
     def build(weights, means, covariances, probabilities, rates):
         module = MixedMixtureModule(weights, means, covariances, probabilities, category_values, numeric, categorical,
@@ -173,7 +206,7 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
             mean, cov, log_joint = module.missing_given_observed(rows, observed)
         value = float(weights @ torch.logsumexp(log_joint, -1))
         resp = torch.softmax(log_joint, -1) * weights[:, None]
-        params = _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, *counted)
+        params = _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, *counted, floor)
         history.append({"epoch": step, "objective": value - jacobian, "seconds": time.perf_counter() - start})
         if value - previous < tol:
             converged = True
@@ -210,7 +243,11 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
     out of each component's product, a missing number out of its Gaussian. ``fit`` runs EM, exact
     with holes (``algorithm="em"``), or continues EM's start by masked pre-training
     (``algorithm="mpt"``); ``impute`` fills a missing number with its conditional mean and a
-    missing category with its most probable value given the observed entries.
+    missing category with its most probable value given the observed entries. EM keeps each
+    component's variance of a numeric column at least ``h^2 / 12``, ``h`` the smallest gap between
+    the column's values (``skmpt.estimators.mixed_mixture.resolution_floor``): on a column of
+    integers a component cannot collapse onto one value, whose density, and the likelihood, would
+    grow without bound.
 
     A categorical column holds numbers: each distinct value seen at ``fit`` is a category
     (``categories_``); a value not seen at ``fit`` is an error naming the column. Tables of

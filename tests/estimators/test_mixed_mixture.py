@@ -215,3 +215,24 @@ def test_counts_and_categories_are_exact_in_float32_and_through_partial_fit():
     assert mixture.offset_[1] == 0 and mixture.offset_[2] == 0 and mixture.offset_[0] != 0
     streamed = MaskedMixedMixture(2, categorical_features=[2], count_features=[1], random_state=0).partial_fit(X)
     assert abs(streamed.score(X) - mixture.score(X)) < 0.5
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
+def test_no_component_is_narrower_than_a_column_of_integers_allows(covariance_type):
+    # A count of children as a number: mostly 0. Without the floor h^2 / 12 (h = 1) a component sat
+    # on the zeros with a variance of 1e-6 of the data's, and the likelihood grew with the components.
+    rng = np.random.RandomState(0)
+    children = np.minimum(rng.poisson(0.3, 300), 3).astype(float)
+    X = np.column_stack([children, rng.randn(300) + children, rng.randint(0, 2, 300)])
+    X[rng.rand(*X.shape) < 0.1] = np.nan
+    X[np.isnan(X).all(1), 1] = 0.0
+    mixture = MaskedMixedMixture(6, categorical_features=[2], covariance_type=covariance_type,
+                                 random_state=0).fit(X)
+    variances = mixture.module_.gaussian.covariances()
+    if variances.ndim == 3:
+        variances = variances.diagonal(dim1=-2, dim2=-1)
+    assert variances[:, 0].min() >= 1 / 12 * (1 - 1e-9)
+    objectives = [h["objective"] for h in mixture.history_]
+    assert all(b >= a - 1e-9 for a, b in zip(objectives, objectives[1:], strict=False))
+    # a real-valued column keeps its (far smaller) resolution: its floor is no constraint here
+    assert variances[:, 1].min() < 1
