@@ -33,9 +33,8 @@ from .gaussian_mixture import floored, sklearn_covariances
 
 __all__ = ["MaskedMixedMixture", "mixed_em", "resolution_floor"]
 
-# The least variance of a component in each standardised numeric column (besides the column's
-# resolution, see resolution_floor), as GaussianMixture's reg_covar: a component of one point keeps
-# a positive definite covariance.
+# Added to the diagonal of each covariance in the M-step (on standardised numeric columns), as
+# GaussianMixture's reg_covar: a component of one point keeps a positive definite covariance.
 _REG_COVAR = 1e-6
 # Added to every category's count in the M-step: a category a component never saw keeps a
 # finite log-probability (a Dirichlet prior of 1 + 1e-6, far below one sample's weight).
@@ -85,19 +84,21 @@ def resolution_floor(X, observed):
 
 def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, observed_p, floor):
     """Closed-form maximisation given responsibilities ``resp`` (``(n, K)``, sample weights in),
-    the numeric entries' conditional means ``(K, n, D_N)`` and covariances ``(K, n, D_N, D_N)``,
-    over covariances at least ``floor`` (per numeric column, positive) in every direction:
-    ``(weights, means, covariances, probabilities, rates)``."""
+    the numeric entries' conditional means ``(K, n, D_N)`` and covariances ``(K, n, D_N, D_N)``:
+    ``(weights, means, covariances, probabilities, rates)``. The covariances are the scatter's plus
+    ``_REG_COVAR`` on the diagonal, at least ``floor`` (per numeric column, at least ``_REG_COVAR``,
+    so that it binds only where it is higher) in every direction."""
     totals = resp.sum(0) + 10 * torch.finfo(resp.dtype).eps  # guard against empty components
     means = torch.einsum("nk,knd->kd", resp, mean) / totals.unsqueeze(-1)
     residual = mean - means.unsqueeze(1)
     scatter = torch.einsum("nk,knd,kne->kde", resp, residual, residual) + torch.einsum("nk,knde->kde", resp, cov)
+    eye = _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
     if covariance_type == "full":
-        covariances = floored(scatter / totals.view(-1, 1, 1), floor)
+        covariances = floored(scatter / totals.view(-1, 1, 1) + eye, floor)
     elif covariance_type == "tied":
-        covariances = floored(scatter.sum(0) / totals.sum(), floor)
+        covariances = floored(scatter.sum(0) / totals.sum() + eye, floor)
     else:
-        covariances = scatter.diagonal(dim1=-2, dim2=-1) / totals.unsqueeze(-1)
+        covariances = scatter.diagonal(dim1=-2, dim2=-1) / totals.unsqueeze(-1) + _REG_COVAR
         if covariance_type == "spherical":  # sigma^2 I is at least diag(floor) when sigma^2 is at least its largest
             covariances = (covariances.mean(-1).clamp_min(floor.max()) if covariances.shape[-1]
                            else covariances.new_ones(len(totals)))
@@ -182,7 +183,7 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     X_n = torch.where(observed_n, (X[:, numeric] - center) / scale, torch.zeros_like(X[:, numeric]))
     jacobian = float(weights @ observed_n.sum(1).to(X.dtype)) / float(weights.sum()) * math.log(float(scale))
     weights = weights / weights.sum()
-    # Covariances at least each column's resolution floor (in the standardised units), and _REG_COVAR.
+    # Covariances at least each column's resolution floor (in the standardised units; _REG_COVAR where that is less).
     floor = (resolution_floor(X[:, numeric], observed_n) / scale**2).clamp_min(_REG_COVAR)
     resp = _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None]
     eye = torch.eye(len(numeric), dtype=X.dtype)
