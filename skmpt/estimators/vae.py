@@ -140,6 +140,11 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
     {device}
     {random_state}
     {verbose}
+    warm_start : bool, default=False
+        ``fit`` continues the fitted VAE (its encoder, decoder and heads) instead of a new start,
+        as :class:`~sklearn.neural_network.MLPRegressor`'s ``warm_start``: a refit to more rows costs
+        the epochs it still needs. The parameters that shape the networks and heads must be those it
+        was fitted with (with categorical columns, ``categories`` given), else a ``ValueError``.
 
     Attributes
     ----------
@@ -209,6 +214,7 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
         "n_gibbs": [Interval(Integral, 0, None, closed="left")],
         "n_lml_samples": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "warm_start": ["boolean"],
     }
 
     def __init__(
@@ -217,7 +223,7 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
         n_masks=1, conditional="importance", n_particles=16, n_gibbs=5,
         score_masks=10, score_method="sweep", n_lml_samples=100, max_epochs=100, batch_size="auto",
         learning_rate=1e-3, tol=1e-3, n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64",
-        device="auto", random_state=None, verbose=0
+        device="auto", random_state=None, verbose=0, warm_start=False
     ):
         self.n_components = n_components
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -246,6 +252,49 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit by MPT (the ``objective``) from a new start, or from the fitted VAE with
+        ``warm_start=True``; otherwise as :meth:`skmpt.MaskedPPCA.fit`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NaN marks a missing entry.
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights, as in :meth:`skmpt.MaskedPPCA.fit`.
+
+        Returns
+        -------
+        self : MaskedVAE
+        """
+        previous = self._warm_start_source(X)
+        self._fit(X, sample_weight, random_state=self.random_state, previous=previous)
+        self._fitted_like(X)
+        return self
+
+    def _warm_start_source(self, X):
+        """The fitted ``(module_, offset_)`` to continue from (``warm_start=True``), or None; a
+        ``ValueError``, before any training, when it no longer fits the parameters or ``X``'s width."""
+        if not (self.warm_start and hasattr(self, "module_")):
+            return None
+        shaping = ("n_components", "hidden_layer_sizes", "activation", "likelihood", "categorical_features",
+                   "count_features", "categories")
+        changed = [name for name in shaping if repr(getattr(self, name)) != repr(self.params_[name])]
+        if changed:
+            raise ValueError(f"warm_start=True continues the fitted VAE, and {changed} changed since it was fitted; "
+                             f"refit with warm_start=False.")
+        if len(self.categorical_features_) and isinstance(self.categories, str):
+            raise ValueError("warm_start=True with categorical columns needs categories given (the fitted heads keep "
+                             "theirs): pass categories=[...], e.g. the fitted categories_.")
+        n_features = np.shape(X)[1]
+        if n_features != self.n_features_in_:
+            raise ValueError(f"warm_start=True continues the fitted VAE of {self.n_features_in_} features; X has "
+                             f"{n_features}. Refit with warm_start=False.")
+        return self.module_, np.asarray(self.offset_).copy()
 
     def _likelihood(self):
         return self.params_.likelihood
