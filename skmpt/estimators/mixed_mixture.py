@@ -86,8 +86,9 @@ def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, 
     """Closed-form maximisation given responsibilities ``resp`` (``(n, K)``, sample weights in),
     the numeric entries' conditional means ``(K, n, D_N)`` and covariances ``(K, n, D_N, D_N)``:
     ``(weights, means, covariances, probabilities, rates)``. The covariances are the scatter's plus
-    ``_REG_COVAR`` on the diagonal, at least ``floor`` (per numeric column, at least ``_REG_COVAR``,
-    so that it binds only where it is higher) in every direction."""
+    ``_REG_COVAR`` on the diagonal, at least ``floor`` (per numeric column; it binds only where
+    it exceeds ``_REG_COVAR``) in every direction."""
+    floor = floor.clamp_min(_REG_COVAR)
     totals = resp.sum(0) + 10 * torch.finfo(resp.dtype).eps  # guard against empty components
     means = torch.einsum("nk,knd->kd", resp, mean) / totals.unsqueeze(-1)
     residual = mean - means.unsqueeze(1)
@@ -118,10 +119,9 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
              covariance_type, *, seed, tol, max_iter, count_features=(), count_units=None):
     """Fit a :class:`~skmpt.models.mixed.MixedMixtureModule` by EM on the observed entries.
 
-    Each step raises ``sum_i w_i log p(x_i,o)`` (exact) over covariances at least each numeric
-    column's ``resolution_floor`` in every direction (its M-step is the constrained maximiser);
-    the run stops when a step gains less than ``tol`` nats per sample. The numeric columns are
-    standardised for the run and mapped back.
+    Each step raises ``sum_i w_i log p(x_i,o)`` (exact; covariances at least ``resolution_floor``),
+    until a step gains less than ``tol`` nats per sample. The numeric columns are standardised for
+    the run and mapped back.
 
     Parameters
     ----------
@@ -183,11 +183,9 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     X_n = torch.where(observed_n, (X[:, numeric] - center) / scale, torch.zeros_like(X[:, numeric]))
     jacobian = float(weights @ observed_n.sum(1).to(X.dtype)) / float(weights.sum()) * math.log(float(scale))
     weights = weights / weights.sum()
-    # Covariances at least each column's resolution floor (in the standardised units; _REG_COVAR where that is less).
-    floor = (resolution_floor(X[:, numeric], observed_n) / scale**2).clamp_min(_REG_COVAR)
+    floor = resolution_floor(X[:, numeric], observed_n) / scale**2  # in the standardised units
     resp = _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None]
-    eye = torch.eye(len(numeric), dtype=X.dtype)
-    mean, cov = X_n.expand(n_components, *X_n.shape), eye * (~observed_n).unsqueeze(-1).to(X.dtype)
+    mean, cov = X_n.expand(n_components, *X_n.shape), torch.diag_embed((~observed_n).to(X.dtype))
     params = _m_step(resp, mean, cov.expand(n_components, *cov.shape), codes, observed_c, sizes, covariance_type,
                      *counted, floor)
 
