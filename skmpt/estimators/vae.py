@@ -29,6 +29,15 @@ from ._docs import fill_docstring
 __all__ = ["MaskedVAE"]
 
 
+def _same(a, b):
+    """Whether two parameter values are equal: arrays element by element, lists and tuples item by item."""
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return a is not None and b is not None and np.array_equal(a, b)
+    return bool(a == b)
+
+
 # ====================================================================== diagnostics
 # With ``conditional="importance"`` each conditional is a self-normalised importance-sampling
 # estimate ``p_hat = sum_s w_s p(x_j | z_s)`` from ``S = n_particles`` particles whose weights
@@ -283,7 +292,7 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
             return None
         shaping = ("n_components", "hidden_layer_sizes", "activation", "likelihood", "categorical_features",
                    "count_features", "categories")
-        changed = [name for name in shaping if repr(getattr(self, name)) != repr(self.params_[name])]
+        changed = [name for name in shaping if not _same(getattr(self, name), self.params_[name])]
         if changed:
             raise ValueError(f"warm_start=True continues the fitted VAE, and {changed} changed since it was fitted; "
                              f"refit with warm_start=False.")
