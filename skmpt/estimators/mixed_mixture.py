@@ -11,6 +11,7 @@ product; the M-step is closed-form. The conditionals come from one joint density
 cumulative MPT score is the log-marginal likelihood (Moreno-Muñoz, Recasens and Hauberg, 2023).
 """
 
+import copy
 import math
 import time
 import warnings
@@ -116,7 +117,7 @@ def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, 
 
 
 def mixed_em(X, observed, weights, category_values, numeric_features, categorical_features, n_components,
-             covariance_type, *, seed, tol, max_iter, count_features=(), count_units=None):
+             covariance_type, *, seed, tol, max_iter, count_features=(), count_units=None, start=None):
     """Fit a :class:`~skmpt.models.mixed.MixedMixtureModule` by EM on the observed entries.
 
     Each step raises ``sum_i w_i log p(x_i,o)`` (exact; covariances at least ``resolution_floor``),
@@ -144,6 +145,8 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
         Columns of non-negative integer counts (Poisson).
     count_units : tuple of torch.Tensor, default=None
         ``(zero, unit)``: a count is ``(x - zero) / unit`` (None: ``x`` itself).
+    start : MixedMixtureModule, default=None
+        EM's first parameters, in the units of ``X`` (a fitted mixture's); None: the k-means start.
 
     Returns
     -------
@@ -167,9 +170,7 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     >>> converged, sorted(module.log_weights.exp().round(decimals=1).tolist())
     (True, [0.5, 0.5])
     """
-    numeric = list(numeric_features)
-    categorical = list(categorical_features)
-    count = list(count_features)
+    numeric, categorical, count = list(numeric_features), list(categorical_features), list(count_features)
     sizes = [len(v) for v in category_values]
     # The same nearest-value rule as the module's, so that EM and the likelihood see one table.
     probe = MixedMixtureModule(
@@ -184,10 +185,10 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     jacobian = float(weights @ observed_n.sum(1).to(X.dtype)) / float(weights.sum()) * math.log(float(scale))
     weights = weights / weights.sum()
     floor = resolution_floor(X[:, numeric], observed_n) / scale**2  # in the standardised units
-    resp = _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None]
-    mean, cov = X_n.expand(n_components, *X_n.shape), torch.diag_embed((~observed_n).to(X.dtype))
-    params = _m_step(resp, mean, cov.expand(n_components, *cov.shape), codes, observed_c, sizes, covariance_type,
-                     *counted, floor)
+    missing = torch.diag_embed((~observed_n).to(X.dtype)).expand(n_components, -1, -1, -1)  # the start's cov
+    params = (_given_start(start, center, scale, sizes) if start is not None else _m_step(
+        _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None],
+        X_n.expand(n_components, *X_n.shape), missing, codes, observed_c, sizes, covariance_type, *counted, floor))
 
     def build(weights, means, covariances, probabilities, rates):
         module = MixedMixtureModule(weights, means, covariances, probabilities, category_values, numeric, categorical,
@@ -215,6 +216,21 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     with torch.no_grad():
         module.gaussian.unstandardize_(center, scale)
     return module, history, converged
+
+
+def _given_start(start, center, scale, sizes):
+    """EM's first ``(weights, means, covariances, probabilities, rates)`` from the mixture ``start``
+    (in the units of ``X``), its Gaussians in the standardised units ``(x - center) / scale``."""
+    module = copy.deepcopy(start)
+    with torch.no_grad():
+        module.gaussian.unstandardize_(-center / scale, 1 / scale)
+        covariances = module.gaussian.covariances()
+        if module.covariance_type == "tied":
+            covariances = covariances[0]
+        elif module.covariance_type == "spherical":
+            covariances = covariances[:, 0]
+        probabilities = [p[:, :size] for p, size in zip(module.category_log_probs().exp(), sizes, strict=True)]
+        return module.log_weights.exp(), module.gaussian.means, covariances, probabilities, module.log_rates.exp()
 
 
 def _count_table(X, observed, count, count_units):
@@ -293,6 +309,12 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
     {device}
     {random_state}
     {verbose}
+    warm_start : bool, default=False
+        ``fit`` on a fitted mixture starts EM from its parameters (one start, no k-means), as
+        :class:`~sklearn.mixture.GaussianMixture`'s ``warm_start``: a refit to more rows costs the
+        steps it still needs. ``n_components``, ``covariance_type``, the columns and (with
+        categorical columns, given) ``categories`` must be those it was fitted with, and the data's
+        width, else a ``ValueError``.
 
     Attributes
     ----------
@@ -365,6 +387,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         "covariance_type": [Options({"full", "tied", "diag", "spherical"})],
         "algorithm": [Options({"em", "mpt"})],
         "n_init": [Interval(Integral, 1, None, closed="left")],
+        "warm_start": ["boolean"],
     }
 
     def __init__(
@@ -372,7 +395,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         covariance_type="full", algorithm="em", n_init=1,
         mask_rate="uniform", n_masks=1, score_masks=1, score_method="chain", max_epochs=300, batch_size="auto",
         learning_rate=0.001, tol=1e-3, n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64",
-        device="auto", random_state=None, verbose=0
+        device="auto", random_state=None, verbose=0, warm_start=False
     ):
         self.n_components = n_components
         self.categorical_features = categorical_features
@@ -396,6 +419,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     # ------------------------------------------------------------------ data
     def _check_data(self, X):
@@ -405,8 +429,8 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
                              f"but X has {X.shape[0]} sample(s).")
 
     # ------------------------------------------------------------------ training
-    def _em(self, X_t, observed, weights, seed, max_iter):
-        """EM from the k-means start of ``seed``: ``(module, history, converged)``."""
+    def _em(self, X_t, observed, weights, seed, max_iter, start=None):
+        """EM from the k-means start of ``seed`` (or from the mixture ``start``): ``(module, history, converged)``."""
         if observed is None:
             observed = torch.ones(X_t.shape, dtype=torch.bool, device=X_t.device)
         if weights is None:
@@ -414,7 +438,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         return mixed_em(X_t, observed, weights, self._category_values(), self.numeric_features_.tolist(),
                         self.categorical_features_.tolist(), self.params_.n_components, self.params_.covariance_type,
                         seed=seed, tol=self.params_.tol, max_iter=max_iter,
-                        count_features=self.count_features_.tolist())
+                        count_features=self.count_features_.tolist(), start=start)
 
     def _build_module(self, X, generator, units):
         # partial_fit's first call: EM's start on the standardised chunk, every entry taken as observed.
@@ -430,7 +454,8 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
                         count_features=self.count_features_.tolist(), count_units=(-center[count] * unit, unit))[0]
 
     def fit(self, X, y=None, sample_weight=None):
-        """Fit by EM on the observed entries (``algorithm="em"``), or by MPT from EM's start.
+        """Fit by EM on the observed entries (``algorithm="em"``), or by MPT from EM's start; EM
+        starts from the fitted mixture with ``warm_start=True``.
 
         Parameters
         ----------
@@ -445,15 +470,22 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         -------
         self : MaskedMixedMixture
         """
+        previous = self._warm_start_source(X, ("n_components", "covariance_type"))
         self._set_params_()
         X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
         self.n_components_ = self.params_.n_components
         max_iter = self.params_.max_epochs if self.params_.algorithm == "em" else _EM_START_STEPS
         seeds = torch.randint(2**31 - 1, (self.params_.n_init,), generator=check_generator(self.params_.random_state))
+        start = None
+        if previous is not None:  # the fitted mixture, from its units (x - its offset_) to this fit's
+            start = copy.deepcopy(previous[0]).to(device=X_t.device, dtype=X_t.dtype)
+            with torch.no_grad():
+                start.unstandardize_(X_t.new_tensor(previous[1] - self.offset_), X_t.new_ones(()))
+            seeds = seeds[:1]
         best = None
         for seed in seeds.tolist():
             with torch.no_grad():
-                module, history, converged = self._em(X_t, observed, weights, seed, max_iter)
+                module, history, converged = self._em(X_t, observed, weights, seed, max_iter, start)
                 values = module.log_marginal(X_t, observed=observed)
                 value = float((values * (1 if weights is None else weights)).mean())
             if best is None or value > best[0]:

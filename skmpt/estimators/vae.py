@@ -29,15 +29,6 @@ from ._docs import fill_docstring
 __all__ = ["MaskedVAE"]
 
 
-def _same(a, b):
-    """Whether two parameter values are equal: arrays element by element, lists and tuples item by item."""
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return a is not None and b is not None and np.array_equal(a, b)
-    return bool(a == b)
-
-
 # ====================================================================== diagnostics
 # With ``conditional="importance"`` each conditional is a self-normalised importance-sampling
 # estimate ``p_hat = sum_s w_s p(x_j | z_s)`` from ``S = n_particles`` particles whose weights
@@ -280,30 +271,10 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
         -------
         self : MaskedVAE
         """
-        previous = self._warm_start_source(X)
+        previous = self._warm_start_source(X, ("n_components", "hidden_layer_sizes", "activation", "likelihood"))
         self._fit(X, sample_weight, random_state=self.random_state, previous=previous)
         self._fitted_like(X)
         return self
-
-    def _warm_start_source(self, X):
-        """The fitted ``(module_, offset_)`` to continue from (``warm_start=True``), or None; a
-        ``ValueError``, before any training, when it no longer fits the parameters or ``X``'s width."""
-        if not (self.warm_start and hasattr(self, "module_")):
-            return None
-        shaping = ("n_components", "hidden_layer_sizes", "activation", "likelihood", "categorical_features",
-                   "count_features", "categories")
-        changed = [name for name in shaping if not _same(getattr(self, name), self.params_[name])]
-        if changed:
-            raise ValueError(f"warm_start=True continues the fitted VAE, and {changed} changed since it was fitted; "
-                             f"refit with warm_start=False.")
-        if len(self.categorical_features_) and isinstance(self.categories, str):
-            raise ValueError("warm_start=True with categorical columns needs categories given (the fitted heads keep "
-                             "theirs): pass categories=[...], e.g. the fitted categories_.")
-        n_features = np.shape(X)[1]
-        if n_features != self.n_features_in_:
-            raise ValueError(f"warm_start=True continues the fitted VAE of {self.n_features_in_} features; X has "
-                             f"{n_features}. Refit with warm_start=False.")
-        return self.module_, np.asarray(self.offset_).copy()
 
     def _likelihood(self):
         return self.params_.likelihood

@@ -193,8 +193,8 @@ def test_impute_draws_rounds_until_the_target_ess_and_pools_them_exactly(monkeyp
         take = [slice(drawn[r], drawn[r] + size) for r in rows]
         for r in rows:
             drawn[r] += size
-        return None, torch.stack([out[r, t] for r, t in zip(rows, take)]), torch.stack([log_w[r, t].double()
-                                                                                        for r, t in zip(rows, take)])
+        pairs = list(zip(rows, take, strict=True))
+        return None, torch.stack([out[r, t] for r, t in pairs]), torch.stack([log_w[r, t].double() for r, t in pairs])
 
     monkeypatch.setattr(module, "_importance_particles", particles)
     imputed = module.impute(X, observed, n_particles=700, target_ess=100)
