@@ -11,6 +11,7 @@ product; the M-step is closed-form. The conditionals come from one joint density
 cumulative MPT score is the log-marginal likelihood (Moreno-Muñoz, Recasens and Hauberg, 2023).
 """
 
+import copy
 import math
 import time
 import warnings
@@ -29,9 +30,9 @@ from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
 from ._columns import TableColumnsMixin
 from ._data import standardization
 from ._docs import fill_docstring
-from .gaussian_mixture import sklearn_covariances
+from .gaussian_mixture import floored, sklearn_covariances
 
-__all__ = ["MaskedMixedMixture", "mixed_em"]
+__all__ = ["MaskedMixedMixture", "mixed_em", "resolution_floor"]
 
 # Added to the diagonal of each covariance in the M-step (on standardised numeric columns), as
 # GaussianMixture's reg_covar: a component of one point keeps a positive definite covariance.
@@ -58,22 +59,53 @@ def _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_compo
     return X_n.new_tensor(np.eye(n_components)[labels])
 
 
-def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, observed_p):
+def resolution_floor(X, observed):
+    """Each column's resolution floor ``h_j^2 / 12``: ``h_j`` the smallest gap between the distinct
+    values observed in column ``j`` (0 for a column of one value), shape ``(n_features,)``.
+
+    ``h^2 / 12`` is the variance of a value spread evenly over its cell of width ``h``. A component
+    narrower than that in a column of integers (a count of children, a year) would put its density
+    on one value, and its likelihood would grow without bound; for a column of real measurements
+    ``h`` is far below the spread and the floor does nothing.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.estimators.mixed_mixture import resolution_floor
+    >>> X = torch.tensor([[0.0, 0.5], [2.0, 0.25], [1.0, 0.5], [1.0, 0.1]], dtype=torch.float64)
+    >>> (resolution_floor(X, torch.ones_like(X, dtype=torch.bool)) * 12).tolist()
+    [1.0, 0.0225]
+    """
+    floors = []
+    for column, seen in zip(X.T, observed.T, strict=True):
+        gaps = column[seen].unique().diff()  # sorted distinct values
+        floors.append(gaps.min().square() / 12 if gaps.numel() else X.new_zeros(()))
+    return torch.stack(floors) if floors else X.new_zeros(0)
+
+
+def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, observed_p, floor):
     """Closed-form maximisation given responsibilities ``resp`` (``(n, K)``, sample weights in),
     the numeric entries' conditional means ``(K, n, D_N)`` and covariances ``(K, n, D_N, D_N)``:
-    ``(weights, means, covariances, probabilities, rates)``."""
+    ``(weights, means, covariances, probabilities, rates)``. The covariances are the scatter's plus
+    ``_REG_COVAR`` on the diagonal, at least ``floor`` (per numeric column; it binds only where
+    it exceeds ``_REG_COVAR``) in every direction."""
+    floor = floor.clamp_min(_REG_COVAR)
     totals = resp.sum(0) + 10 * torch.finfo(resp.dtype).eps  # guard against empty components
     means = torch.einsum("nk,knd->kd", resp, mean) / totals.unsqueeze(-1)
     residual = mean - means.unsqueeze(1)
     scatter = torch.einsum("nk,knd,kne->kde", resp, residual, residual) + torch.einsum("nk,knde->kde", resp, cov)
+    eye = _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
     if covariance_type == "full":
-        covariances = scatter / totals.view(-1, 1, 1) + _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
+        covariances = floored(scatter / totals.view(-1, 1, 1) + eye, floor)
     elif covariance_type == "tied":
-        covariances = scatter.sum(0) / totals.sum() + _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
+        covariances = floored(scatter.sum(0) / totals.sum() + eye, floor)
     else:
         covariances = scatter.diagonal(dim1=-2, dim2=-1) / totals.unsqueeze(-1) + _REG_COVAR
-        if covariance_type == "spherical":
-            covariances = covariances.mean(-1) if covariances.shape[-1] else covariances.new_ones(len(totals))
+        if covariance_type == "spherical":  # sigma^2 I is at least diag(floor) when sigma^2 is at least its largest
+            covariances = (covariances.mean(-1).clamp_min(floor.max()) if covariances.shape[-1]
+                           else covariances.new_ones(len(totals)))
+        else:
+            covariances = torch.maximum(covariances, floor)
     probabilities = []
     for j, size in enumerate(sizes):
         one_hot = torch.nn.functional.one_hot(codes[:, j], size).to(resp.dtype) * observed_c[:, j : j + 1]
@@ -85,11 +117,12 @@ def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, 
 
 
 def mixed_em(X, observed, weights, category_values, numeric_features, categorical_features, n_components,
-             covariance_type, *, seed, tol, max_iter, count_features=(), count_units=None):
+             covariance_type, *, seed, tol, max_iter, count_features=(), count_units=None, start=None):
     """Fit a :class:`~skmpt.models.mixed.MixedMixtureModule` by EM on the observed entries.
 
-    Each step raises ``sum_i w_i log p(x_i,o)`` (exact); the run stops when a step gains less than
-    ``tol`` nats per sample. The numeric columns are standardised for the run and mapped back.
+    Each step raises ``sum_i w_i log p(x_i,o)`` (exact; covariances at least ``resolution_floor``),
+    until a step gains less than ``tol`` nats per sample. The numeric columns are standardised for
+    the run and mapped back.
 
     Parameters
     ----------
@@ -112,6 +145,8 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
         Columns of non-negative integer counts (Poisson).
     count_units : tuple of torch.Tensor, default=None
         ``(zero, unit)``: a count is ``(x - zero) / unit`` (None: ``x`` itself).
+    start : MixedMixtureModule, default=None
+        EM's first parameters, in the units of ``X`` (a fitted mixture's); None: the k-means start.
 
     Returns
     -------
@@ -135,9 +170,7 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     >>> converged, sorted(module.log_weights.exp().round(decimals=1).tolist())
     (True, [0.5, 0.5])
     """
-    numeric = list(numeric_features)
-    categorical = list(categorical_features)
-    count = list(count_features)
+    numeric, categorical, count = list(numeric_features), list(categorical_features), list(count_features)
     sizes = [len(v) for v in category_values]
     # The same nearest-value rule as the module's, so that EM and the likelihood see one table.
     probe = MixedMixtureModule(
@@ -151,11 +184,11 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     X_n = torch.where(observed_n, (X[:, numeric] - center) / scale, torch.zeros_like(X[:, numeric]))
     jacobian = float(weights @ observed_n.sum(1).to(X.dtype)) / float(weights.sum()) * math.log(float(scale))
     weights = weights / weights.sum()
-    resp = _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None]
-    eye = torch.eye(len(numeric), dtype=X.dtype)
-    mean, cov = X_n.expand(n_components, *X_n.shape), eye * (~observed_n).unsqueeze(-1).to(X.dtype)
-    params = _m_step(resp, mean, cov.expand(n_components, *cov.shape), codes, observed_c, sizes, covariance_type,
-                     *counted)
+    floor = resolution_floor(X[:, numeric], observed_n) / scale**2  # in the standardised units
+    missing = torch.diag_embed((~observed_n).to(X.dtype)).expand(n_components, -1, -1, -1)  # the start's cov
+    params = (_given_start(start, center, scale, sizes) if start is not None else _m_step(
+        _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None],
+        X_n.expand(n_components, *X_n.shape), missing, codes, observed_c, sizes, covariance_type, *counted, floor))
 
     def build(weights, means, covariances, probabilities, rates):
         module = MixedMixtureModule(weights, means, covariances, probabilities, category_values, numeric, categorical,
@@ -173,7 +206,7 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
             mean, cov, log_joint = module.missing_given_observed(rows, observed)
         value = float(weights @ torch.logsumexp(log_joint, -1))
         resp = torch.softmax(log_joint, -1) * weights[:, None]
-        params = _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, *counted)
+        params = _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, *counted, floor)
         history.append({"epoch": step, "objective": value - jacobian, "seconds": time.perf_counter() - start})
         if value - previous < tol:
             converged = True
@@ -183,6 +216,21 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     with torch.no_grad():
         module.gaussian.unstandardize_(center, scale)
     return module, history, converged
+
+
+def _given_start(start, center, scale, sizes):
+    """EM's first ``(weights, means, covariances, probabilities, rates)`` from the mixture ``start``
+    (in the units of ``X``), its Gaussians in the standardised units ``(x - center) / scale``."""
+    module = copy.deepcopy(start)
+    with torch.no_grad():
+        module.gaussian.unstandardize_(-center / scale, 1 / scale)
+        covariances = module.gaussian.covariances()
+        if module.covariance_type == "tied":
+            covariances = covariances[0]
+        elif module.covariance_type == "spherical":
+            covariances = covariances[:, 0]
+        probabilities = [p[:, :size] for p, size in zip(module.category_log_probs().exp(), sizes, strict=True)]
+        return module.log_weights.exp(), module.gaussian.means, covariances, probabilities, module.log_rates.exp()
 
 
 def _count_table(X, observed, count, count_units):
@@ -210,7 +258,11 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
     out of each component's product, a missing number out of its Gaussian. ``fit`` runs EM, exact
     with holes (``algorithm="em"``), or continues EM's start by masked pre-training
     (``algorithm="mpt"``); ``impute`` fills a missing number with its conditional mean and a
-    missing category with its most probable value given the observed entries.
+    missing category with its most probable value given the observed entries. EM keeps each
+    component's variance of a numeric column at least ``h^2 / 12``, ``h`` the smallest gap between
+    the column's values (``skmpt.estimators.mixed_mixture.resolution_floor``): on a column of
+    integers a component cannot collapse onto one value, whose density, and the likelihood, would
+    grow without bound.
 
     A categorical column holds numbers: each distinct value seen at ``fit`` is a category
     (``categories_``); a value not seen at ``fit`` is an error naming the column. Tables of
@@ -257,6 +309,12 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
     {device}
     {random_state}
     {verbose}
+    warm_start : bool, default=False
+        ``fit`` on a fitted mixture starts EM from its parameters (one start, no k-means), as
+        :class:`~sklearn.mixture.GaussianMixture`'s ``warm_start``: a refit to more rows costs the
+        steps it still needs. ``n_components``, ``covariance_type``, the columns and (with
+        categorical columns, given) ``categories`` must be those it was fitted with, and the data's
+        width, else a ``ValueError``.
 
     Attributes
     ----------
@@ -329,6 +387,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         "covariance_type": [Options({"full", "tied", "diag", "spherical"})],
         "algorithm": [Options({"em", "mpt"})],
         "n_init": [Interval(Integral, 1, None, closed="left")],
+        "warm_start": ["boolean"],
     }
 
     def __init__(
@@ -336,7 +395,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         covariance_type="full", algorithm="em", n_init=1,
         mask_rate="uniform", n_masks=1, score_masks=1, score_method="chain", max_epochs=300, batch_size="auto",
         learning_rate=0.001, tol=1e-3, n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64",
-        device="auto", random_state=None, verbose=0
+        device="auto", random_state=None, verbose=0, warm_start=False
     ):
         self.n_components = n_components
         self.categorical_features = categorical_features
@@ -360,6 +419,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     # ------------------------------------------------------------------ data
     def _check_data(self, X):
@@ -369,8 +429,8 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
                              f"but X has {X.shape[0]} sample(s).")
 
     # ------------------------------------------------------------------ training
-    def _em(self, X_t, observed, weights, seed, max_iter):
-        """EM from the k-means start of ``seed``: ``(module, history, converged)``."""
+    def _em(self, X_t, observed, weights, seed, max_iter, start=None):
+        """EM from the k-means start of ``seed`` (or from the mixture ``start``): ``(module, history, converged)``."""
         if observed is None:
             observed = torch.ones(X_t.shape, dtype=torch.bool, device=X_t.device)
         if weights is None:
@@ -378,7 +438,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         return mixed_em(X_t, observed, weights, self._category_values(), self.numeric_features_.tolist(),
                         self.categorical_features_.tolist(), self.params_.n_components, self.params_.covariance_type,
                         seed=seed, tol=self.params_.tol, max_iter=max_iter,
-                        count_features=self.count_features_.tolist())
+                        count_features=self.count_features_.tolist(), start=start)
 
     def _build_module(self, X, generator, units):
         # partial_fit's first call: EM's start on the standardised chunk, every entry taken as observed.
@@ -394,7 +454,8 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
                         count_features=self.count_features_.tolist(), count_units=(-center[count] * unit, unit))[0]
 
     def fit(self, X, y=None, sample_weight=None):
-        """Fit by EM on the observed entries (``algorithm="em"``), or by MPT from EM's start.
+        """Fit by EM on the observed entries (``algorithm="em"``), or by MPT from EM's start; EM
+        starts from the fitted mixture with ``warm_start=True``.
 
         Parameters
         ----------
@@ -409,15 +470,22 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         -------
         self : MaskedMixedMixture
         """
+        previous = self._warm_start_source(X, ("n_components", "covariance_type"))
         self._set_params_()
         X_t, observed, weights = self._validate_training_data(X, reset=True, sample_weight=sample_weight)
         self.n_components_ = self.params_.n_components
         max_iter = self.params_.max_epochs if self.params_.algorithm == "em" else _EM_START_STEPS
         seeds = torch.randint(2**31 - 1, (self.params_.n_init,), generator=check_generator(self.params_.random_state))
+        start = None
+        if previous is not None:  # the fitted mixture, from its units (x - its offset_) to this fit's
+            start = copy.deepcopy(previous[0]).to(device=X_t.device, dtype=X_t.dtype)
+            with torch.no_grad():
+                start.unstandardize_(X_t.new_tensor(previous[1] - self.offset_), X_t.new_ones(()))
+            seeds = seeds[:1]
         best = None
         for seed in seeds.tolist():
             with torch.no_grad():
-                module, history, converged = self._em(X_t, observed, weights, seed, max_iter)
+                module, history, converged = self._em(X_t, observed, weights, seed, max_iter, start)
                 values = module.log_marginal(X_t, observed=observed)
                 value = float((values * (1 if weights is None else weights)).mean())
             if best is None or value > best[0]:

@@ -140,6 +140,11 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
     {device}
     {random_state}
     {verbose}
+    warm_start : bool, default=False
+        ``fit`` continues the fitted VAE (its encoder, decoder and heads) instead of a new start,
+        as :class:`~sklearn.neural_network.MLPRegressor`'s ``warm_start``: a refit to more rows costs
+        the epochs it still needs. The parameters that shape the networks and heads must be those it
+        was fitted with (with categorical columns, ``categories`` given), else a ``ValueError``.
 
     Attributes
     ----------
@@ -209,6 +214,7 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
         "n_gibbs": [Interval(Integral, 0, None, closed="left")],
         "n_lml_samples": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "warm_start": ["boolean"],
     }
 
     def __init__(
@@ -217,7 +223,7 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
         n_masks=1, conditional="importance", n_particles=16, n_gibbs=5,
         score_masks=10, score_method="sweep", n_lml_samples=100, max_epochs=100, batch_size="auto",
         learning_rate=1e-3, tol=1e-3, n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64",
-        device="auto", random_state=None, verbose=0
+        device="auto", random_state=None, verbose=0, warm_start=False
     ):
         self.n_components = n_components
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -246,6 +252,29 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit by MPT (the ``objective``) from a new start, or from the fitted VAE with
+        ``warm_start=True``; otherwise as :meth:`skmpt.MaskedPPCA.fit`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NaN marks a missing entry.
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights, as in :meth:`skmpt.MaskedPPCA.fit`.
+
+        Returns
+        -------
+        self : MaskedVAE
+        """
+        previous = self._warm_start_source(X, ("n_components", "hidden_layer_sizes", "activation", "likelihood"))
+        self._fit(X, sample_weight, random_state=self.random_state, previous=previous)
+        self._fitted_like(X)
+        return self
 
     def _likelihood(self):
         return self.params_.likelihood

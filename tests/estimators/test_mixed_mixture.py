@@ -1,6 +1,7 @@
 """MaskedMixedMixture: exact EM on tables of numbers and categories, with holes; imputation,
 new tables at transform, the categories' checks, and MPT from EM's start."""
 
+import copy
 import warnings
 
 import numpy as np
@@ -215,3 +216,40 @@ def test_counts_and_categories_are_exact_in_float32_and_through_partial_fit():
     assert mixture.offset_[1] == 0 and mixture.offset_[2] == 0 and mixture.offset_[0] != 0
     streamed = MaskedMixedMixture(2, categorical_features=[2], count_features=[1], random_state=0).partial_fit(X)
     assert abs(streamed.score(X) - mixture.score(X)) < 0.5
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
+def test_no_component_is_narrower_than_a_column_of_integers_allows(covariance_type):
+    # A count of children as a number: mostly 0. Without the floor h^2 / 12 (h = 1) a component sat
+    # on the zeros with a variance of 1e-6 of the data's, and the likelihood grew with the components.
+    rng = np.random.RandomState(0)
+    children = np.minimum(rng.poisson(0.3, 300), 3).astype(float)
+    X = np.column_stack([children, rng.randn(300) + children, rng.randint(0, 2, 300)])
+    X[rng.rand(*X.shape) < 0.1] = np.nan
+    X[np.isnan(X).all(1), 1] = 0.0
+    mixture = MaskedMixedMixture(6, categorical_features=[2], covariance_type=covariance_type,
+                                 random_state=0).fit(X)
+    variances = mixture.module_.gaussian.covariances()
+    if variances.ndim == 3:
+        variances = variances.diagonal(dim1=-2, dim2=-1)
+    assert variances[:, 0].min() >= 1 / 12 * (1 - 1e-9)
+    objectives = [h["objective"] for h in mixture.history_]
+    assert all(b >= a - 1e-9 for a, b in zip(objectives, objectives[1:], strict=False))
+    # a real-valued column keeps its (far smaller) resolution: its floor is no constraint here
+    assert variances[:, 1].min() < 1
+
+
+def test_warm_start_runs_em_from_the_fitted_mixture_and_refuses_what_no_longer_fits_it():
+    X, _ = _table(holes=0.2)
+    params = {"categorical_features": [1, 3], "categories": [np.array([1.0, 2.0, 9.0]), np.array([0.0, 1.0])]}
+    first = MaskedMixedMixture(3, random_state=0, tol=1e-6, **params).fit(X[:200])
+    # From its own optimum on the same rows EM stops at once, where k-means' start takes many steps.
+    again = copy.deepcopy(first).set_params(warm_start=True).fit(X[:200])
+    assert again.n_iter_ <= 2 < first.n_iter_
+    assert 0 <= again.score(X[:200]) - first.score(X[:200]) < 1e-5
+    more = copy.deepcopy(first).set_params(warm_start=True).fit(X)  # every row, in this fit's offset
+    assert more.converged_ and more.score(X) >= first.score(X)
+    with pytest.raises(ValueError, match=r"\['covariance_type'\] changed"):
+        copy.deepcopy(first).set_params(warm_start=True, covariance_type="diag").fit(X)
+    with pytest.raises(ValueError, match="categories given"):
+        MaskedMixedMixture(2, categorical_features=[1, 3], warm_start=True).fit(X).fit(X)

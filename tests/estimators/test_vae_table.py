@@ -1,5 +1,6 @@
 """MaskedVAE on tables of numbers, categories and counts (categorical_features, count_features)."""
 
+import copy
 import functools
 import warnings
 
@@ -160,3 +161,23 @@ def test_a_vae_given_to_the_imputer_is_told_the_columns():
     assert imputer.estimator_.categorical_features_.tolist() == [2]
     assert set(out["group"]) <= {"x", "y", "z"}
     pd.testing.assert_frame_equal(out.mask(holes), frame)
+
+
+def test_warm_start_continues_the_fitted_vae_and_refuses_what_no_longer_fits_it():
+    X, _ = with_holes(mixed_table())
+    categories = [np.arange(3.0), np.arange(2.0)]
+    first = fit(X[:100], categories=categories, max_epochs=5)
+    # One epoch of a step too small to move anything: the networks are the fitted ones, in the new
+    # rows' units (a new start would draw other weights).
+    warm = copy.deepcopy(first).set_params(warm_start=True, max_epochs=1, learning_rate=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warm.fit(X)
+    np.testing.assert_allclose(warm.impute(X), first.impute(X), rtol=1e-6, atol=1e-6)
+    assert warm.n_iter_ == 1
+    with pytest.raises(ValueError, match=r"\['n_components'\] changed"):
+        copy.deepcopy(first).set_params(warm_start=True, n_components=3).fit(X)
+    with pytest.raises(ValueError, match="categories given"):
+        fit(X[:100], max_epochs=1).set_params(warm_start=True).fit(X)
+    with pytest.raises(ValueError, match="of 5 features; X has 4"):
+        copy.deepcopy(first).set_params(warm_start=True).fit(X[:, :4])

@@ -175,6 +175,36 @@ def test_impute_and_sample_missing_keep_the_observed_entries_and_are_reproducibl
     assert draws.shape == (3, 4, 5) and torch.equal(draws[:, observed], X[observed].expand(3, -1))
 
 
+def test_impute_draws_rounds_until_the_target_ess_and_pools_them_exactly(monkeypatch):
+    module, X = make_vae(), data()
+    X[:, 0] = torch.arange(4.0, dtype=torch.float64)  # the row's number, for the stand-in below
+    observed = torch.tensor([True, False, True, True, True]).repeat(4, 1)
+    observed[3] = True  # nothing to impute: no particle drawn
+    g = torch.Generator().manual_seed(0)
+    # Log-weights of each row's particles: row 0 equal (ESS 100 after its first round of 100), rows 1
+    # and 2 spread (ESS far below 100: they run to n_particles=700 in rounds of 100, 100, 200, 300).
+    log_w = torch.cat([torch.zeros(1, 700), 8 * torch.randn(2, 700, generator=g), torch.zeros(1, 700)])
+    out = torch.randn(4, 700, 5, generator=g, dtype=torch.float64)
+    drawn, rounds = [0] * 4, []
+
+    def particles(X_rows, observed_rows, size, generator):
+        rows = X_rows[:, 0].long().tolist()
+        rounds.append((rows, size))
+        take = [slice(drawn[r], drawn[r] + size) for r in rows]
+        for r in rows:
+            drawn[r] += size
+        pairs = list(zip(rows, take, strict=True))
+        return None, torch.stack([out[r, t] for r, t in pairs]), torch.stack([log_w[r, t].double() for r, t in pairs])
+
+    monkeypatch.setattr(module, "_importance_particles", particles)
+    imputed = module.impute(X, observed, n_particles=700, target_ess=100)
+    assert drawn == [100, 700, 700, 0] and [size for _, size in rounds] == [100, 100, 200, 300]
+    for r, used in enumerate(drawn[:3]):  # one self-normalised estimate over all of a row's particles
+        expected = torch.softmax(log_w[r, :used].double(), 0) @ out[r, :used]
+        torch.testing.assert_close(imputed[r, 1], expected[1], rtol=1e-12, atol=1e-12)
+    assert torch.equal(imputed[observed], X[observed])
+
+
 def test_unstandardize_is_the_change_of_variables():
     module, X = make_vae(), data()
     center = torch.tensor([1.0, -2.0, 0.5, 3.0, 0.0], dtype=torch.float64)

@@ -62,7 +62,7 @@ def test_means_predictions_and_draws_are_values_of_their_columns():
     assert set(mean[..., 1].unique().tolist()) <= {0.0, 1.0, 2.0}
     torch.testing.assert_close(mean[..., 4], out[..., 7].exp())
     weights = torch.softmax(torch.randn(4, 3, generator=torch.Generator().manual_seed(1), **f64), -1)
-    point = likelihood.predict(weights, out)
+    point = likelihood.predict_from(torch.einsum("ns,nsd->nd", weights, likelihood.expectations(out)))
     mixture = torch.einsum("ns,nsc->nc", weights, torch.softmax(out[..., 2:5], -1))
     torch.testing.assert_close(point[:, 1], mixture.argmax(-1).to(torch.float64))
     torch.testing.assert_close(point[:, 0], torch.einsum("ns,ns->n", weights, 1.0 + 0.5 * out[..., 0]))
