@@ -1037,8 +1037,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
         ``E[x_mis | x_obs]`` under the fitted model, exactly for the linear-Gaussian models,
         the mixtures and the linear VAE (its grid); :class:`~skmpt.MaskedVAE` estimates it by
-        self-normalised importance sampling over its encoder's posterior, with 1000 particles
-        (MIWAE; Mattei and Frellsen, 2019), reproducibly from ``random_state``. The observed
+        self-normalised importance sampling over its encoder's posterior (MIWAE; Mattei and
+        Frellsen, 2019), drawing particles until their effective sample size reaches 100, at most
+        1000, reproducibly from ``random_state``. The observed
         entries are returned untouched, bit for bit; a row with nothing observed gets the
         model's mean. Appropriate when the data are missing at random.
 
