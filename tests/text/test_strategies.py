@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from skmpt.text.strategies import (BalancedMasks, ChainMasks, ControlledMasks, ExhaustiveMasks, NestedMasks,
-                                   _balanced_windows, _stratified_sizes, estimator_strategy, least_variance_estimator,
-                                   pilot_variances)
+from skmpt.text.strategies import (AllocatedSizeMasks, BalancedMasks, ChainMasks, ControlledMasks, ExhaustiveMasks,
+                                   NestedMasks, _allocated_sizes, _balanced_windows, _size_allocation,
+                                   _stratified_sizes, estimator_strategy, least_variance_estimator, pilot_variances)
 
 LENGTH = 5
 
@@ -28,8 +28,8 @@ def estimate(table, strategy, seed):
     return strategy.draws(masked, values).mean()
 
 
-@pytest.mark.parametrize("method", ["stratified", "balanced", "controlled", "antithetic", "nested", "chain", "sweep",
-                                    "uniform", "low_discrepancy", "time"])
+@pytest.mark.parametrize("method", ["stratified", "balanced", "allocated", "controlled", "antithetic", "nested",
+                                    "chain", "sweep", "uniform", "low_discrepancy", "time"])
 def test_every_estimator_has_the_enumerations_expectation(table, method):
     exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
     estimates = np.array([estimate(table, estimator_strategy(method, 4), seed) for seed in range(1500)])
@@ -46,6 +46,31 @@ def test_stratified_sizes_are_each_uniform():
     # the spacing rounds down: LLaDA's rounding of halves to even would favour even sizes here
     assert sorted(_stratified_sizes(4, 6, torch.Generator().manual_seed(0)) - 1) in ([0, 1, 3, 4], [1, 2, 4, 5],
                                                                                    [0, 2, 3, 5])
+
+
+@pytest.mark.parametrize(("copies", "exponent"), [(9, 0.25), (4, 1.5)])
+def test_allocated_sizes_keep_the_enumerations_expectation_whether_a_size_always_has_a_copy_or_not(table, copies,
+                                                                                                    exponent):
+    # 8 copies over sizes 1..4: every size expects more than one copy (each size's mean); 3 copies at exponent 1.5:
+    # size 1 expects 1.8, the others less than one (their sum over the expected count)
+    expected = _size_allocation(copies - 1, LENGTH - 1, exponent)
+    assert (expected >= 1).all() if copies == 9 else (expected >= 1).tolist() == [True, False, False, False]
+    strategy = AllocatedSizeMasks(copies, exponent=exponent)
+    exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
+    estimates = np.array([estimate(table, strategy, seed) for seed in range(1500)])
+    assert abs(estimates.mean() - exact) < 4 * estimates.std(ddof=1) / np.sqrt(len(estimates))
+    # systematic sampling: each size gets floor or ceil of its expected copies, and on average exactly them
+    counts = np.array([np.bincount(_allocated_sizes(copies - 1, LENGTH - 1, exponent,
+                                                    torch.Generator().manual_seed(seed)), minlength=LENGTH)[1:]
+                       for seed in range(2000)])
+    assert ((counts == np.floor(expected)) | (counts == np.ceil(expected))).all()
+    assert np.allclose(counts.mean(0), expected, atol=0.05)
+    masked, _ = strategy.copies(LENGTH, torch.Generator().manual_seed(0))
+    assert masked[0].all() and not masked[1:].all(1).any()  # the all-masked copy once, first
+    with pytest.raises(ValueError, match="score_masks >= 3"):
+        AllocatedSizeMasks(2, return_std=True)
+    with pytest.raises(ValueError, match="exponent must be a finite number >= 0"):
+        AllocatedSizeMasks(4, exponent=-1.0)
 
 
 def test_antithetic_orderings_come_in_reversed_pairs():
