@@ -49,7 +49,7 @@ __all__ = ["AUTO_CANDIDATES", "PILOT_FRACTION", "PILOT_UNITS", "STANDARD_METHOD"
 
 #: The standard estimator: LLaDA's (``eval_llada.py``: mask sizes evenly spread from one random start, each
 #: mask uniformly random given its size); ``"auto"`` keeps it unless a pilot measures another significantly better.
-STANDARD_METHOD = "stratified"
+STANDARD_METHOD = "allocated"
 #: The candidates ``"auto"`` measures beside the standard: a control variate per token, measured on the standard's
 #: own pilot copies at no extra pass. Others may be added, in the order they enter a pilot that has room: ``"nested"``
 #: (only for a continuation given a context; units of one antithetic pair of orderings) and ``"balanced"`` run units

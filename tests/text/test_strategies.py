@@ -28,8 +28,8 @@ def estimate(table, strategy, seed):
     return strategy.draws(masked, values).mean()
 
 
-@pytest.mark.parametrize("method", ["stratified", "balanced", "allocated", "controlled", "antithetic", "nested",
-                                    "chain", "sweep", "uniform", "low_discrepancy", "time"])
+@pytest.mark.parametrize("method", ["stratified", "balanced", "allocated", "adjusted", "controlled", "antithetic",
+                                    "nested", "chain", "sweep", "uniform", "low_discrepancy", "time"])
 def test_every_estimator_has_the_enumerations_expectation(table, method):
     exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
     estimates = np.array([estimate(table, estimator_strategy(method, 4), seed) for seed in range(1500)])
@@ -71,6 +71,47 @@ def test_allocated_sizes_keep_the_enumerations_expectation_whether_a_size_always
         AllocatedSizeMasks(2, return_std=True)
     with pytest.raises(ValueError, match="exponent must be a finite number >= 0"):
         AllocatedSizeMasks(4, exponent=-1.0)
+
+
+@pytest.mark.parametrize("control", [False, True])
+def test_allocated_standard_errors_leave_the_sizes_differences_out_and_are_calibrated(table, control):
+    strategy = AllocatedSizeMasks(33, return_std=True, control=control)  # 32 copies over 4 sizes: 7 or more each
+    exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
+    z = []
+    for seed in range(300):
+        masked, targets = strategy.copies(LENGTH, torch.Generator().manual_seed(seed))
+        values = np.where(targets.numpy(), table[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
+        value, std = strategy.reduce(masked, values if control else np.nansum(values, 1))
+        z.append((value - exact) / std)
+    assert abs(np.mean(z)) < 4 / np.sqrt(len(z)) and 0.85 < np.std(z) < 1.2
+    # log p = -1 per token at every size: no error at all, though the sizes' weighed terms differ
+    masked, _ = strategy.copies(LENGTH, torch.Generator().manual_seed(0))
+    value, std = strategy.reduce(masked, np.where(masked.numpy(), -1.0, np.nan) if control else -masked.sum(1).numpy())
+    assert value == pytest.approx(-LENGTH) and std == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_adjusted_control_removes_additive_token_effects_and_costs_little_where_they_explain_nothing(table):
+    effects = np.random.default_rng(1).normal(-3.0, 2.0, 12)
+    spread = {}
+    for control in (False, True):  # additive token effects: what the control variate takes out
+        strategy = AllocatedSizeMasks(48, control=control)
+        found = []
+        for seed in range(60):
+            masked, _ = strategy.copies(12, torch.Generator().manual_seed(seed))
+            values = np.where(masked.numpy(), effects, np.nan)
+            found.append(strategy.draws(masked, values if control else np.nansum(values, 1)).mean())
+        spread[control] = np.var(found)
+    assert spread[True] < 0.01 * spread[False]
+    mixed = table - np.nanmean(table, 0)  # the table's interactions alone: no token is harder than another
+    for control in (False, True):
+        strategy = AllocatedSizeMasks(33, control=control)
+        found = []
+        for seed in range(300):
+            masked, _ = strategy.copies(LENGTH, torch.Generator().manual_seed(seed))
+            values = np.where(masked.numpy(), mixed[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
+            found.append(strategy.draws(masked, values if control else np.nansum(values, 1)).mean())
+        spread[control] = np.var(found)
+    assert spread[True] < 1.3 * spread[False]  # the fitted coefficient stays near 0
 
 
 def test_antithetic_orderings_come_in_reversed_pairs():
