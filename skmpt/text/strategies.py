@@ -645,8 +645,8 @@ class AllocatedSizeMasks(UniformSizeMasks):
     size), with ``a_j`` and ``beta`` fitted on the other three quarters of the copies only
     (``_fitted_controls``): unbiased, far less spread where the tokens' own difficulties explain
     the terms (``beta`` near 1), about the same where they do not (``beta`` near 0). On the
-    benchmark's held-out AntiBERTy tables (8 residues, 128 passes) it had 1.34 to 16 times less
-    variance per pass than LLaDA's estimator (median 1.61); without the control, 1.02 to 1.36.
+    benchmark's held-out AntiBERTy tables (8 residues, 128 passes) it had 1.45 to 17 times less
+    variance per pass than LLaDA's estimator (median 1.73); without the control, 1.11 to 1.32.
 
     Parameters
     ----------
