@@ -48,14 +48,15 @@ def test_stratified_sizes_are_each_uniform():
                                                                                    [0, 2, 3, 5])
 
 
-@pytest.mark.parametrize(("copies", "exponent"), [(9, 0.25), (4, 1.5)])
+@pytest.mark.parametrize(("copies", "exponent", "control"), [(9, 0.25, False), (4, 1.5, False), (21, 0.25, True)])
 def test_allocated_sizes_keep_the_enumerations_expectation_whether_a_size_always_has_a_copy_or_not(table, copies,
-                                                                                                    exponent):
+                                                                                                    exponent, control):
     # 8 copies over sizes 1..4: every size expects more than one copy (each size's mean); 3 copies at exponent 1.5:
-    # size 1 expects 1.8, the others less than one (their sum over the expected count)
+    # size 1 expects 1.8, the others less than one (their sum over the expected count); 20 copies of 5 tokens: the
+    # fitted control variate (4 copies per token)
     expected = _size_allocation(copies - 1, LENGTH - 1, exponent)
-    assert (expected >= 1).all() if copies == 9 else (expected >= 1).tolist() == [True, False, False, False]
-    strategy = AllocatedSizeMasks(copies, exponent=exponent)
+    assert (expected >= 1).all() if copies != 4 else (expected >= 1).tolist() == [True, False, False, False]
+    strategy = AllocatedSizeMasks(copies, exponent=exponent, control=control)
     exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
     estimates = np.array([estimate(table, strategy, seed) for seed in range(1500)])
     assert abs(estimates.mean() - exact) < 4 * estimates.std(ddof=1) / np.sqrt(len(estimates))
@@ -65,8 +66,12 @@ def test_allocated_sizes_keep_the_enumerations_expectation_whether_a_size_always
                        for seed in range(2000)])
     assert ((counts == np.floor(expected)) | (counts == np.ceil(expected))).all()
     assert np.allclose(counts.mean(0), expected, atol=0.05)
-    masked, _ = strategy.copies(LENGTH, torch.Generator().manual_seed(0))
+    masked, targets = strategy.copies(LENGTH, torch.Generator().manual_seed(0))
     assert masked[0].all() and not masked[1:].all(1).any()  # the all-masked copy once, first
+    if control:  # the control variate is used: the draws differ from those without it
+        values = np.where(targets.numpy(), table[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
+        plain = AllocatedSizeMasks(copies, exponent=exponent).draws(masked, np.nansum(values, 1))
+        assert not np.allclose(strategy.draws(masked, values), plain)
     with pytest.raises(ValueError, match="score_masks >= 3"):
         AllocatedSizeMasks(2, return_std=True)
     with pytest.raises(ValueError, match="exponent must be a finite number >= 0"):
@@ -94,7 +99,7 @@ def test_the_adjusted_control_removes_additive_token_effects_and_costs_little_wh
     effects = np.random.default_rng(1).normal(-3.0, 2.0, 12)
     spread = {}
     for control in (False, True):  # additive token effects: what the control variate takes out
-        strategy = AllocatedSizeMasks(48, control=control)
+        strategy = AllocatedSizeMasks(49, control=control)  # 48 copies: 4 per token, enough to fit the control
         found = []
         for seed in range(60):
             masked, _ = strategy.copies(12, torch.Generator().manual_seed(seed))
@@ -112,6 +117,11 @@ def test_the_adjusted_control_removes_additive_token_effects_and_costs_little_wh
             found.append(strategy.draws(masked, values if control else np.nansum(values, 1)).mean())
         spread[control] = np.var(found)
     assert spread[True] < 1.3 * spread[False]  # the fitted coefficient stays near 0
+    # fewer than 4 copies per token: no control variate, the draws are allocated's
+    masked, _ = AllocatedSizeMasks(19).copies(LENGTH, torch.Generator().manual_seed(0))
+    values = np.where(masked.numpy(), mixed[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
+    assert np.array_equal(AllocatedSizeMasks(19, control=True).draws(masked, values),
+                          AllocatedSizeMasks(19).draws(masked, np.nansum(values, 1)))
 
 
 def test_antithetic_orderings_come_in_reversed_pairs():
