@@ -556,7 +556,7 @@ def _size_allocation(n_copies, length, exponent):
 
 
 def _allocated_sizes(n_copies, length, exponent, generator):
-    """``n_copies`` sizes over ``1..length`` by systematic sampling of :func:`_size_allocation`'s expected counts.
+    """``n_copies`` sizes over ``1..length`` by systematic sampling of ``_size_allocation``'s expected counts.
 
     The points ``u + k`` (``k = 0..n_copies - 1``, one uniform ``u``) fall in the intervals of
     lengths ``e_M`` laid end to end: size ``M`` gets ``floor(e_M)`` or ``ceil(e_M)`` copies, ``e_M``
@@ -637,7 +637,7 @@ class AllocatedSizeMasks(UniformSizeMasks):
     unbiasedly. ``exponent=0.25`` was chosen on the benchmark's 18 tuning tables (the only one of
     0, 1/4, 1/2, 3/4, 1, 3/2 with no table below LLaDA's efficiency, from the tables' exact
     within-size variances; ``benchmarks/text_estimator_variance.py``). The standard error is the
-    stratified one where every size has two copies or more (:meth:`draws`), else conservative.
+    stratified one where every size has two copies or more (``draws``), else conservative.
 
     With ``control=True`` (``score_method="adjusted"``, the lm-eval model's standard) each term
     ``(1 / M) sum_masked log p`` loses a control variate, ``beta`` times the mean over its mask
@@ -658,7 +658,7 @@ class AllocatedSizeMasks(UniformSizeMasks):
     control : bool, default=False
         Subtract the fitted control variate per token where there are at least
         ``control_copies`` (4) copies per token besides the all-masked one (fewer fit it too
-        poorly to gain: a round of 16 copies of 8 tokens runs without it); :meth:`draws` then
+        poorly to gain: a round of 16 copies of 8 tokens runs without it); ``draws`` then
         takes each target's log-probability (``per_target``).
 
     Examples
