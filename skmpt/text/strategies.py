@@ -608,17 +608,32 @@ def _fitted_controls(masked, values, sizes, per_size, folds=4):
         fit = part_of != part
         if not fit.any():
             continue
-        baseline = _token_effects(masked[fit], values[fit])
+        baseline, beta = _control_fit(masked[fit], values[fit], 1.0 / per_size[fit] ** 2)
         control = (masked * baseline).sum(1) / sizes - baseline.mean()
-        centred = {}
-        for name, x in (("terms", terms), ("control", control)):
-            means = np.bincount(sizes[fit], weights=x[fit]) / np.maximum(np.bincount(sizes[fit]), 1)
-            centred[name] = x[fit] - means[sizes[fit]]
-        weights = 1.0 / per_size[fit] ** 2
-        spread = weights @ centred["control"] ** 2
-        beta = weights @ (centred["terms"] * centred["control"]) / spread if spread > 1e-12 else 0.0
         controls[~fit] = beta * control[~fit]
     return controls
+
+
+def _control_fit(masked, values, weights):
+    """``(baseline, beta)`` fitted on copies ``masked`` (``values``: 0 at the unmasked): ``_fitted_controls``' fit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.text.strategies import _control_fit
+    >>> masked = np.array([[1, 1, 0], [0, 1, 1], [1, 0, 1]], dtype=bool)
+    >>> baseline, beta = _control_fit(masked, np.where(masked, [-1.0, -2.0, -3.0], 0.0), np.ones(3))
+    >>> np.round(baseline - baseline.mean(), 4).tolist(), round(float(beta), 4)  # the tokens' effects, beta 1
+    ([1.0, 0.0, -1.0], 1.0)
+    """
+    sizes = masked.sum(1)
+    baseline = _token_effects(masked, values)
+    centred = []
+    for x in (values.sum(1) / sizes, (masked * baseline).sum(1) / sizes):
+        means = np.bincount(sizes, weights=x) / np.maximum(np.bincount(sizes), 1)
+        centred.append(x - means[sizes])
+    spread = weights @ centred[1] ** 2
+    return baseline, (weights @ (centred[0] * centred[1]) / spread if spread > 1e-12 else 0.0)
 
 
 class AllocatedSizeMasks(UniformSizeMasks):
@@ -698,8 +713,13 @@ class AllocatedSizeMasks(UniformSizeMasks):
         masked = torch.cat([full, masks_of_sizes(sizes, length, random_state=generator)])
         return masked, masked
 
-    def draws(self, masked, values):
+    def draws(self, masked, values, fit_masked=None, fit_values=None):
         """One draw per copy after the first, whose mean is the estimate, shape (score_masks - 1,).
+
+        With ``control`` and copies too few to fit the control variate on themselves (fewer than
+        ``control_copies`` per token), ``fit_masked`` and ``fit_values`` (other copies, drawn
+        independently of these, without the all-masked one: an earlier round's) fit it instead,
+        which keeps the estimate unbiased.
 
         The estimate is ``S(x; L) + sum_M`` (each size's estimate). Where every size has two
         copies or more, each draw is the estimate plus the copy's deviation from its size's mean
@@ -722,6 +742,10 @@ class AllocatedSizeMasks(UniformSizeMasks):
         terms = sums[1:] / sizes
         if self.control and len(sizes) >= self.control_copies * length:
             terms = terms - _fitted_controls(masked[1:].numpy(), values[1:], sizes, per_size)
+        elif self.control and fit_masked is not None and len(fit_masked):
+            fit_masked = np.asarray(fit_masked)
+            baseline, beta = _control_fit(fit_masked, np.where(fit_masked, fit_values, 0.0), np.ones(len(fit_masked)))
+            terms = terms - beta * ((masked[1:].numpy() * baseline).sum(1) / sizes - baseline.mean())
         draws = sums[0] / length + len(sizes) * terms / per_size
         if (expected < 2).any() or counts.min() < 2:  # a size without two copies: the terms (conservative)
             return draws

@@ -335,3 +335,23 @@ def test_auto_pools_its_pilot_without_bias_and_its_standard_errors_are_calibrate
     assert abs(values.mean() - exact) <= 3 * values.std(ddof=1) / np.sqrt(len(values))
     z = (values - exact) / np.array([e.std for e in found])
     assert 0.75 <= z.std(ddof=1) <= 1.3  # the standard errors describe the spread, pooled pilot included
+
+
+def test_rounds_too_small_for_the_control_variate_fit_it_on_the_earlier_rounds_without_bias():
+    from skmpt.text import EncodedTexts
+    from skmpt.text.strategies import ExhaustiveMasks
+
+    rng = np.random.default_rng(1)
+    length = 8  # rounds of 16 copies: 15 of 8 tokens, fewer than the 4 per token the control variate needs
+    masked = ExhaustiveMasks(max_tokens=length).copies(length, None)[0].numpy()
+    difficulty = rng.normal(-2.0, 1.5, length)  # mostly each token's own difficulty, a little noise per mask
+    table = np.where(masked, difficulty + 0.1 * rng.normal(size=masked.shape), np.nan)
+    exact = ExhaustiveMasks(max_tokens=length).draws(torch.from_numpy(masked), np.nansum(table, 1))[0]
+    encoded = EncodedTexts([torch.zeros(length + 2, dtype=torch.long)], [torch.arange(1, length + 1)])
+    found = {}
+    for method in ("auto", "allocated"):
+        found[method] = np.array([BudgetedEstimator(_TableRunner(table), score_method=method, target_se=1e-9,
+                                                    seed=seed).estimate(encoded, ["k"])[0].log_likelihood
+                                  for seed in range(60)])
+    assert found["auto"].var() < 0.2 * found["allocated"].var()  # 8 rounds of 16: the earlier rounds fit it
+    assert abs(found["auto"].mean() - exact) <= 3 * found["auto"].std(ddof=1) / np.sqrt(60)
