@@ -601,7 +601,6 @@ def _fitted_controls(masked, values, sizes, per_size, folds=4):
     [-2.0, -2.0, -2.0, -2.0, -2.0, -2.0]
     """
     values = np.where(masked, values, 0.0)
-    terms = values.sum(1) / sizes
     part_of = np.arange(len(masked)) % folds
     controls = np.zeros(len(masked))
     for part in range(folds):
