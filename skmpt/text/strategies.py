@@ -672,8 +672,9 @@ class AllocatedSizeMasks(UniformSizeMasks):
     control : bool, default=False
         Subtract the fitted control variate per token where there are at least
         ``control_copies`` (4) copies per token besides the all-masked one (fewer fit it too
-        poorly to gain: a round of 16 copies of 8 tokens runs without it); ``draws`` then
-        takes each target's log-probability (``per_target``).
+        poorly to gain: a round of 16 copies of 8 tokens fits it on other copies given to
+        ``draws``, an earlier round's, or runs without it); ``draws`` then takes each
+        target's log-probability (``per_target``).
 
     Examples
     --------
