@@ -714,7 +714,7 @@ class BudgetedEstimator:
         """Item ``i``'s draws of a round, its control variate fitted on its earlier rounds' copies (``history``).
 
         Drawn independently of this round's, they keep it unbiased; on the benchmark's 18 tuning tables, 8 rounds of 16
-        copies of 8 tokens had a median of 1.67 times LLaDA's efficiency (the lowest 0.96) against 1.02 (0.83)
+        copies of 8 tokens had a median of 1.54 times LLaDA's efficiency (the lowest 1.04) against 1.02 (0.83)
         without a control variate. At most ``64 * T`` copies are kept (the latest).
         """
         earlier = history.get(i)
