@@ -18,12 +18,15 @@ masking rates, ``t_k = (u + k) / n``, each token masked with probability ``t_k``
 ``complementary`` (a mask and its complement), ``chain`` (the chain rule along random orderings),
 ``ar_ftb`` (the chain rule left to right: SMDM's ``chain_rule``, Dream's ``ar_ftb``; no
 variance, and a bias where the conditionals are not one joint's), and skmpt's ``time``,
-``sweep``, ``nested``, ``controlled``, ``antithetic``, ``balanced``. ``auto`` is the budgeted
-estimator itself (:class:`skmpt.text.estimation.BudgetedEstimator`, run over the table): the
-default of the lm-eval model, of ``MLMCurveScorer.conditional_score_samples`` and of the
-conditional functions, which measures its candidates on a pilot and keeps LLaDA's estimator
-unless one is significantly better. Each title line also says how far balancing positions
-within sizes could divide the variance (:func:`balance_bound`). The models:
+``sweep``, ``nested``, ``controlled``, ``antithetic``, ``balanced``, ``allocated`` (the
+all-masked copy once, the other sizes' copies in proportion to ``M**-1/4``, each size's mean)
+and ``adjusted`` (``allocated`` with a control variate per token, its coefficient fitted on the
+other copies). ``auto`` is the budgeted estimator itself
+(:class:`skmpt.text.estimation.BudgetedEstimator`, run over the table): the default of the
+lm-eval model, of ``MLMCurveScorer.conditional_score_samples`` and of the conditional
+functions, which runs its standard (``adjusted``) unless candidates are added to its pilot.
+Each title line also says how far balancing positions within sizes could divide the variance
+(:func:`balance_bound`). The models:
 
 - ``joint``: a masked LM whose conditionals come from an explicit joint over 14 binary words
   (:class:`skmpt.testing.TabularJoint`), 12 words given 2 and 12 words alone;
@@ -74,7 +77,7 @@ from skmpt.text.estimation import BudgetedEstimator
 from skmpt.text.strategies import ESTIMATOR_METHODS, ExhaustiveMasks, NestedMasks, StratifiedSizeMasks, TimeMasks
 
 ESTIMATORS = ("llada_round", "stratified", "uniform", "low_discrepancy", "vrpo", "complementary", "time", "sweep",
-              "chain", "ar_ftb", "nested", "controlled", "antithetic", "balanced", "auto")
+              "chain", "ar_ftb", "nested", "controlled", "antithetic", "balanced", "allocated", "adjusted", "auto")
 #: The reference every ratio is taken against: LLaDA's ``eval_llada.py`` estimator, batches of 32 copies, each with
 #: one random start and its sizes evenly spread from it (rounded as LLaDA rounds, halves to even).
 REFERENCE = "llada"

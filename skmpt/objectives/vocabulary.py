@@ -85,6 +85,10 @@ MPT_ESTIMATORS = {estimator.name: estimator for estimator in (
                  "evaluation)", "1"),
     MPTEstimator("balanced", "the all-masked copy once, the other sizes evenly spread, each size's masks windows of "
                  "one ordering (positions balanced)", "1 (plus the all-masked copy)"),
+    MPTEstimator("allocated", "the all-masked copy once, the other sizes' copies in proportion to M**-1/4, each "
+                 "size's mean", "1 (plus the all-masked copy)"),
+    MPTEstimator("adjusted", "allocated's copies minus a control variate per token, its baselines and coefficient "
+                 "fitted on the other half of the copies (the lm-eval standard)", "1 (plus the all-masked copy)"),
     MPTEstimator("controlled", "stratified sizes minus a control variate per token fitted on the other masks", "1"),
     MPTEstimator("time", "a time t, each token masked with probability t, weighed E[1/t | M] = (L+1)/M (MDLM's, "
                  "i.i.d. times)", "1"),

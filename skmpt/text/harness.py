@@ -197,25 +197,28 @@ class MaskedLMHarness(LM):
     score_method : str, default="auto"
         The Monte Carlo estimator of :class:`~skmpt.text.estimation.BudgetedEstimator` (which
         this model calls for every request) for a continuation whose masks are too many to enumerate
-        (:func:`~skmpt.text.strategies.estimator_strategy`). ``"auto"`` chooses per request (per
-        question for the choices of one question, so that they keep sharing random numbers) by
-        measurement: a pilot runs LLaDA's estimator (``"stratified"``, the standard: sizes evenly
-        spread from one random start, as ``eval_llada.py``) and the candidates
-        (:data:`~skmpt.text.estimation.AUTO_CANDIDATES`: ``"controlled"``, read from the
-        standard's copies) within half of ``max_forward_passes``, in
-        :data:`~skmpt.text.estimation.PILOT_UNITS` independent units, and chooses the candidate of
-        least variance per forward pass unless the standard's is within noise of it (a one-sided
-        F test at ``significance``).
-        Every pilot draw counts in the estimate, each unit at a weight measured on the other
-        units, so neither the choice nor the weights bias it. Each result names the
-        estimator chosen and the pilot's variances (``pilot_variances``).
-        Naming one forces it: ``"balanced"``, ``"controlled"``, ``"antithetic"``, ``"nested"``,
+        (:func:`~skmpt.text.strategies.estimator_strategy`). ``"auto"`` runs the standard,
+        ``"adjusted"`` (:class:`~skmpt.text.strategies.AllocatedSizeMasks` with its control
+        variate: the all-masked copy once, the other sizes' copies in proportion to
+        ``M**-1/4``, minus a control variate per token whose coefficient is measured on the
+        request's own copies, cross-fitted so that it does not bias the estimate). Candidates
+        added to :data:`~skmpt.text.estimation.AUTO_CANDIDATES` (none by default) are measured
+        per request (per question for the choices of one question, so that they keep sharing
+        random numbers) by a pilot within half of ``max_forward_passes``, in
+        :data:`~skmpt.text.estimation.PILOT_UNITS` independent units, and the candidate of least
+        variance per forward pass is chosen unless the standard's is within noise of it (a
+        one-sided F test at ``significance``); every pilot draw counts in the estimate, each unit
+        at a weight measured on the other units, so neither the choice nor the weights bias it.
+        Each result names the estimator used and the pilot's variances (``pilot_variances``,
+        None without a pilot).
+        Naming one forces it: ``"allocated"`` (without the control variate), ``"balanced"``,
+        ``"controlled"``, ``"antithetic"``, ``"nested"``,
         ``"stratified"`` (LLaDA's), ``"chain"``, ``"sweep"``, ``"uniform"``,
         ``"low_discrepancy"`` (MDLM's and Dream's), ``"time"``; the variance of each, per forward
         pass, on AntiBERTy and a small diffusion LM, is measured by
         ``benchmarks/text_estimator_variance.py`` (see the user guide's lm-eval page).
     pilot_passes : int, default=16
-        Copies of each candidate's pilot with ``score_method="auto"``, at least 4:
+        Copies of each candidate's pilot with ``score_method="auto"`` and candidates, at least 4:
         :data:`~skmpt.text.estimation.PILOT_UNITS` units of ``max(2, pilot_passes // PILOT_UNITS)``
         copies (``"controlled"`` reads the standard's; ``"nested"``, if added to the candidates:
         units of one antithetic pair of orderings).
@@ -231,7 +234,7 @@ class MaskedLMHarness(LM):
         estimator; a continuation of ``T`` tokens with ``2**T - 1`` at most this is scored
         exactly. A request whose estimator needs more for its fewest draws
         (:meth:`~skmpt.text.estimation.BudgetedEstimator.minimum_passes`: ``2 * T`` copies for
-        ``"chain"``, ``4 * (T - 1) + 1`` for ``"nested"``, 2 for ``"auto"``) is refused, with
+        ``"chain"``, ``4 * (T - 1) + 1`` for ``"nested"``, 3 for ``"auto"``) is refused, with
         that minimum, before any forward pass.
     adaptive : bool, default=True
         Multiple choice: draw in rounds of ``round_passes`` and stop once the ranking is settled.

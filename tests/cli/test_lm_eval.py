@@ -61,7 +61,7 @@ def test_a_local_task_runs_and_its_samples_carry_the_estimates(model_dir, includ
     captured = capsys.readouterr()
     assert status == 0, captured.err
     assert "toy_mc: 3 of 4 requests exact" in captured.out
-    assert "estimators: exhaustive 3, stratified 1" in captured.out  # 8 passes: no pilot, LLaDA's estimator
+    assert "estimators: adjusted 1, exhaustive 3" in captured.out  # the standard: no candidate, no pilot
     assert "reached target_se" not in captured.out  # no target asked for
     samples = [json.loads(line) for path in out.rglob("samples_toy_mc_*.jsonl") for line in path.open()]
     assert len(samples) == 2

@@ -22,8 +22,8 @@ def test_auto_within_the_budget_with_the_estimator_it_used(scorer):
     result = conditional_log_likelihood(scorer.runner_, ["a b a b a", "a"], [" a", " b a b a b"],
                                         max_forward_passes=15, random_state=0)
     assert result.exact.tolist() == [True, False] and result.forward_passes[0] == 1
-    # half of 15 passes holds no pilot of 8 copies: LLaDA's estimator, the standard, on every pass
-    assert result.forward_passes[1] == 15 and result.score_method[1] == "stratified"
+    # no candidate beside the standard by default: no pilot, the standard on every pass
+    assert result.forward_passes[1] == 15 and result.score_method[1] == "adjusted"
     again = conditional_log_likelihood(scorer.runner_, ["a b a b a", "a"], [" a", " b a b a b"],
                                        max_forward_passes=15, random_state=0)
     np.testing.assert_array_equal(again.log_likelihood, result.log_likelihood)  # an int seed: reproducible

@@ -52,8 +52,8 @@ def test_exact_where_the_masks_fit_and_within_the_budget_elsewhere(runner):
     short, long = estimates(runner, ["a b", "a b"], [" a b", " a b b a b a"], max_forward_passes=15)
     assert short.exact and short.std == 0.0 and short.forward_passes == 3 and short.score_method == "exhaustive"
     assert not long.exact and long.std > 0 and long.forward_passes <= 15  # 63 masks do not fit
-    # half of 15 passes holds not even the standard's pilot (16 copies): LLaDA's, the standard, without a pilot
-    assert long.score_method == "stratified" and long.pilot_variances is None and long.target_reached is None
+    # no candidate beside the standard by default: no pilot, the standard on every pass
+    assert long.score_method == "adjusted" and long.pilot_variances is None and long.target_reached is None
 
 
 def test_an_exact_answer_from_a_joint_whatever_the_estimator():
@@ -166,7 +166,7 @@ def test_the_estimator_imports_and_runs_without_lm_eval():
 #: The fewest copies of each estimator for a text of T tokens: its fewest draws for a standard error.
 FEWEST = {"sweep": lambda T: 2 * T, "chain": lambda T: 2 * T, "antithetic": lambda T: 4 * T,
           "nested": lambda T: 4 * (T - 1) + 1, "balanced": lambda T: 3, "exhaustive": lambda T: 2**T - 1,
-          "auto": lambda T: 2}
+          "auto": lambda T: 3, "allocated": lambda T: 3, "adjusted": lambda T: 3}
 
 
 class CountingRunner:
@@ -229,23 +229,23 @@ def test_the_measured_choice_keeps_the_standard_unless_a_candidate_is_significan
     from skmpt.text.estimation import measured_choice
 
     rng = np.random.default_rng(0)
-    names = ("stratified", "nested", "balanced", "controlled")
+    names = ("adjusted", "nested", "balanced", "controlled")
     for significance, kept in ((0.05, 0.95), (0.9, 0.1)):
         chosen = []
         for _ in range(400):  # every candidate spreads as the standard: kept in at least 1 - significance of pilots
             units = {name: rng.normal(size=4) for name in names}
             chosen.append(measured_choice({name: units[name].var(ddof=1) for name in names}, degrees=3,
                                           significance=significance))
-        assert np.mean([name == "stratified" for name in chosen]) >= kept
+        assert np.mean([name == "adjusted" for name in chosen]) >= kept
     # one candidate spreads 1000 times less: chosen in (nearly) every pilot, with 1 degree of freedom too
     chosen = [measured_choice({name: rng.normal(scale=0.03 if name == "nested" else 1.0, size=4 if name != "nested"
                                                 else 2).var(ddof=1) for name in names},
                               degrees={**dict.fromkeys(names, 3), "nested": 1}) for _ in range(200)]
     assert np.mean([name == "nested" for name in chosen]) >= 0.95
-    assert measured_choice({"stratified": 0.0, "balanced": 0.0}, degrees=3) == "stratified"  # all exact: a tie
+    assert measured_choice({"adjusted": 0.0, "balanced": 0.0}, degrees=3) == "adjusted"  # all exact: a tie
     # a candidate measured worse never replaces the standard, even at a large level and with one candidate
-    assert measured_choice({"stratified": 1.0, "controlled": 1.5}, degrees=3, significance=0.99) == "stratified"
-    with pytest.raises(ValueError, match="must include the standard 'stratified'"):
+    assert measured_choice({"adjusted": 1.0, "controlled": 1.5}, degrees=3, significance=0.99) == "adjusted"
+    with pytest.raises(ValueError, match="must include the standard 'adjusted'"):
         measured_choice({"balanced": 1.0}, degrees=3)
 
 
@@ -256,8 +256,7 @@ def test_auto_is_unbiased_against_exact_enumeration(runner):
     assert exact.exact
     found = [BudgetedEstimator(runner, max_forward_passes=128, seed=seed).estimate(encoded, ["k"])[0]
              for seed in range(80)]
-    # (nested's orderings, 15 copies a pair, would leave a few of the 128 passes unspent)
-    assert all(e.pilot_variances is not None and 100 <= e.forward_passes <= 128 for e in found)
+    assert all(e.pilot_variances is None and e.forward_passes == 128 and e.score_method == "adjusted" for e in found)
     values = np.array([e.log_likelihood for e in found])
     assert abs(values.mean() - exact.log_likelihood) <= 3 * values.std(ddof=1) / np.sqrt(len(values))
     # the reported standard errors describe the spread of the estimates (within a factor 1.5)
@@ -309,13 +308,15 @@ class _TableRunner:
         return values
 
 
-@pytest.mark.parametrize("given", [False, True])
-def test_auto_pools_its_pilot_without_bias_and_its_standard_errors_are_calibrated(given, monkeypatch):
+@pytest.mark.parametrize(("given", "candidates"), [(False, ()), (False, ("controlled",)),
+                                                   (True, ("controlled", "nested", "balanced"))])
+def test_auto_pools_its_pilot_without_bias_and_its_standard_errors_are_calibrated(given, candidates, monkeypatch):
     from skmpt.text import EncodedTexts, estimation
     from skmpt.text.strategies import ExhaustiveMasks
 
-    if given:  # with candidates that run units of their own: their draws are pooled too
-        monkeypatch.setattr(estimation, "AUTO_CANDIDATES", ("controlled", "nested", "balanced"))
+    # the default (no pilot), a pilot read from the standard's units and, given a context, candidates that run units
+    # of their own: their draws are pooled too
+    monkeypatch.setattr(estimation, "AUTO_CANDIDATES", candidates)
 
     rng = np.random.default_rng(0)
     length = 8  # 255 masks: more than 128 passes, the exact value by enumeration
@@ -325,12 +326,32 @@ def test_auto_pools_its_pilot_without_bias_and_its_standard_errors_are_calibrate
     encoded = EncodedTexts([torch.zeros(length + 2, dtype=torch.long)], [torch.arange(1, length + 1)])
     found = [BudgetedEstimator(_TableRunner(table), max_forward_passes=128, seed=seed).estimate(
         encoded, ["k"], given={0} if given else set())[0] for seed in range(300)]
-    assert all(e.pilot_variances is not None for e in found)
-    # the default pilot is the standard's units, the control variate read from them; given a context, nested's three
-    # units of 15 copies enter the pilot (balanced's 16 copies do not fit in what is left of half the budget)
-    assert set(found[0].pilot_variances) == ({"stratified", "controlled", "nested"} if given else
-                                             {"stratified", "controlled"})
+    # the pilot's standard units, the control variate read from them; given a context, nested's three units of 15
+    # copies enter the pilot (balanced's 16 copies do not fit in what is left of half the budget)
+    assert all(e.pilot_variances is None if not candidates else
+               set(e.pilot_variances) == {"adjusted", *candidates} - ({"balanced"} if given else set())
+               for e in found)
     values = np.array([e.log_likelihood for e in found])
     assert abs(values.mean() - exact) <= 3 * values.std(ddof=1) / np.sqrt(len(values))
     z = (values - exact) / np.array([e.std for e in found])
     assert 0.75 <= z.std(ddof=1) <= 1.3  # the standard errors describe the spread, pooled pilot included
+
+
+def test_rounds_too_small_for_the_control_variate_fit_it_on_the_earlier_rounds_without_bias():
+    from skmpt.text import EncodedTexts
+    from skmpt.text.strategies import ExhaustiveMasks
+
+    rng = np.random.default_rng(1)
+    length = 8  # rounds of 16 copies: 15 of 8 tokens, fewer than the 4 per token the control variate needs
+    masked = ExhaustiveMasks(max_tokens=length).copies(length, None)[0].numpy()
+    difficulty = rng.normal(-2.0, 1.5, length)  # mostly each token's own difficulty, a little noise per mask
+    table = np.where(masked, difficulty + 0.1 * rng.normal(size=masked.shape), np.nan)
+    exact = ExhaustiveMasks(max_tokens=length).draws(torch.from_numpy(masked), np.nansum(table, 1))[0]
+    encoded = EncodedTexts([torch.zeros(length + 2, dtype=torch.long)], [torch.arange(1, length + 1)])
+    found = {}
+    for method in ("auto", "allocated"):
+        found[method] = np.array([BudgetedEstimator(_TableRunner(table), score_method=method, target_se=1e-9,
+                                                    seed=seed).estimate(encoded, ["k"])[0].log_likelihood
+                                  for seed in range(60)])
+    assert found["auto"].var() < 0.2 * found["allocated"].var()  # 8 rounds of 16: the earlier rounds fit it
+    assert abs(found["auto"].mean() - exact) <= 3 * found["auto"].std(ddof=1) / np.sqrt(60)

@@ -62,7 +62,8 @@ def test_short_continuations_are_exact_by_enumeration(joint, tokenizer):
         assert result[0] == pytest.approx(conditional(joint, words), abs=1e-10)
 
 
-@pytest.mark.parametrize("estimator", ["nested", "balanced", "controlled", "stratified", "chain", "low_discrepancy"])
+@pytest.mark.parametrize("estimator", ["nested", "balanced", "controlled", "stratified", "adjusted", "chain",
+                                       "low_discrepancy"])
 def test_monte_carlo_estimates_carry_a_standard_error_and_agree_with_the_answer(tokenizer, estimator):
     joint = TabularJoint.random(6, random_state=0)
     lm = MaskedLMHarness(pretrained=JointMaskedLM(joint, tokenizer), tokenizer=tokenizer, max_length=8,
@@ -76,22 +77,20 @@ def test_monte_carlo_estimates_carry_a_standard_error_and_agree_with_the_answer(
     assert abs(result[0] - answer) <= 6 * result.std + 1e-9
 
 
-def test_auto_enumerates_what_fits_and_else_runs_the_estimator_a_pilot_chose(tiny_bert, tokenizer):
+def test_auto_enumerates_what_fits_and_else_runs_the_standard(tiny_bert, tokenizer):
     lm = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=128, adaptive=False)
     short, long = lm.loglikelihood([request("a b", " a b", doc_id=0), request("a b", " a b b a b a a b", doc_id=1)])
     assert short.estimator == "exhaustive" and short.exact and short.forward_passes == 3
     assert short.pilot_variances is None and short.target_reached is None
-    # 255 masks do not fit; the pilot is the standard's 8 units of 2 copies, the control variate read from them
-    assert set(long.pilot_variances) == {"stratified", "controlled"}
-    assert long.estimator in long.pilot_variances and not long.exact and long.std > 0
-    assert long.forward_passes == 128  # the pilot's 16 and the chosen estimator's 112
+    # 255 masks do not fit; no candidate beside the standard by default: no pilot
+    assert long.estimator == "adjusted" and long.pilot_variances is None and not long.exact and long.std > 0
+    assert long.forward_passes == 128
     forced = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=48,
                              score_method="balanced").loglikelihood([request("a b", " a b b a b a", doc_id=1)])[0]
     assert forced.estimator == "balanced" and forced.forward_passes == 48 and forced.pilot_variances is None
     no_room = MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, max_forward_passes=15)
     result = no_room.loglikelihood([request("a b", " a b b a b a")])[0]
-    # half of 15 holds no pilot of 16 copies: LLaDA's estimator on every pass
-    assert result.estimator == "stratified" and result.forward_passes == 15 and result.pilot_variances is None
+    assert result.estimator == "adjusted" and result.forward_passes == 15 and result.pilot_variances is None
     with pytest.raises(ValueError, match="pilot_passes"):
         MaskedLMHarness(pretrained=tiny_bert, tokenizer=tokenizer, pilot_passes=3)
     with pytest.raises(ValueError, match="significance"):
@@ -111,7 +110,7 @@ def test_auto_chooses_nested_chains_where_they_measure_better_given_a_context(to
     given, alone = lm.loglikelihood([request("a b", " " + " ".join(words[2:])), request("", " ".join(words), 1)])
     # nine tokens given two (511 masks > 440): the standard's 8 copies, nested's four pairs of 17 and balanced's 8
     # fit in 440 // 2 = 220; the chain rule is exact for the conditionals of one joint: nested's pilot spreads 0
-    assert given.pilot_variances["nested"] == pytest.approx(0.0, abs=1e-12) and given.pilot_variances["stratified"] > 0
+    assert given.pilot_variances["nested"] == pytest.approx(0.0, abs=1e-12) and given.pilot_variances["adjusted"] > 0
     assert given.estimator == "nested" and given.forward_passes == 84 + 44 * 8 + 1
     x = torch.tensor([[1.0 if w == "b" else 0.0 for w in words]], dtype=torch.float64)
     truth = float(joint.log_marginal(x) - joint.log_marginal(x, observed=torch.arange(11) < 2))
@@ -136,17 +135,26 @@ class PositionLM(torch.nn.Module):
         return types.SimpleNamespace(logits=logits)
 
 
-def test_auto_chooses_the_control_variate_where_token_difficulties_explain_the_spread(tokenizer):
+def test_auto_removes_the_spread_of_token_difficulties(tokenizer, monkeypatch):
+    from skmpt.text import estimation
+
     lm = MaskedLMHarness(pretrained=PositionLM(tokenizer), tokenizer=tokenizer, mask_token_id=tokenizer.mask_token_id,
                          max_forward_passes=128, pilot_passes=8)
     words = "b a a b b a b a".split()
     # alone: [CLS], then the continuation's 8 words
-    result = lm.loglikelihood([request("", " ".join(words))])[0]
     p_b = PositionLM(tokenizer).p_b[1:9].numpy()
     truth = sum(np.log(p if word == "b" else 1 - p) for word, p in zip(words, p_b, strict=True))
+    standard = lm.loglikelihood([request("", " ".join(words))])[0]
+    plain = MaskedLMHarness(pretrained=PositionLM(tokenizer), tokenizer=tokenizer, score_method="allocated",
+                            mask_token_id=tokenizer.mask_token_id).loglikelihood([request("", " ".join(words))])[0]
+    assert standard.estimator == "adjusted" and standard.forward_passes == 128 and standard.pilot_variances is None
+    assert standard.std < plain.std / 10 and abs(standard[0] - truth) <= 4 * standard.std + 1e-9
+    # with the control variate of coefficient 1 as a candidate, the pilot measures it better and chooses it
+    monkeypatch.setattr(estimation, "AUTO_CANDIDATES", ("controlled",))
+    result = lm.loglikelihood([request("", " ".join(words))])[0]
     variances = result.pilot_variances
     assert result.estimator == "controlled" and not result.exact and result.forward_passes == 128
-    assert variances["controlled"] < variances["stratified"] / 10  # the tokens' spread is mostly gone
+    assert variances["controlled"] < variances["adjusted"] / 10  # the tokens' spread is mostly gone
     assert abs(result[0] - truth) <= 4 * result.std
 
 
@@ -360,7 +368,7 @@ def test_simple_evaluate_runs_local_tasks_offline_and_logs_the_estimates(tiny_be
     assert not fields[1]["exact"] and fields[1]["std"] > 0  # "a a b b": 15 masks > 8
     summary = results["skmpt"]["toy_mc"]
     assert summary["requests"] == 4 and summary["exact"] == 3
-    assert summary["estimators"] == {"exhaustive": 3, "stratified": 1}  # 8 passes: no room for a pilot
+    assert summary["estimators"] == {"exhaustive": 3, "adjusted": 1}  # the standard: no candidate, no pilot
     assert summary["target_reached"] is None and fields[1]["pilot_variances"] is None
     assert summary["forward_passes"] == sum(f["forward_passes"] for s in results["samples"]["toy_mc"]
                                             for f in s["skmpt"])

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from skmpt.text.strategies import (BalancedMasks, ChainMasks, ControlledMasks, ExhaustiveMasks, NestedMasks,
-                                   _balanced_windows, _stratified_sizes, estimator_strategy, least_variance_estimator,
-                                   pilot_variances)
+from skmpt.text.strategies import (AllocatedSizeMasks, BalancedMasks, ChainMasks, ControlledMasks, ExhaustiveMasks,
+                                   NestedMasks, _allocated_sizes, _balanced_windows, _size_allocation,
+                                   _stratified_sizes, estimator_strategy, least_variance_estimator, pilot_variances)
 
 LENGTH = 5
 
@@ -28,8 +28,8 @@ def estimate(table, strategy, seed):
     return strategy.draws(masked, values).mean()
 
 
-@pytest.mark.parametrize("method", ["stratified", "balanced", "controlled", "antithetic", "nested", "chain", "sweep",
-                                    "uniform", "low_discrepancy", "time"])
+@pytest.mark.parametrize("method", ["stratified", "balanced", "allocated", "adjusted", "controlled", "antithetic",
+                                    "nested", "chain", "sweep", "uniform", "low_discrepancy", "time"])
 def test_every_estimator_has_the_enumerations_expectation(table, method):
     exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
     estimates = np.array([estimate(table, estimator_strategy(method, 4), seed) for seed in range(1500)])
@@ -46,6 +46,82 @@ def test_stratified_sizes_are_each_uniform():
     # the spacing rounds down: LLaDA's rounding of halves to even would favour even sizes here
     assert sorted(_stratified_sizes(4, 6, torch.Generator().manual_seed(0)) - 1) in ([0, 1, 3, 4], [1, 2, 4, 5],
                                                                                    [0, 2, 3, 5])
+
+
+@pytest.mark.parametrize(("copies", "exponent", "control"), [(9, 0.25, False), (4, 1.5, False), (21, 0.25, True)])
+def test_allocated_sizes_keep_the_enumerations_expectation_whether_a_size_always_has_a_copy_or_not(table, copies,
+                                                                                                    exponent, control):
+    # 8 copies over sizes 1..4: every size expects more than one copy (each size's mean); 3 copies at exponent 1.5:
+    # size 1 expects 1.8, the others less than one (their sum over the expected count); 20 copies of 5 tokens: the
+    # fitted control variate (4 copies per token)
+    expected = _size_allocation(copies - 1, LENGTH - 1, exponent)
+    assert (expected >= 1).all() if copies != 4 else (expected >= 1).tolist() == [True, False, False, False]
+    strategy = AllocatedSizeMasks(copies, exponent=exponent, control=control)
+    exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
+    estimates = np.array([estimate(table, strategy, seed) for seed in range(1500)])
+    assert abs(estimates.mean() - exact) < 4 * estimates.std(ddof=1) / np.sqrt(len(estimates))
+    # systematic sampling: each size gets floor or ceil of its expected copies, and on average exactly them
+    counts = np.array([np.bincount(_allocated_sizes(copies - 1, LENGTH - 1, exponent,
+                                                    torch.Generator().manual_seed(seed)), minlength=LENGTH)[1:]
+                       for seed in range(2000)])
+    assert ((counts == np.floor(expected)) | (counts == np.ceil(expected))).all()
+    assert np.allclose(counts.mean(0), expected, atol=0.05)
+    masked, targets = strategy.copies(LENGTH, torch.Generator().manual_seed(0))
+    assert masked[0].all() and not masked[1:].all(1).any()  # the all-masked copy once, first
+    if control:  # the control variate is used: the draws differ from those without it
+        values = np.where(targets.numpy(), table[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
+        plain = AllocatedSizeMasks(copies, exponent=exponent).draws(masked, np.nansum(values, 1))
+        assert not np.allclose(strategy.draws(masked, values), plain)
+    with pytest.raises(ValueError, match="score_masks >= 3"):
+        AllocatedSizeMasks(2, return_std=True)
+    with pytest.raises(ValueError, match="exponent must be a finite number >= 0"):
+        AllocatedSizeMasks(4, exponent=-1.0)
+
+
+@pytest.mark.parametrize("control", [False, True])
+def test_allocated_standard_errors_leave_the_sizes_differences_out_and_are_calibrated(table, control):
+    strategy = AllocatedSizeMasks(33, return_std=True, control=control)  # 32 copies over 4 sizes: 7 or more each
+    exact = ExhaustiveMasks().reduce(torch.from_numpy(~np.isnan(table)), np.nansum(table, 1))
+    z = []
+    for seed in range(300):
+        masked, targets = strategy.copies(LENGTH, torch.Generator().manual_seed(seed))
+        values = np.where(targets.numpy(), table[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
+        value, std = strategy.reduce(masked, values if control else np.nansum(values, 1))
+        z.append((value - exact) / std)
+    assert abs(np.mean(z)) < 4 / np.sqrt(len(z)) and 0.85 < np.std(z) < 1.2
+    # log p = -1 per token at every size: no error at all, though the sizes' weighed terms differ
+    masked, _ = strategy.copies(LENGTH, torch.Generator().manual_seed(0))
+    value, std = strategy.reduce(masked, np.where(masked.numpy(), -1.0, np.nan) if control else -masked.sum(1).numpy())
+    assert value == pytest.approx(-LENGTH) and std == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_adjusted_control_removes_additive_token_effects_and_costs_little_where_they_explain_nothing(table):
+    effects = np.random.default_rng(1).normal(-3.0, 2.0, 12)
+    spread = {}
+    for control in (False, True):  # additive token effects: what the control variate takes out
+        strategy = AllocatedSizeMasks(49, control=control)  # 48 copies: 4 per token, enough to fit the control
+        found = []
+        for seed in range(60):
+            masked, _ = strategy.copies(12, torch.Generator().manual_seed(seed))
+            values = np.where(masked.numpy(), effects, np.nan)
+            found.append(strategy.draws(masked, values if control else np.nansum(values, 1)).mean())
+        spread[control] = np.var(found)
+    assert spread[True] < 0.01 * spread[False]
+    mixed = table - np.nanmean(table, 0)  # the table's interactions alone: no token is harder than another
+    for control in (False, True):
+        strategy = AllocatedSizeMasks(33, control=control)
+        found = []
+        for seed in range(300):
+            masked, _ = strategy.copies(LENGTH, torch.Generator().manual_seed(seed))
+            values = np.where(masked.numpy(), mixed[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
+            found.append(strategy.draws(masked, values if control else np.nansum(values, 1)).mean())
+        spread[control] = np.var(found)
+    assert spread[True] < 1.3 * spread[False]  # the fitted coefficient stays near 0
+    # fewer than 4 copies per token: no control variate, the draws are allocated's
+    masked, _ = AllocatedSizeMasks(19).copies(LENGTH, torch.Generator().manual_seed(0))
+    values = np.where(masked.numpy(), mixed[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
+    assert np.array_equal(AllocatedSizeMasks(19, control=True).draws(masked, values),
+                          AllocatedSizeMasks(19).draws(masked, np.nansum(values, 1)))
 
 
 def test_antithetic_orderings_come_in_reversed_pairs():
