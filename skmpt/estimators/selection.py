@@ -298,8 +298,8 @@ class MaskedModelSearch(BaseEstimator):
     then MPT), unless its log-likelihood of every row is more than three standard errors below
     that of the held-out rows; any other is fitted from its start. A refit that scores more than
     three standard errors below its candidate's selection score on the held-out rows (rows it was
-    fitted to, so it should score higher) is not used: a continued one gives way to the
-    candidate's fit from its start, and that to the next candidate by score
+    fitted to, so it should score higher) is not used: a continued one (like one that did not
+    converge) gives way to the candidate's fit from its start, and that to the next candidate by score
     (``rejected_refits_``). The factor analysis and PPCA candidates are
     fitted to the moments of the one-component Gaussian (``linear_fit``), and every candidate only
     to the ``candidate_tol`` it needs to rank.
@@ -522,12 +522,15 @@ class MaskedModelSearch(BaseEstimator):
         ``warm_start`` and that fit holds on every row (:meth:`_continues`), else by its own
         ``fit`` (its own ``tol``, whether it was ranked by its ``fit`` or by the Gaussian's
         moments); a refit far below its selection score on the held-out rows is set aside: a
-        continued one for the candidate's own fit from its start, then for the next candidate by rank."""
+        continued one (or one that did not converge) for the candidate's own fit from its start, then
+        for the next candidate by rank."""
         order = [self.best_index_] + [i for i in np.argsort(ranks) if i != self.best_index_]
         for index in order:
             row = rows[index]
             for warm in (True, False) if self._continues(candidates[index], fitted[index], X, scorer) else (False,):
                 refitted = self._refitted(candidates[index], fitted[index], X, warm)
+                if refitted is None:  # a continuation that did not converge: the fit from the start
+                    continue
                 if scorer(refitted).mean() >= row["mean_test_score"] - _REFIT_TOLERANCE * row["std_error"]:
                     self.best_index_, self.best_estimator_ = int(index), refitted
                     return
@@ -556,10 +559,19 @@ class MaskedModelSearch(BaseEstimator):
         """``candidate`` fitted to ``X``: with ``warm``, a copy of its fit to the training rows
         (``fitted``) continued with ``warm_start=True`` (a :class:`MaskedGaussianMixture` with
         ``init_params="em"`` runs EM from those parameters, not from k-means, then MPT), its
-        ``warm_start`` parameter then set back to the candidate's; else a clone fitted from its start."""
+        ``warm_start`` parameter then set back to the candidate's, or None if it did not converge
+        (``converged_`` False; its warnings dropped, the fit from the start follows); else a clone
+        fitted from its start."""
         if not warm:
             return clone(candidate).fit(X)
-        refitted = copy.deepcopy(fitted).set_params(warm_start=True).fit(X)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            refitted = copy.deepcopy(fitted).set_params(warm_start=True).fit(X)
+        if not getattr(refitted, "converged_", True):
+            logger.info("the continued refit did not converge; the candidate is fitted from its start")
+            return None
+        for warning in caught:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
         return refitted.set_params(warm_start=candidate.get_params()["warm_start"])
 
     def _run(self, families, X_train, scorer, progress):
