@@ -11,7 +11,7 @@ each candidate model, with a standard error from the spread of the held-out rows
 likelihood.) The search fits each family's candidates in order of size and stops a family when a
 larger one no longer scores higher, or when it is so far behind the leading family that one more
 gain as large as its last could not close the gap; then it refits the best candidate to every row
-(at most ``refit_max_samples`` of them).
+(at most ``refit_max_samples`` of them), continuing a mixture's fit where that fit holds on them.
 
 That score is one of three criteria (``criterion``): the held-out log-marginal likelihood above
 (``"likelihood"``, the joint of what was observed); the MPT curve at the table's own missing rate
@@ -22,6 +22,7 @@ those hidden entries (``"remask"``: minus their mean squared error, each feature
 observed variance).
 """
 
+import copy
 import logging
 import numbers
 import sys
@@ -291,10 +292,15 @@ class MaskedModelSearch(BaseEstimator):
     paired standard error below the leading family (gains shrink as sizes double). Among all the
     fitted candidates, the chosen one is the highest-scoring (``rule="best"``) or the one with the
     fewest parameters among those within one standard error of it (``rule="one_se"``); it is then
-    refitted to every row, at most ``refit_max_samples`` (``best_estimator_``). A refit that
-    scores more than three standard errors below its candidate's selection score on the held-out
-    rows (rows it was fitted to, so it should score higher) is not used: the next candidate by
-    score is refitted instead (``rejected_refits_``). The factor analysis and PPCA candidates are
+    refitted to every row, at most ``refit_max_samples`` (``best_estimator_``): a candidate with
+    a ``warm_start`` parameter (:class:`MaskedGaussianMixture`) continues from its fit to the
+    training rows (with ``init_params="em"``, EM from those parameters instead of from k-means,
+    then MPT), unless its log-likelihood of every row is more than three standard errors below
+    that of the held-out rows; any other is fitted from its start. A refit that scores more than
+    three standard errors below its candidate's selection score on the held-out rows (rows it was
+    fitted to, so it should score higher) is not used: a continued one (like one that did not
+    converge) gives way to the candidate's fit from its start, and that to the next candidate by score
+    (``rejected_refits_``). The factor analysis and PPCA candidates are
     fitted to the moments of the one-component Gaussian (``linear_fit``), and every candidate only
     to the ``candidate_tol`` it needs to rank.
 
@@ -372,8 +378,9 @@ class MaskedModelSearch(BaseEstimator):
         Its held-out score by ``criterion`` (nats per sample; minus a mean squared error for
         ``"remask"``).
     rejected_refits_ : list of int
-        Rows of ``cv_results_`` whose refit scored more than three standard errors below their
-        selection score on the held-out rows and was not used.
+        Rows of ``cv_results_`` whose refit (from the candidate's start, after a continued one
+        where there was one) scored more than three standard errors below their selection score
+        on the held-out rows and was not used.
     cv_results_ : dict of str to ndarray
         One entry per fitted candidate: ``family``, ``n_components``, ``estimator`` (its repr),
         ``n_parameters`` (of its ``module_``), ``mean_test_score`` (held-out nats per sample),
@@ -504,29 +511,68 @@ class MaskedModelSearch(BaseEstimator):
             if self.refit_max_samples is not None and len(X) > self.refit_max_samples:
                 X_refit = X[np.sort(rng.choice(len(X), self.refit_max_samples, replace=False))]
             progress.update(len(rows) + 1, len(rows) + 1, f"refit to {len(X_refit)} rows")
-            self._refit(X_refit, rows, candidates, scorer, ranks)
+            self._refit(X_refit, rows, candidates, fitted, scorer, ranks)
         progress.close()
         self.best_score_ = float(means[self.best_index_])
         self.refit_time_ = time.process_time() - start
         return self
 
-    def _refit(self, X, rows, candidates, scorer, ranks):
-        """Refit the chosen candidate to every row by its own ``fit`` (its own ``tol``, whether it was
-        ranked by its ``fit`` or by the Gaussian's moments); a refit far below its selection score on
-        the held-out rows is set aside for the next candidate by rank."""
+    def _refit(self, X, rows, candidates, fitted, scorer, ranks):
+        """Refit the chosen candidate to every row, continuing from its fit where it has a
+        ``warm_start`` and that fit holds on every row (:meth:`_continues`), else by its own
+        ``fit`` (its own ``tol``, whether it was ranked by its ``fit`` or by the Gaussian's
+        moments); a refit far below its selection score on the held-out rows is set aside: a
+        continued one (or one that did not converge) for the candidate's own fit from its start, then
+        for the next candidate by rank."""
         order = [self.best_index_] + [i for i in np.argsort(ranks) if i != self.best_index_]
         for index in order:
-            refitted = clone(candidates[index]).fit(X)
             row = rows[index]
-            if scorer(refitted).mean() >= row["mean_test_score"] - _REFIT_TOLERANCE * row["std_error"]:
-                self.best_index_, self.best_estimator_ = int(index), refitted
-                return
+            for warm in (True, False) if self._continues(candidates[index], fitted[index], X, scorer) else (False,):
+                refitted = self._refitted(candidates[index], fitted[index], X, warm)
+                if refitted is None:  # a continuation that did not converge: the fit from the start
+                    continue
+                if scorer(refitted).mean() >= row["mean_test_score"] - _REFIT_TOLERANCE * row["std_error"]:
+                    self.best_index_, self.best_estimator_ = int(index), refitted
+                    return
+                logger.info("%s refit of candidate %d scored far below its selection score; not used",
+                            "continued" if warm else "new", index + 1)
             self.rejected_refits_.append(int(index))
-            logger.info("refit of candidate %d scored far below its selection score; not used", index + 1)
         warnings.warn(
             f"Every refit to all {len(X)} rows scored more than {_REFIT_TOLERANCE:g} standard errors below its "
             f"selection score on the held-out rows; best_estimator_ is the chosen candidate fitted to the "
             f"training rows only.", ConvergenceWarning, stacklevel=3)
+
+    @staticmethod
+    def _continues(candidate, fitted, X, scorer):
+        """Whether the refit continues ``fitted`` (the candidate fitted to the training rows): it
+        has a ``warm_start`` parameter, and its log-likelihood of every row is not more than
+        ``_REFIT_TOLERANCE`` standard errors below that of the held-out rows (a start fitted to a
+        subsample that rows outside it throw far off, e.g. outliers a near-singular component
+        never saw, is left for a fit from the candidate's own start)."""
+        if "warm_start" not in candidate.get_params():
+            return False
+        mean, error = _mean_and_error(fitted.score_samples(scorer.X))
+        return fitted.score(X) >= mean - _REFIT_TOLERANCE * error
+
+    @staticmethod
+    def _refitted(candidate, fitted, X, warm):
+        """``candidate`` fitted to ``X``: with ``warm``, a copy of its fit to the training rows
+        (``fitted``) continued with ``warm_start=True`` (a :class:`MaskedGaussianMixture` with
+        ``init_params="em"`` runs EM from those parameters, not from k-means, then MPT), its
+        ``warm_start`` parameter then set back to the candidate's, or None if it did not converge
+        (``converged_`` False; its warnings dropped, the fit from the start follows); else a clone
+        fitted from its start."""
+        if not warm:
+            return clone(candidate).fit(X)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            refitted = copy.deepcopy(fitted).set_params(warm_start=True).fit(X)
+        if not getattr(refitted, "converged_", True):
+            logger.info("the continued refit did not converge; the candidate is fitted from its start")
+            return None
+        for warning in caught:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+        return refitted.set_params(warm_start=candidate.get_params()["warm_start"])
 
     def _run(self, families, X_train, scorer, progress):
         """Fit and score the candidates family by family, round robin by size: a row, the held-out

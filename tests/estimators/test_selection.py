@@ -184,6 +184,50 @@ def test_every_refit_wild_keeps_the_candidate_fitted_to_the_training_rows_and_wa
     assert search.best_estimator_.score(X) > -50
 
 
+class _RecordsStart(MaskedGaussianMixture):
+    """A mixture that records whether its last fit continued a fitted one; a continued fit says it
+    converged, unless ``wild="unconverged"``, and is thrown far off on more than 250 rows when
+    ``wild`` is True."""
+
+    wild = False
+
+    def fit(self, X, y=None, sample_weight=None):
+        self.continued_ = self.warm_start and hasattr(self, "module_")
+        super().fit(X, y, sample_weight)
+        if self.continued_:  # the search's handling is under test, not how far a continuation gets
+            self.converged_ = self.wild != "unconverged"
+        if self.wild is True and self.continued_ and len(X) > 250:
+            with torch.no_grad():  # the model of x - 50, as _WildOnEveryRow's
+                shift, unit = torch.tensor(50.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64)
+                self.module_.unstandardize_(shift, unit)
+        return self
+
+
+@pytest.mark.parametrize("wild", [False, True, "unconverged"])
+def test_the_refit_of_a_mixture_continues_its_fit_unless_that_lands_far_below(wild):
+    X = _low_rank(n=300, d=4, k=2, missing=0.2)
+    fast = {**FAST, "max_epochs": 3, "learning_rate": 1e-3}
+    candidate = type("_Wild", (_RecordsStart,), {"wild": wild}) if wild else _RecordsStart
+    search = MaskedModelSearch([candidate(1, **fast)], random_state=0).fit(X)
+    refitted = search.best_estimator_
+    assert refitted.n_features_in_ == 4 and search.rejected_refits_ == [] and refitted.warm_start is False
+    # Continued from the candidate's fit to the 240 training rows (no new start); when that
+    # continuation scores far below the selection score, or did not converge, the candidate is
+    # refitted from its start.
+    assert refitted.continued_ is (not wild)
+    assert refitted.score(X) > search.best_score_ - 1
+
+
+def test_a_candidate_that_rows_outside_its_subsample_throw_far_off_is_refitted_from_its_start():
+    X = _low_rank(n=400, d=4, k=2, missing=0.1)
+    X[:3] = 30.0  # three outlying rows, none among the 100 the search draws with random_state=1
+    fast = {**FAST, "max_epochs": 3, "learning_rate": 1e-3}
+    chosen = MaskedModelSearch([_RecordsStart(1, **fast)], max_samples=100, refit=False, random_state=1).fit(X)
+    assert chosen.best_estimator_.score(X) < chosen.best_score_ - 10  # the premise: far off on every row
+    search = MaskedModelSearch([_RecordsStart(1, **fast)], max_samples=100, random_state=1).fit(X)
+    assert search.best_estimator_.continued_ is False  # fitted from its start (not continued)
+
+
 def test_max_samples_fits_the_candidates_to_a_subset_and_refits_to_every_row():
     X = _low_rank(n=400, d=5, k=2, missing=0.1)
     search = MaskedModelSearch([MaskedPPCA(2, **FAST)], max_samples=100, random_state=0).fit(X)
