@@ -29,6 +29,7 @@ from ..models.imputation import decoupled_covariance, gaussian_conditional
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
 from ._data import as_torch, to_numpy, weighted_mean
 from ._docs import fill_docstring
+from ._trainer import fit_threads, intra_op_threads
 
 __all__ = ["MaskedGaussianMixture"]
 
@@ -648,6 +649,19 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
             return None  # refused by fit's own checks, with their messages
         floor = variance_floor(X_t, self.reg_covar, self.covariance_type).expand(X_t.shape[1])
         # EM to a tenth of tol, so that the start passes the check of a fit's optimality
+        with self._em_threads(X_t):
+            params = self._em_params(X_t, observed, weights, floor, random_state, previous, center, scale)
+        module = module_of(params, floor, self.covariance_type)
+        with torch.no_grad():
+            return module.unstandardize_(torch.zeros(len(scale), dtype=torch.float64), torch.as_tensor(scale)), center
+
+    def _em_threads(self, X):
+        """torch's threads for EM on ``X`` (a step handles ``n K D^2`` numbers), as a fit's steps have."""
+        return intra_op_threads(fit_threads(X.shape[0] * self.n_components * X.shape[1] ** 2))
+
+    def _em_params(self, X_t, observed, weights, floor, random_state, previous, center, scale):
+        """EM's parameters (:func:`em_parameters`' layout) on the standardised ``X_t``, from the k-means
+        start or from the ``previous`` fit ``(module, offset)``."""
         if previous is None:
             seed = int(torch.randint(2**31 - 1, (1,), generator=check_generator(random_state)))
             params = em_start(X_t, observed, weights, self.n_components, seed, self.tol / 10, floor,
@@ -660,9 +674,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
                 module.unstandardize_(torch.as_tensor((offset - center) / scale), torch.as_tensor(1 / scale))
                 start = tuple(p.detach() for p in em_parameters(module))
             params = em_climb(X_t, observed, weights, start, floor, self.covariance_type, self.tol / 10)[0]
-        module = module_of(params, floor, self.covariance_type)
-        with torch.no_grad():
-            return module.unstandardize_(torch.zeros(len(scale), dtype=torch.float64), torch.as_tensor(scale)), center
+        return params
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -687,22 +699,23 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
             return None
         X_t, observed, weights, center, scale = self._standardized(X, sample_weight)
         module = copy.deepcopy(self.module_).cpu().double()
-        covariance_type = self.params_.covariance_type
         with torch.no_grad():
             module.unstandardize_(torch.as_tensor((self.offset_ - center) / scale), torch.as_tensor(1 / scale))
             fitted = tuple(p.detach() for p in em_parameters(module))
-            floor = module.variance_floor
-            gap = self._em_gap(X_t, observed, weights, fitted, floor)
+        with self._em_threads(X_t):
+            gap = self._em_gap(X_t, observed, weights, fitted, module.variance_floor)
             if gap <= self.params_.tol:
                 return gap
-        params = em_climb(X_t, observed, weights, fitted, floor, covariance_type, self.params_.tol / 10)[0]
+            params = em_climb(X_t, observed, weights, fitted, module.variance_floor, self.params_.covariance_type,
+                              self.params_.tol / 10)[0]
+            with torch.no_grad():
+                if observed_log_likelihood(X_t, observed, weights, *params) <= observed_log_likelihood(
+                        X_t, observed, weights, *fitted):
+                    return gap
+                gap = self._em_gap(X_t, observed, weights, params, module.variance_floor)
+        polished = module_of(params, module.variance_floor, self.params_.covariance_type)
         with torch.no_grad():
-            if observed_log_likelihood(X_t, observed, weights, *params) <= observed_log_likelihood(
-                    X_t, observed, weights, *fitted):
-                return gap
-            gap = self._em_gap(X_t, observed, weights, params, floor)
-            polished = module_of(params, floor, covariance_type).unstandardize_(
-                torch.as_tensor(center - self.offset_), torch.as_tensor(scale))
+            polished.unstandardize_(torch.as_tensor(center - self.offset_), torch.as_tensor(scale))
         self.module_ = polished.to(device=self.device_, dtype=self.module_.anchor_means.dtype)
         self._set_fitted_attributes()
         return gap
@@ -710,9 +723,10 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
     def _em_gap(self, X, observed, weights, params, floor):
         """EM's gain from ``params`` in ten steps and the rest extrapolated (:func:`remaining_gain`)."""
         values = []
-        for _ in range(_EM_WINDOW):
-            value, params = em_step(X, observed, weights, *params, floor, self.params_.covariance_type)
-            values.append(value)
+        with torch.no_grad():
+            for _ in range(_EM_WINDOW):
+                value, params = em_step(X, observed, weights, *params, floor, self.params_.covariance_type)
+                values.append(value)
         return values[-1] - values[0] + remaining_gain(values)
 
     def _warm_start_source(self, X):
