@@ -231,14 +231,46 @@ def em_parameters(module):
 _QUASI_NEWTON_HISTORY = 100
 
 
+def expected_statistics(X, observed, weights, log_weights, means, covariances):
+    """``(value, counts, first, second)``: the E-step of :func:`em_step` summed about the current
+    ``means``: ``value`` the weighted mean ``log p(x_o)``, and per component the weighted
+    responsibilities' sums ``N_k``, ``sum_i w_i r_ik (m_ik - mu_k)`` and ``sum_i w_i r_ik ((m_ik - mu_k)
+    (m_ik - mu_k)^T + C_ik)``, with ``m_ik`` and ``C_ik`` the conditional mean and covariance of ``x_i``
+    given ``x_o`` under component ``k``."""
+    mean, cov, log_density = gaussian_conditional(X, observed, means.unsqueeze(1), covariances)  # (K, n, ...)
+    log_joint = log_weights.unsqueeze(-1) + log_density
+    value = weights @ torch.logsumexp(log_joint, 0)
+    resp = torch.softmax(log_joint, 0) * weights  # (K, n)
+    residual = mean - means.unsqueeze(1)
+    first = torch.einsum("kn,knd->kd", resp, residual)
+    second = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + torch.einsum("kn,knde->kde", resp, cov)
+    return value, resp.sum(1), first, second
+
+
+def expected_log_likelihood(statistics, anchor, log_weights, means, covariances):
+    """EM's ``Q``: the expected complete-data log-likelihood at ``(log_weights, means, covariances)``
+    (full matrices), up to a constant, from :func:`expected_statistics` taken at parameters whose
+    means are ``anchor``. At those parameters its gradient is the observed-data log-likelihood's
+    (Fisher's identity): a gradient for the price of an E-step."""
+    _, counts, first, second = statistics
+    step = means - anchor  # (K, D)
+    scatter = (second - first.unsqueeze(-1) * step.unsqueeze(-2) - step.unsqueeze(-1) * first.unsqueeze(-2)
+               + counts.view(-1, 1, 1) * step.unsqueeze(-1) * step.unsqueeze(-2))
+    factor = torch.linalg.cholesky(covariances)
+    log_det = 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    trace = torch.cholesky_solve(scatter, factor).diagonal(dim1=-2, dim2=-1).sum(-1)
+    return counts @ log_weights - 0.5 * (counts @ log_det + trace.sum())
+
+
 def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, evaluations):
     """``(params, evaluations)``: L-BFGS from EM's ``params`` on the observed entries' log-likelihood
-    (:func:`observed_log_likelihood`), until a step gains less than ``tol / 100`` (or after
-    ``evaluations`` of it and its gradient), in the parameters of :func:`module_of` anchored at ``params``:
-    steps in each component's whitened units, where EM's own steps are nearly the gradient's. Where
-    the holes say little about a direction EM's steps shrink by a rate near one (EM's rate is one
-    minus the fraction of the information that is observed); the quasi-Newton steps learn that
-    curvature (Jamshidian and Jennrich 1997). ``params`` as :func:`em_step` returns them."""
+    (its gradient from :func:`expected_log_likelihood`), until a step gains less than ``tol / 100``
+    (or after ``evaluations`` of it and its gradient), in the parameters of :func:`module_of`
+    anchored at ``params``: steps in each component's whitened units, where EM's own steps are nearly
+    the gradient's. Where the holes say little about a direction EM's steps shrink by a rate near
+    one (EM's rate is one minus the fraction of the information that is observed); the quasi-Newton
+    steps learn that curvature (Jamshidian and Jennrich 1997). ``params`` as :func:`em_step` returns
+    them."""
     module = module_of(params, floor, covariance_type)
     optimizer = torch.optim.LBFGS(list(module.parameters()), max_iter=evaluations, max_eval=evaluations,
                                   history_size=_QUASI_NEWTON_HISTORY, tolerance_grad=0.0, tolerance_change=tol / 100,
@@ -247,10 +279,13 @@ def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, eval
 
     def closure():
         optimizer.zero_grad()
-        loss = -observed_log_likelihood(X, observed, weights, *em_parameters(module))
+        current = em_parameters(module)
+        with torch.no_grad():
+            statistics = expected_statistics(X, observed, weights, *current)
+        loss = -expected_log_likelihood(statistics, current[1].detach(), *current)
         loss.backward()
         evaluations[0] += 1
-        return loss
+        return -statistics[0]
 
     optimizer.step(closure)
     with torch.no_grad():

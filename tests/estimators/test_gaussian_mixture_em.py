@@ -8,7 +8,17 @@ import torch
 from support.em_missing import gmm_em, incomplete_data
 
 from skmpt import MaskedGaussianMixture
-from skmpt.estimators.gaussian_mixture import em_climb, em_parameters, em_start, em_step, initial_parameters, observed_log_likelihood
+from skmpt.estimators.gaussian_mixture import (
+    em_climb,
+    em_parameters,
+    em_start,
+    em_step,
+    expected_log_likelihood,
+    expected_statistics,
+    initial_parameters,
+    module_of,
+    observed_log_likelihood,
+)
 from skmpt.models import GaussianMixtureModule
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -99,3 +109,27 @@ def test_em_climb_on_nearly_collinear_columns_with_holes_beats_plain_em():
     assert plain[-1] - plain[-2] > 1e-6  # plain EM, as many steps, still climbing
     assert reached > plain[-1] + 1e-3
     assert _gain_from(X_t, observed, weights, climbed, floor, 300) < 1e-4
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
+def test_the_gradient_of_em_q_at_its_parameters_is_the_observed_likelihood_gradient(covariance_type):
+    # Fisher's identity: L-BFGS gets log p(x_o)'s gradient for the price of an E-step.
+    rng = np.random.RandomState(0)
+    X, observed = torch.as_tensor(rng.randn(50, 4)), torch.as_tensor(rng.rand(50, 4) > 0.3)
+    weights = torch.full((50,), 1 / 50, dtype=torch.float64)
+    factor = torch.as_tensor(rng.randn(2, 4, 4))
+    params = (torch.tensor([0.3, 0.7], dtype=torch.float64).log(), torch.as_tensor(rng.randn(2, 4)),
+              factor @ factor.mT + torch.eye(4, dtype=torch.float64))
+    module = module_of(params, torch.full((4,), 1e-3, dtype=torch.float64), covariance_type)
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.add_(0.1 * torch.as_tensor(rng.randn(*parameter.shape)))
+    value = observed_log_likelihood(X, observed, weights, *em_parameters(module))
+    expected = torch.autograd.grad(value, list(module.parameters()))
+    current = em_parameters(module)
+    with torch.no_grad():
+        statistics = expected_statistics(X, observed, weights, *current)
+    surrogate = expected_log_likelihood(statistics, current[1].detach(), *current)
+    for a, b in zip(expected, torch.autograd.grad(surrogate, list(module.parameters())), strict=True):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-12)
+    assert float(statistics[0]) == pytest.approx(float(value), abs=1e-12)

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
-from support.em_missing import incomplete_data
 
 from skmpt import MaskedGaussianMixture
 from skmpt.estimators import gaussian_mixture
@@ -86,9 +85,10 @@ def test_a_mixture_that_diverges_says_so_and_names_the_learning_rate():
 def test_a_warm_start_with_em_runs_em_from_the_fitted_parameters(monkeypatch):
     # The refit of a mixture fitted on a subsample (MaskedModelSearch's candidates): EM from its
     # parameters on every row, not from a new k-means start, then MPT.
-    X = incomplete_data("gmm", 200)
+    X = _data(n_features=4)
+    X[np.random.RandomState(1).rand(*X.shape) < 0.2] = np.nan
     options = {"init_params": "em", "learning_rate": 1e-3, "n_iter_no_change": 1, "random_state": 0}
-    subsample = MaskedGaussianMixture(2, **options).fit(X[:60])
+    subsample = MaskedGaussianMixture(2, **options).fit(X[::3])
     climb, starts = gaussian_mixture.em_climb, []
 
     def recorded(X, observed, weights, params, *args, **kwargs):
