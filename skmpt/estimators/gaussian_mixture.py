@@ -492,8 +492,8 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
     is a noisy estimate of it), and a fit of any ``covariance_type`` is ``converged_`` exactly when
     EM from its parameters (ten steps and the rest extrapolated; its M-step keeps every covariance at
     least the ``reg_covar`` floor, as the model does) gains less than ``tol`` nats per sample,
-    whatever the stopping rule said. Where EM gains more, the fit continues from its parameters by
-    EM and L-BFGS (as ``init_params="em"`` does) and keeps the better parameters: on nearly
+    whatever the stopping rule said. Where EM gains more after the stopping rule stopped training
+    (not ``max_epochs``), the fit continues from its parameters by EM and L-BFGS (as ``init_params="em"`` does) and keeps the better parameters: on nearly
     collinear columns with holes (directions of variance near the floor, about which the holes say
     little) MPT and EM approach the optimum very slowly, and diagonal, tied and spherical MPT fits
     stopped 0.02 to 0.26 nats short of it. A fit still short of it says so in a
@@ -726,7 +726,8 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         """What EM from the fitted mixture gains in mean ``log p(x_o)`` on ``X`` (on the data
         standardised as :meth:`_standardized` does), or None where EM's target is not MPT's (a fixed
         ``mask_rate``): ten steps (:func:`em_step`, with the M-step of the fit's ``covariance_type``)
-        and the rest extrapolated (:func:`remaining_gain`). Where that is more than ``tol``, the fit
+        and the rest extrapolated (:func:`remaining_gain`). Where that is more than ``tol`` although
+        MPT's stopping rule stopped it (``converged_`` so far; not after ``max_epochs``), the fit
         continues by EM (:func:`em_climb`) from its parameters and keeps the better of the two, whose
         gap is returned: MPT's gradient steps, like EM's, crawl along directions the holes say little
         about, and diagonal, tied and spherical fits stopped 0.02 to 0.26 nats short of the optimum."""
@@ -739,7 +740,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
             fitted = tuple(p.detach() for p in em_parameters(module))
         with self._em_threads(X_t):
             gap = self._em_gap(X_t, observed, weights, fitted, module.variance_floor)
-            if gap <= self.params_.tol:
+            if gap <= self.params_.tol or not self.converged_:  # at the optimum, or out of max_epochs
                 return gap
             params = em_climb(X_t, observed, weights, fitted, module.variance_floor, self.params_.covariance_type,
                               self.params_.tol / 10)[0]
