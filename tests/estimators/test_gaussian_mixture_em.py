@@ -105,7 +105,7 @@ def test_em_climb_on_nearly_collinear_columns_with_holes_beats_plain_em():
             value, params = em_step(X_t, observed, weights, *params, floor)
             plain.append(value)
         reached = float(observed_log_likelihood(X_t, observed, weights, *climbed))
-    assert steps < 150
+    assert steps < 200  # EM steps, an evaluation of L-BFGS counting for two
     assert plain[-1] - plain[-2] > 1e-6  # plain EM, as many steps, still climbing
     assert reached > plain[-1] + 1e-3
     assert _gain_from(X_t, observed, weights, climbed, floor, 300) < 1e-4
