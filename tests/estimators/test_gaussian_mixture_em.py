@@ -89,11 +89,11 @@ def test_em_start_serves_every_covariance_type_and_ends_at_em_optimum(covariance
 
 
 def test_em_climb_on_nearly_collinear_columns_with_holes_beats_plain_em():
-    # A direction of variance 1e-4 that the holes say little about: EM's rate there is near one.
+    # A direction of variance 1e-5 that the holes say little about: EM's rate there is near one.
     rng = np.random.RandomState(0)
     base = rng.randn(80, 5)
-    X = np.column_stack([base, base[:, 0] + base[:, 1] + 0.01 * rng.randn(80)])
-    X[rng.rand(*X.shape) < 0.3] = np.nan
+    X = np.column_stack([base, base[:, 0] + base[:, 1] + 0.003 * rng.randn(80)])
+    X[rng.rand(*X.shape) < 0.4] = np.nan
     observed = torch.as_tensor(~np.isnan(X))
     X_t = torch.as_tensor(np.where(observed, (X - np.nanmean(X, 0)) / np.nanstd(X, 0), 0.0))
     weights, floor = torch.full((80,), 1 / 80, dtype=torch.float64), torch.full((6,), 1e-6, dtype=torch.float64)
@@ -105,7 +105,7 @@ def test_em_climb_on_nearly_collinear_columns_with_holes_beats_plain_em():
             value, params = em_step(X_t, observed, weights, *params, floor)
             plain.append(value)
         reached = float(observed_log_likelihood(X_t, observed, weights, *climbed))
-    assert steps < 200  # EM steps, an evaluation of L-BFGS counting for two
+    assert steps < 300  # EM steps, an evaluation of L-BFGS counting for two
     assert plain[-1] - plain[-2] > 1e-6  # plain EM, as many steps, still climbing
     assert reached > plain[-1] + 1e-3
     assert _gain_from(X_t, observed, weights, climbed, floor, 300) < 1e-4
