@@ -416,12 +416,13 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         marginalised in closed form, the M-step of ``covariance_type``) until what is left to
         gain, extrapolated from the last ten values (EM converges linearly), is less than a tenth
         of ``tol`` nats per sample; where ten EM steps leave more, L-BFGS on the same likelihood
-        goes on from there (at most 500 EM steps and L-BFGS evaluations in all); MPT continues from
-        there. EM climbs the same observed-data likelihood in far fewer steps than gradients do on
-        correlated features, so training stops after a few epochs (on scikit-learn's breast cancer
-        table, 30 features with 20 % of entries missing: 8 epochs instead of 124), and L-BFGS
-        where EM crawls (on that table with 40 % of its largest values hidden, plain EM was 0.018
-        nats short after 500 steps; EM and L-BFGS reach the optimum in 139). The start is at EM's
+        goes on from there (at most 500 EM steps, an L-BFGS evaluation counting for two); MPT
+        continues from there. EM climbs the same observed-data likelihood in far fewer steps than
+        gradients do on correlated features, so training stops after a few epochs (on
+        scikit-learn's breast cancer table, 30 features with 20 % of entries missing: 8 epochs
+        instead of 124), and L-BFGS where EM crawls (on that table with 40 % of its largest values
+        hidden, plain EM was 0.018 nats short after 500 steps; EM and L-BFGS reach the optimum in
+        half its CPU time). The start is at EM's
         optimum: a run that would end below it keeps it and says so. With ``warm_start=True``,
         EM starts from the fitted mixture's parameters instead (no k-means): a mixture fitted on a
         subsample and refitted to every row needs a few steps.
