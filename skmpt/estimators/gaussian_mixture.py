@@ -761,7 +761,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         polished = module_of(params, module.variance_floor, self.params_.covariance_type)
         with torch.no_grad():
             polished.unstandardize_(torch.as_tensor(center - self.offset_), torch.as_tensor(scale))
-        self.module_ = polished.to(device=self.device_, dtype=self.module_.anchor_means.dtype)
+        self.module_.load_state_dict(polished.state_dict())  # in place: whoever holds module_ sees it
         self._set_fitted_attributes()
         return gap
 
