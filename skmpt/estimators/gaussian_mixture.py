@@ -293,8 +293,8 @@ def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, eval
 
 
 #: EM steps that one evaluation of L-BFGS counts for in :func:`em_climb`'s budget: an E-step, the
-#: line search's and L-BFGS's own work (about 1.5 to 2.4 times an EM step's CPU time, measured on
-#: breast_cancer and star98 with holes).
+#: line search's and L-BFGS's own work (about 1.5 times an EM step's CPU time on star98 with 40 %
+#: of entries missing, rounded up), so that the climb costs at most about what plain EM's would.
 _EVALUATION_STEPS = 2
 
 
@@ -425,7 +425,8 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         half its CPU time). The start is at EM's
         optimum: a run that would end below it keeps it and says so. With ``warm_start=True``,
         EM starts from the fitted mixture's parameters instead (no k-means): a mixture fitted on a
-        subsample and refitted to every row needs a few steps.
+        subsample and refitted to every row needs fewer steps (statsmodels' ``fair``, 6,366 rows,
+        20 % missing, 3 components fitted on 2,000 of them: 104 against 144 from k-means).
     warm_start : bool, default=False
         ``fit`` on a fitted mixture continues from its parameters (one start: ``n_init`` is
         not used), as GaussianMixture's ``warm_start``; by EM first with ``init_params="em"``.
