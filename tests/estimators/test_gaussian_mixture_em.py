@@ -1,12 +1,24 @@
 """MaskedGaussianMixture(init_params="em"): EM steps on the observed entries, then MPT."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
 from support.em_missing import gmm_em, incomplete_data
 
 from skmpt import MaskedGaussianMixture
-from skmpt.estimators.gaussian_mixture import em_start, initial_parameters
+from skmpt.estimators.gaussian_mixture import (
+    em_climb,
+    em_parameters,
+    em_start,
+    em_step,
+    expected_log_likelihood,
+    expected_statistics,
+    initial_parameters,
+    module_of,
+    observed_log_likelihood,
+)
 from skmpt.models import GaussianMixtureModule
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -16,6 +28,26 @@ def _observed_log_likelihood(X, observed, parameters):
     module = GaussianMixtureModule(*parameters)
     with torch.no_grad():
         return float(module.log_marginal(X, observed=observed).mean())
+
+
+def _gain_from(X, observed, weights, params, floor, n_steps, covariance_type="full"):
+    """What ``n_steps`` EM steps from ``params`` gain in mean ``log p(x_o)``."""
+    values = []
+    with torch.no_grad():
+        for _ in range(n_steps):
+            value, params = em_step(X, observed, weights, *params, floor, covariance_type)
+            values.append(value)
+    return max(values) - values[0]
+
+
+def _em_gain(estimator, X, n_steps):
+    """:func:`_gain_from` the fitted mixture, on ``X`` standardised as the estimator's check does."""
+    X_t, observed, weights, center, scale = estimator._standardized(X, None)
+    module = copy.deepcopy(estimator.module_).double()
+    with torch.no_grad():
+        module.unstandardize_(torch.as_tensor((estimator.offset_ - center) / scale), torch.as_tensor(1 / scale))
+        params = tuple(p.detach() for p in em_parameters(module))
+    return _gain_from(X_t, observed, weights, params, module.variance_floor, n_steps, estimator.covariance_type)
 
 
 def test_em_start_on_complete_data_is_the_sample_mean_and_covariance():
@@ -46,7 +78,58 @@ def test_em_started_fit_is_near_the_em_optimum_on_incomplete_data():
     assert estimator.n_iter_ < 20
 
 
-def test_em_start_is_for_full_covariances_only():
-    X = incomplete_data("gmm", 50)
-    with pytest.raises(ValueError, match="init_params='em' is for covariance_type='full'"):
-        MaskedGaussianMixture(2, covariance_type="diag", init_params="em").fit(X)
+@pytest.mark.parametrize("covariance_type", ["tied", "diag", "spherical"])
+def test_em_start_serves_every_covariance_type_and_ends_at_em_optimum(covariance_type):
+    # init_params="em" was for full covariances only (a ValueError); EM's M-step has every type.
+    X = incomplete_data("gmm", 120)
+    estimator = MaskedGaussianMixture(2, covariance_type=covariance_type, init_params="em", learning_rate=1e-3,
+                                      n_iter_no_change=1, random_state=0).fit(X)
+    assert estimator.converged_
+    assert _em_gain(estimator, X, 200) <= estimator.tol
+
+
+def test_em_climb_on_nearly_collinear_columns_with_holes_beats_plain_em():
+    # A direction of variance 1e-5 that the holes say little about: EM's rate there is near one.
+    rng = np.random.RandomState(0)
+    base = rng.randn(80, 5)
+    X = np.column_stack([base, base[:, 0] + base[:, 1] + 0.003 * rng.randn(80)])
+    X[rng.rand(*X.shape) < 0.4] = np.nan
+    observed = torch.as_tensor(~np.isnan(X))
+    X_t = torch.as_tensor(np.where(observed, (X - np.nanmean(X, 0)) / np.nanstd(X, 0), 0.0))
+    weights, floor = torch.full((80,), 1 / 80, dtype=torch.float64), torch.full((6,), 1e-6, dtype=torch.float64)
+    start = tuple(torch.as_tensor(a) for a in (np.zeros(1), np.zeros((1, 6)), np.eye(6)[None]))
+    climbed, steps = em_climb(X_t, observed, weights, start, floor, "full", 1e-5)
+    params, plain = start, []
+    with torch.no_grad():
+        for _ in range(steps):
+            value, params = em_step(X_t, observed, weights, *params, floor)
+            plain.append(value)
+        reached = float(observed_log_likelihood(X_t, observed, weights, *climbed))
+    assert steps < 300  # EM steps, an evaluation of L-BFGS counting for two
+    assert plain[-1] - plain[-2] > 1e-6  # plain EM, as many steps, still climbing
+    assert reached > plain[-1] + 1e-3
+    assert _gain_from(X_t, observed, weights, climbed, floor, 300) < 1e-4
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
+def test_the_gradient_of_em_q_at_its_parameters_is_the_observed_likelihood_gradient(covariance_type):
+    # Fisher's identity: L-BFGS gets log p(x_o)'s gradient for the price of an E-step.
+    rng = np.random.RandomState(0)
+    X, observed = torch.as_tensor(rng.randn(50, 4)), torch.as_tensor(rng.rand(50, 4) > 0.3)
+    weights = torch.full((50,), 1 / 50, dtype=torch.float64)
+    factor = torch.as_tensor(rng.randn(2, 4, 4))
+    params = (torch.tensor([0.3, 0.7], dtype=torch.float64).log(), torch.as_tensor(rng.randn(2, 4)),
+              factor @ factor.mT + torch.eye(4, dtype=torch.float64))
+    module = module_of(params, torch.full((4,), 1e-3, dtype=torch.float64), covariance_type)
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.add_(0.1 * torch.as_tensor(rng.randn(*parameter.shape)))
+    value = observed_log_likelihood(X, observed, weights, *em_parameters(module))
+    expected = torch.autograd.grad(value, list(module.parameters()))
+    current = em_parameters(module)
+    with torch.no_grad():
+        statistics = expected_statistics(X, observed, weights, *current)
+    surrogate = expected_log_likelihood(statistics, current[1].detach(), *current)
+    for a, b in zip(expected, torch.autograd.grad(surrogate, list(module.parameters())), strict=True):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-12)
+    assert float(statistics[0]) == pytest.approx(float(value.detach()), abs=1e-12)

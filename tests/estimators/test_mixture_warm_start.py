@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 
 from skmpt import MaskedGaussianMixture
+from skmpt.estimators import gaussian_mixture
 
 COVARIANCE_TYPES = ["full", "diag", "spherical", "tied"]
 
@@ -79,3 +80,29 @@ def test_a_warm_start_that_matches_continues_and_counts_its_own_parameters():
 def test_a_mixture_that_diverges_says_so_and_names_the_learning_rate():
     with pytest.raises(FloatingPointError, match=r"(?i)diverged.*learning_rate"):
         MaskedGaussianMixture(2, learning_rate=1e3, max_epochs=30, random_state=0, device="cpu").fit(_data())
+
+
+def test_a_warm_start_with_em_runs_em_from_the_fitted_parameters(monkeypatch):
+    # The refit of a mixture fitted on a subsample (MaskedModelSearch's candidates): EM from its
+    # parameters on every row, not from a new k-means start, then MPT.
+    X = _data(n_features=4)
+    X[np.random.RandomState(1).rand(*X.shape) < 0.2] = np.nan
+    options = {"init_params": "em", "learning_rate": 1e-3, "n_iter_no_change": 1, "random_state": 0}
+    with warnings.catch_warnings():  # 20 rows: a component's covariance runs down to the floor
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        subsample = MaskedGaussianMixture(2, **options).fit(X[::3])
+    climb, starts = gaussian_mixture.em_climb, []
+
+    def recorded(X, observed, weights, params, *args, **kwargs):
+        starts.append(params)
+        return climb(X, observed, weights, params, *args, **kwargs)
+
+    monkeypatch.setattr(gaussian_mixture, "em_start", None)  # no k-means start
+    monkeypatch.setattr(gaussian_mixture, "em_climb", recorded)
+    refit = copy.deepcopy(subsample).set_params(warm_start=True).fit(X)
+    assert len(starts) == 1
+    assert refit.converged_
+    assert refit.score(X) > subsample.score(X) + 0.01  # converged_: EM's check says at the optimum
+    # the components keep the subsample's order: each refitted mean is nearest its own start
+    distances = ((refit.means_[:, None] - subsample.means_[None]) ** 2).sum(-1)
+    np.testing.assert_array_equal(distances.argmin(1), [0, 1])

@@ -37,6 +37,8 @@ _ESTIMATORS = {
     "gmm_diag": lambda: MaskedGaussianMixture(2, covariance_type="diag"),
     "gmm_tied": lambda: MaskedGaussianMixture(2, covariance_type="tied"),
     "gmm_em": lambda: MaskedGaussianMixture(2, init_params="em"),
+    # MPT stopped early by its rule, short of EM's optimum: the climb by EM and L-BFGS from there
+    "gmm_diag_climb": lambda: MaskedGaussianMixture(2, covariance_type="diag", n_iter_no_change=1, learning_rate=1e-3),
 }
 
 
