@@ -243,6 +243,12 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         further from it has not."""
         return None
 
+    def _climb_to_optimum(self, X, sample_weight):
+        """Where the model has an exact ascent of its likelihood from given parameters (EM), run it
+        from the fitted parameters, keep the better of the two and return their
+        :meth:`_optimality_gap`; None where it has none (by default)."""
+        return None
+
     def _solver(self):
         """What training runs on, chosen here once per fit: mini-batches of rows by default (the
         linear-Gaussian estimators read their ``solver`` parameter)."""
@@ -471,12 +477,18 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         square root; at most ``max_noise_cut`` times ``n_masks``) and ending at its first stall, within
         ``max_epochs`` in all and the cost of ``max_cost * max_epochs`` epochs of the fit's own, until
         the check passes or a round ends no nearer the optimum than the best so far (the noise was not
-        what held it back). The parameters nearest the optimum are kept; ``converged_`` is whether
-        they are within ``tol`` of it."""
+        what held it back). A model with an exact ascent of its likelihood (:meth:`_climb_to_optimum`:
+        the mixtures' EM) first takes it from a fit the stopping rule ended short of the optimum
+        (not from one out of ``max_epochs``), and trains on only if that did not get there. The
+        parameters nearest the optimum are kept; ``converged_`` is whether they are within ``tol`` of
+        it."""
         gap = self._optimality_gap(X, sample_weight)
         if gap is None:
             return trainer, None
         params = self.params_
+        if gap > params.tol and self.converged_:
+            climbed = self._climb_to_optimum(X, sample_weight)
+            gap = gap if climbed is None else climbed
         n_masks = params.n_masks
         best, spent = (gap, copy.deepcopy(self.module_.state_dict()), trainer), self.n_iter_
         while gap > params.tol and n_masks < params.n_masks * self.max_noise_cut:

@@ -736,35 +736,43 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         """What EM from the fitted mixture gains in mean ``log p(x_o)`` on ``X`` (on the data
         standardised as :meth:`_standardized` does), or None where EM's target is not MPT's (a fixed
         ``mask_rate``): ten steps (:func:`em_step`, with the M-step of the fit's ``covariance_type``)
-        and the rest extrapolated (:func:`remaining_gain`). Where that is more than ``tol`` although
-        MPT's stopping rule stopped it (``converged_`` so far; not after ``max_epochs``), the fit
-        continues by EM (:func:`em_climb`) from its parameters and keeps the better of the two, whose
-        gap is returned: MPT's gradient steps, like EM's, crawl along directions the holes say little
-        about, and diagonal, tied and spherical fits stopped 0.02 to 0.26 nats short of the optimum."""
+        and the rest extrapolated (:func:`remaining_gain`)."""
         if self.params_.mask_rate != "uniform":
             return None
-        X_t, observed, weights, center, scale = self._standardized(X, sample_weight)
-        module = copy.deepcopy(self.module_).cpu().double()
-        with torch.no_grad():
-            module.unstandardize_(torch.as_tensor((self.offset_ - center) / scale), torch.as_tensor(1 / scale))
-            fitted = tuple(p.detach() for p in em_parameters(module))
+        X_t, observed, weights, floor, fitted = self._em_view(X, sample_weight)[:5]
         with self._em_threads(X_t):
-            gap = self._em_gap(X_t, observed, weights, fitted, module.variance_floor)
-            if gap <= self.params_.tol or not self.converged_:  # at the optimum, or out of max_epochs
-                return gap
-            params = em_climb(X_t, observed, weights, fitted, module.variance_floor, self.params_.covariance_type,
+            return self._em_gap(X_t, observed, weights, fitted, floor)
+
+    def _climb_to_optimum(self, X, sample_weight):
+        """EM (:func:`em_climb`) from the fitted parameters on ``X``; the better of the two kept (in
+        ``module_``, in place) and its :meth:`_optimality_gap` returned: MPT's gradient steps, like EM's,
+        crawl along directions the holes say little about, and diagonal, tied and spherical fits
+        stopped 0.02 to 0.26 nats short of the optimum."""
+        X_t, observed, weights, floor, fitted, center, scale = self._em_view(X, sample_weight)
+        with self._em_threads(X_t):
+            params = em_climb(X_t, observed, weights, fitted, floor, self.params_.covariance_type,
                               self.params_.tol / 10)[0]
             with torch.no_grad():
                 if observed_log_likelihood(X_t, observed, weights, *params) <= observed_log_likelihood(
                         X_t, observed, weights, *fitted):
-                    return gap
-                gap = self._em_gap(X_t, observed, weights, params, module.variance_floor)
-        polished = module_of(params, module.variance_floor, self.params_.covariance_type)
+                    return self._em_gap(X_t, observed, weights, fitted, floor)
+                gap = self._em_gap(X_t, observed, weights, params, floor)
+        polished = module_of(params, floor, self.params_.covariance_type)
         with torch.no_grad():
             polished.unstandardize_(torch.as_tensor(center - self.offset_), torch.as_tensor(scale))
         self.module_.load_state_dict(polished.state_dict())  # in place: whoever holds module_ sees it
         self._set_fitted_attributes()
         return gap
+
+    def _em_view(self, X, sample_weight):
+        """``(X, observed, weights, floor, parameters, center, scale)``: the standardised rows of
+        :meth:`_standardized`, the module's variance floor and the fitted parameters in those units."""
+        X_t, observed, weights, center, scale = self._standardized(X, sample_weight)
+        module = copy.deepcopy(self.module_).cpu().double()
+        with torch.no_grad():
+            module.unstandardize_(torch.as_tensor((self.offset_ - center) / scale), torch.as_tensor(1 / scale))
+            fitted = tuple(p.detach() for p in em_parameters(module))
+        return X_t, observed, weights, module.variance_floor, fitted, center, scale
 
     def _em_gap(self, X, observed, weights, params, floor):
         """EM's gain from ``params`` in ten steps and the rest extrapolated (:func:`remaining_gain`)."""
