@@ -121,6 +121,8 @@ def explained_variance(components, noise_variance, isotropic):
 _FA_START_STEPS = 100
 # Factor analysis' EM steps from a fit whose gains judge how far below its optimum it is.
 _FA_CHECK_STEPS = 10
+# At most this many EM steps with holes in ``_climb_to_optimum`` (each O(n D K^2)).
+_CLIMB_STEPS = 500
 
 
 def _factor_analysis_em(covariance, components, noise, floor, n_steps=_FA_START_STEPS):
@@ -341,6 +343,19 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     def _gap_with_holes(self, X, sample_weight):
         """:meth:`_optimality_gap` of the NumPy rows ``X`` with holes (NaN): EM with holes from the fit."""
+        X_t, observed, weights, params, floor = self._holes_view(X, sample_weight)[:5]
+        values = []
+        with torch.no_grad():
+            for _ in range(_FA_CHECK_STEPS + 1):
+                value, params = _em_with_holes(X_t, observed, weights, *params, floor, self._isotropic)
+                values.append(value)
+        return max(values) - values[0] + remaining_gain(values)
+
+    def _holes_view(self, X, sample_weight):
+        """``(X, observed, weights, parameters, floor, center, spread)``: the NumPy rows ``X`` with holes
+        centred and scaled (by one scale for PPCA, one per feature for factor analysis, which is
+        equivariant to them; zero at the holes), the rows' weights summing to one, the fitted
+        ``(components, mean, noise)`` in those units and the noise's floor."""
         observed = ~np.isnan(X)
         center, spread = np.nanmean(X, 0), np.nanstd(X, 0)
         spread = np.where(np.isfinite(spread) & (spread > 0), spread, 1.0)
@@ -355,12 +370,42 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         unit = spread_t[0] if self._isotropic else spread_t
         noise = torch.as_tensor(self.noise_variance_, dtype=torch.float64) / unit.square()
         floor = 1e-6 * float(noise.min())
-        params, values = (components, mean, noise), []
+        return X_t, torch.as_tensor(observed), weights, (components, mean, noise), floor, center, spread_t
+
+    def _climb_to_optimum(self, X, sample_weight):
+        """On rows with holes: EM with holes (:func:`_em_with_holes`) from the fitted parameters, until
+        ten steps and the rest extrapolated would gain less than ``tol / 10``, or ``_CLIMB_STEPS``
+        steps; the better parameters are kept and their :meth:`_optimality_gap` returned. None on
+        complete data, where the masks' noise rather than the step holds a fit back and
+        :meth:`_train_to_optimum` trains on (PPCA's digits), and in a dask collection."""
+        if is_dask_collection(X):
+            return None
+        X = check_array(to_numpy(X), dtype=np.float64, ensure_all_finite="allow-nan")
+        if not np.isnan(X).any():
+            return None
+        X_t, observed, weights, params, floor, center, spread = self._holes_view(X, sample_weight)
+        values, window = [], _FA_CHECK_STEPS + 1
         with torch.no_grad():
-            for _ in range(_FA_CHECK_STEPS + 1):
-                value, params = _em_with_holes(X_t, torch.as_tensor(observed), weights, *params, floor, self._isotropic)
-                values.append(value)
-        return max(values) - values[0] + remaining_gain(values)
+            for _ in range(_CLIMB_STEPS):
+                value, following = _em_with_holes(X_t, observed, weights, *params, floor, self._isotropic)
+                values.append(value)  # at ``params``
+                recent = values[-window:]
+                if len(recent) == window and recent[-1] - recent[0] + remaining_gain(recent) < self.params_.tol / 10:
+                    break
+                params = following
+        if values[-1] <= values[0]:
+            return self._optimality_gap(X, sample_weight)
+        components, mean, noise = params
+        unit = spread[0] if self._isotropic else spread
+        anchor = self.module_.scaled_mean
+        climbed = self._module_class(
+            (components * spread).to(anchor),
+            (torch.as_tensor(center) + spread * mean - torch.as_tensor(self.offset_, dtype=torch.float64)).to(anchor),
+            (noise * unit.square()).to(anchor),
+        )
+        self.module_.load_state_dict(climbed.state_dict())  # in place: whoever holds module_ sees it
+        self._set_fitted_attributes()
+        return self._optimality_gap(X, sample_weight)
 
     def get_covariance(self):
         """Model covariance ``W W^T`` plus the noise covariance.

@@ -49,8 +49,9 @@ def test_a_fit_with_holes_that_says_converged_is_within_tol_of_em(estimator):
 def test_a_fit_with_holes_at_the_optimum_says_converged(estimator_class):
     kind = "ppca" if estimator_class is MaskedPPCA else "fa"
     X = incomplete_data(kind, 300, n_features=6, rate=0.2)
-    # With max_epochs=300 the factor analysis' continued training ends 0.0012 short (and says so).
-    estimator = estimator_class(2, max_epochs=1000, random_state=0).fit(X)
+    # At the defaults, MPT's factor analysis stops 0.0023 nats short; with more masks a step it ended
+    # 0.0011-0.0014 short (and said so); EM with holes from the fit (_climb_to_optimum) reaches it.
+    estimator = estimator_class(2, random_state=0).fit(X)
     assert estimator.converged_ and _em_gain(estimator, X) <= estimator.tol
 
 
