@@ -83,6 +83,15 @@ __all__ = ["linear_gaussian_parameter_count"]
 
 
 # ====================================================================== information criteria
+
+# Each further round of ``_train_to_optimum`` draws this many times the masks of the round before
+# it, up to _MAX_NOISE_CUT times ``n_masks``; all the rounds of a fit cost at most _MAX_COST times
+# ``max_epochs`` epochs of the fit's own size (chosen on the README demo and the tests' data).
+_NOISE_CUT = 2
+_MAX_NOISE_CUT = 64
+_MAX_COST = 2
+
+
 class _InformationCriteriaMixin:
     """``bic(X)`` and ``aic(X)`` as in :class:`sklearn.mixture.GaussianMixture`, for an estimator
     with an exact ``log_marginal_likelihood`` and a ``_n_parameters()`` method."""
@@ -454,13 +463,6 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             self.__dict__.pop("_partial_fit_state", None)
         self._warn_unconverged(trainer, gap)
 
-    #: Each further round of :meth:`_train_to_optimum` draws this many times the masks of the round
-    #: before it, up to ``max_noise_cut`` times ``n_masks``; all the rounds of a fit cost at most
-    #: ``max_cost`` times ``max_epochs`` epochs of the fit's own size.
-    noise_cut = 2
-    max_noise_cut = 64
-    max_cost = 2
-
     def _train_to_optimum(self, X, sample_weight, solver, trainer, data, generator, jacobian):
         """Where the optimum can be checked (:meth:`_optimality_gap`), train on until the fit is within
         ``tol`` of it; ``(trainer, gap)``: the trainer of the parameters kept and their gap (None where
@@ -473,9 +475,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         more than ``tol`` below it on average when the parameters are many (MaskedPPCA with 8
         components on the 64 pixels of the digits, from PCA's solution: 0.0028 nats per image). So
         training goes on from where it stopped, at the step size it ended at, each round drawing
-        ``noise_cut`` times the masks of the round before (the noise, and the wandering, shrink by its
-        square root; at most ``max_noise_cut`` times ``n_masks``) and ending at its first stall, within
-        ``max_epochs`` in all and the cost of ``max_cost * max_epochs`` epochs of the fit's own, until
+        ``_NOISE_CUT`` times the masks of the round before (the noise, and the wandering, shrink by its
+        square root; at most ``_MAX_NOISE_CUT`` times ``n_masks``) and ending at its first stall, within
+        ``max_epochs`` in all and the cost of ``_MAX_COST * max_epochs`` epochs of the fit's own, until
         the check passes or a round ends no nearer the optimum than the best so far (the noise was not
         what held it back). A model with an exact ascent of its likelihood (:meth:`_climb_to_optimum`:
         the mixtures' EM) first takes it from a fit the stopping rule ended short of the optimum
@@ -491,9 +493,9 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             gap = gap if climbed is None else climbed
         n_masks = params.n_masks
         best, spent = (gap, copy.deepcopy(self.module_.state_dict()), trainer), self.n_iter_
-        while gap > params.tol and n_masks < params.n_masks * self.max_noise_cut:
-            cost = n_masks * self.noise_cut / params.n_masks  # of an epoch, against the fit's own
-            budget = min(params.max_epochs - self.n_iter_, int((self.max_cost * params.max_epochs - spent) / cost))
+        while gap > params.tol and n_masks < params.n_masks * _MAX_NOISE_CUT:
+            cost = n_masks * _NOISE_CUT / params.n_masks  # of an epoch, against the fit's own
+            budget = min(params.max_epochs - self.n_iter_, int((_MAX_COST * params.max_epochs - spent) / cost))
             if budget <= params.n_iter_no_change:  # not even one stall's worth
                 break
             step = self.history_[-1]["learning_rate"]
@@ -501,7 +503,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             self._map_back(-center / scale, 1 / scale)  # back to the training units
             history, previous = self.history_, self.n_iter_
             trainer = self._trainer(trainer.sample_weight)
-            n_masks *= self.noise_cut
+            n_masks *= _NOISE_CUT
             trainer.n_masks, trainer.max_epochs = n_masks, budget
             # Adam from the step size the last round ended at, the round ending at its first stall.
             trainer.first_step_factor = min(1.0, step / params.learning_rate)
