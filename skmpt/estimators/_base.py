@@ -81,15 +81,15 @@ from ._trainer import (
 
 __all__ = ["linear_gaussian_parameter_count"]
 
-
-# ====================================================================== information criteria
-
 # Each further round of ``_train_to_optimum`` draws this many times the masks of the round before
 # it, up to _MAX_NOISE_CUT times ``n_masks``; all the rounds of a fit cost at most _MAX_COST times
 # ``max_epochs`` epochs of the fit's own size (chosen on the README demo and the tests' data).
 _NOISE_CUT = 2
 _MAX_NOISE_CUT = 64
 _MAX_COST = 2
+
+
+# ====================================================================== information criteria
 
 
 class _InformationCriteriaMixin:
