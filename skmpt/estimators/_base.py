@@ -89,6 +89,15 @@ _MAX_NOISE_CUT = 64
 _MAX_COST = 2
 
 
+def _same(a, b):
+    """Whether two parameter values are equal: arrays element by element, lists and tuples item by item."""
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return a is not None and b is not None and np.array_equal(a, b)
+    return bool(a == b)
+
+
 # ====================================================================== information criteria
 
 
@@ -382,6 +391,29 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if self._likelihood() == "gaussian":
             with torch.no_grad():
                 self.module_.unstandardize_(center, scale)
+
+    def _warm_start_source(self, X, shaping, noun=None):
+        """The fitted ``(module_, offset_)`` that ``fit`` continues from (``warm_start=True``), or None;
+        a ``ValueError``, before the estimator changes, naming the first parameter of ``shaping`` (those
+        that shape the module) set otherwise since the fit, or ``X``'s other width. ``noun`` names the
+        fitted model in the messages (the class's name by default)."""
+        if not (self.warm_start and hasattr(self, "module_")):
+            return None
+        noun = noun or type(self).__name__
+        for name in shaping:
+            fitted, now = self.params_[name], getattr(self, name)
+            if not _same(fitted, now):
+                raise ValueError(
+                    f"warm_start=True continues the fitted {noun}, whose {name} is {fitted!r}; {name} is now "
+                    f"{now!r}. Refit with warm_start=False."
+                )
+        n_features = check_array(to_numpy(X), dtype=None, ensure_all_finite=False).shape[1]
+        if n_features != self.n_features_in_:
+            raise ValueError(
+                f"warm_start=True continues the fitted {noun} of {self.n_features_in_} features; X has "
+                f"{n_features}. Refit with warm_start=False."
+            )
+        return self.module_, np.asarray(to_numpy(self.offset_)).copy()
 
     def _start_module(self, X, generator, units, previous):
         """``_build_module``'s module, or, for a warm start, the ``previous`` fit ``(module, offset)``

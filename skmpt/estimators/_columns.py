@@ -16,15 +16,6 @@ from sklearn.utils.validation import check_array
 __all__ = ["TableColumnsMixin", "feature_label"]
 
 
-def _same(a, b):
-    """Whether two parameter values are equal: arrays element by element, lists and tuples item by item."""
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return a is not None and b is not None and np.array_equal(a, b)
-    return bool(a == b)
-
-
 def feature_label(estimator, index):
     """``feature 3 ('species')`` when the estimator knows its feature names, else ``feature 3``."""
     names = getattr(estimator, "feature_names_in_", None)
@@ -36,26 +27,15 @@ class TableColumnsMixin:
     among its bases). Fitted attributes: ``categorical_features_``, ``count_features_``,
     ``numeric_features_`` and ``categories_``."""
 
-    def _warm_start_source(self, X, shaping):
-        """The fitted ``(module_, offset_)`` that ``fit`` continues from (``warm_start=True``), or None;
-        a ``ValueError``, before any training, when a parameter of ``shaping`` (those that shape the
-        module) or ``X``'s width changed since, or categorical columns have ``categories="auto"``."""
-        if not (self.warm_start and hasattr(self, "module_")):
-            return None
-        name = type(self).__name__
-        changed = [p for p in (*shaping, "categorical_features", "count_features", "categories")
-                   if not _same(getattr(self, p), self.params_[p])]
-        if changed:
-            raise ValueError(f"warm_start=True continues the fitted {name}, and {changed} changed since it was "
-                             f"fitted; refit with warm_start=False.")
-        if len(self.categorical_features_) and isinstance(self.categories, str):
+    def _warm_start_source(self, X, shaping, noun=None):
+        """The base's check (``shaping`` with the column parameters), and a ``ValueError`` when
+        categorical columns have ``categories="auto"`` (the fitted categories are not kept)."""
+        source = super()._warm_start_source(X, (*shaping, "categorical_features", "count_features", "categories"), noun)
+        if source is not None and len(self.categorical_features_) and isinstance(self.categories, str):
+            name = type(self).__name__
             raise ValueError(f"warm_start=True with categorical columns needs categories given (the fitted {name} "
                              f"keeps its own): pass categories=[...], e.g. the fitted categories_.")
-        n_features = np.shape(X)[1]
-        if n_features != self.n_features_in_:
-            raise ValueError(f"warm_start=True continues the fitted {name} of {self.n_features_in_} features; X has "
-                             f"{n_features}. Refit with warm_start=False.")
-        return self.module_, np.asarray(self.offset_).copy()
+        return source
 
     def _resolve_columns(self, name, n_features):
         """The parameter ``name`` (``categorical_features`` or ``count_features``) as sorted column

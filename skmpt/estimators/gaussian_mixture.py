@@ -657,7 +657,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         -------
         self : MaskedGaussianMixture
         """
-        previous = self._warm_start_source(X)
+        previous = self._warm_start_source(X, ("covariance_type", "n_components"), "mixture")
         if previous is not None:
             start = self._em_source(X, sample_weight, self.random_state, previous) or previous
             self._fit(X, sample_weight, random_state=self.random_state, previous=start)
@@ -782,27 +782,6 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
                 value, params = em_step(X, observed, weights, *params, floor, self.params_.covariance_type)
                 values.append(value)
         return values[-1] - values[0] + remaining_gain(values)
-
-    def _warm_start_source(self, X):
-        """The previous fit's ``(module_, offset_)`` to continue from, or None; a ``ValueError``
-        when it no longer matches the parameters or the data's width (checked before the
-        estimator changes)."""
-        if not (self.warm_start and hasattr(self, "module_")):
-            return None
-        fitted = {"covariance_type": self.module_.covariance_type, "n_components": self.n_components_}
-        for name, value in fitted.items():
-            if getattr(self, name) != value:
-                raise ValueError(
-                    f"warm_start=True continues the fitted mixture, whose {name} is {value!r}; {name} is now "
-                    f"{getattr(self, name)!r}. Refit with warm_start=False."
-                )
-        n_features = check_array(to_numpy(X), dtype=None, ensure_all_finite=False).shape[1]
-        if n_features != self.n_features_in_:
-            raise ValueError(
-                f"warm_start=True continues the fitted mixture of {self.n_features_in_} features; X has "
-                f"{n_features}. Refit with warm_start=False."
-            )
-        return self.module_, to_numpy(self.offset_).copy()
 
     def _fit_best_of_inits(self, X, sample_weight):
         """Fit from ``n_init`` starts and keep the parameters of highest (weighted) mean exact
