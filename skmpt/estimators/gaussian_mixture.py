@@ -227,6 +227,16 @@ def em_parameters(module):
     return module.log_weights, module.means, covariances
 
 
+def in_em_units(module, offset, center, scale):
+    """``(params, floor)`` of ``module``, fitted in the units of ``x - offset``, in those of
+    ``(x - center) / scale`` (float64, on the host; the module itself unchanged): its
+    :func:`em_parameters` and its variance floor."""
+    module = copy.deepcopy(module).cpu().double()
+    with torch.no_grad():
+        module.unstandardize_(torch.as_tensor((offset - center) / scale), torch.as_tensor(1 / scale))
+        return tuple(p.detach() for p in em_parameters(module)), module.variance_floor
+
+
 #: Pairs of steps and gradient changes that L-BFGS keeps (:func:`quasi_newton`).
 _QUASI_NEWTON_HISTORY = 100
 
@@ -713,11 +723,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
                               self.covariance_type)
             params = (params[0].log(), *params[1:])
         else:
-            module, offset = previous
-            module = copy.deepcopy(module).cpu().double()
-            with torch.no_grad():
-                module.unstandardize_(torch.as_tensor((offset - center) / scale), torch.as_tensor(1 / scale))
-                start = tuple(p.detach() for p in em_parameters(module))
+            start = in_em_units(*previous, center, scale)[0]
             params = em_climb(X_t, observed, weights, start, floor, self.covariance_type, self.tol / 10)[0]
         return params
 
@@ -768,11 +774,8 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         """``(X, observed, weights, floor, parameters, center, scale)``: the standardised rows of
         :meth:`_standardized`, the module's variance floor and the fitted parameters in those units."""
         X_t, observed, weights, center, scale = self._standardized(X, sample_weight)
-        module = copy.deepcopy(self.module_).cpu().double()
-        with torch.no_grad():
-            module.unstandardize_(torch.as_tensor((self.offset_ - center) / scale), torch.as_tensor(1 / scale))
-            fitted = tuple(p.detach() for p in em_parameters(module))
-        return X_t, observed, weights, module.variance_floor, fitted, center, scale
+        fitted, floor = in_em_units(self.module_, self.offset_, center, scale)
+        return X_t, observed, weights, floor, fitted, center, scale
 
     def _em_gap(self, X, observed, weights, params, floor):
         """EM's gain from ``params`` in ten steps and the rest extrapolated (:func:`remaining_gain`)."""
