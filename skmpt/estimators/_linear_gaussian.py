@@ -18,7 +18,7 @@ from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gauss
 from ._dask import is_dask_collection
 from ._data import to_numpy
 from ._moments import choose_solver
-from .gaussian_mixture import remaining_gain
+from .gaussian_mixture import remaining_gain, standardized_rows
 
 __all__ = [
     "choose_from_spectrum",
@@ -356,21 +356,15 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         centred and scaled (by one scale for PPCA, one per feature for factor analysis, which is
         equivariant to them; zero at the holes), the rows' weights summing to one, the fitted
         ``(components, mean, noise)`` in those units and the noise's floor."""
-        observed = ~np.isnan(X)
-        center, spread = np.nanmean(X, 0), np.nanstd(X, 0)
-        spread = np.where(np.isfinite(spread) & (spread > 0), spread, 1.0)
-        if self._isotropic:  # PPCA stays one under a common scale only
-            spread = np.full_like(spread, np.sqrt(np.mean(spread**2)))
-        weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        weights = torch.as_tensor(weights / weights.sum())
-        X_t = torch.as_tensor(np.where(observed, (X - center) / spread, 0.0))
+        # PPCA stays one under a common scale only
+        X_t, observed, weights, center, spread = standardized_rows(X, sample_weight, common_scale=self._isotropic)
         spread_t = torch.as_tensor(spread)
         components = torch.as_tensor(self.components_, dtype=torch.float64) / spread_t
         mean = (torch.as_tensor(self.mean_, dtype=torch.float64) - torch.as_tensor(center)) / spread_t
         unit = spread_t[0] if self._isotropic else spread_t
         noise = torch.as_tensor(self.noise_variance_, dtype=torch.float64) / unit.square()
         floor = 1e-6 * float(noise.min())
-        return X_t, torch.as_tensor(observed), weights, (components, mean, noise), floor, center, spread_t
+        return X_t, observed, weights, (components, mean, noise), floor, center, spread_t
 
     def _climb_to_optimum(self, X, sample_weight):
         """On rows with holes: EM with holes (:func:`_em_with_holes`) from the fitted parameters, until

@@ -237,6 +237,21 @@ def in_em_units(module, offset, center, scale):
         return tuple(p.detach() for p in em_parameters(module)), module.variance_floor
 
 
+def standardized_rows(X, sample_weight, *, common_scale=False):
+    """``(X_t, observed, weights, center, scale)``: ``X`` (NaN where missing) as a float64 tensor
+    standardised per feature (by one scale for every feature with ``common_scale``), zero where
+    missing, and the weights summing to one: EM's data, on the host."""
+    X = check_array(to_numpy(X), dtype=np.float64, ensure_all_finite="allow-nan")
+    observed = ~np.isnan(X)
+    center, scale = np.nanmean(X, 0), np.nanstd(X, 0)
+    scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+    if common_scale:
+        scale = np.full_like(scale, np.sqrt(np.mean(scale**2)))
+    weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    X_t = torch.as_tensor(np.where(observed, (X - center) / scale, 0.0))
+    return X_t, torch.as_tensor(observed), torch.as_tensor(weights / weights.sum()), center, scale
+
+
 #: Pairs of steps and gradient changes that L-BFGS keeps (:func:`quasi_newton`).
 _QUASI_NEWTON_HISTORY = 100
 
@@ -680,18 +695,9 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         return self
 
     def _standardized(self, X, sample_weight):
-        """``(X_t, observed, weights, center, scale)``: ``X`` (NaN where missing) as a float64 tensor
-        standardised per feature (by one scale for a spherical mixture, the only rescaling under which
-        it stays one), zero where missing, and the weights summing to one: EM's data, on the host."""
-        X = check_array(to_numpy(X), dtype=np.float64, ensure_all_finite="allow-nan")
-        observed = ~np.isnan(X)
-        center, scale = np.nanmean(X, 0), np.nanstd(X, 0)
-        scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
-        if self.covariance_type == "spherical":
-            scale = np.full_like(scale, np.sqrt(np.mean(scale**2)))
-        weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        X_t = torch.as_tensor(np.where(observed, (X - center) / scale, 0.0))
-        return X_t, torch.as_tensor(observed), torch.as_tensor(weights / weights.sum()), center, scale
+        """:func:`standardized_rows` of ``X``, by one scale for a spherical mixture (the only
+        rescaling under which it stays one)."""
+        return standardized_rows(X, sample_weight, common_scale=self.covariance_type == "spherical")
 
     def _em_source(self, X, sample_weight, random_state, previous=None):
         """With ``init_params="em"``, the ``(module, offset)`` EM reaches (on the data standardised per
