@@ -518,17 +518,15 @@ class TableLikelihood(Likelihood):
     def log_prob(self, X, out):
         # X and out broadcast over their leading dimensions: each part is computed at X's shape
         # where it can be (codes, counts) and broadcast once.
-        n_numeric = len(self.numeric_features)
+        mean, logits, log_rate = self._split(out)
         variance = self.variance()
-        residual = X[..., self.numeric_features] - (self.location + self.spread * out[..., :n_numeric])
+        residual = X[..., self.numeric_features] - mean
         parts = [-0.5 * (torch.log(2 * math.pi * variance) + residual.square() / variance)]
         shape = residual.shape[:-1]  # the broadcast leading dimensions
         codes = self.codes(X)
-        logits = out[..., n_numeric : n_numeric + sum(self.sizes)].split(self.sizes, -1)
         parts += [torch.log_softmax(a, -1).expand(*shape, size).gather(-1, codes[..., j : j + 1].expand(*shape, 1))
                   for j, (a, size) in enumerate(zip(logits, self.sizes, strict=True))]
         k = self.counts(X)
-        log_rate = out[..., n_numeric + sum(self.sizes) :]
         parts.append(k * log_rate - log_rate.exp() - torch.lgamma(k + 1))
         return torch.cat(parts, -1)[..., self.column_order]
 
