@@ -463,9 +463,12 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self._fitted_like(X)
         return self
 
-    def _fit(self, X, sample_weight, *, random_state, previous=None):
+    def _fit(self, X, sample_weight, *, random_state, previous=None, at_optimum=False):
         """One training run from ``random_state``'s start, or from the ``previous`` fit's
-        ``(module, offset)`` (a warm start); warns when it stops on its budget."""
+        ``(module, offset)`` (a warm start); warns when it stops on its budget. ``at_optimum``: the
+        ``previous`` start was computed to the optimum (EM's, which MPT with uniform mask sizes aims
+        at too), so it has nothing left to learn: no epoch runs, and the check of the optimum
+        (:meth:`_train_to_optimum`) judges it, training on only if it fails."""
         self._fitted_like(None)  # a fit reads and writes NumPy attributes
         sample_weight = to_numpy(sample_weight)  # weights of any namespace are few: NumPy
         with training_mode(self.verbose):
@@ -489,7 +492,10 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 self.n_components_ = self._resolve_n_components(data.X, weights, choice, n_samples)
                 self.module_, near_start = self._initialize(solver, data.groups, rows, generator, data.units, previous)
                 trainer = self._trainer(weights, near_start)
-                self.n_iter_, self.converged_ = solver.fit(trainer, self.module_, data, generator, jacobian)
+                if at_optimum:
+                    self.n_iter_, self.converged_ = 0, True
+                else:
+                    self.n_iter_, self.converged_ = solver.fit(trainer, self.module_, data, generator, jacobian)
                 self._finish(trainer, data.units)
                 trainer, gap = self._train_to_optimum(X, sample_weight, solver, trainer, data, generator, jacobian)
             self.__dict__.pop("_partial_fit_state", None)
@@ -530,7 +536,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             budget = min(params.max_epochs - self.n_iter_, int((_MAX_COST * params.max_epochs - spent) / cost))
             if budget <= params.n_iter_no_change:  # not even one stall's worth
                 break
-            step = self.history_[-1]["learning_rate"]
+            step = self.history_[-1]["learning_rate"] if self.history_ else params.learning_rate
             center, scale = data.units
             self._map_back(-center / scale, 1 / scale)  # back to the training units
             history, previous = self.history_, self.n_iter_

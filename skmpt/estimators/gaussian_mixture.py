@@ -25,7 +25,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from .._utils import check_generator
 from .._validation import Interval, Options, check_positive_int
 from ..models import GaussianMixtureModule
-from ..models.imputation import decoupled_covariance, gaussian_conditional
+from ..models.imputation import decoupled_covariance
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
 from ._data import as_torch, to_numpy, weighted_mean
 from ._docs import fill_docstring
@@ -122,10 +122,51 @@ def floored(covariances, floor):
     return (vectors * values.clamp(min=1.0).unsqueeze(-2)) @ vectors.mT * root
 
 
+def hole_patterns(observed):
+    """``(observed, patterns, index)``: the boolean ``observed`` ``(n, D)``, its distinct rows
+    ``patterns`` ``(U, D)`` and each row's pattern ``index`` ``(n,)``, for the E-step's work that
+    depends on the pattern of holes only (:func:`pattern_conditional`); given such a triple, it as is."""
+    if isinstance(observed, tuple):
+        return observed
+    patterns, index = torch.unique(observed, dim=0, return_inverse=True)
+    return observed, patterns, index
+
+
+def pattern_conditional(X, observed, means, covariances):
+    """``skmpt.models.imputation.gaussian_conditional`` of every component, its work grouped by
+    the pattern of holes (rows with the same observed entries share ``Sigma_oo``'s Cholesky factor
+    and their conditional covariance): ``(conditional_mean (K, n, D), conditional_covariance (K, U,
+    D, D), log_density (K, n))``, the covariances one per pattern of :func:`hole_patterns`.
+
+    A table with a few thousand rows and ten columns has a few hundred patterns, so the E-step's
+    ``O(D^3)`` part runs per pattern, its ``O(D^2)`` part per row."""
+    observed, patterns, index = hole_patterns(observed)
+    seen = patterns.to(X.dtype)  # (U, D)
+    covariances = covariances.unsqueeze(-3)  # (K, 1, D, D)
+    factor = torch.linalg.cholesky(decoupled_covariance(covariances, seen))  # (K, U, D, D)
+    residual = seen[index] * (X - means.unsqueeze(1))  # (K, n, D), zero at missing entries
+    # Sigma_oo^{-1} (x_o - mu_o), zero at missing entries.
+    alpha = torch.cholesky_solve(residual.unsqueeze(-1), factor[:, index]).squeeze(-1)
+    conditional_mean = means.unsqueeze(1) + (covariances @ alpha.unsqueeze(-1)).squeeze(-1)
+    explained = torch.linalg.solve_triangular(factor, seen.unsqueeze(-1) * covariances, upper=False)
+    missing = 1 - seen
+    conditional_covariance = (covariances - explained.mT @ explained) * missing.unsqueeze(-1) * missing.unsqueeze(-2)
+    log_det = 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)  # (K, U)
+    quad = (residual * alpha).sum(-1)
+    log_density = -0.5 * (seen.sum(-1)[index] * math.log(2 * math.pi) + log_det[:, index] + quad)
+    return torch.where(observed, X, conditional_mean), conditional_covariance, log_density
+
+
+def _pattern_sums(resp, index, n_patterns):
+    """``resp`` ``(K, n)`` summed over the rows of each pattern: ``(K, U)``."""
+    return resp.new_zeros(resp.shape[0], n_patterns).index_add_(1, index, resp)
+
+
 def em_step(X, observed, weights, log_weights, means, covariances, floor, covariance_type="full"):
     """One EM step of a Gaussian mixture on data with holes: ``(value, (log_weights, means,
     covariances))``, ``value`` the weighted mean ``log p(x_o)`` at the parameters given.
 
+    ``observed`` is the boolean mask of observed entries or its :func:`hole_patterns`.
     ``covariances`` are full matrices ``(K, D, D)`` of any ``covariance_type`` (a tied one repeated,
     diagonal and spherical ones on the diagonal), and so are the ones returned. The E-step takes
     every component's conditional mean and covariance of the missing entries given the observed
@@ -135,14 +176,16 @@ def em_step(X, observed, weights, log_weights, means, covariances, floor, covari
     (:func:`floored`). ``weights`` sum to one. The step raises the observed-data likelihood that
     MPT maximises too, over the same parameters.
     """
-    mean, cov, log_density = gaussian_conditional(X, observed, means.unsqueeze(1), covariances)  # (K, n, ...)
+    observed = hole_patterns(observed)
+    mean, cov, log_density = pattern_conditional(X, observed, means, covariances)
     log_joint = log_weights.unsqueeze(-1) + log_density
     value = float(weights @ torch.logsumexp(log_joint, 0))
     resp = torch.softmax(log_joint, 0) * weights  # (K, n)
     counts = resp.sum(1) + 10 * torch.finfo(X.dtype).eps
     means = torch.einsum("kn,knd->kd", resp, mean) / counts.unsqueeze(-1)
     residual = mean - means.unsqueeze(1)
-    scatter = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + torch.einsum("kn,knde->kde", resp, cov)
+    scatter = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + torch.einsum(
+        "ku,kude->kde", _pattern_sums(resp, observed[2], len(observed[1])), cov)
     if covariance_type == "full":
         covariances = floored(scatter / counts.view(-1, 1, 1), floor)
     elif covariance_type == "tied":
@@ -190,15 +233,17 @@ def remaining_gain(values):
 def observed_log_likelihood(X, observed, weights, log_weights, means, covariances):
     """The weighted mean ``log p(x_o)`` of a Gaussian mixture, differentiable in its parameters.
 
-    ``weights`` sum to one; ``covariances`` are full matrices ``(K, D, D)`` (as :func:`em_step`'s);
-    the value is the one :func:`em_step` reports, without the E-step's conditional moments.
+    ``weights`` sum to one; ``observed`` and ``covariances`` as :func:`em_step` takes them; the value
+    is the one :func:`em_step` reports, without the E-step's conditional moments.
     """
-    seen = observed.to(X.dtype)
-    factor = torch.linalg.cholesky(decoupled_covariance(covariances.unsqueeze(-3), seen))  # (K, n, D, D)
-    residual = seen * (X - means.unsqueeze(1))
-    whitened = torch.linalg.solve_triangular(factor, residual.unsqueeze(-1), upper=False).squeeze(-1)
-    log_det = 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-    log_density = -0.5 * (seen.sum(-1) * math.log(2 * math.pi) + log_det + whitened.square().sum(-1))
+    _, patterns, index = hole_patterns(observed)
+    seen = patterns.to(X.dtype)  # (U, D)
+    factor = torch.linalg.cholesky(decoupled_covariance(covariances.unsqueeze(-3), seen))  # (K, U, D, D)
+    residual = seen[index] * (X - means.unsqueeze(1))
+    whitened = torch.linalg.solve_triangular(factor[:, index], residual.unsqueeze(-1), upper=False).squeeze(-1)
+    log_det = 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)  # (K, U)
+    log_density = -0.5 * (seen.sum(-1)[index] * math.log(2 * math.pi) + log_det[:, index]
+                          + whitened.square().sum(-1))
     return weights @ torch.logsumexp(log_weights.unsqueeze(-1) + log_density, 0)
 
 
@@ -252,6 +297,8 @@ def standardized_rows(X, sample_weight, *, common_scale=False):
     return X_t, torch.as_tensor(observed), torch.as_tensor(weights / weights.sum()), center, scale
 
 
+_QN_FRACTION = 100
+_START_FRACTION = 10
 #: Pairs of steps and gradient changes that L-BFGS keeps (:func:`quasi_newton`).
 _QUASI_NEWTON_HISTORY = 100
 
@@ -261,14 +308,16 @@ def expected_statistics(X, observed, weights, log_weights, means, covariances):
     ``means``: ``value`` the weighted mean ``log p(x_o)``, and per component the weighted
     responsibilities' sums ``N_k``, ``sum_i w_i r_ik (m_ik - mu_k)`` and ``sum_i w_i r_ik ((m_ik - mu_k)
     (m_ik - mu_k)^T + C_ik)``, with ``m_ik`` and ``C_ik`` the conditional mean and covariance of ``x_i``
-    given ``x_o`` under component ``k``."""
-    mean, cov, log_density = gaussian_conditional(X, observed, means.unsqueeze(1), covariances)  # (K, n, ...)
+    given ``x_o`` under component ``k`` (``observed`` as :func:`em_step` takes it)."""
+    observed = hole_patterns(observed)
+    mean, cov, log_density = pattern_conditional(X, observed, means, covariances)
     log_joint = log_weights.unsqueeze(-1) + log_density
     value = weights @ torch.logsumexp(log_joint, 0)
     resp = torch.softmax(log_joint, 0) * weights  # (K, n)
     residual = mean - means.unsqueeze(1)
     first = torch.einsum("kn,knd->kd", resp, residual)
-    second = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + torch.einsum("kn,knde->kde", resp, cov)
+    second = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + torch.einsum(
+        "ku,kude->kde", _pattern_sums(resp, observed[2], len(observed[1])), cov)
     return value, resp.sum(1), first, second
 
 
@@ -298,7 +347,7 @@ def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, eval
     them."""
     module = module_of(params, floor, covariance_type)
     optimizer = torch.optim.LBFGS(list(module.parameters()), max_iter=evaluations, max_eval=evaluations,
-                                  history_size=_QUASI_NEWTON_HISTORY, tolerance_grad=0.0, tolerance_change=tol / 100,
+                                  history_size=_QUASI_NEWTON_HISTORY, tolerance_grad=0.0, tolerance_change=tol / _QN_FRACTION,
                                   line_search_fn="strong_wolfe")
     evaluations = [0]
 
@@ -332,6 +381,7 @@ def em_climb(X, observed, weights, params, floor, covariance_type, tol, max_step
     one. Every step raises the likelihood; a round of L-BFGS that does not (it failed, or ended
     lower) is undone and plain EM continues."""
     values, steps, accelerate = [], 0, True
+    observed = hole_patterns(observed)
     while steps < max_steps:
         value, following = em_step(X, observed, weights, *params, floor, covariance_type)
         values.append(value)
@@ -684,11 +734,12 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         """
         previous = self._warm_start_source(X, ("covariance_type", "n_components"), "mixture")
         if previous is not None:
-            start = self._em_source(X, sample_weight, self.random_state, previous) or previous
-            self._fit(X, sample_weight, random_state=self.random_state, previous=start)
+            start = self._em_source(X, sample_weight, self.random_state, previous)
+            self._fit(X, sample_weight, random_state=self.random_state, previous=start or previous,
+                      at_optimum=start is not None)
         elif self.n_init == 1:
             start = self._em_source(X, sample_weight, self.random_state)
-            self._fit(X, sample_weight, random_state=self.random_state, previous=start)
+            self._fit(X, sample_weight, random_state=self.random_state, previous=start, at_optimum=start is not None)
         else:
             self._fit_best_of_inits(X, sample_weight)
         self._fitted_like(X)
@@ -725,12 +776,12 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         start or from the ``previous`` fit ``(module, offset)``."""
         if previous is None:
             seed = int(torch.randint(2**31 - 1, (1,), generator=check_generator(random_state)))
-            params = em_start(X_t, observed, weights, self.n_components, seed, self.tol / 10, floor,
+            params = em_start(X_t, observed, weights, self.n_components, seed, self.tol / _START_FRACTION, floor,
                               self.covariance_type)
             params = (params[0].log(), *params[1:])
         else:
             start = in_em_units(*previous, center, scale)[0]
-            params = em_climb(X_t, observed, weights, start, floor, self.covariance_type, self.tol / 10)[0]
+            params = em_climb(X_t, observed, weights, start, floor, self.covariance_type, self.tol / _START_FRACTION)[0]
         return params
 
     def __sklearn_tags__(self):
@@ -785,7 +836,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     def _em_gap(self, X, observed, weights, params, floor):
         """EM's gain from ``params`` in ten steps and the rest extrapolated (:func:`remaining_gain`)."""
-        values = []
+        values, observed = [], hole_patterns(observed)
         with torch.no_grad():
             for _ in range(_EM_WINDOW):
                 value, params = em_step(X, observed, weights, *params, floor, self.params_.covariance_type)
@@ -803,8 +854,8 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         for random_state in [self.random_state, *seeds.tolist()]:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
-                self._fit(X, sample_weight, random_state=random_state,
-                          previous=self._em_source(X, sample_weight, random_state))
+                start = self._em_source(X, sample_weight, random_state)
+                self._fit(X, sample_weight, random_state=random_state, previous=start, at_optimum=start is not None)
             convergence = [w.message for w in caught if issubclass(w.category, ConvergenceWarning)]
             for other in caught:  # any other warning as it came
                 if not issubclass(other.category, ConvergenceWarning):
