@@ -133,33 +133,40 @@ def hole_patterns(observed):
 
 
 def pattern_conditional(X, observed, means, covariances):
-    """``skmpt.models.imputation.gaussian_conditional`` of every component, its work grouped by
-    the pattern of holes (rows with the same observed entries share ``Sigma_oo``'s Cholesky factor
-    and their conditional covariance): ``(conditional_mean (K, n, D), conditional_covariance (K, U,
-    D, D), log_density (K, n))``, the covariances one per pattern of :func:`hole_patterns`.
-
-    A table with a few thousand rows and ten columns has a few hundred patterns, so the E-step's
-    ``O(D^3)`` part runs per pattern, its ``O(D^2)`` part per row."""
+    """Each component's Gaussian conditional of the missing entries given the observed ones, its work
+    grouped by the pattern of holes (rows with the same observed entries share ``Sigma_oo``'s Cholesky
+    factor and inverse): ``(conditional_mean (K, n, D), precision (K, U, D, D), log_density (K, n))``,
+    ``conditional_mean`` ``x_o`` at the observed entries and ``E[x_m | x_o]`` at the others,
+    ``precision`` ``Sigma_oo^{-1}`` of each pattern of :func:`hole_patterns` (zero outside its observed
+    block), ``log_density`` ``log N(x_o | mu_o, Sigma_oo)``. A table with a few thousand rows and ten
+    columns has a few hundred patterns, so the ``O(D^3)`` work runs per pattern, the ``O(D^2)`` per row;
+    :func:`expected_scatter` sums the conditional covariances from ``precision``."""
     observed, patterns, index = hole_patterns(observed)
     seen = patterns.to(X.dtype)  # (U, D)
     covariances = covariances.unsqueeze(-3)  # (K, 1, D, D)
     factor = torch.linalg.cholesky(decoupled_covariance(covariances, seen))  # (K, U, D, D)
+    # The decoupled covariance's inverse is Sigma_oo^{-1} beside the identity.
+    precision = torch.cholesky_inverse(factor) - torch.diag_embed(1 - seen)
     residual = seen[index] * (X - means.unsqueeze(1))  # (K, n, D), zero at missing entries
     # Sigma_oo^{-1} (x_o - mu_o), zero at missing entries.
     alpha = torch.cholesky_solve(residual.unsqueeze(-1), factor[:, index]).squeeze(-1)
     conditional_mean = means.unsqueeze(1) + (covariances @ alpha.unsqueeze(-1)).squeeze(-1)
-    explained = torch.linalg.solve_triangular(factor, seen.unsqueeze(-1) * covariances, upper=False)
-    missing = 1 - seen
-    conditional_covariance = (covariances - explained.mT @ explained) * missing.unsqueeze(-1) * missing.unsqueeze(-2)
     log_det = 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)  # (K, U)
     quad = (residual * alpha).sum(-1)
     log_density = -0.5 * (seen.sum(-1)[index] * math.log(2 * math.pi) + log_det[:, index] + quad)
-    return torch.where(observed, X, conditional_mean), conditional_covariance, log_density
+    return torch.where(observed, X, conditional_mean), precision, log_density
 
 
-def _pattern_sums(resp, index, n_patterns):
-    """``resp`` ``(K, n)`` summed over the rows of each pattern: ``(K, U)``."""
-    return resp.new_zeros(resp.shape[0], n_patterns).index_add_(1, index, resp)
+def expected_scatter(resp, observed, covariances, precision):
+    """``sum_i r_ik C_ik`` per component ``(K, D, D)``: the conditional covariances of the missing
+    entries given the observed ones, ``C = Sigma - Sigma P Sigma`` with ``P`` the ``precision`` of the
+    row's pattern (:func:`pattern_conditional`; ``C`` is zero in the observed rows and columns), summed
+    over the rows with the responsibilities ``resp`` ``(K, n)``: ``N_k Sigma_k - Sigma_k (sum_i r_ik
+    P_i) Sigma_k``, one product per component whatever the rows."""
+    _, patterns, index = hole_patterns(observed)
+    pooled = torch.einsum("ku,kude->kde", resp.new_zeros(len(resp), len(patterns)).index_add_(1, index, resp),
+                          precision)
+    return resp.sum(1).view(-1, 1, 1) * covariances - covariances @ pooled @ covariances
 
 
 def em_step(X, observed, weights, log_weights, means, covariances, floor, covariance_type="full"):
@@ -177,15 +184,15 @@ def em_step(X, observed, weights, log_weights, means, covariances, floor, covari
     MPT maximises too, over the same parameters.
     """
     observed = hole_patterns(observed)
-    mean, cov, log_density = pattern_conditional(X, observed, means, covariances)
+    mean, precision, log_density = pattern_conditional(X, observed, means, covariances)
     log_joint = log_weights.unsqueeze(-1) + log_density
     value = float(weights @ torch.logsumexp(log_joint, 0))
     resp = torch.softmax(log_joint, 0) * weights  # (K, n)
     counts = resp.sum(1) + 10 * torch.finfo(X.dtype).eps
     means = torch.einsum("kn,knd->kd", resp, mean) / counts.unsqueeze(-1)
     residual = mean - means.unsqueeze(1)
-    scatter = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + torch.einsum(
-        "ku,kude->kde", _pattern_sums(resp, observed[2], len(observed[1])), cov)
+    scatter = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + expected_scatter(
+        resp, observed, covariances, precision)
     if covariance_type == "full":
         covariances = floored(scatter / counts.view(-1, 1, 1), floor)
     elif covariance_type == "tied":
@@ -310,14 +317,14 @@ def expected_statistics(X, observed, weights, log_weights, means, covariances):
     (m_ik - mu_k)^T + C_ik)``, with ``m_ik`` and ``C_ik`` the conditional mean and covariance of ``x_i``
     given ``x_o`` under component ``k`` (``observed`` as :func:`em_step` takes it)."""
     observed = hole_patterns(observed)
-    mean, cov, log_density = pattern_conditional(X, observed, means, covariances)
+    mean, precision, log_density = pattern_conditional(X, observed, means, covariances)
     log_joint = log_weights.unsqueeze(-1) + log_density
     value = weights @ torch.logsumexp(log_joint, 0)
     resp = torch.softmax(log_joint, 0) * weights  # (K, n)
     residual = mean - means.unsqueeze(1)
     first = torch.einsum("kn,knd->kd", resp, residual)
-    second = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + torch.einsum(
-        "ku,kude->kde", _pattern_sums(resp, observed[2], len(observed[1])), cov)
+    second = torch.einsum("kn,knd,kne->kde", resp, residual, residual) + expected_scatter(
+        resp, observed, covariances, precision)
     return value, resp.sum(1), first, second
 
 
