@@ -526,9 +526,8 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         its largest values hidden, plain EM was 0.018 nats short after 500 steps; EM and L-BFGS
         reach the optimum in half its CPU time). MPT with uniform mask sizes aims at that same
         optimum, so a start that the check of ``converged_`` finds within ``tol`` of it is not
-        trained further (``n_iter_`` is 0 and ``history_`` empty: MPT's epochs from there were most
-        of the default imputer's time on ``fair``); one short of it (EM out of its steps) is climbed
-        on, then trained by MPT only if still short. With ``warm_start=True``,
+        trained further (``n_iter_`` is 0 and ``history_`` empty); one short of it (EM out of its
+        steps) is climbed on, then trained by MPT only if still short. With ``warm_start=True``,
         EM starts from the fitted mixture's parameters instead (no k-means): a mixture fitted on a
         subsample and refitted to every row needs fewer steps (statsmodels' ``fair``, 6,366 rows,
         20 % missing, 3 components fitted on 2,000 of them: 104 against 144 from k-means).
