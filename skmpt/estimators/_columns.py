@@ -178,7 +178,8 @@ class TableColumnsMixin:
         """Draws of each sample's missing entries from ``p(x_mis | x_obs)``.
 
         Exact for :class:`~skmpt.MaskedMixedMixture`; for :class:`~skmpt.MaskedVAE`, by sampling
-        importance resampling of ``z`` given the observed entries.
+        importance resampling of ``z`` given the observed entries, among particles drawn until their
+        effective sample size reaches 100 (at most 1000), as ``impute`` draws them.
 
         Parameters
         ----------

@@ -344,18 +344,34 @@ class VAEModule(MaskedModel):
             out[rows] = self._impute_rows(X[rows], observed[rows], n_particles, target_ess, generator)
         return torch.where(observed, X, out)
 
-    def _impute_rows(self, X, observed, n_particles, target_ess, generator):
-        """:meth:`impute`'s rows ``X``: particles in rounds until each row's effective sample size
-        reaches ``target_ess`` (or ``n_particles``); every round's weighted average pooled exactly."""
-        table = self.likelihood.name == TableLikelihood.name
+    def _rounds(self, X, observed, n_particles, target_ess, generator):
+        """Rounds of particles for the rows ``X`` (100, then doubling each row's total) until a row's
+        effective sample size ``(sum_s w_s)^2 / sum_s w_s^2`` reaches ``target_ess`` (``None``: one
+        round of ``n_particles``) or it holds ``n_particles``: yields each round's rows (indices into
+        ``X``) with :meth:`_importance_particles`' ``z``, decoder outputs and log-weights. All the
+        particles come from one proposal, so a row's rounds together are one sample of its size."""
         total = X.new_full((X.shape[0],), -math.inf)  # log sum_s w_s
         squares = total.clone()  # log sum_s w_s^2
-        average = None
         active = torch.arange(X.shape[0], device=X.device)
         drawn = 0
         while len(active):
             size = n_particles - drawn if target_ess is None else min(max(drawn, _FIRST_ROUND), n_particles - drawn)
-            _, out, log_w = self._importance_particles(X[active], observed[active], size, generator)
+            z, out, log_w = self._importance_particles(X[active], observed[active], size, generator)
+            yield active, z, out, log_w
+            total[active] = torch.logaddexp(total[active], torch.logsumexp(log_w, -1))
+            squares[active] = torch.logaddexp(squares[active], torch.logsumexp(2 * log_w, -1))
+            drawn += size
+            if drawn >= n_particles:
+                break
+            active = active[(2 * total[active] - squares[active]).exp() < target_ess]
+
+    def _impute_rows(self, X, observed, n_particles, target_ess, generator):
+        """:meth:`impute`'s rows ``X``: every round of :meth:`_rounds` pooled exactly into one
+        self-normalised average per row."""
+        table = self.likelihood.name == TableLikelihood.name
+        total = X.new_full((X.shape[0],), -math.inf)  # log sum_s w_s
+        average = None
+        for active, _, out, log_w in self._rounds(X, observed, n_particles, target_ess, generator):
             values = self.likelihood.expectations(out) if table else self.likelihood.mean(out)
             part = torch.einsum("ns,nsd->nd", torch.softmax(log_w, -1), values)
             round_total = torch.logsumexp(log_w, -1)
@@ -365,24 +381,35 @@ class VAEModule(MaskedModel):
             average[active] = (average[active] * (total[active] - pooled).exp().unsqueeze(-1)
                                + part * (round_total - pooled).exp().unsqueeze(-1))
             total[active] = pooled
-            squares[active] = torch.logaddexp(squares[active], torch.logsumexp(2 * log_w, -1))
-            drawn += size
-            if drawn >= n_particles:
-                break
-            active = active[(2 * total[active] - squares[active]).exp() < target_ess]
         return self.likelihood.predict_from(average) if table else average
 
-    def sample_missing(self, X, observed, n_draws, *, n_particles=1000, generator=None):
+    def sample_missing(self, X, observed, n_draws, *, n_particles=1000, target_ess=IMPUTE_ESS, generator=None):
         """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``, by sampling importance resampling:
-        a particle ``z_s`` picked by its MIWAE weight, then ``x`` from the likelihood at it."""
-        starts, step = self._row_chunks(X, n_particles)
-        parts = []
-        for i in starts:
-            z, _, log_w = self._importance_particles(X[i : i + step], observed[i : i + step], n_particles, generator)
-            picks = pick_components(torch.log_softmax(log_w, -1), n_draws, generator)  # (n_draws, rows)
-            chosen = z[torch.arange(z.shape[0], device=X.device), picks]  # (n_draws, rows, K)
-            parts.append(self.likelihood.sample(self.decoder(chosen), generator))
-        return torch.where(observed, X, torch.cat(parts, dim=1))
+        a particle ``z_s`` picked by its MIWAE weight among all of its row's, then ``x`` from the
+        likelihood at it. A row draws its particles in the rounds of :meth:`impute` (until their
+        effective sample size reaches ``target_ess`` or it holds ``n_particles``; ``target_ess=None``:
+        ``n_particles``); a row with no missing entry draws none. The ``observed`` entries stay ``X``'s."""
+        out = X.expand(n_draws, *X.shape).clone()
+        missing = torch.nonzero(~observed.all(-1)).flatten()
+        _, step = self._row_chunks(X, n_particles)
+        for i in range(0, len(missing), step):
+            rows = missing[i : i + step]
+            out[:, rows] = self._sample_rows(X[rows], observed[rows], n_draws, n_particles, target_ess, generator)
+        return torch.where(observed, X, out)
+
+    def _sample_rows(self, X, observed, n_draws, n_particles, target_ess, generator):
+        """:meth:`sample_missing`'s rows ``X``: each row's particles of every round, then the picks."""
+        z = X.new_zeros(X.shape[0], n_particles, self.n_components)
+        log_w = X.new_full((X.shape[0], n_particles), -math.inf)  # no particle drawn: weight 0
+        start = 0
+        for active, z_round, _, log_w_round in self._rounds(X, observed, n_particles, target_ess, generator):
+            size = log_w_round.shape[-1]
+            z[active, start : start + size], log_w[active, start : start + size] = z_round, log_w_round
+            start += size
+        z, log_w = z[:, :start], log_w[:, :start]
+        picks = pick_components(torch.log_softmax(log_w, -1), n_draws, generator)  # (n_draws, rows)
+        chosen = z[torch.arange(z.shape[0], device=X.device), picks]  # (n_draws, rows, K)
+        return self.likelihood.sample(self.decoder(chosen), generator)
 
     def log_importance_weights(self, X, n_lml_samples=100, *, observed=None, generator=None):
         """The log-weights ``log p(x, z_s) - log q(z_s | x)`` behind :meth:`log_marginal`.

@@ -205,6 +205,51 @@ def test_impute_draws_rounds_until_the_target_ess_and_pools_them_exactly(monkeyp
     assert torch.equal(imputed[observed], X[observed])
 
 
+def test_sample_missing_resamples_among_all_of_a_rows_rounds_of_particles(monkeypatch):
+    import skmpt.models.vae as vae
+
+    module, X = make_vae(), data()
+    X[:, 0] = torch.arange(4.0, dtype=torch.float64)  # the row's number, for the stand-in below
+    observed = torch.tensor([True, False, True, True, True]).repeat(4, 1)
+    observed[3] = True  # nothing to draw: no particle
+    g = torch.Generator().manual_seed(0)
+    # Row 0's weights are equal (ESS 100 after one round of 100); rows 1 and 2 spread (they run to 700
+    # particles in rounds of 100, 100, 200, 300); row 1's particle 450 (4th round) outweighs the rest.
+    log_w = torch.cat([torch.zeros(1, 700), 8 * torch.randn(2, 700, generator=g), torch.zeros(1, 700)]).double()
+    log_w[1, 450] = 1e3
+    z = torch.zeros(4, 700, 2, dtype=torch.float64)
+    z[..., 0] = 1000 * torch.arange(4.0)[:, None] + torch.arange(700.0)  # a particle's row and number
+    drawn, sizes, weights, decoded = [0] * 4, [], [], []
+    pick = vae.pick_components
+
+    def particles(X_rows, observed_rows, size, generator):
+        rows = X_rows[:, 0].long().tolist()
+        sizes.append(size)
+        take = [slice(drawn[r], drawn[r] + size) for r in rows]
+        for r in rows:
+            drawn[r] += size
+        pairs = list(zip(rows, take, strict=True))
+        return torch.stack([z[r, t] for r, t in pairs]), None, torch.stack([log_w[r, t] for r, t in pairs])
+
+    def picks(log_weights, n_draws, generator):
+        weights.append(log_weights)
+        return pick(log_weights, n_draws, generator)
+
+    monkeypatch.setattr(module, "_importance_particles", particles)
+    monkeypatch.setattr(vae, "pick_components", picks)
+    module.decoder.register_forward_hook(lambda layer, inputs, output: decoded.append(inputs[0]))
+    draws = module.sample_missing(X, observed, 50, n_particles=700, target_ess=100, generator=g)
+    assert drawn == [100, 700, 700, 0] and sizes == [100, 100, 200, 300]
+    # resampled among each row's particles of every round, by their weights (row 0's 600 undrawn ones: none)
+    expected = log_w[:3].clone()
+    expected[0, 100:] = -math.inf
+    torch.testing.assert_close(weights[0], torch.log_softmax(expected, -1), rtol=1e-12, atol=1e-12)
+    chosen = decoded[0][..., 0]  # (n_draws, rows): row * 1000 + particle
+    assert ((chosen // 1000) == torch.arange(3.0)).all() and (chosen[:, 0] % 1000 < 100).all()
+    assert (chosen[:, 1] == 1450).all()
+    assert draws.shape == (50, 4, 5) and torch.equal(draws[:, observed], X[observed].expand(50, -1))
+
+
 def test_unstandardize_is_the_change_of_variables():
     module, X = make_vae(), data()
     center = torch.tensor([1.0, -2.0, 0.5, 3.0, 0.0], dtype=torch.float64)
