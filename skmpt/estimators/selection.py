@@ -264,14 +264,14 @@ def _lower_remask_error(checks, chosen):
 
 
 class _Progress:
-    """A line on stderr per fitted candidate once the search has run ``after`` seconds (wall time):
-    tqdm's bar where tqdm is installed, else plain lines."""
+    """A line on stderr per fitted candidate once the search has run ``after`` seconds (wall time),
+    or from a forced update on: tqdm's bar where tqdm is installed, else plain lines."""
 
     def __init__(self, enabled, after=3.0):
         self.enabled, self.after, self.start, self.bar = enabled, after, time.perf_counter(), None
 
-    def update(self, done, total, message):
-        if not self.enabled or time.perf_counter() - self.start < self.after:
+    def update(self, done, total, message, force=False):
+        if not self.enabled or not (force or time.perf_counter() - self.start >= self.after):
             return
         try:
             from tqdm.auto import tqdm
@@ -405,8 +405,9 @@ class MaskedModelSearch(BaseEstimator):
         Log each candidate's held-out score and time (logger ``skmpt.estimators.selection``,
         level INFO) as it is fitted.
     progress : bool, default=True
-        Once the search has run three seconds, show its progress on stderr (a tqdm bar where
-        tqdm is installed, else a line per fit).
+        Once the search has run three seconds, or when it refits to more than twice the rows the
+        candidates were fitted to, show its progress on stderr (a tqdm bar where tqdm is
+        installed, else a line per fit).
 
     Attributes
     ----------
@@ -553,7 +554,9 @@ class MaskedModelSearch(BaseEstimator):
             X_refit = X
             if self.refit_max_samples is not None and len(X) > self.refit_max_samples:
                 X_refit = X[np.sort(rng.choice(len(X), self.refit_max_samples, replace=False))]
-            progress.update(len(rows) + 1, len(rows) + 1, f"refit to {len(X_refit)} rows")
+            # A refit to many more rows than the candidates saw can take long after a quick search.
+            progress.update(len(rows) + 1, len(rows) + 1, f"refit to {len(X_refit)} rows",
+                            force=len(X_refit) > 2 * train.sum())
             self._refit(X_refit, rows, candidates, fitted, scorer, ranks)
         progress.close()
         self.best_score_ = float(means[self.best_index_])

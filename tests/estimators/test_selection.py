@@ -276,6 +276,14 @@ def test_progress_shows_only_on_a_long_search(capsys):
     assert "MaskedModelSearch" not in capsys.readouterr().err  # well under three seconds
 
 
+def test_progress_shows_at_a_refit_to_many_more_rows_than_the_candidates_saw(capsys):
+    X = _low_rank(n=400, d=4, k=1, missing=0.1)
+    MaskedModelSearch([MaskedPPCA(1, **FAST)], max_samples=100, random_state=0).fit(X)  # 80 rows, then 400
+    assert "MaskedModelSearch" in capsys.readouterr().err
+    MaskedModelSearch([MaskedPPCA(1, **FAST)], max_samples=100, progress=False, random_state=0).fit(X)
+    assert "MaskedModelSearch" not in capsys.readouterr().err
+
+
 def test_an_unknown_criterion_is_refused():
     with pytest.raises(ValueError, match="criterion"):
         MaskedModelSearch([MaskedPPCA(1)], criterion="bic").fit(_low_rank(n=40))
