@@ -303,7 +303,8 @@ def main(argv=None):
     parser.add_argument("--methods", default=None,
                         help="comma-separated subset of Simple, KNN, Iterative, missForest, MaskedImputer, "
                              "miceforest (where installed); Masked[likelihood], Masked[conditional], "
-                             "Masked[remask] compare the selection criteria, Masked[self-masking] models "
+                             "Masked[remask], Masked[likelihood_remask] compare the selection criteria, "
+                             "Masked[self-masking] models "
                              "self-masking holes")
     parser.add_argument("--max-rows", type=int, default=5000, help="rows kept of a larger table")
     parser.add_argument("--timing-repeats", type=int, default=1,

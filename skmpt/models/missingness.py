@@ -24,6 +24,9 @@ import numpy as np
 import torch
 from torch.nn.functional import logsigmoid
 
+# Added to the diagonal of the standardised covariance (a variance floor, as reg_covar's).
+_COVARIANCE_FLOOR = 1e-6
+
 __all__ = ["SelfMaskingGaussian", "gauss_hermite", "log_expected_sigmoid", "mean_given_missing"]
 
 
@@ -166,14 +169,17 @@ class SelfMaskingGaussian(torch.nn.Module):
         self.n_iter_, self.converged_ = 0, False
 
     def covariance(self):
-        """The covariance on standardised features.
+        """The covariance on standardised features, ``L L^T`` plus a floor of ``1e-6`` on its
+        diagonal (a step of the fit that shrinks a factor's diagonal towards 0 leaves it positive
+        definite in floating point, where ``L L^T`` alone was not, on ``breast_cancer``'s nearly
+        collinear columns).
 
         Returns
         -------
         covariance : Tensor of shape (n_features, n_features)
         """
         factor = torch.tril(self.lower, -1) + torch.diag(self.log_diagonal.exp())
-        return factor @ factor.T
+        return factor @ factor.T + _COVARIANCE_FLOOR * torch.eye(len(factor), dtype=factor.dtype)
 
     def _standardize(self, X):
         Z = (torch.as_tensor(np.asarray(X, dtype=np.float64)) - self.center) / self.scale

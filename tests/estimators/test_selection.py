@@ -126,7 +126,7 @@ def test_bad_input_is_refused_before_fitting():
         MaskedModelSearch([MaskedPPCA(1)], rule="bic").fit(_low_rank(n=40))
 
 
-@pytest.mark.parametrize("criterion", ["likelihood", "conditional", "remask"])
+@pytest.mark.parametrize("criterion", ["likelihood", "conditional", "remask", "likelihood_remask"])
 def test_every_criterion_ranks_the_true_rank_above_a_smaller_one(criterion):
     X = _low_rank(n=300, d=6, k=2, missing=0.2)
     candidates = [MaskedPPCA(k, **FAST) for k in (1, 2)]
@@ -174,6 +174,36 @@ def test_a_refit_far_below_its_selection_score_is_not_used(criterion):
     assert search.rejected_refits_ == [0] and search.best_index_ == 1
     assert search.best_estimator_.n_components == 1 and not isinstance(search.best_estimator_, _WildOnEveryRow)
     assert np.isfinite(search.best_estimator_.score(X)) and search.best_estimator_.score(X) > -50
+
+
+class _ImputesOffByThree(MaskedPPCA):
+    """A PPCA whose likelihood is its own but whose imputations are three off in every entry."""
+
+    def impute(self, X):
+        return super().impute(X) + 3.0
+
+
+def test_likelihood_remask_sets_aside_a_choice_whose_remask_error_is_significantly_higher():
+    X = _low_rank(n=300, d=6, k=2, missing=0.2)
+    candidates = {"off": [_ImputesOffByThree(2, **FAST)], "ppca": [MaskedPPCA(1, **FAST)]}
+    by_likelihood = MaskedModelSearch(candidates, greedy=False, refit=False, random_state=0).fit(X)
+    assert by_likelihood.best_index_ == 0  # the rank-2 model is the likelihood's choice
+    search = MaskedModelSearch(candidates, greedy=False, refit=False, criterion="likelihood_remask",
+                               random_state=0).fit(X)
+    np.testing.assert_array_equal(search.cv_results_["mean_test_score"], by_likelihood.cv_results_["mean_test_score"])
+    remask = search.cv_results_["mean_remask_score"]
+    assert remask[0] < -3 and remask[1] > -1 and search.best_index_ == 1
+    assert search.best_score_ == search.cv_results_["mean_test_score"][1]
+
+
+def test_likelihood_remask_keeps_the_likelihoods_choice_where_the_remask_difference_is_not_significant():
+    X = _low_rank(n=300, d=6, k=2, missing=0.2)
+    candidates = [MaskedPPCA(k, **FAST) for k in (2, 3)]  # the true rank and one more: near-equal imputations
+    search = MaskedModelSearch(candidates, greedy=False, refit=False, criterion="likelihood_remask",
+                               random_state=0).fit(X)
+    scores, remask = search.cv_results_["mean_test_score"], search.cv_results_["mean_remask_score"]
+    assert abs(remask[0] - remask[1]) < 0.01
+    assert search.best_index_ == int(np.argmax(scores))
 
 
 def test_every_refit_wild_keeps_the_candidate_fitted_to_the_training_rows_and_warns():
@@ -244,6 +274,14 @@ def test_progress_shows_only_on_a_long_search(capsys):
     X = _low_rank(n=100, d=4, k=1, missing=0.1)
     MaskedModelSearch([MaskedPPCA(1, **FAST)], random_state=0).fit(X)
     assert "MaskedModelSearch" not in capsys.readouterr().err  # well under three seconds
+
+
+def test_progress_shows_at_a_refit_to_many_more_rows_than_the_candidates_saw(capsys):
+    X = _low_rank(n=400, d=4, k=1, missing=0.1)
+    MaskedModelSearch([MaskedPPCA(1, **FAST)], max_samples=100, random_state=0).fit(X)  # 80 rows, then 400
+    assert "MaskedModelSearch" in capsys.readouterr().err
+    MaskedModelSearch([MaskedPPCA(1, **FAST)], max_samples=100, progress=False, random_state=0).fit(X)
+    assert "MaskedModelSearch" not in capsys.readouterr().err
 
 
 def test_an_unknown_criterion_is_refused():

@@ -103,3 +103,12 @@ def test_fit_refuses_a_feature_without_two_observed_entries():
     X[1:, 2] = np.nan
     with pytest.raises(ValueError, match=r"feature\(s\) \[2\]"):
         SelfMaskingGaussian.fit(X)
+
+
+def test_the_covariance_stays_positive_definite_where_its_factor_is_nearly_singular():
+    model = SelfMaskingGaussian(np.zeros(2), np.ones(2), np.zeros(2), np.eye(2), np.zeros(2), np.zeros(2))
+    with torch.no_grad():  # L = [[e^-50, 0], [1, e^-50]]: L L^T's second pivot is lost in floating point
+        model.log_diagonal.fill_(-50.0)
+        model.lower[1, 0] = 1.0
+    torch.linalg.cholesky(model.covariance())
+    assert np.isfinite(model.score(np.array([[0.5, np.nan], [0.1, 0.2]])))
