@@ -557,13 +557,13 @@ class MaskedModelSearch(BaseEstimator):
             # A refit to many more rows than the candidates saw can take long after a quick search.
             progress.update(len(rows) + 1, len(rows) + 1, f"refit to {len(X_refit)} rows",
                             force=len(X_refit) > 2 * train.sum())
-            self._refit(X_refit, rows, candidates, fitted, scorer, ranks)
+            self._refit(X_refit, rows, candidates, fitted, scorer, ranks, unseen=X_refit is not X_search)
         progress.close()
         self.best_score_ = float(means[self.best_index_])
         self.refit_time_ = time.process_time() - start
         return self
 
-    def _refit(self, X, rows, candidates, fitted, scorer, ranks):
+    def _refit(self, X, rows, candidates, fitted, scorer, ranks, unseen):
         """Refit the chosen candidate to every row, continuing from its fit where it has a
         ``warm_start`` and that fit holds on every row (:meth:`_continues`), else by its own
         ``fit`` (its own ``tol``, whether it was ranked by its ``fit`` or by the Gaussian's
@@ -573,7 +573,8 @@ class MaskedModelSearch(BaseEstimator):
         order = [self.best_index_] + [i for i in np.argsort(ranks) if i != self.best_index_]
         for index in order:
             row = rows[index]
-            for warm in (True, False) if self._continues(candidates[index], fitted[index], X, scorer) else (False,):
+            continues = self._continues(candidates[index], fitted[index], X, scorer, unseen)
+            for warm in (True, False) if continues else (False,):
                 refitted = self._refitted(candidates[index], fitted[index], X, warm)
                 if refitted is None:  # a continuation that did not converge: the fit from the start
                     continue
@@ -589,14 +590,19 @@ class MaskedModelSearch(BaseEstimator):
             f"training rows only.", ConvergenceWarning, stacklevel=3)
 
     @staticmethod
-    def _continues(candidate, fitted, X, scorer):
+    def _continues(candidate, fitted, X, scorer, unseen):
         """Whether the refit continues ``fitted`` (the candidate fitted to the training rows): it
-        has a ``warm_start`` parameter, and its log-likelihood of every row is not more than
-        ``_REFIT_TOLERANCE`` standard errors below that of the held-out rows (a start fitted to a
-        subsample that rows outside it throw far off, e.g. outliers a near-singular component
-        never saw, is left for a fit from the candidate's own start)."""
+        has a ``warm_start`` parameter, and, where ``X`` holds rows the search neither fitted nor
+        scored (``unseen``: it searched or refits a subsample), its log-likelihood of every row is not
+        more than ``_REFIT_TOLERANCE`` standard errors below that of the held-out rows (a start fitted
+        to a subsample that rows outside it throw far off, e.g. outliers a near-singular component
+        never saw, is left for a fit from the candidate's own start). Without unseen rows the check
+        is skipped: it would score every row again (for a VAE, seconds of importance sampling) to
+        learn what the search already knows."""
         if "warm_start" not in candidate.get_params():
             return False
+        if not unseen:
+            return True
         mean, error = _mean_and_error(fitted.score_samples(scorer.X))
         return fitted.score(X) >= mean - _REFIT_TOLERANCE * error
 

@@ -258,6 +258,25 @@ def test_a_candidate_that_rows_outside_its_subsample_throw_far_off_is_refitted_f
     assert search.best_estimator_.continued_ is False  # fitted from its start (not continued)
 
 
+class _CountsScoredRows(_RecordsStart):
+    """Counts the rows it is asked to score."""
+
+    def score_samples(self, X):
+        type(self).scored += len(X)
+        return super().score_samples(X)
+
+
+def test_a_search_of_every_row_continues_its_fit_without_scoring_the_rows_again():
+    X = _low_rank(n=300, d=4, k=2, missing=0.2)
+    fast = {**FAST, "max_epochs": 3, "learning_rate": 1e-3}
+    counting = type("_Counts", (_CountsScoredRows,), {"scored": 0})
+    search = MaskedModelSearch([counting(1, **fast)], random_state=0).fit(X)
+    assert search.best_estimator_.continued_
+    # The 60 held-out rows, scored once by the search and once after the refit; no row again to
+    # decide whether to continue (every row was fitted or scored by the search).
+    assert counting.scored == 2 * 60
+
+
 def test_max_samples_fits_the_candidates_to_a_subset_and_refits_to_every_row():
     X = _low_rank(n=400, d=5, k=2, missing=0.1)
     search = MaskedModelSearch([MaskedPPCA(2, **FAST)], max_samples=100, random_state=0).fit(X)
