@@ -673,8 +673,12 @@ class AllocatedSizeMasks(UniformSizeMasks):
         Subtract the fitted control variate per token where there are at least
         ``control_copies`` (4) copies per token besides the all-masked one (fewer fit it too
         poorly to gain: a round of 16 copies of 8 tokens fits it on other copies given to
-        ``draws``, an earlier round's, or runs without it); ``draws`` then takes each
+        ``draws``, other rounds', or runs without it); ``draws`` then takes each
         target's log-probability (``per_target``).
+    full : bool, default=True
+        Whether the copies include the all-masked one. False spends all ``score_masks`` copies
+        on the sizes ``1..L - 1`` and takes the all-masked copy's values from ``draws``'
+        ``full_values``: a request drawn in rounds scores it once (its value does not vary).
 
     Examples
     --------
@@ -694,14 +698,15 @@ class AllocatedSizeMasks(UniformSizeMasks):
     #: of 0.99 times the variance without it, the lowest 0.55), at 4 it gained 1.44 (the lowest 1.00), at 8 1.77.
     control_copies = 4
 
-    def __init__(self, score_masks=None, return_std=False, exponent=0.25, control=False, *, n_masks="deprecated"):
+    def __init__(self, score_masks=None, return_std=False, exponent=0.25, control=False, full=True, *,
+                 n_masks="deprecated"):
         super().__init__(score_masks, return_std=return_std, n_masks=n_masks)
-        if self.score_masks < 2 + return_std:
-            raise ValueError(f"AllocatedSizeMasks needs score_masks >= {2 + return_std} (the all-masked copy and "
-                             f"{1 + return_std} more); got {score_masks}.")
+        if self.score_masks < 1 + full + return_std:
+            raise ValueError(f"AllocatedSizeMasks needs score_masks >= {1 + full + return_std} ("
+                             f"{'the all-masked copy and ' if full else ''}{1 + return_std} more); got {score_masks}.")
         if not (math.isfinite(exponent) and exponent >= 0):
             raise ValueError(f"exponent must be a finite number >= 0; got {exponent!r}.")
-        self.exponent, self.control = float(exponent), bool(control)
+        self.exponent, self.control, self.full = float(exponent), bool(control), bool(full)
         self.per_target = self.control  # the control variate needs each target's log-probability
 
     def copies(self, length, generator, word_ids=None):
@@ -709,31 +714,57 @@ class AllocatedSizeMasks(UniformSizeMasks):
         if length == 1:  # one token: every copy is the all-masked one
             masked = full.expand(self.score_masks, 1).clone()
             return masked, masked
-        sizes = _allocated_sizes(self.score_masks - 1, length - 1, self.exponent, generator)
-        masked = torch.cat([full, masks_of_sizes(sizes, length, random_state=generator)])
+        sizes = _allocated_sizes(self.score_masks - self.full, length - 1, self.exponent, generator)
+        masked = masks_of_sizes(sizes, length, random_state=generator)
+        masked = torch.cat([full, masked]) if self.full else masked
         return masked, masked
 
-    def draws(self, masked, values, fit_masked=None, fit_values=None):
-        """One draw per copy after the first, whose mean is the estimate, shape (score_masks - 1,).
+    def draws(self, masked, values, fit_masked=None, fit_values=None, full_values=None):
+        """One draw per copy but the all-masked one, whose mean is the estimate, shape (score_masks - full,).
 
         With ``control`` and copies too few to fit the control variate on themselves (fewer than
         ``control_copies`` per token), ``fit_masked`` and ``fit_values`` (other copies, drawn
-        independently of these, without the all-masked one: an earlier round's) fit it instead,
-        which keeps the estimate unbiased.
+        independently of these, without the all-masked one: other rounds') fit it instead,
+        which keeps the estimate unbiased. With ``full=False``, ``full_values`` are the
+        all-masked copy's values (a row of each target's log-probability with ``control``, else
+        their sum), scored once elsewhere.
 
-        The estimate is ``S(x; L) + sum_M`` (each size's estimate). Where every size has two
-        copies or more, each draw is the estimate plus the copy's deviation from its size's mean
-        term, scaled so that the draws' spread over ``sqrt(n)`` is the stratified standard error
-        ``sqrt(sum_M s_M**2 / count_M)`` (``s_M``: the spread of size ``M``'s terms): the
-        differences between sizes' means, which are no error, stay out of it. Else each draw is
-        ``S(x; L)`` plus the copy's term weighed by ``n / count_M`` (``n / e_M`` where
-        ``e_M < 1``): the same mean, a conservative spread.
+        The estimate is ``S(x; L) + sum_M`` (each size's estimate): :meth:`terms` and
+        :meth:`stratified_draws`.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        if masked.shape[1] == 1:  # one token: every copy is the all-masked one
+            sums = np.nansum(values, 1) if self.control else values
+            return sums[1:].copy() if self.full else sums.copy()
+        return self.stratified_draws(*self.terms(masked, values, fit_masked, fit_values, full_values))
+
+    def terms(self, masked, values, fit_masked=None, fit_values=None, full_values=None):
+        """``(full, sizes, terms, weights, covered)``: the estimate is ``full + weights @ terms``.
+
+        ``full`` is ``S(x; L)`` from the all-masked copy; ``terms`` each other copy's
+        ``(1 / M) sum_masked log p`` (less its control variate with ``control``), ``sizes`` its
+        size ``M`` and ``weights`` its weight: ``1 / count_M`` where ``e_M >= 1``, else
+        ``1 / e_M``; ``covered`` says that every size has ``e_M >= 1`` (each size's mean, no
+        size left to chance). Arguments as :meth:`draws`'; at least two tokens.
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> from skmpt.text.strategies import AllocatedSizeMasks
+        >>> strategy = AllocatedSizeMasks(score_masks=5)
+        >>> masked, _ = strategy.copies(3, torch.Generator().manual_seed(0))
+        >>> full, sizes, terms, weights, covered = strategy.terms(masked, -masked.sum(1).double().numpy())
+        >>> sizes.tolist(), weights.tolist(), float(full + weights @ terms)  # log p = -1 per token
+        ([1, 1, 2, 2], [0.5, 0.5, 0.5, 0.5], -3.0)
         """
         values = np.asarray(values, dtype=np.float64)
         length = masked.shape[1]
+        if not self.full:
+            if full_values is None:
+                raise ValueError("full_values is needed: with full=False the copies lack the all-masked one.")
+            masked = torch.cat([torch.ones((1, length), dtype=torch.bool), torch.as_tensor(masked)])
+            values = np.concatenate([np.asarray(full_values, dtype=np.float64).reshape(1, *values.shape[1:]), values])
         sums = np.nansum(values, 1) if self.control else values
-        if length == 1:
-            return sums[1:].copy()
         sizes = masked[1:].sum(1).numpy()
         expected = np.diff(np.concatenate([[0.0], np.cumsum(_size_allocation(len(sizes), length - 1,
                                                                               self.exponent))]))
@@ -746,15 +777,38 @@ class AllocatedSizeMasks(UniformSizeMasks):
             fit_masked = np.asarray(fit_masked)
             baseline, beta = _control_fit(fit_masked, np.where(fit_masked, fit_values, 0.0), np.ones(len(fit_masked)))
             terms = terms - beta * ((masked[1:].numpy() * baseline).sum(1) / sizes - baseline.mean())
-        draws = sums[0] / length + len(sizes) * terms / per_size
-        if (expected < 2).any() or counts.min() < 2:  # a size without two copies: the terms (conservative)
-            return draws
-        # the estimate plus each copy's deviation from its size's mean, scaled so that the draws' spread over
-        # sqrt(n) is the estimate's within-size standard error sqrt(sum_M s_M**2 / n_M)
-        means = np.bincount(sizes, weights=terms, minlength=length)[1:] / counts
-        n_copies, count = len(sizes), counts[sizes - 1]
-        scale = np.sqrt(n_copies * (n_copies - 1) / (count * (count - 1)))
-        return draws.mean() + scale * (terms - means[sizes - 1])
+        return sums[0] / length, sizes, terms, 1.0 / per_size, bool((expected >= 1).all())
+
+    @staticmethod
+    def stratified_draws(full, sizes, terms, weights, covered):
+        """Draws whose mean is ``full + weights @ terms`` and whose spread over ``sqrt(n)`` is its standard error.
+
+        The arguments are :meth:`terms`' (or those of several independent sets of copies, each set's
+        weights times its share of the copies: rounds pooled). Where the sizes are ``covered`` and
+        each has two copies or more, each draw is the estimate plus the copy's weighted deviation
+        from its size's mean term, scaled so that the draws' spread over ``sqrt(n)`` is the
+        stratified standard error ``sqrt(sum_M s_M**2 sum_k weight_k**2)`` (``s_M``: the spread of
+        size ``M``'s terms): the differences between sizes' means, which are no error, stay out of
+        it. Else each draw is ``full + n weight_k term_k``: the same mean, a conservative spread.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skmpt.text.strategies import AllocatedSizeMasks
+        >>> sizes, terms = np.array([1, 1, 2, 2]), np.array([-1.0, -3.0, -1.0, -1.0])
+        >>> draws = AllocatedSizeMasks.stratified_draws(-1.0, sizes, terms, np.full(4, 0.5), True)
+        >>> float(draws.mean()), round(float(draws.std(ddof=1) / 2), 6)  # -1 - 2 - 1; size 1's terms: s**2 / 2 = 1
+        (-4.0, 1.0)
+        """
+        sizes, terms, weights = np.asarray(sizes), np.asarray(terms, dtype=np.float64), np.asarray(weights)
+        n_copies = len(terms)
+        counts = np.bincount(sizes, minlength=sizes.max() + 1)[1:].astype(np.float64)
+        if not covered or counts.min() < 2:  # a size without two copies: the terms (conservative)
+            return full + n_copies * weights * terms
+        means = np.bincount(sizes, weights=terms, minlength=len(counts) + 1)[1:] / counts
+        count = counts[sizes - 1]
+        deviations = np.sqrt(n_copies * (n_copies - 1) * count / (count - 1)) * weights * (terms - means[sizes - 1])
+        return full + weights @ terms + deviations - deviations.mean()
 
 
 class ControlledMasks(StratifiedSizeMasks):

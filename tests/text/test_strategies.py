@@ -72,6 +72,15 @@ def test_allocated_sizes_keep_the_enumerations_expectation_whether_a_size_always
         values = np.where(targets.numpy(), table[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
         plain = AllocatedSizeMasks(copies, exponent=exponent).draws(masked, np.nansum(values, 1))
         assert not np.allclose(strategy.draws(masked, values), plain)
+    # without the all-masked copy (a later round's), its values given: the same draws from the other copies
+    carried = AllocatedSizeMasks(copies - 1, exponent=exponent, control=control, full=False)
+    targets = targets.numpy()
+    values = np.where(targets, table[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
+    values = values if control else np.nansum(values, 1)
+    assert np.allclose(carried.draws(masked[1:], values[1:], full_values=values[0]), strategy.draws(masked, values))
+    assert carried.copies(LENGTH, torch.Generator().manual_seed(0))[0].all(1).sum() == 0
+    with pytest.raises(ValueError, match="full_values is needed"):
+        carried.draws(masked[1:], values[1:])
     with pytest.raises(ValueError, match="score_masks >= 3"):
         AllocatedSizeMasks(2, return_std=True)
     with pytest.raises(ValueError, match="exponent must be a finite number >= 0"):
