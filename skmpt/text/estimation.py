@@ -8,10 +8,11 @@ at most ``max_forward_passes`` masked copies (forward passes) per text on it:
   :class:`~skmpt.text.strategies.ExhaustiveMasks`, zero variance;
 - else a Monte Carlo estimator (:mod:`skmpt.text.strategies`) named by ``score_method``, or
   ``"auto"``: the standard (:data:`STANDARD_METHOD`, ``"adjusted"``: the all-masked copy once,
-  the other sizes' copies in proportion to ``M**-1/4``, minus a control variate per token whose
-  coefficient is **measured** on the request's own copies, cross-fitted so that it does not bias
-  the estimate). Candidates added to :data:`AUTO_CANDIDATES` (none by default) are measured by a
-  pilot of LLaDA's stratified copies in independent units (a control variate per token read from
+  the other sizes' copies in proportion to ``M**-1/4``, minus control variates for each token's
+  own difficulty and each masked token's effect on the others, whose coefficients are
+  **measured** on the request's own copies, cross-fitted so that they do not bias the estimate).
+  Candidates added to :data:`AUTO_CANDIDATES` (none by default) are measured by a pilot of LLaDA's
+  stratified copies in independent units (a control variate per token read from
   them; ``"nested"`` chains or ``"balanced"`` positions in units of their own), within half the
   budget, and the candidate of least variance per forward pass is chosen unless the standard's is
   within the pilot's noise of it (a one-sided F test, Bonferroni over the candidates); **every
@@ -51,10 +52,10 @@ __all__ = ["AUTO_CANDIDATES", "PILOT_FRACTION", "PILOT_UNITS", "STANDARD_METHOD"
            "measured_choice", "pair_keys"]
 
 #: The standard estimator, ``"auto"``'s unless a pilot measures a candidate significantly better:
-#: :class:`~skmpt.text.strategies.AllocatedSizeMasks` with its control variate (``"adjusted"``). On the benchmark's 18
-#: tuning tables (8 residues, 128 passes) it had a median of 2.00 times the efficiency of LLaDA's ``eval_llada.py``
-#: estimator (the lowest 1.00); LLaDA's stratified sizes with the pilot's measured choice of a control variate, the
-#: previous default, 1.18 (the lowest 0.50).
+#: :class:`~skmpt.text.strategies.AllocatedSizeMasks` with its control variates (``"adjusted"``). On the benchmark's 18
+#: tuning tables (8 residues, 128 passes) it had a median of 2.54 times the efficiency of LLaDA's ``eval_llada.py``
+#: estimator (the lowest 1.28; 2.00 and 1.00 with the tokens' own difficulties alone); LLaDA's stratified sizes with
+#: the pilot's measured choice of a control variate, the default before, 1.18 (the lowest 0.50).
 STANDARD_METHOD = "adjusted"
 #: The candidates ``"auto"`` measures beside the standard, by a pilot: none. ``"controlled"`` (a control variate per
 #: token with coefficient 1, read from the pilot's copies at no extra pass), ``"nested"`` (only for a continuation
