@@ -640,7 +640,7 @@ def _pair_effects(masked, values):
         [levels.T @ m, levels.T @ (m * (sizes - 1)[:, None]), levels.T @ (levels * sizes[:, None])]])
     right = np.concatenate([values.sum(0), m.T @ sums - values.sum(0), levels.T @ sums])
     ridge = 1e-9 * max(np.trace(gram), 1.0) / len(gram)
-    effects = np.linalg.lstsq(gram + ridge * np.eye(len(gram)), right, rcond=None)[0]
+    effects = np.linalg.solve(gram + ridge * np.eye(len(gram)), right)
     return effects[:length], effects[length:2 * length]
 
 
