@@ -116,6 +116,17 @@ def test_the_adjusted_control_removes_additive_token_effects_and_costs_little_wh
             found.append(strategy.draws(masked, values if control else np.nansum(values, 1)).mean())
         spread[control] = np.var(found)
     assert spread[True] < 0.01 * spread[False]
+    # masking a token lowers the others' log-probabilities (a pair's effect): the second control variate takes it out
+    pairs = np.random.default_rng(2).normal(0.0, 0.5, 12)
+    found = {False: [], True: []}
+    for seed in range(60):
+        masked, _ = AllocatedSizeMasks(49).copies(12, torch.Generator().manual_seed(seed))
+        held = masked.numpy()
+        values = np.where(held, effects + (held @ pairs)[:, None] - pairs, np.nan)
+        for control in (False, True):
+            found[control].append(AllocatedSizeMasks(49, control=control).draws(
+                masked, values if control else np.nansum(values, 1)).mean())
+    assert np.var(found[True]) < 1e-6 * np.var(found[False])
     mixed = table - np.nanmean(table, 0)  # the table's interactions alone: no token is harder than another
     for control in (False, True):
         strategy = AllocatedSizeMasks(33, control=control)
