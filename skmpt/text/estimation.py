@@ -726,15 +726,16 @@ class BudgetedEstimator:
 
         The first round scores the all-masked copy, whose value does not vary; the later ones carry
         it (``full=False``: every copy of theirs on the other sizes). A round too small to fit its
-        control variate on itself fits it on the item's **other** rounds' copies, earlier and later
-        (refitted as rounds come): drawn independently of its own, they keep it unbiased, and the
-        first round gets a control too. The rounds' copies are pooled for the standard error
-        (:meth:`~skmpt.text.strategies.AllocatedSizeMasks.stratified_draws`, each copy weighed by its
-        round's share). On the benchmark's 18 tuning tables, 8 rounds of 16 copies of 8 tokens had a
-        median of 1.99 times LLaDA's efficiency (the lowest 1.10), against 1.54 (1.04) with the
-        all-masked copy in every round and the control fitted on earlier rounds only. Rounds beyond
-        the latest ``64 * T`` copies are frozen (their draws kept, their copies dropped): memory does
-        not grow with the budget.
+        control variates on itself fits them on the item's **other** rounds' copies, earlier and
+        later (refitted as rounds come; once they hold 4 copies per token): drawn independently of
+        its own, they keep it unbiased, and the first round gets them too. The rounds' copies are
+        pooled for the standard error (:meth:`~skmpt.text.strategies.AllocatedSizeMasks.stratified_draws`,
+        each copy weighed by its round's share). On the benchmark's 18 tuning tables, 8 rounds of
+        16 copies of 8 tokens had a median of 2.29 times LLaDA's efficiency (the lowest 1.15),
+        against 1.54 (1.04) with the all-masked copy in every round, the control fitted on earlier
+        rounds only and the tokens' own difficulties alone (1.99 and 1.10 with these alone). Rounds
+        beyond the latest ``64 * T`` copies are frozen (their draws kept, their copies dropped):
+        memory does not grow with the budget.
         """
         values = np.asarray(values, dtype=np.float64)
         found = rounds.setdefault(i, {"full": values[0], "live": [], "frozen": []})

@@ -784,7 +784,8 @@ class AllocatedSizeMasks(UniformSizeMasks):
         With ``control`` and copies too few to fit the control variate on themselves (fewer than
         ``control_copies`` per token), ``fit_masked`` and ``fit_values`` (other copies, drawn
         independently of these, without the all-masked one: other rounds') fit it instead,
-        which keeps the estimate unbiased. With ``full=False``, ``full_values`` are the
+        which keeps the estimate unbiased (where they hold ``control_copies`` per token too;
+        else there is no control variate). With ``full=False``, ``full_values`` are the
         all-masked copy's values (a row of each target's log-probability with ``control``, else
         their sum), scored once elsewhere.
 
@@ -832,7 +833,7 @@ class AllocatedSizeMasks(UniformSizeMasks):
         terms = sums[1:] / sizes
         if self.control and len(sizes) >= self.control_copies * length:
             terms = terms - _fitted_controls(masked[1:].numpy(), values[1:], sizes, per_size)
-        elif self.control and fit_masked is not None and len(fit_masked):
+        elif self.control and fit_masked is not None and len(fit_masked) >= self.control_copies * length:
             fit_masked = np.asarray(fit_masked)
             fit = _control_fit(fit_masked, np.where(fit_masked, fit_values, 0.0), np.ones(len(fit_masked)))
             terms = terms - _controls(masked[1:].numpy(), fit)
