@@ -789,8 +789,9 @@ class AllocatedSizeMasks(UniformSizeMasks):
         all-masked copy's values (a row of each target's log-probability with ``control``, else
         their sum), scored once elsewhere.
 
-        The estimate is ``S(x; L) + sum_M`` (each size's estimate): :meth:`terms` and
-        :meth:`stratified_draws`.
+        The estimate is ``S(x; L) + sum_M`` (each size's estimate):
+        :meth:`~skmpt.text.strategies.AllocatedSizeMasks.terms` and
+        :meth:`~skmpt.text.strategies.AllocatedSizeMasks.stratified_draws`.
         """
         values = np.asarray(values, dtype=np.float64)
         if masked.shape[1] == 1:  # one token: every copy is the all-masked one
@@ -805,7 +806,7 @@ class AllocatedSizeMasks(UniformSizeMasks):
         ``(1 / M) sum_masked log p`` (less its control variate with ``control``), ``sizes`` its
         size ``M`` and ``weights`` its weight: ``1 / count_M`` where ``e_M >= 1``, else
         ``1 / e_M``; ``covered`` says that every size has ``e_M >= 1`` (each size's mean, no
-        size left to chance). Arguments as :meth:`draws`'; at least two tokens.
+        size left to chance). Arguments as ``draws``'; at least two tokens.
 
         Examples
         --------
@@ -843,7 +844,7 @@ class AllocatedSizeMasks(UniformSizeMasks):
     def stratified_draws(full, sizes, terms, weights, covered):
         """Draws whose mean is ``full + weights @ terms`` and whose spread over ``sqrt(n)`` is its standard error.
 
-        The arguments are :meth:`terms`' (or those of several independent sets of copies, each set's
+        The arguments are ``terms``' (or those of several independent sets of copies, each set's
         weights times its share of the copies: rounds pooled). Where the sizes are ``covered`` and
         each has two copies or more, each draw is the estimate plus the copy's weighted deviation
         from its size's mean term, scaled so that the draws' spread over ``sqrt(n)`` is the
