@@ -72,6 +72,10 @@ AUTO_CANDIDATES = ()
 PILOT_UNITS = 8
 #: A pilot takes at most ``1 / PILOT_FRACTION`` of a text's budget (its draws all count in the estimate).
 PILOT_FRACTION = 2
+#: A text drawn in rounds refits the control variates of its first ``REFIT_ROUNDS`` rounds on each other as rounds
+#: come (128 passes in rounds of 16: every round on all the others); a later round's are fitted once, on the rounds
+#: before it, so that the fits stay within a few per round (64 tokens in 256 rounds: 2 s of CPU, not 320).
+REFIT_ROUNDS = 8
 
 
 class Estimate(NamedTuple):
@@ -738,15 +742,16 @@ class BudgetedEstimator:
         memory does not grow with the budget.
         """
         values = np.asarray(values, dtype=np.float64)
-        found = rounds.setdefault(i, {"full": values[0], "live": [], "frozen": []})
-        found["live"].append((strategy, masked, values))
+        found = rounds.setdefault(i, {"full": values[0], "live": [], "frozen": [], "count": 0})
+        found["live"].append([strategy, masked, values, None])  # its terms, once computed
+        found["count"] += 1
 
         def own(k):  # round k's copies without the all-masked one
-            kept, m, v = found["live"][k]
+            kept, m, v, _ = found["live"][k]
             return (m[1:], v[1:]) if kept.full else (m, v)
 
         def round_terms(k):
-            kept, m, v = found["live"][k]
+            kept, m, v, _ = found["live"][k]
             fit = (None, None)
             if kept.control and len(found["live"]) > 1:
                 others = [own(j) for j in range(len(found["live"])) if j != k]
@@ -754,11 +759,14 @@ class BudgetedEstimator:
             return kept.terms(m, v, *fit, full_values=None if kept.full else found["full"])
 
         if masked.shape[1] == 1:  # one token: the all-masked copies only
-            return np.concatenate([kept.draws(m, v, full_values=found["full"]) for kept, m, v in found["live"]])
+            return np.concatenate([kept.draws(m, v, full_values=found["full"]) for kept, m, v, _ in found["live"]])
+        # the first REFIT_ROUNDS rounds are refitted on each other as rounds come; a later one is fitted once, on the
+        # rounds before it (what it holds is then fixed): the fits stay within a few per round
+        for k in (range(len(found["live"])) if found["count"] <= REFIT_ROUNDS else [len(found["live"]) - 1]):
+            found["live"][k][3] = round_terms(k)
         while len(found["live"]) > 1 and sum(len(own(k)[0]) for k in range(len(found["live"]))) > 64 * masked.shape[1]:
-            found["frozen"].append(strategy.stratified_draws(*round_terms(0)))
-            found["live"].pop(0)
-        parts = [round_terms(k) for k in range(len(found["live"]))]
+            found["frozen"].append(strategy.stratified_draws(*found["live"].pop(0)[3]))
+        parts = [entry[3] for entry in found["live"]]
         # the rounds pooled: each copy's weight times its round's share of the copies (their mean is the estimate)
         shares = np.array([len(part[1]) for part in parts], dtype=np.float64) / sum(len(part[1]) for part in parts)
         pooled = strategy.stratified_draws(

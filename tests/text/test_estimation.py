@@ -367,3 +367,22 @@ def test_rounds_score_the_all_masked_copy_once_and_fit_the_control_variate_on_th
     assert abs(values["auto"].mean() - exact) <= 3 * values["auto"].std(ddof=1) / np.sqrt(60)
     z = (values["auto"] - exact) / np.array([e.std for e in found["auto"]])
     assert 0.75 <= z.std(ddof=1) <= 1.3  # the standard errors describe the spread (pooled over the rounds)
+
+
+def test_rounds_beyond_the_first_few_are_fitted_once_so_the_fits_stay_within_a_few_per_round(monkeypatch):
+    from skmpt.text import EncodedTexts, estimation
+    from skmpt.text.strategies import AllocatedSizeMasks, ExhaustiveMasks
+
+    length = 5
+    masked = ExhaustiveMasks(max_tokens=length).copies(length, None)[0].numpy()
+    table = np.where(masked, np.random.default_rng(3).normal(-2.0, 1.0, masked.shape), np.nan)
+    calls = []
+    original = AllocatedSizeMasks.terms
+    monkeypatch.setattr(AllocatedSizeMasks, "terms", lambda self, *args, **options: calls.append(1) or original(
+        self, *args, **options))
+    encoded = EncodedTexts([torch.zeros(length + 2, dtype=torch.long)], [torch.arange(1, length + 1)])
+    found = BudgetedEstimator(_TableRunner(table), max_forward_passes=200, round_passes=5, target_se=1e-9,
+                              exact=False).estimate(encoded, ["k"])[0]
+    rounds, refit = 40, estimation.REFIT_ROUNDS
+    assert found.forward_passes == 200 and np.isfinite(found.log_likelihood) and found.std > 0
+    assert len(calls) == refit * (refit + 1) // 2 + rounds - refit  # not rounds * (rounds + 1) / 2
