@@ -48,8 +48,8 @@ from .._validation import Interval, Options, validate_parameters
 from .strategies import (ESTIMATOR_METHODS, AllocatedSizeMasks, ControlledMasks, ExhaustiveMasks, NestedMasks,
                          estimator_strategy)
 
-__all__ = ["AUTO_CANDIDATES", "PILOT_FRACTION", "PILOT_UNITS", "STANDARD_METHOD", "BudgetedEstimator", "Estimate",
-           "measured_choice", "pair_keys"]
+__all__ = ["AUTO_CANDIDATES", "PILOT_FRACTION", "PILOT_UNITS", "REFIT_ROUNDS", "STANDARD_METHOD", "BudgetedEstimator",
+           "Estimate", "measured_choice", "pair_keys"]
 
 #: The standard estimator, ``"auto"``'s unless a pilot measures a candidate significantly better:
 #: :class:`~skmpt.text.strategies.AllocatedSizeMasks` with its control variates (``"adjusted"``). On the benchmark's 18
