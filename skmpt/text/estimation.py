@@ -731,8 +731,9 @@ class BudgetedEstimator:
         The first round scores the all-masked copy, whose value does not vary; the later ones carry
         it (``full=False``: every copy of theirs on the other sizes). A round too small to fit its
         control variates on itself fits them on the item's **other** rounds' copies, earlier and
-        later (refitted as rounds come; once they hold 4 copies per token): drawn independently of
-        its own, they keep it unbiased, and the first round gets them too. The rounds' copies are
+        later (refitted as rounds come, for the first :data:`REFIT_ROUNDS` rounds; a later round on
+        the rounds before it; once they hold 4 copies per token): drawn independently of its own,
+        they keep it unbiased, and the first round gets them too. The rounds' copies are
         pooled for the standard error (:meth:`~skmpt.text.strategies.AllocatedSizeMasks.stratified_draws`,
         each copy weighed by its round's share). On the benchmark's 18 tuning tables, 8 rounds of
         16 copies of 8 tokens had a median of 2.29 times LLaDA's efficiency (the lowest 1.15),
