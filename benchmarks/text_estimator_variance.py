@@ -24,7 +24,9 @@ and ``adjusted`` (``allocated`` with a control variate per token, its coefficien
 other copies). ``auto`` is the budgeted estimator itself
 (:class:`skmpt.text.estimation.BudgetedEstimator`, run over the table): the default of the
 lm-eval model, of ``MLMCurveScorer.conditional_score_samples`` and of the conditional
-functions, which runs its standard (``adjusted``) unless candidates are added to its pilot.
+functions, which runs its standard (``adjusted``) unless candidates are added to its pilot;
+``auto_rounds`` is the same drawing in rounds of 16 copies (``target_se`` too small to reach:
+the rounds of ``target_se`` and of a question's choices with ``adaptive=True``).
 Each title line also says how far balancing positions within sizes could divide the variance
 (:func:`balance_bound`). The models:
 
@@ -77,7 +79,8 @@ from skmpt.text.estimation import BudgetedEstimator
 from skmpt.text.strategies import ESTIMATOR_METHODS, ExhaustiveMasks, NestedMasks, StratifiedSizeMasks, TimeMasks
 
 ESTIMATORS = ("llada_round", "stratified", "uniform", "low_discrepancy", "vrpo", "complementary", "time", "sweep",
-              "chain", "ar_ftb", "nested", "controlled", "antithetic", "balanced", "allocated", "adjusted", "auto")
+              "chain", "ar_ftb", "nested", "controlled", "antithetic", "balanced", "allocated", "adjusted", "auto",
+              "auto_rounds")
 #: The reference every ratio is taken against: LLaDA's ``eval_llada.py`` estimator, batches of 32 copies, each with
 #: one random start and its sizes evenly spread from it (rounded as LLaDA rounds, halves to even).
 REFERENCE = "llada"
@@ -312,8 +315,9 @@ def simulate(table, name, passes, runs, given=False):
     estimates, spent = [], []
     encoded = EncodedTexts([torch.zeros(length + 2, dtype=torch.long)], [torch.arange(1, length + 1)])
     for seed in range(runs):
-        if name == "auto":
-            estimator = BudgetedEstimator(TableRunner(table), max_forward_passes=passes, seed=seed)
+        if name in ("auto", "auto_rounds"):
+            estimator = BudgetedEstimator(TableRunner(table), max_forward_passes=passes, seed=seed,
+                                          target_se=1e-9 if name == "auto_rounds" else None)
             estimate = estimator.estimate(encoded, ["table"], given={0} if given else set())[0]
             estimates.append(estimate.log_likelihood)
             spent.append(estimate.forward_passes)
@@ -395,7 +399,8 @@ def ratio_interval(reference, estimates, passes, level=0.9, n_boot=1000, seed=0)
 
 
 def report(title, table, args, given=False):
-    """Print every estimator's row on ``table``; returns LLaDA/auto's variance ratio per pass and its interval."""
+    """Print every estimator's row on ``table``; returns LLaDA/auto's (and auto_rounds') variance ratio per pass and
+    its interval, by name."""
     exact = ExhaustiveMasks(max_tokens=table.shape[1]).draws(torch.from_numpy(~np.isnan(table)),
                                                             np.nansum(table, 1))[0]
     names = [*args.estimators, *(f"nested@{weight:g}" for weight in args.chain_weights if given)]
@@ -413,11 +418,13 @@ def report(title, table, args, given=False):
             ratio = f"{reference / (variance * passes):.2f} [{low:.2f}, {high:.2f}]"
         print(f"{name:<16} {mean - exact:9.4f} {np.sqrt(variance / len(estimates)):7.4f} {variance:10.4g} "
               f"{passes:7d} {ratio:>26}")
-    if "auto" not in rows:
-        return None
-    _, variance, passes, estimates = rows["auto"]
-    interval = ratio_interval((rows[REFERENCE][3], rows[REFERENCE][2]), estimates, passes)
-    return reference / (variance * passes), interval
+    found = {}
+    for name in ("auto", "auto_rounds"):
+        if name in rows:
+            _, variance, passes, estimates = rows[name]
+            interval = ratio_interval((rows[REFERENCE][3], rows[REFERENCE][2]), estimates, passes)
+            found[name] = (reference / (variance * passes), interval)
+    return found
 
 
 #: Where the tables are kept between runs (``--cache``), or None.
@@ -531,17 +538,21 @@ def heldout(args):
             visible = before if context == "full" else before[-context:]
             given, alone = tables(runner, visible, window, window)
             where = f"{name} {region} ({len(before) + 1}-{len(before) + args.window})"
-            ratio = report(f"[{part}] AntiBERTy {where} given {len(visible)} residues before", given, args, True)
-            summary.append((part, f"{where} given {len(visible)}", *ratio))
+            ratios = report(f"[{part}] AntiBERTy {where} given {len(visible)} residues before", given, args, True)
+            summary.extend((name, part, f"{where} given {len(visible)}", *ratio) for name, ratio in ratios.items())
             if context == "full":
-                ratio = report(f"[{part}] AntiBERTy {where} alone", alone, args)
-                summary.append((part, f"{where} alone", *ratio))
-    print(f"\nLLaDA / auto, variance per forward pass at {args.passes} passes, {args.window} residues, {args.runs} "
-          "runs (bootstrap 90 % interval):")
-    for part, where, ratio, (low, high) in summary:
-        print(f"  [{part}] {where:<48} {ratio:6.2f} [{low:.2f}, {high:.2f}]")
-    held = [ratio for part, _, ratio, _ in summary if part == "held out"]
-    print(f"  held out: median {np.median(held):.2f}, min {min(held):.2f} over {len(held)} cases")
+                ratios = report(f"[{part}] AntiBERTy {where} alone", alone, args)
+                summary.extend((name, part, f"{where} alone", *ratio) for name, ratio in ratios.items())
+    for chosen in ("auto", "auto_rounds"):
+        if not any(name == chosen for name, *_ in summary):
+            continue
+        print(f"\nLLaDA / {chosen}, variance per forward pass at {args.passes} passes, {args.window} residues, "
+              f"{args.runs} runs (bootstrap 90 % interval):")
+        for name, part, where, ratio, (low, high) in summary:
+            if name == chosen:
+                print(f"  [{part}] {where:<48} {ratio:6.2f} [{low:.2f}, {high:.2f}]")
+        held = [ratio for name, part, _, ratio, _ in summary if part == "held out" and name == chosen]
+        print(f"  held out: median {np.median(held):.2f}, min {min(held):.2f} over {len(held)} cases")
 
 
 def diffusion(args):

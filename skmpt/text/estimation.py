@@ -8,10 +8,11 @@ at most ``max_forward_passes`` masked copies (forward passes) per text on it:
   :class:`~skmpt.text.strategies.ExhaustiveMasks`, zero variance;
 - else a Monte Carlo estimator (:mod:`skmpt.text.strategies`) named by ``score_method``, or
   ``"auto"``: the standard (:data:`STANDARD_METHOD`, ``"adjusted"``: the all-masked copy once,
-  the other sizes' copies in proportion to ``M**-1/4``, minus a control variate per token whose
-  coefficient is **measured** on the request's own copies, cross-fitted so that it does not bias
-  the estimate). Candidates added to :data:`AUTO_CANDIDATES` (none by default) are measured by a
-  pilot of LLaDA's stratified copies in independent units (a control variate per token read from
+  the other sizes' copies in proportion to ``M**-1/4``, minus control variates for each token's
+  own difficulty and each masked token's effect on the others, whose coefficients are
+  **measured** on the request's own copies, cross-fitted so that they do not bias the estimate).
+  Candidates added to :data:`AUTO_CANDIDATES` (none by default) are measured by a pilot of LLaDA's
+  stratified copies in independent units (a control variate per token read from
   them; ``"nested"`` chains or ``"balanced"`` positions in units of their own), within half the
   budget, and the candidate of least variance per forward pass is chosen unless the standard's is
   within the pilot's noise of it (a one-sided F test, Bonferroni over the candidates); **every
@@ -44,16 +45,17 @@ from scipy.stats import norm
 
 from .._utils import chunk_budget
 from .._validation import Interval, Options, validate_parameters
-from .strategies import ESTIMATOR_METHODS, ControlledMasks, ExhaustiveMasks, NestedMasks, estimator_strategy
+from .strategies import (ESTIMATOR_METHODS, AllocatedSizeMasks, ControlledMasks, ExhaustiveMasks, NestedMasks,
+                         estimator_strategy)
 
-__all__ = ["AUTO_CANDIDATES", "PILOT_FRACTION", "PILOT_UNITS", "STANDARD_METHOD", "BudgetedEstimator", "Estimate",
-           "measured_choice", "pair_keys"]
+__all__ = ["AUTO_CANDIDATES", "PILOT_FRACTION", "PILOT_UNITS", "REFIT_ROUNDS", "STANDARD_METHOD", "BudgetedEstimator",
+           "Estimate", "measured_choice", "pair_keys"]
 
 #: The standard estimator, ``"auto"``'s unless a pilot measures a candidate significantly better:
-#: :class:`~skmpt.text.strategies.AllocatedSizeMasks` with its control variate (``"adjusted"``). On the benchmark's 18
-#: tuning tables (8 residues, 128 passes) it had a median of 2.00 times the efficiency of LLaDA's ``eval_llada.py``
-#: estimator (the lowest 1.00); LLaDA's stratified sizes with the pilot's measured choice of a control variate, the
-#: previous default, 1.18 (the lowest 0.50).
+#: :class:`~skmpt.text.strategies.AllocatedSizeMasks` with its control variates (``"adjusted"``). On the benchmark's 18
+#: tuning tables (8 residues, 128 passes) it had a median of 2.54 times the efficiency of LLaDA's ``eval_llada.py``
+#: estimator (the lowest 1.28; 2.00 and 1.00 with the tokens' own difficulties alone); LLaDA's stratified sizes with
+#: the pilot's measured choice of a control variate, the default before, 1.18 (the lowest 0.50).
 STANDARD_METHOD = "adjusted"
 #: The candidates ``"auto"`` measures beside the standard, by a pilot: none. ``"controlled"`` (a control variate per
 #: token with coefficient 1, read from the pilot's copies at no extra pass), ``"nested"`` (only for a continuation
@@ -70,6 +72,10 @@ AUTO_CANDIDATES = ()
 PILOT_UNITS = 8
 #: A pilot takes at most ``1 / PILOT_FRACTION`` of a text's budget (its draws all count in the estimate).
 PILOT_FRACTION = 2
+#: A text drawn in rounds refits the control variates of its first ``REFIT_ROUNDS`` rounds on each other as rounds
+#: come (128 passes in rounds of 16: every round on all the others); a later round's are fitted once, on the rounds
+#: before it, so that the fits stay within a few per round (64 tokens in 256 rounds: 2 s of CPU, not 320).
+REFIT_ROUNDS = 8
 
 
 class Estimate(NamedTuple):
@@ -378,11 +384,12 @@ class BudgetedEstimator:
                     f"masked copies for it ({fewest}), more than {budget}; raise the budget to {least} or choose "
                     "another score_method.")
 
-    def _next_round(self, method, length, spent, stepwise):
+    def _next_round(self, method, length, spent, stepwise, carried=False):
         """The strategy of an item's next round, or None when it is exact or what is left of its budget is too small.
 
         A round holds the rest of the budget (``round_passes`` when ``stepwise``), and at most
         ``chunk_budget() // length`` copies: a long text's memory does not grow with its budget.
+        ``carried``: an earlier round scored the all-masked copy, which this one does without.
         """
         if method == "exhaustive":
             return None
@@ -391,7 +398,11 @@ class BudgetedEstimator:
         if least > remaining:
             return None
         size = min(remaining, self.round_passes if stepwise else max(self.round_passes, chunk_budget() // length))
-        return self.strategy(method, length, max(least, size))
+        strategy = self.strategy(method, length, max(least, size))
+        if carried and isinstance(strategy, AllocatedSizeMasks):
+            strategy = AllocatedSizeMasks(strategy.score_masks, strategy.return_std, strategy.exponent,
+                                          strategy.control, full=False)
+        return strategy
 
     def _seed(self, key, round_index):
         """A 64-bit seed from ``seed``, the round and the group's key, by a cryptographic hash.
@@ -663,7 +674,7 @@ class BudgetedEstimator:
         from tqdm.auto import tqdm
 
         n_tokens = encoded.n_tokens
-        draws, passes, methods, pilots, measured, history = {}, {}, {}, {}, {}, {}
+        draws, passes, methods, pilots, measured, rounds = {}, {}, {}, {}, {}, {}
         with tqdm(desc="scoring (BudgetedEstimator)", unit="copy", disable=not self.verbose) as progress:
             exact = [i for group in groups for i in group if self.is_exact(int(n_tokens[i]))]
             if exact:
@@ -681,19 +692,23 @@ class BudgetedEstimator:
                 items, strategies, seeds = [], [], []
                 for g in active:
                     for i in groups[g]:
-                        strategy = self._next_round(methods[i], int(n_tokens[i]), passes.get(i, 0), stepwise[g])
+                        strategy = self._next_round(methods[i], int(n_tokens[i]), passes.get(i, 0), stepwise[g],
+                                                    carried=i in rounds)
                         if strategy is not None and not self._reached(i, methods[i], pilots, draws, passes):
                             items.append(i)
                             strategies.append(strategy)
                             seeds.append(self._seed(keys[g], round_index))  # one per question: common random numbers
+                for i in set(rounds) - set(items):  # no more rounds: its draws are final
+                    del rounds[i]
                 if not items:
                     break
-                raw = [getattr(strategy, "control", False) for strategy in strategies]
+                raw = [isinstance(strategy, AllocatedSizeMasks) for strategy in strategies]
                 values, counts = self._run(encoded, items, strategies, seeds, raw=raw, progress=progress)
                 for i, strategy, value, count in zip(items, strategies, values, counts, strict=True):
-                    if isinstance(value, tuple):  # a round too small to fit its control variate: earlier rounds fit it
-                        value = self._fitted_on_earlier(i, strategy, *value, history)
-                    draws[i] = value if i not in draws else np.concatenate([draws[i], value])
+                    if isinstance(value, tuple):  # the all-masked copy carried, the control fitted on other rounds
+                        draws[i] = self._allocated_draws(i, strategy, *value, rounds)
+                    else:
+                        draws[i] = value if i not in draws else np.concatenate([draws[i], value])
                     passes[i] = passes.get(i, 0) + count
                 active = [g for g in active if self.target_se is not None or not compared[g]
                           or not self._settled(groups[g], draws)]
@@ -710,21 +725,56 @@ class BudgetedEstimator:
         return results
 
     @staticmethod
-    def _fitted_on_earlier(i, strategy, masked, values, history):
-        """Item ``i``'s draws of a round, its control variate fitted on its earlier rounds' copies (``history``).
+    def _allocated_draws(i, strategy, masked, values, rounds):
+        """Item ``i``'s draws of all its rounds of :class:`~skmpt.text.strategies.AllocatedSizeMasks` so far.
 
-        Drawn independently of this round's, they keep it unbiased; on the benchmark's 18 tuning tables, 8 rounds of 16
-        copies of 8 tokens had a median of 1.54 times LLaDA's efficiency (the lowest 1.04) against 1.02 (0.83)
-        without a control variate. At most ``64 * T`` copies are kept (the latest).
+        The first round scores the all-masked copy, whose value does not vary; the later ones carry
+        it (``full=False``: every copy of theirs on the other sizes). A round too small to fit its
+        control variates on itself fits them on the item's **other** rounds' copies, earlier and
+        later (refitted as rounds come, for the first :data:`REFIT_ROUNDS` rounds; a later round on
+        the rounds before it; once they hold 4 copies per token): drawn independently of its own,
+        they keep it unbiased, and the first round gets them too. The rounds' copies are
+        pooled for the standard error (:meth:`~skmpt.text.strategies.AllocatedSizeMasks.stratified_draws`,
+        each copy weighed by its round's share). On the benchmark's 18 tuning tables, 8 rounds of
+        16 copies of 8 tokens had a median of 2.29 times LLaDA's efficiency (the lowest 1.15),
+        against 1.54 (1.04) with the all-masked copy in every round, the control fitted on earlier
+        rounds only and the tokens' own difficulties alone (1.99 and 1.10 with these alone). Rounds
+        beyond the latest ``64 * T`` copies are frozen (their draws kept, their copies dropped):
+        memory does not grow with the budget.
         """
-        earlier = history.get(i)
-        found = strategy.draws(masked, values, *(earlier if earlier is not None else (None, None)))
-        own = (masked[1:].numpy(), np.asarray(values, dtype=np.float64)[1:])
-        if earlier is not None:
-            own = tuple(np.concatenate([old, new])[-64 * masked.shape[1]:]
-                        for old, new in zip(earlier, own, strict=True))
-        history[i] = own
-        return found
+        values = np.asarray(values, dtype=np.float64)
+        found = rounds.setdefault(i, {"full": values[0], "live": [], "frozen": [], "count": 0})
+        found["live"].append([strategy, masked, values, None])  # its terms, once computed
+        found["count"] += 1
+
+        def own(k):  # round k's copies without the all-masked one
+            kept, m, v, _ = found["live"][k]
+            return (m[1:], v[1:]) if kept.full else (m, v)
+
+        def round_terms(k):
+            kept, m, v, _ = found["live"][k]
+            fit = (None, None)
+            if kept.control and len(found["live"]) > 1:
+                others = [own(j) for j in range(len(found["live"])) if j != k]
+                fit = (np.concatenate([o[0].numpy() for o in others]), np.concatenate([o[1] for o in others]))
+            return kept.terms(m, v, *fit, full_values=None if kept.full else found["full"])
+
+        if masked.shape[1] == 1:  # one token: the all-masked copies only
+            return np.concatenate([kept.draws(m, v, full_values=found["full"]) for kept, m, v, _ in found["live"]])
+        # the first REFIT_ROUNDS rounds are refitted on each other as rounds come; a later one is fitted once, on the
+        # rounds before it (what it holds is then fixed): the fits stay within a few per round
+        for k in (range(len(found["live"])) if found["count"] <= REFIT_ROUNDS else [len(found["live"]) - 1]):
+            found["live"][k][3] = round_terms(k)
+        while len(found["live"]) > 1 and sum(len(own(k)[0]) for k in range(len(found["live"]))) > 64 * masked.shape[1]:
+            found["frozen"].append(strategy.stratified_draws(*found["live"].pop(0)[3]))
+        parts = [entry[3] for entry in found["live"]]
+        # the rounds pooled: each copy's weight times its round's share of the copies (their mean is the estimate)
+        shares = np.array([len(part[1]) for part in parts], dtype=np.float64) / sum(len(part[1]) for part in parts)
+        pooled = strategy.stratified_draws(
+            parts[0][0], np.concatenate([part[1] for part in parts]), np.concatenate([part[2] for part in parts]),
+            np.concatenate([share * part[3] for share, part in zip(shares, parts, strict=True)]),
+            all(part[4] for part in parts))
+        return np.concatenate([*found["frozen"], pooled])
 
     def _reached(self, i, method, pilots, draws, passes):
         """Whether item ``i`` has drawn (pilot included) and its standard error is at most ``target_se``."""

@@ -200,8 +200,9 @@ class MaskedLMHarness(LM):
         (:func:`~skmpt.text.strategies.estimator_strategy`). ``"auto"`` runs the standard,
         ``"adjusted"`` (:class:`~skmpt.text.strategies.AllocatedSizeMasks` with its control
         variate: the all-masked copy once, the other sizes' copies in proportion to
-        ``M**-1/4``, minus a control variate per token whose coefficient is measured on the
-        request's own copies, cross-fitted so that it does not bias the estimate). Candidates
+        ``M**-1/4``, minus control variates for each token's own difficulty and each masked
+        token's effect on the others, whose coefficients are measured on the request's own
+        copies, cross-fitted so that they do not bias the estimate). Candidates
         added to :data:`~skmpt.text.estimation.AUTO_CANDIDATES` (none by default) are measured
         per request (per question for the choices of one question, so that they keep sharing
         random numbers) by a pilot within half of ``max_forward_passes``, in

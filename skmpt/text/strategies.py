@@ -577,18 +577,17 @@ def _allocated_sizes(n_copies, length, exponent, generator):
 
 
 def _fitted_controls(masked, values, sizes, per_size, folds=4):
-    """Each copy's control ``beta (mean over its mask of a_j - mean over all tokens of a_j)``, fitted on other copies.
+    """Each copy's control variate (``_control_fit``, ``_controls``), fitted on the other copies only.
 
     The copies are split into ``folds`` parts (in turn, so each part holds about as many of every
     size's copies); 4 against 2 or 8 on the benchmark's 18 tuning tables (a median of 2.00 times
-    LLaDA's efficiency against 1.95 and 1.99). For each part, each token's baseline ``a_j``
-    (``_token_effects``) and the coefficient ``beta`` are fitted on the other parts only: ``beta``
-    is the regression of the terms ``(1 / M) sum_masked log p`` on the controls, within sizes,
-    each copy weighed by ``1 / per_size**2`` (its weight in the estimate's variance). Given a
-    size, a uniformly random mask holds each token with probability ``M / L``: a control fitted
-    on other copies has expectation 0, so subtracting it keeps the estimate unbiased, and
-    ``beta`` is near 0 where the baselines do not track the terms (the estimate then spreads as
-    without it).
+    LLaDA's efficiency against 1.95 and 1.99). For each part, the tokens' effects and the
+    coefficients are fitted on the other parts only, each copy weighed by ``1 / per_size**2`` (its
+    weight in the estimate's variance). Given a size, a uniformly random mask holds each token
+    with probability ``M / L`` (and each pair with ``M (M - 1) / (L (L - 1))``): a control fitted
+    on other copies has expectation 0, so subtracting it keeps the estimate unbiased, and the
+    coefficients are near 0 where the effects do not track the terms (the estimate then spreads
+    as without it).
 
     Examples
     --------
@@ -607,32 +606,86 @@ def _fitted_controls(masked, values, sizes, per_size, folds=4):
         fit = part_of != part
         if not fit.any():
             continue
-        baseline, beta = _control_fit(masked[fit], values[fit], 1.0 / per_size[fit] ** 2)
-        control = (masked * baseline).sum(1) / sizes - baseline.mean()
-        controls[~fit] = beta * control[~fit]
+        controls[~fit] = _controls(masked[~fit], _control_fit(masked[fit], values[fit], 1.0 / per_size[fit] ** 2))
     return controls
 
 
+def _pair_effects(masked, values):
+    """``(a, d)``: least squares of ``l_kj = c_M + a_j + sum_{i in mask k, i != j} d_i`` over every masked ``(k, j)``.
+
+    ``a_j`` is token ``j``'s own difficulty, ``d_i`` how much masking token ``i`` lowers the
+    others' log-probabilities (a pair's effect, additive), ``c_M`` each size's level. The normal
+    equations are formed from the masks (``(3 L)**2`` numbers, not one row per masked token),
+    with a small ridge for the directions that do not change the control (shifts of ``a`` or ``d``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.text.strategies import _pair_effects
+    >>> masked = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0], [0, 1, 1], [1, 0, 1], [1, 1, 1]], dtype=bool)
+    >>> own, pair = np.array([-1.0, -2.0, -3.0]), np.array([0.0, -0.5, 0.0])  # masking token 1 costs the others
+    >>> values = np.where(masked, own + (masked @ pair)[:, None] - pair, 0.0)
+    >>> a, d = _pair_effects(masked, values)
+    >>> np.round(a - a.mean(), 3).tolist(), np.round(d - d.mean(), 3).tolist()
+    ([1.0, 0.0, -1.0], [0.167, -0.333, 0.167])
+    """
+    m = masked.astype(np.float64)
+    length, sizes = m.shape[1], m.sum(1)
+    levels = np.zeros((len(m), length))
+    levels[np.arange(len(m)), sizes.astype(int) - 1] = 1.0
+    counts, sums = m.sum(0), values.sum(1)
+    gram = np.block([
+        [np.diag(counts), m.T @ m - np.diag(counts), m.T @ levels],
+        [m.T @ m - np.diag(counts), (m.T * (sizes - 2)) @ m + np.diag(counts), (m.T * (sizes - 1)) @ levels],
+        [levels.T @ m, levels.T @ (m * (sizes - 1)[:, None]), levels.T @ (levels * sizes[:, None])]])
+    right = np.concatenate([values.sum(0), m.T @ sums - values.sum(0), levels.T @ sums])
+    ridge = 1e-9 * max(np.trace(gram), 1.0) / len(gram)
+    effects = np.linalg.solve(gram + ridge * np.eye(len(gram)), right)
+    return effects[:length], effects[length:2 * length]
+
+
+def _control_features(masked, a, d):
+    """Each copy's two controls, zero in expectation given its size: its tokens' own effects and their pairs'.
+
+    ``(1 / M) sum_{j in m} a_j - mean(a)`` and ``((M - 1) / M) (sum_{i in m} d_i - (M / L) sum(d))``
+    (the term's ``(1 / M) sum_{j in m} sum_{i in m, i != j} d_i`` less its expectation), shape (n, 2).
+    """
+    sizes = masked.sum(1)
+    own = (masked * a).sum(1) / sizes - a.mean()
+    pairs = (sizes - 1) / sizes * ((masked * d).sum(1) - sizes / masked.shape[1] * d.sum())
+    return np.stack([own, pairs], 1)
+
+
 def _control_fit(masked, values, weights):
-    """``(baseline, beta)`` fitted on copies ``masked`` (``values``: 0 at the unmasked): ``_fitted_controls``' fit.
+    """``(a, d, beta)`` fitted on copies ``masked`` (``values``: 0 at the unmasked): ``_fitted_controls``' fit.
+
+    The effects by ``_pair_effects``; ``beta`` the weighted regression of the terms
+    ``(1 / M) sum_masked log p`` on the two controls (``_control_features``), within sizes.
 
     Examples
     --------
     >>> import numpy as np
     >>> from skmpt.text.strategies import _control_fit
-    >>> masked = np.array([[1, 1, 0], [0, 1, 1], [1, 0, 1]], dtype=bool)
-    >>> baseline, beta = _control_fit(masked, np.where(masked, [-1.0, -2.0, -3.0], 0.0), np.ones(3))
-    >>> np.round(baseline - baseline.mean(), 4).tolist(), round(float(beta), 4)  # the tokens' effects, beta 1
+    >>> masked = np.array([[1, 1, 0], [0, 1, 1], [1, 0, 1], [1, 0, 0], [0, 0, 1]], dtype=bool)
+    >>> a, d, beta = _control_fit(masked, np.where(masked, [-1.0, -2.0, -3.0], 0.0), np.ones(5))
+    >>> np.round(a - a.mean(), 4).tolist(), round(float(beta[0]), 4)  # the tokens' effects, their coefficient 1
     ([1.0, 0.0, -1.0], 1.0)
     """
     sizes = masked.sum(1)
-    baseline = _token_effects(masked, values)
-    centred = []
-    for x in (values.sum(1) / sizes, (masked * baseline).sum(1) / sizes):
-        means = np.bincount(sizes, weights=x) / np.maximum(np.bincount(sizes), 1)
-        centred.append(x - means[sizes])
-    spread = weights @ centred[1] ** 2
-    return baseline, (weights @ (centred[0] * centred[1]) / spread if spread > 1e-12 else 0.0)
+    a, d = _pair_effects(masked, values)
+    x, y = _control_features(masked, a, d), values.sum(1) / sizes
+    count = np.maximum(np.bincount(sizes), 1)
+    x = x - np.stack([np.bincount(sizes, weights=column) / count for column in x.T], 1)[sizes]
+    y = y - (np.bincount(sizes, weights=y) / count)[sizes]
+    gram = (x.T * weights) @ x
+    ridge = 1e-9 * max(np.trace(gram), 1e-300)
+    beta = np.linalg.solve(gram + ridge * np.eye(2), (x.T * weights) @ y) if np.trace(gram) > 1e-12 else np.zeros(2)
+    return a, d, beta
+
+
+def _controls(masked, fit):
+    """The copies' control variates ``_control_features @ beta`` under a fit ``(a, d, beta)`` of ``_control_fit``."""
+    return _control_features(masked, fit[0], fit[1]) @ fit[2]
 
 
 class AllocatedSizeMasks(UniformSizeMasks):
@@ -654,13 +707,19 @@ class AllocatedSizeMasks(UniformSizeMasks):
     stratified one where every size has two copies or more (``draws``), else conservative.
 
     With ``control=True`` (``score_method="adjusted"``, the lm-eval model's standard) each term
-    ``(1 / M) sum_masked log p`` loses a control variate, ``beta`` times the mean over its mask
-    of each token's baseline ``a_j`` minus their mean over all tokens (zero expectation given the
-    size), with ``a_j`` and ``beta`` fitted on the other three quarters of the copies only
-    (``_fitted_controls``): unbiased, far less spread where the tokens' own difficulties explain
-    the terms (``beta`` near 1), about the same where they do not (``beta`` near 0). On the
-    benchmark's held-out AntiBERTy tables (8 residues, 128 passes) it had 1.45 to 17 times less
-    variance per pass than LLaDA's estimator (median 1.73); without the control, 1.11 to 1.32.
+    ``(1 / M) sum_masked log p`` loses two control variates of zero expectation given the size:
+    the mean over its mask of each token's own difficulty ``a_j`` (less their mean over all
+    tokens), and the effect of the pairs of masked tokens, ``d_i`` for how much masking token
+    ``i`` lowers the others' log-probabilities (less its expectation), each times a coefficient
+    ``beta``. ``a``, ``d`` (a least-squares fit of each target's log-probability on the size, the
+    token and the other masked tokens) and ``beta`` (a regression of the terms within sizes) are
+    fitted on the other three quarters of the copies only (``_fitted_controls``): unbiased, far
+    less spread where the effects explain the terms (``beta`` near 1), about the same where they
+    do not (``beta`` near 0). With the pairs' effect, the 18 tuning tables of the benchmark
+    (8 residues, 128 passes, 200 runs) had a median of 2.54 times LLaDA's efficiency (the lowest
+    1.28) against 1.87 (1.05) with the tokens' own difficulties alone (2.47 and 1.29 with one
+    coefficient for both). On the benchmark's held-out AntiBERTy tables it had 1.71 to 18 times
+    less variance per pass than LLaDA's estimator (median 2.53); without the control, 1.11 to 1.32.
 
     Parameters
     ----------
@@ -670,11 +729,15 @@ class AllocatedSizeMasks(UniformSizeMasks):
     exponent : float >= 0, default=0.25
         0 spreads the copies evenly over ``1..L - 1``.
     control : bool, default=False
-        Subtract the fitted control variate per token where there are at least
+        Subtract the fitted control variates where there are at least
         ``control_copies`` (4) copies per token besides the all-masked one (fewer fit it too
         poorly to gain: a round of 16 copies of 8 tokens fits it on other copies given to
-        ``draws``, an earlier round's, or runs without it); ``draws`` then takes each
+        ``draws``, other rounds', or runs without it); ``draws`` then takes each
         target's log-probability (``per_target``).
+    full : bool, default=True
+        Whether the copies include the all-masked one. False spends all ``score_masks`` copies
+        on the sizes ``1..L - 1`` and takes the all-masked copy's values from ``draws``'
+        ``full_values``: a request drawn in rounds scores it once (its value does not vary).
 
     Examples
     --------
@@ -694,14 +757,15 @@ class AllocatedSizeMasks(UniformSizeMasks):
     #: of 0.99 times the variance without it, the lowest 0.55), at 4 it gained 1.44 (the lowest 1.00), at 8 1.77.
     control_copies = 4
 
-    def __init__(self, score_masks=None, return_std=False, exponent=0.25, control=False, *, n_masks="deprecated"):
+    def __init__(self, score_masks=None, return_std=False, exponent=0.25, control=False, full=True, *,
+                 n_masks="deprecated"):
         super().__init__(score_masks, return_std=return_std, n_masks=n_masks)
-        if self.score_masks < 2 + return_std:
-            raise ValueError(f"AllocatedSizeMasks needs score_masks >= {2 + return_std} (the all-masked copy and "
-                             f"{1 + return_std} more); got {score_masks}.")
+        if self.score_masks < 1 + full + return_std:
+            raise ValueError(f"AllocatedSizeMasks needs score_masks >= {1 + full + return_std} ("
+                             f"{'the all-masked copy and ' if full else ''}{1 + return_std} more); got {score_masks}.")
         if not (math.isfinite(exponent) and exponent >= 0):
             raise ValueError(f"exponent must be a finite number >= 0; got {exponent!r}.")
-        self.exponent, self.control = float(exponent), bool(control)
+        self.exponent, self.control, self.full = float(exponent), bool(control), bool(full)
         self.per_target = self.control  # the control variate needs each target's log-probability
 
     def copies(self, length, generator, word_ids=None):
@@ -709,31 +773,59 @@ class AllocatedSizeMasks(UniformSizeMasks):
         if length == 1:  # one token: every copy is the all-masked one
             masked = full.expand(self.score_masks, 1).clone()
             return masked, masked
-        sizes = _allocated_sizes(self.score_masks - 1, length - 1, self.exponent, generator)
-        masked = torch.cat([full, masks_of_sizes(sizes, length, random_state=generator)])
+        sizes = _allocated_sizes(self.score_masks - self.full, length - 1, self.exponent, generator)
+        masked = masks_of_sizes(sizes, length, random_state=generator)
+        masked = torch.cat([full, masked]) if self.full else masked
         return masked, masked
 
-    def draws(self, masked, values, fit_masked=None, fit_values=None):
-        """One draw per copy after the first, whose mean is the estimate, shape (score_masks - 1,).
+    def draws(self, masked, values, fit_masked=None, fit_values=None, full_values=None):
+        """One draw per copy but the all-masked one, whose mean is the estimate, shape (score_masks - full,).
 
         With ``control`` and copies too few to fit the control variate on themselves (fewer than
         ``control_copies`` per token), ``fit_masked`` and ``fit_values`` (other copies, drawn
-        independently of these, without the all-masked one: an earlier round's) fit it instead,
-        which keeps the estimate unbiased.
+        independently of these, without the all-masked one: other rounds') fit it instead,
+        which keeps the estimate unbiased (where they hold ``control_copies`` per token too;
+        else there is no control variate). With ``full=False``, ``full_values`` are the
+        all-masked copy's values (a row of each target's log-probability with ``control``, else
+        their sum), scored once elsewhere.
 
-        The estimate is ``S(x; L) + sum_M`` (each size's estimate). Where every size has two
-        copies or more, each draw is the estimate plus the copy's deviation from its size's mean
-        term, scaled so that the draws' spread over ``sqrt(n)`` is the stratified standard error
-        ``sqrt(sum_M s_M**2 / count_M)`` (``s_M``: the spread of size ``M``'s terms): the
-        differences between sizes' means, which are no error, stay out of it. Else each draw is
-        ``S(x; L)`` plus the copy's term weighed by ``n / count_M`` (``n / e_M`` where
-        ``e_M < 1``): the same mean, a conservative spread.
+        The estimate is ``S(x; L) + sum_M`` (each size's estimate):
+        :meth:`~skmpt.text.strategies.AllocatedSizeMasks.terms` and
+        :meth:`~skmpt.text.strategies.AllocatedSizeMasks.stratified_draws`.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        if masked.shape[1] == 1:  # one token: every copy is the all-masked one
+            sums = np.nansum(values, 1) if self.control else values
+            return sums[1:].copy() if self.full else sums.copy()
+        return self.stratified_draws(*self.terms(masked, values, fit_masked, fit_values, full_values))
+
+    def terms(self, masked, values, fit_masked=None, fit_values=None, full_values=None):
+        """``(full, sizes, terms, weights, covered)``: the estimate is ``full + weights @ terms``.
+
+        ``full`` is ``S(x; L)`` from the all-masked copy; ``terms`` each other copy's
+        ``(1 / M) sum_masked log p`` (less its control variate with ``control``), ``sizes`` its
+        size ``M`` and ``weights`` its weight: ``1 / count_M`` where ``e_M >= 1``, else
+        ``1 / e_M``; ``covered`` says that every size has ``e_M >= 1`` (each size's mean, no
+        size left to chance). Arguments as ``draws``'; at least two tokens.
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> from skmpt.text.strategies import AllocatedSizeMasks
+        >>> strategy = AllocatedSizeMasks(score_masks=5)
+        >>> masked, _ = strategy.copies(3, torch.Generator().manual_seed(0))
+        >>> full, sizes, terms, weights, covered = strategy.terms(masked, -masked.sum(1).double().numpy())
+        >>> sizes.tolist(), weights.tolist(), float(full + weights @ terms)  # log p = -1 per token
+        ([1, 1, 2, 2], [0.5, 0.5, 0.5, 0.5], -3.0)
         """
         values = np.asarray(values, dtype=np.float64)
         length = masked.shape[1]
+        if not self.full:
+            if full_values is None:
+                raise ValueError("full_values is needed: with full=False the copies lack the all-masked one.")
+            masked = torch.cat([torch.ones((1, length), dtype=torch.bool), torch.as_tensor(masked)])
+            values = np.concatenate([np.asarray(full_values, dtype=np.float64).reshape(1, *values.shape[1:]), values])
         sums = np.nansum(values, 1) if self.control else values
-        if length == 1:
-            return sums[1:].copy()
         sizes = masked[1:].sum(1).numpy()
         expected = np.diff(np.concatenate([[0.0], np.cumsum(_size_allocation(len(sizes), length - 1,
                                                                               self.exponent))]))
@@ -742,19 +834,42 @@ class AllocatedSizeMasks(UniformSizeMasks):
         terms = sums[1:] / sizes
         if self.control and len(sizes) >= self.control_copies * length:
             terms = terms - _fitted_controls(masked[1:].numpy(), values[1:], sizes, per_size)
-        elif self.control and fit_masked is not None and len(fit_masked):
+        elif self.control and fit_masked is not None and len(fit_masked) >= self.control_copies * length:
             fit_masked = np.asarray(fit_masked)
-            baseline, beta = _control_fit(fit_masked, np.where(fit_masked, fit_values, 0.0), np.ones(len(fit_masked)))
-            terms = terms - beta * ((masked[1:].numpy() * baseline).sum(1) / sizes - baseline.mean())
-        draws = sums[0] / length + len(sizes) * terms / per_size
-        if (expected < 2).any() or counts.min() < 2:  # a size without two copies: the terms (conservative)
-            return draws
-        # the estimate plus each copy's deviation from its size's mean, scaled so that the draws' spread over
-        # sqrt(n) is the estimate's within-size standard error sqrt(sum_M s_M**2 / n_M)
-        means = np.bincount(sizes, weights=terms, minlength=length)[1:] / counts
-        n_copies, count = len(sizes), counts[sizes - 1]
-        scale = np.sqrt(n_copies * (n_copies - 1) / (count * (count - 1)))
-        return draws.mean() + scale * (terms - means[sizes - 1])
+            fit = _control_fit(fit_masked, np.where(fit_masked, fit_values, 0.0), np.ones(len(fit_masked)))
+            terms = terms - _controls(masked[1:].numpy(), fit)
+        return sums[0] / length, sizes, terms, 1.0 / per_size, bool((expected >= 1).all())
+
+    @staticmethod
+    def stratified_draws(full, sizes, terms, weights, covered):
+        """Draws whose mean is ``full + weights @ terms`` and whose spread over ``sqrt(n)`` is its standard error.
+
+        The arguments are ``terms``' (or those of several independent sets of copies, each set's
+        weights times its share of the copies: rounds pooled). Where the sizes are ``covered`` and
+        each has two copies or more, each draw is the estimate plus the copy's weighted deviation
+        from its size's mean term, scaled so that the draws' spread over ``sqrt(n)`` is the
+        stratified standard error ``sqrt(sum_M s_M**2 sum_k weight_k**2)`` (``s_M``: the spread of
+        size ``M``'s terms): the differences between sizes' means, which are no error, stay out of
+        it. Else each draw is ``full + n weight_k term_k``: the same mean, a conservative spread.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skmpt.text.strategies import AllocatedSizeMasks
+        >>> sizes, terms = np.array([1, 1, 2, 2]), np.array([-1.0, -3.0, -1.0, -1.0])
+        >>> draws = AllocatedSizeMasks.stratified_draws(-1.0, sizes, terms, np.full(4, 0.5), True)
+        >>> float(draws.mean()), round(float(draws.std(ddof=1) / 2), 6)  # -1 - 2 - 1; size 1's terms: s**2 / 2 = 1
+        (-4.0, 1.0)
+        """
+        sizes, terms, weights = np.asarray(sizes), np.asarray(terms, dtype=np.float64), np.asarray(weights)
+        n_copies = len(terms)
+        counts = np.bincount(sizes, minlength=sizes.max() + 1)[1:].astype(np.float64)
+        if not covered or counts.min() < 2:  # a size without two copies: the terms (conservative)
+            return full + n_copies * weights * terms
+        means = np.bincount(sizes, weights=terms, minlength=len(counts) + 1)[1:] / counts
+        count = counts[sizes - 1]
+        deviations = np.sqrt(n_copies * (n_copies - 1) * count / (count - 1)) * weights * (terms - means[sizes - 1])
+        return full + weights @ terms + deviations - deviations.mean()
 
 
 class ControlledMasks(StratifiedSizeMasks):

@@ -337,7 +337,7 @@ def test_auto_pools_its_pilot_without_bias_and_its_standard_errors_are_calibrate
     assert 0.75 <= z.std(ddof=1) <= 1.3  # the standard errors describe the spread, pooled pilot included
 
 
-def test_rounds_too_small_for_the_control_variate_fit_it_on_the_earlier_rounds_without_bias():
+def test_rounds_score_the_all_masked_copy_once_and_fit_the_control_variate_on_the_other_rounds_without_bias():
     from skmpt.text import EncodedTexts
     from skmpt.text.strategies import ExhaustiveMasks
 
@@ -348,10 +348,41 @@ def test_rounds_too_small_for_the_control_variate_fit_it_on_the_earlier_rounds_w
     table = np.where(masked, difficulty + 0.1 * rng.normal(size=masked.shape), np.nan)
     exact = ExhaustiveMasks(max_tokens=length).draws(torch.from_numpy(masked), np.nansum(table, 1))[0]
     encoded = EncodedTexts([torch.zeros(length + 2, dtype=torch.long)], [torch.arange(1, length + 1)])
+    runner, full = _TableRunner(table), []
+    original = runner.run_copies
+
+    def recording(encoded, copies, **options):
+        full.extend(int(copy.all(1).sum()) for copy, _ in copies)
+        return original(encoded, copies, **options)
+
+    runner.run_copies = recording
     found = {}
     for method in ("auto", "allocated"):
-        found[method] = np.array([BudgetedEstimator(_TableRunner(table), score_method=method, target_se=1e-9,
-                                                    seed=seed).estimate(encoded, ["k"])[0].log_likelihood
-                                  for seed in range(60)])
-    assert found["auto"].var() < 0.2 * found["allocated"].var()  # 8 rounds of 16: the earlier rounds fit it
-    assert abs(found["auto"].mean() - exact) <= 3 * found["auto"].std(ddof=1) / np.sqrt(60)
+        found[method] = [BudgetedEstimator(runner, score_method=method, target_se=1e-9, seed=seed).estimate(
+            encoded, ["k"])[0] for seed in range(60)]
+    assert all(e.forward_passes == 128 for e in found["auto"]) and len(full) == 2 * 60 * 8
+    assert full == [1, 0, 0, 0, 0, 0, 0, 0] * 120  # 8 rounds of 16 copies: the all-masked one in the first only
+    values = {method: np.array([e.log_likelihood for e in found[method]]) for method in found}
+    assert values["auto"].var() < 0.2 * values["allocated"].var()  # the other rounds fit it, the first round's too
+    assert abs(values["auto"].mean() - exact) <= 3 * values["auto"].std(ddof=1) / np.sqrt(60)
+    z = (values["auto"] - exact) / np.array([e.std for e in found["auto"]])
+    assert 0.75 <= z.std(ddof=1) <= 1.3  # the standard errors describe the spread (pooled over the rounds)
+
+
+def test_rounds_beyond_the_first_few_are_fitted_once_so_the_fits_stay_within_a_few_per_round(monkeypatch):
+    from skmpt.text import EncodedTexts, estimation
+    from skmpt.text.strategies import AllocatedSizeMasks, ExhaustiveMasks
+
+    length = 5
+    masked = ExhaustiveMasks(max_tokens=length).copies(length, None)[0].numpy()
+    table = np.where(masked, np.random.default_rng(3).normal(-2.0, 1.0, masked.shape), np.nan)
+    calls = []
+    original = AllocatedSizeMasks.terms
+    monkeypatch.setattr(AllocatedSizeMasks, "terms", lambda self, *args, **options: calls.append(1) or original(
+        self, *args, **options))
+    encoded = EncodedTexts([torch.zeros(length + 2, dtype=torch.long)], [torch.arange(1, length + 1)])
+    found = BudgetedEstimator(_TableRunner(table), max_forward_passes=200, round_passes=5, target_se=1e-9,
+                              exact=False).estimate(encoded, ["k"])[0]
+    rounds, refit = 40, estimation.REFIT_ROUNDS
+    assert found.forward_passes == 200 and np.isfinite(found.log_likelihood) and found.std > 0
+    assert len(calls) == refit * (refit + 1) // 2 + rounds - refit  # not rounds * (rounds + 1) / 2

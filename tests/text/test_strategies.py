@@ -72,6 +72,15 @@ def test_allocated_sizes_keep_the_enumerations_expectation_whether_a_size_always
         values = np.where(targets.numpy(), table[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
         plain = AllocatedSizeMasks(copies, exponent=exponent).draws(masked, np.nansum(values, 1))
         assert not np.allclose(strategy.draws(masked, values), plain)
+    # without the all-masked copy (a later round's), its values given: the same draws from the other copies
+    carried = AllocatedSizeMasks(copies - 1, exponent=exponent, control=control, full=False)
+    targets = targets.numpy()
+    values = np.where(targets, table[masked.numpy() @ (2 ** np.arange(LENGTH)) - 1], np.nan)
+    values = values if control else np.nansum(values, 1)
+    assert np.allclose(carried.draws(masked[1:], values[1:], full_values=values[0]), strategy.draws(masked, values))
+    assert carried.copies(LENGTH, torch.Generator().manual_seed(0))[0].all(1).sum() == 0
+    with pytest.raises(ValueError, match="full_values is needed"):
+        carried.draws(masked[1:], values[1:])
     with pytest.raises(ValueError, match="score_masks >= 3"):
         AllocatedSizeMasks(2, return_std=True)
     with pytest.raises(ValueError, match="exponent must be a finite number >= 0"):
@@ -107,6 +116,17 @@ def test_the_adjusted_control_removes_additive_token_effects_and_costs_little_wh
             found.append(strategy.draws(masked, values if control else np.nansum(values, 1)).mean())
         spread[control] = np.var(found)
     assert spread[True] < 0.01 * spread[False]
+    # masking a token lowers the others' log-probabilities (a pair's effect): the second control variate takes it out
+    pairs = np.random.default_rng(2).normal(0.0, 0.5, 12)
+    found = {False: [], True: []}
+    for seed in range(60):
+        masked, _ = AllocatedSizeMasks(49).copies(12, torch.Generator().manual_seed(seed))
+        held = masked.numpy()
+        values = np.where(held, effects + (held @ pairs)[:, None] - pairs, np.nan)
+        for control in (False, True):
+            found[control].append(AllocatedSizeMasks(49, control=control).draws(
+                masked, values if control else np.nansum(values, 1)).mean())
+    assert np.var(found[True]) < 1e-6 * np.var(found[False])
     mixed = table - np.nanmean(table, 0)  # the table's interactions alone: no token is harder than another
     for control in (False, True):
         strategy = AllocatedSizeMasks(33, control=control)
