@@ -517,7 +517,11 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         square root; at most ``_MAX_NOISE_CUT`` times ``n_masks``) and ending at its first stall, within
         ``max_epochs`` in all and the cost of ``_MAX_COST * max_epochs`` epochs of the fit's own, until
         the check passes or a round ends no nearer the optimum than the best so far (the noise was not
-        what held it back). A model with an exact ascent of its likelihood (:meth:`_climb_to_optimum`:
+        what held it back), or below where it started (it then goes back to parameters no better than
+        its start's and is not kept: near a slow optimum the check's extrapolation of EM's gains can
+        differ 3x between parameters a relative 1e-12 apart, so it cannot say such a round got nearer;
+        factor analysis with some noise variances near zero, left short of the optimum by EM with holes,
+        goes downhill by MPT). A model with an exact ascent of its likelihood (:meth:`_climb_to_optimum`:
         the mixtures' EM) first takes it from a fit the stopping rule ended short of the optimum
         (not from one out of ``max_epochs``), and trains on only if that did not get there. The
         parameters nearest the optimum are kept; ``converged_`` is whether they are within ``tol`` of
@@ -552,6 +556,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             trainer.history = history + trainer.history
             self.n_iter_, spent = previous + n_iter, spent + n_iter * cost
             self._finish(trainer, data.units)
+            if trainer.downhill is not None:  # back to parameters no better than its start's
+                break
             gap = self._optimality_gap(X, sample_weight)
             if gap >= best[0]:
                 break

@@ -67,3 +67,24 @@ def test_the_readme_main_job_fit_reaches_pcas_optimum_without_a_warning():
         ppca = MaskedPPCA(8, random_state=0).fit(X)
     assert ppca.converged_ and ppca.n_iter_ == len(ppca.history_) < ppca.max_epochs
     assert 0 <= PCA(8).fit(X).score(X) - ppca.log_marginal_likelihood(X).mean() <= ppca.tol
+
+
+def test_a_round_that_went_downhill_ends_the_rounds_and_is_not_warned_about(monkeypatch):
+    """A round of ``_train_to_optimum`` that ends below its start goes back to its start's parameters;
+    the check of the optimum must not then count it as nearer the optimum. The check's extrapolation
+    of EM's gains is noisy near a slow optimum (breast_cancer with 40 % of entries missing: 0.0065 or
+    0.0202 nats for parameters a relative 1e-12 apart), which made such a round the one kept, and the
+    default imputer warned that training "ended below where it started". Here the check is made to
+    shrink on every call (that noise, at its worst): the fit stops at the downhill round, keeps the
+    parameters before it and says it stopped short of the optimum."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(150, 2) @ rng.randn(2, 6) + 0.3 * rng.randn(150, 6) * rng.rand(6) ** 3
+    X[rng.rand(*X.shape) < 0.3] = np.nan
+    gaps = iter(np.geomspace(1.0, 1e-4, 50))
+    monkeypatch.setattr(MaskedFactorAnalysis, "_optimality_gap", lambda self, X, sample_weight: float(next(gaps)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fitted = MaskedFactorAnalysis(4, tol=1e-5, random_state=0).fit(X)
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert not fitted.converged_
+    assert len(messages) == 1 and "stopped short of the optimum" in messages[0]
