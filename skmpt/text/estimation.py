@@ -389,6 +389,12 @@ class BudgetedEstimator:
 
         A round holds the rest of the budget (``round_passes`` when ``stepwise``), and at most
         ``chunk_budget() // length`` copies: a long text's memory does not grow with its budget.
+        A stepwise round of :class:`~skmpt.text.strategies.AllocatedSizeMasks` holds at least its
+        :meth:`~skmpt.text.strategies.AllocatedSizeMasks.covering_copies` (a continuation of more
+        than about ``round_passes * 3 / 4`` tokens; the last takes what is left where that is less than
+        two such rounds): in rounds of fewer, every round leaves its largest
+        sizes to chance, and the pooled estimate spread more than LLaDA's (0.6 to 0.7 times its
+        efficiency on 32 and 64 tokens in rounds of 16, on a simulated model).
         ``carried``: an earlier round scored the all-masked copy, which this one does without.
         """
         if method == "exhaustive":
@@ -399,6 +405,10 @@ class BudgetedEstimator:
             return None
         size = min(remaining, self.round_passes if stepwise else max(self.round_passes, chunk_budget() // length))
         strategy = self.strategy(method, length, max(least, size))
+        if stepwise and isinstance(strategy, AllocatedSizeMasks) and strategy.covering_copies(length) > size:
+            covering = strategy.covering_copies(length)
+            size = remaining if remaining < 2 * covering else covering  # no smaller round left at the end
+            strategy = self.strategy(method, length, max(least, size))
         if carried and isinstance(strategy, AllocatedSizeMasks):
             strategy = AllocatedSizeMasks(strategy.score_masks, strategy.return_std, strategy.exponent,
                                           strategy.control, full=False)

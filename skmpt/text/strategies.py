@@ -768,6 +768,32 @@ class AllocatedSizeMasks(UniformSizeMasks):
         self.exponent, self.control, self.full = float(exponent), bool(control), bool(full)
         self.per_target = self.control  # the control variate needs each target's log-probability
 
+    def covering_copies(self, length):
+        """The fewest copies whose allocation expects at least one copy of every size ``1..length - 1``
+        (the all-masked copy included where ``full``): with fewer, the largest sizes are left to chance
+        (weighed by ``1 / e_M``), and an estimate spreads more than LLaDA's.
+
+        Parameters
+        ----------
+        length : int
+            Tokens of the continuation.
+
+        Returns
+        -------
+        n_copies : int
+
+        Examples
+        --------
+        >>> from skmpt.text.strategies import AllocatedSizeMasks
+        >>> strategy = AllocatedSizeMasks(score_masks=16)
+        >>> strategy.covering_copies(8), strategy.covering_copies(64)
+        (10, 84)
+        """
+        if length < 2:
+            return 1
+        shares = np.arange(1, length, dtype=np.float64) ** -self.exponent
+        return math.ceil(shares.sum() / shares[-1] - 1e-9) + self.full
+
     def copies(self, length, generator, word_ids=None):
         full = torch.ones((1, length), dtype=torch.bool)
         if length == 1:  # one token: every copy is the all-masked one
