@@ -223,6 +223,10 @@ class BudgetedEstimator:
         The likeliest choice must beat each other by ``norm.ppf(confidence)`` standard errors
         of their paired difference.
     round_passes : int >= 2, default=16
+        Forward passes of a round (``target_se``, a question's adaptive choices); a round of
+        ``"adjusted"`` or ``"allocated"`` holds at least their
+        :meth:`~skmpt.text.strategies.AllocatedSizeMasks.covering_copies` (more for a
+        continuation of more than 13 tokens).
     exact : bool, default=True
         Enumerate where ``2**T - 1`` fits the budget; False runs ``score_method`` everywhere
         (to measure it).

@@ -243,7 +243,8 @@ class MaskedLMHarness(LM):
         The likeliest choice must beat each other one by ``norm.ppf(confidence)`` standard errors
         of their paired difference.
     round_passes : int, default=16
-        Passes per choice per round of the adaptive budget.
+        Passes per choice per round of the adaptive budget (at least every mask size once in
+        expectation for ``"auto"``: more for a continuation of more than 13 tokens).
     check_greedy : bool, default=True
         Compute ``is_greedy`` (up to ``T`` more passes per request); ``False`` reports ``False``.
     rolling_context : int or None, default=None
