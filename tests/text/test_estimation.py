@@ -388,22 +388,17 @@ def test_rounds_beyond_the_first_few_are_fitted_once_so_the_fits_stay_within_a_f
     assert len(calls) == refit * (refit + 1) // 2 + rounds - refit  # not rounds * (rounds + 1) / 2
 
 
-class _TokenEffects:
-    """A runner of ``length`` tokens: each masked token's log-probability is its own difficulty, lowered
-    a little by every other masked token, plus noise (no table: too many masks to enumerate)."""
+def _simulated_model():
+    """``benchmarks/text_rounds.py``'s ``SimulatedModel``: each masked token's own difficulty, lowered a little
+    by every other masked token, plus noise (no table: too many masks to enumerate)."""
+    import importlib.util
+    from pathlib import Path
 
-    def __init__(self, length, seed):
-        self.difficulty = np.random.default_rng(0).normal(-2.0, 1.0, length)
-        self.rng = np.random.default_rng(seed)
-
-    def run_copies(self, encoded, copies, *, per_target=False, progress=None):
-        found = []
-        for masked, _ in copies:
-            masked = masked.numpy()
-            values = self.difficulty - 0.05 * masked.sum(1, keepdims=True) + 0.3 * self.rng.normal(size=masked.shape)
-            values = np.where(masked, values, np.nan)
-            found.append(values if per_target else np.nansum(values, 1))
-        return found
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "text_rounds.py"
+    spec = importlib.util.spec_from_file_location("text_rounds", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SimulatedModel
 
 
 def test_rounds_of_a_long_continuation_cover_every_size_and_spread_less_than_lladas():
@@ -412,10 +407,10 @@ def test_rounds_of_a_long_continuation_cover_every_size_and_spread_less_than_lla
 
     length = 64  # more sizes than the 16 copies of a round
     encoded = EncodedTexts([torch.zeros(length + 2, dtype=torch.long)], [torch.arange(1, length + 1)])
-    rounds = []
+    rounds, model = [], _simulated_model()
 
     def estimate(method, seed):
-        runner = _TokenEffects(length, seed)
+        runner = model(length, seed)
         original = runner.run_copies
         runner.run_copies = lambda encoded, copies, **options: rounds.append(sum(len(m) for m, _ in copies)) or \
             original(encoded, copies, **options)
