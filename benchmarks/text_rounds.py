@@ -47,10 +47,17 @@ def main(argv=None):
                         help="comma-separated tokens:forward-passes (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=200, help="repeats of each estimator (default: %(default)s)")
     args = parser.parse_args(argv)
+    try:
+        cases = [tuple(map(int, case.split(":"))) for case in args.cases.split(",")]
+    except ValueError:
+        cases = []
+    if not cases or any(len(case) != 2 or case[0] < 2 or case[1] < 3 for case in cases):
+        parser.error(f"--cases must be tokens:passes pairs with at least 2 tokens and 3 passes; got {args.cases!r}")
+    if args.seeds < 2:
+        parser.error(f"--seeds must be at least 2 (a variance); got {args.seeds}")
     torch.set_num_threads(1)
     print(f"{'tokens':>6}  {'passes':>6}  {'mode':6}  {'var LLaDA':>9}  {'var auto':>9}  LLaDA / auto")
-    for case in args.cases.split(","):
-        length, budget = map(int, case.split(":"))
+    for length, budget in cases:
         encoded = EncodedTexts([torch.zeros(length + 2, dtype=torch.long)], [torch.arange(1, length + 1)])
         for mode, target_se in (("single", None), ("rounds", 1e-9)):
             variance = {}
