@@ -1,3 +1,7 @@
+import importlib.util
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +14,16 @@ from threadpoolctl import threadpool_limits
 # two and 0.1 s with one. tests/estimators/test_threads.py sets the threads it checks itself.
 torch.set_num_threads(1)
 threadpool_limits(1)
+
+# tests/datasets and tests/distributed mirror skmpt's packages, and tests/ is on sys.path: where
+# Hugging Face's datasets or dask's distributed is not installed, "import datasets" finds the folder
+# (a namespace package) and pytest.importorskip does not skip. None in sys.modules makes the import
+# fail as it does for a package not installed.
+for _name in ("datasets", "distributed"):
+    _spec = importlib.util.find_spec(_name)
+    if _spec is not None and _spec.origin is None and all(
+            Path(folder).parent == Path(__file__).parent for folder in _spec.submodule_search_locations):
+        sys.modules[_name] = None
 
 from support.text import model_dir  # noqa: E402, F401 (a fixture: a tiny saved BERT, for the text and CLI tests)
 

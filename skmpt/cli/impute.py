@@ -175,8 +175,10 @@ def check_parquet():
                          "pip install pyarrow")
 
 
-#: A number written with a thousands separator: ``1,234``, ``-12,345.5``, ``1 000``.
-GROUPED = r"[+-]?\d{1,3}(?:[,_' \u00a0]\d{3})+(?:\.\d*)?"
+#: A number written with a thousands separator: ``1,234``, ``-12,345.5``, ``1 000``. The no-break
+#: space is the character itself, not ``\u00a0``: pandas' pyarrow strings match with RE2, which
+#: refuses that escape ("invalid escape sequence").
+GROUPED = r"[+-]?\d{1,3}(?:[,_' " "\u00a0" r"]\d{3})+(?:\.\d*)?"
 
 
 def _as_numbers(text, thousands):

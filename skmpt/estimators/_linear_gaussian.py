@@ -217,6 +217,10 @@ def pca_start(groups, n_components, module_class, isotropic):
         covariance = covariance / torch.outer(spread, spread)
     eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
     eigenvalues, eigenvectors = eigenvalues.flip(0).clamp_min(0), eigenvectors.flip(1)
+    # An eigenvector's sign is the solver's choice (LAPACK's and cuSOLVER's differ): each is turned so
+    # that its entry largest in absolute value is positive, as scikit-learn's svd_flip does, and the
+    # start, hence the fit, is the same on every processor.
+    eigenvectors = eigenvectors * eigenvectors.gather(0, eigenvectors.abs().argmax(0, keepdim=True)).sign()
     # Standardised data have a mean variance of one, or none at all when constant.
     floor = 1e-6 * (float(eigenvalues.mean()) or 1.0)
     noise = eigenvalues[K:].mean().clamp_min(floor)
@@ -256,11 +260,12 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         n_features = X.shape[1]
         # Small random loadings break the symmetry of W = 0 (a saddle point of every
         # objective); the data are standardised, so unit noise explains all variance at first.
-        components = 0.1 * torch.randn(self.n_components_, n_features, generator=generator, dtype=X.dtype)
+        # Drawn on the CPU (the generator's device) and moved: a fit on CUDA draws the same start.
+        components = 0.1 * torch.randn(self.n_components_, n_features, generator=generator, dtype=X.dtype).to(X.device)
         if not self._isotropic:  # each feature's loadings in its own units: a start equivariant to them
             components = components * self._feature_spread(X)
         noise = self._initial_noise(X, units)
-        return self._module_class(components.to(X.device), X.new_zeros(n_features), noise)
+        return self._module_class(components, X.new_zeros(n_features), noise)
 
     def _solver(self):
         """The ``solver`` parameter's: mini-batches (``"minibatch"``) or the data's moments (``"moments"``,

@@ -94,7 +94,7 @@ def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, 
     means = torch.einsum("nk,knd->kd", resp, mean) / totals.unsqueeze(-1)
     residual = mean - means.unsqueeze(1)
     scatter = torch.einsum("nk,knd,kne->kde", resp, residual, residual) + torch.einsum("nk,knde->kde", resp, cov)
-    eye = _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype)
+    eye = _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype, device=resp.device)
     if covariance_type == "full":
         covariances = floored(scatter / totals.view(-1, 1, 1) + eye, floor)
     elif covariance_type == "tied":

@@ -167,8 +167,10 @@ class GaussianMixtureModule(MaskedModel):
         ``scale`` is one positive number or one per feature (mixtures of Gaussians are closed
         under affine maps): ``mu_k -> center + scale mu_k``, ``L_k -> diag(scale) L_k``.
         A spherical mixture takes one number only (it stays spherical under no other map).
+        ``center`` and ``scale`` (tensors or numbers) are taken to the module's device and dtype.
         In place; returns self.
         """
+        center, scale = (torch.as_tensor(a).to(self.anchor_means) for a in (center, scale))
         if self.covariance_type == "spherical":
             if scale.numel() > 1 and not bool((scale == scale.reshape(-1)[0]).all()):
                 raise ValueError("A spherical mixture can be rescaled by one number only; got one per feature.")

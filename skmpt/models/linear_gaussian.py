@@ -299,9 +299,10 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         """Map parameters fitted on ``(x - center) / scale`` back to the units of ``x``.
 
         ``scale`` is one positive number, or (diagonal noise only) one per feature:
-        ``W -> diag(scale) W``, ``mu -> center + scale mu``, ``Psi -> scale^2 Psi``. In place;
-        returns self.
+        ``W -> diag(scale) W``, ``mu -> center + scale mu``, ``Psi -> scale^2 Psi``. ``center`` and
+        ``scale`` (tensors or numbers) are taken to the module's device and dtype. In place; returns self.
         """
+        center, scale = (torch.as_tensor(a).to(self.scaled_mean) for a in (center, scale))
         if self.isotropic and scale.numel() > 1:
             raise ValueError("Isotropic noise is not closed under scaling each feature differently.")
         # mu -> center + scale mu: the stored mean gains center / (new scales)

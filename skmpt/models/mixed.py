@@ -322,8 +322,10 @@ class MixedMixtureModule(MaskedModel):
         """Map parameters fitted on ``(x - center) / scale`` back to the units of ``x``, in place.
 
         The Gaussian maps as :meth:`~skmpt.models.GaussianMixtureModule.unstandardize_`; the categories'
-        values move with the data, their probabilities stay. Returns self.
+        values move with the data, their probabilities stay. ``center`` and ``scale`` are taken to the
+        module's device and dtype. Returns self.
         """
+        center, scale = (torch.as_tensor(a).to(self.category_values) for a in (center, scale))
         scale = scale.reshape(-1)
         scale_n = scale if scale.numel() == 1 else scale[self.numeric_features]
         scale_c = scale if scale.numel() == 1 else scale[self.categorical_features]

@@ -95,9 +95,10 @@ def texts_of(X, text_column=None):
     ...
     ValueError: Expected an ordered sequence of texts; got a set, whose order is arbitrary. Pass a list ...
     """
-    try:
-        import datasets
-    except ImportError:  # pragma: no cover - datasets is part of the text extra
+    # X can be a Dataset only where Hugging Face's datasets is imported; a folder named "datasets" on
+    # the path, imported as a namespace package where the library is not installed, is not it.
+    datasets = sys.modules.get("datasets")
+    if not hasattr(datasets, "DatasetDict"):
         datasets = None
     if datasets is not None and isinstance(X, (datasets.DatasetDict, datasets.IterableDatasetDict)):
         splits = list(X)
