@@ -103,6 +103,7 @@ def test_vae_example_runs_small(tmp_path, capsys):
 
 def test_mlm_example_prints_table_2_rows_for_a_checkpoint(tmp_path, capsys):
     pytest.importorskip("transformers")
+    pytest.importorskip("datasets")  # load_glue reads the GLUE files with it
     from support.datasets import write_glue
     from transformers import BertConfig, BertForMaskedLM
 

@@ -616,7 +616,13 @@ def as_predictor(model, mask_token_id, *, shift_logits=False, timestep_fn=None):
 
 
 def _checked(logits, input_ids):
-    """Logits must have one row per input position: shape (batch, length, vocab_size)."""
+    """Logits must have one row per input position: shape (batch, length, vocab_size), on the
+    inputs' device."""
+    if logits.device != input_ids.device:
+        raise MaskedPredictorError(
+            f"The model's logits are on {logits.device} for input_ids on {input_ids.device}: a model must return "
+            f"them on its inputs' device (create any tensor of its own on input_ids.device)."
+        )
     if logits.shape[:2] != input_ids.shape:
         raise MaskedPredictorError(
             f"The model's logits have shape {tuple(logits.shape)} for input_ids of shape "

@@ -47,7 +47,7 @@ def _gain_from(X, observed, weights, params, floor, n_steps, covariance_type="fu
 def _em_gain(estimator, X, n_steps):
     """:func:`_gain_from` the fitted mixture, on ``X`` standardised as the estimator's check does."""
     X_t, observed, weights, center, scale = estimator._standardized(X, None)
-    module = copy.deepcopy(estimator.module_).double()
+    module = copy.deepcopy(estimator.module_).cpu().double()  # EM runs on the host, as the estimator's check does
     with torch.no_grad():
         module.unstandardize_(torch.as_tensor((estimator.offset_ - center) / scale), torch.as_tensor(1 / scale))
         params = tuple(p.detach() for p in em_parameters(module))

@@ -39,7 +39,7 @@ def _em_gain(estimator, X, n_steps):
     module = estimator.module_
     weights = torch.full((len(X),), 1 / len(X), dtype=torch.float64)
     with torch.no_grad():
-        module = copy.deepcopy(module).double()
+        module = copy.deepcopy(module).cpu().double()  # EM runs on the host, as the estimator's check does
         module.unstandardize_(torch.as_tensor((estimator.offset_ - center) / scale), torch.as_tensor(1 / scale))
         covariances = module.covariances()
         if covariances.dim() == 2:

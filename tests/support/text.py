@@ -40,6 +40,8 @@ class JointMaskedLM(torch.nn.Module):
         self.mask_id, self.vocab_size = tokenizer.mask_token_id, len(tokenizer)
 
     def forward(self, input_ids, attention_mask):
+        device = input_ids.device  # the joint's tables are on the CPU; the logits go back to the inputs' device
+        input_ids, attention_mask = input_ids.cpu(), attention_mask.cpu()
         end = int(attention_mask.sum(1).max()) - 1  # the [SEP] of texts of D words; padding after it is ignored
         words = input_ids[:, 1:end]
         masks = (words == self.mask_id).unsqueeze(1)
@@ -48,7 +50,7 @@ class JointMaskedLM(torch.nn.Module):
             X = torch.where(words == self.b, 1.0, 0.0).double()
             X[masks[:, 0]] = value
             logits[:, 1:end, token] = self.joint.masked_log_prob(X, masks)[:, 0]
-        return types.SimpleNamespace(logits=logits)
+        return types.SimpleNamespace(logits=logits.to(device))
 
 
 TEXTS = ["a b a b", "", "b b a", "  ", "a"]  # lines 1..5; lines 2 and 4 are blank

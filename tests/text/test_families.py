@@ -157,6 +157,13 @@ class ShortLogits(torch.nn.Module):
         return torch.zeros(input_ids.shape[0], input_ids.shape[1] - 1, VOCAB_SIZE)
 
 
+class LogitsElsewhere(torch.nn.Module):
+    """Logits on another device than its inputs (the meta device stands in for a GPU)."""
+
+    def forward(self, input_ids, attention_mask=None):
+        return torch.zeros(*input_ids.shape, VOCAB_SIZE, device="meta")
+
+
 class Counting(TinyBidirectionalLM):
     calls = 0
 
@@ -169,6 +176,7 @@ class Counting(TinyBidirectionalLM):
     (NoLogits(), {}, r"no usable logits of shape \(batch, length, vocab_size\): found a dict holding "
                      r"\{last_hidden_state: \(2, 3, 8\)\}"),
     (ShortLogits(), {}, r"logits have shape \(2, 2, 14\) for input_ids of shape \(2, 3\)"),
+    (LogitsElsewhere(), {}, "logits are on meta for input_ids on cpu: a model must return them on its inputs' device"),
     (TinyBidirectionalLM(), {"mask_token_id": VOCAB_SIZE}, "mask_token_id=14 is outside the model's vocabulary"),
     (TinyBidirectionalLM(), {"mask_token_id": 0}, r"mask_token_id=0 is the special token '<\|endoftext\|>'"),
     (TinyBidirectionalLM(), {"mask_token_id": None}, "has no mask token; pass mask_token_id="),

@@ -50,7 +50,7 @@ class RecordingMaskedLM(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask):
         self.calls.append(input_ids.clone())
-        return types.SimpleNamespace(logits=torch.zeros(*input_ids.shape, self.vocab_size))
+        return types.SimpleNamespace(logits=torch.zeros(*input_ids.shape, self.vocab_size, device=input_ids.device))
 
 
 @pytest.fixture(scope="module")
