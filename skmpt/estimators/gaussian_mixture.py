@@ -12,10 +12,8 @@ and MPT with uniform mask sizes aims at EM's optimum.
 """
 
 import copy
-import math
 import warnings
 from numbers import Integral, Real
-from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -26,7 +24,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from .._utils import check_generator
 from .._validation import Interval, Options, check_positive_int
 from ..models import GaussianMixtureModule
-from ..models.imputation import decoupled_covariance
+from ..models.imputation import expected_scatter, hole_patterns, pattern_conditional
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
 from ._data import as_torch, to_numpy, weighted_mean
 from ._docs import fill_docstring
@@ -123,87 +121,11 @@ def floored(covariances, floor):
     return (vectors * values.clamp(min=1.0).unsqueeze(-2)) @ vectors.mT * root
 
 
-class HolePatterns(NamedTuple):
-    """The patterns of holes of rows with holes (:func:`hole_patterns`)."""
-
-    #: Whether each entry is observed, ``(n, D)``.
-    observed: torch.Tensor
-    #: The distinct rows of ``observed``, ``(U, D)``.
-    patterns: torch.Tensor
-    #: Each row's pattern, ``(n,)``.
-    index: torch.Tensor
-    #: The rows in the order of their patterns (stable), ``(n,)``.
-    order: torch.Tensor
-    #: Rows of each pattern, in that order.
-    sizes: list
-
-
-def hole_patterns(observed):
-    """The :class:`HolePatterns` of the boolean ``observed`` ``(n, D)`` (given them, them as they are),
-    for the E-step's work that depends on the pattern of holes only (:func:`pattern_conditional`)."""
-    if isinstance(observed, HolePatterns):
-        return observed
-    patterns, index = torch.unique(observed, dim=0, return_inverse=True)
-    sizes = torch.bincount(index, minlength=len(patterns)).tolist()
-    return HolePatterns(observed, patterns, index, torch.argsort(index, stable=True), sizes)
-
-
-#: Rows per pattern of holes (on average) from which :func:`per_pattern` multiplies each pattern's rows
-#: at once instead of gathering a matrix per row (about the break-even of the two on 1,000 to 50,000
-#: rows of 5 to 10 columns, one to three components).
-_ROWS_PER_PATTERN = 48
-
-
-def per_pattern(matrices, vectors, holes):
-    """``matrices[:, u_i] @ vectors[:, i]`` for every row ``i`` of pattern ``u_i`` (:class:`HolePatterns`
-    ``holes``): ``matrices`` ``(K, U, D, D)``, ``vectors`` and the result ``(K, n, D)``."""
-    if len(holes.index) < _ROWS_PER_PATTERN * len(holes.patterns):
-        return (matrices[:, holes.index] @ vectors.unsqueeze(-1)).squeeze(-1)
-    groups = vectors[:, holes.order].split(holes.sizes, 1)
-    products = torch.cat([group @ matrices[:, u].mT for u, group in enumerate(groups)], 1)
-    return torch.empty_like(products).index_copy_(1, holes.order, products)
-
-
-def pattern_conditional(X, observed, means, covariances):
-    """Each component's Gaussian conditional of the missing entries given the observed ones, its work
-    grouped by the pattern of holes (rows with the same observed entries share ``Sigma_oo``'s Cholesky
-    factor and inverse): ``(conditional_mean (K, n, D), precision (K, U, D, D), log_density (K, n))``,
-    ``conditional_mean`` ``x_o`` at the observed entries and ``E[x_m | x_o]`` at the others,
-    ``precision`` ``Sigma_oo^{-1}`` of each pattern of :func:`hole_patterns` (zero outside its observed
-    block), ``log_density`` ``log N(x_o | mu_o, Sigma_oo)``. A table with a few thousand rows and ten
-    columns has a few hundred patterns, so the ``O(D^3)`` work runs per pattern, the ``O(D^2)`` per row;
-    :func:`expected_scatter` sums the conditional covariances from ``precision``."""
-    holes = hole_patterns(observed)
-    seen = holes.patterns.to(X.dtype)  # (U, D)
-    factor = torch.linalg.cholesky(decoupled_covariance(covariances.unsqueeze(-3), seen))  # (K, U, D, D)
-    # The decoupled covariance's inverse is Sigma_oo^{-1} beside the identity.
-    precision = torch.cholesky_inverse(factor) - torch.diag_embed(1 - seen)
-    residual = seen[holes.index] * (X - means.unsqueeze(1))  # (K, n, D), zero at missing entries
-    alpha = per_pattern(precision, residual, holes)  # Sigma_oo^{-1} (x_o - mu_o), zero at missing entries
-    conditional_mean = means.unsqueeze(1) + alpha @ covariances.mT
-    log_det = 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)  # (K, U)
-    quad = (residual * alpha).sum(-1)
-    log_density = -0.5 * (seen.sum(-1)[holes.index] * math.log(2 * math.pi) + log_det[:, holes.index] + quad)
-    return torch.where(holes.observed, X, conditional_mean), precision, log_density
-
-
-def expected_scatter(resp, observed, covariances, precision):
-    """``sum_i r_ik C_ik`` per component ``(K, D, D)``: the conditional covariances of the missing
-    entries given the observed ones, ``C = Sigma - Sigma P Sigma`` with ``P`` the ``precision`` of the
-    row's pattern (:func:`pattern_conditional`; ``C`` is zero in the observed rows and columns), summed
-    over the rows with the responsibilities ``resp`` ``(K, n)``: ``N_k Sigma_k - Sigma_k (sum_i r_ik
-    P_i) Sigma_k``, one product per component whatever the rows."""
-    holes = hole_patterns(observed)
-    sums = resp.new_zeros(len(resp), len(holes.patterns)).index_add_(1, holes.index, resp)  # (K, U)
-    pooled = torch.einsum("ku,kude->kde", sums, precision)
-    return resp.sum(1).view(-1, 1, 1) * covariances - covariances @ pooled @ covariances
-
-
 def em_step(X, observed, weights, log_weights, means, covariances, floor, covariance_type="full"):
     """One EM step of a Gaussian mixture on data with holes: ``(value, (log_weights, means,
     covariances))``, ``value`` the weighted mean ``log p(x_o)`` at the parameters given.
 
-    ``observed`` is the boolean mask of observed entries or its :func:`hole_patterns`.
+    ``observed`` is the boolean mask of observed entries or its :func:`~skmpt.models.imputation.hole_patterns`.
     ``covariances`` are full matrices ``(K, D, D)`` of any ``covariance_type`` (a tied one repeated,
     diagonal and spherical ones on the diagonal), and so are the ones returned. The E-step takes
     every component's conditional mean and covariance of the missing entries given the observed

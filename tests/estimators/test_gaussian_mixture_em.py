@@ -14,16 +14,12 @@ from skmpt.estimators.gaussian_mixture import (
     em_start,
     em_step,
     expected_log_likelihood,
-    expected_scatter,
     expected_statistics,
-    hole_patterns,
     initial_parameters,
     module_of,
     observed_log_likelihood,
-    pattern_conditional,
 )
 from skmpt.models import GaussianMixtureModule
-from skmpt.models.imputation import gaussian_conditional
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -52,26 +48,6 @@ def _em_gain(estimator, X, n_steps):
         module.unstandardize_(torch.as_tensor((estimator.offset_ - center) / scale), torch.as_tensor(1 / scale))
         params = tuple(p.detach() for p in em_parameters(module))
     return _gain_from(X_t, observed, weights, params, module.variance_floor, n_steps, estimator.covariance_type)
-
-
-def test_the_e_step_by_pattern_of_holes_is_the_rowwise_conditional():
-    # Rows of three patterns (and a complete one): Cholesky factors per pattern, the rest per row.
-    rng = np.random.RandomState(0)
-    X = torch.as_tensor(rng.randn(30, 4))
-    patterns = np.array([[1, 0, 1, 1], [0, 1, 1, 0], [1, 1, 1, 1]], dtype=bool)
-    observed = torch.as_tensor(patterns[rng.randint(3, size=30)])
-    factor = torch.as_tensor(rng.randn(2, 4, 4))
-    means, covariances = torch.as_tensor(rng.randn(2, 4)), factor @ factor.mT + torch.eye(4, dtype=torch.float64)
-    patterns = hole_patterns(observed)
-    assert len(patterns[1]) == 3 and hole_patterns(patterns) is patterns
-    mean, precision, log_density = pattern_conditional(X, patterns, means, covariances)
-    expected_mean, expected_cov, expected_log_density = gaussian_conditional(X, observed, means.unsqueeze(1),
-                                                                             covariances)
-    np.testing.assert_allclose(mean.numpy(), expected_mean.numpy(), atol=1e-12)
-    np.testing.assert_allclose(log_density.numpy(), expected_log_density.numpy(), atol=1e-12)
-    resp = torch.as_tensor(rng.rand(2, 30))
-    np.testing.assert_allclose(expected_scatter(resp, patterns, covariances, precision).numpy(),
-                               torch.einsum("kn,knde->kde", resp, expected_cov).numpy(), atol=1e-12)
 
 
 def test_an_em_start_at_its_optimum_runs_no_mpt_epoch():

@@ -6,7 +6,17 @@ import pytest
 import torch
 from scipy.stats import multivariate_normal
 
-from skmpt.models.imputation import decoupled_covariance, gaussian_conditional, pick_components
+from skmpt.models import imputation
+from skmpt.models.imputation import (
+    decoupled_covariance,
+    expected_scatter,
+    gaussian_conditional,
+    hole_patterns,
+    pattern_conditional,
+    pattern_covariance,
+    per_pattern,
+    pick_components,
+)
 
 
 def _problem(seed=0, n=6, D=5):
@@ -172,3 +182,40 @@ def test_pick_components_does_not_backpropagate():
 @pytest.mark.parametrize("n_draws", [1, 4])
 def test_pick_components_shape(n_draws):
     assert pick_components(torch.zeros(5, 2), n_draws, None).shape == (n_draws, 5)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_the_conditional_by_pattern_of_holes_is_the_rowwise_one(grouped, monkeypatch):
+    # Rows of three patterns (and a complete one): Cholesky factors per pattern, the rest per row; each
+    # pattern's rows multiplied at once (grouped) or each row's matrix gathered.
+    monkeypatch.setattr(imputation, "_ROWS_PER_PATTERN", 1 if grouped else 1000)
+    rng = np.random.RandomState(0)
+    X = torch.as_tensor(rng.randn(30, 4))
+    patterns = np.array([[1, 0, 1, 1], [0, 1, 1, 0], [1, 1, 1, 1]], dtype=bool)
+    observed = torch.as_tensor(patterns[rng.randint(3, size=30)])
+    factor = torch.as_tensor(rng.randn(2, 4, 4))
+    means, covariances = torch.as_tensor(rng.randn(2, 4)), factor @ factor.mT + torch.eye(4, dtype=torch.float64)
+    holes = hole_patterns(observed)
+    assert len(holes.patterns) == 3 and hole_patterns(holes) is holes and sum(holes.sizes) == 30
+    assert torch.equal(holes.patterns[holes.index], observed)
+    mean, precision, log_density = pattern_conditional(X, holes, means, covariances)
+    expected_mean, expected_cov, expected_log_density = gaussian_conditional(X, observed, means.unsqueeze(1),
+                                                                             covariances)
+    np.testing.assert_allclose(mean.numpy(), expected_mean.numpy(), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(log_density.numpy(), expected_log_density.numpy(), rtol=0, atol=1e-13)
+    covariance = pattern_covariance(covariances, precision, holes)[:, holes.index]
+    np.testing.assert_allclose(covariance.numpy(), expected_cov.numpy(), rtol=0, atol=1e-13)
+    assert not covariance[:, observed].any()  # exact zeros in the observed rows
+    resp = torch.as_tensor(rng.rand(2, 30))
+    np.testing.assert_allclose(expected_scatter(resp, holes, covariances, precision).numpy(),
+                               torch.einsum("kn,knde->kde", resp, expected_cov).numpy(), rtol=0, atol=1e-12)
+
+
+def test_per_pattern_multiplies_each_row_by_its_pattern_s_matrix():
+    g = torch.Generator().manual_seed(3)
+    holes = hole_patterns(torch.rand(200, 3, generator=g) < 0.5)
+    matrices = torch.randn(2, len(holes.patterns), 3, 3, generator=g, dtype=torch.float64)
+    vectors = torch.randn(2, 200, 3, generator=g, dtype=torch.float64)
+    expected = torch.stack([torch.stack([matrices[k, u] @ vectors[k, i] for i, u in enumerate(holes.index)])
+                            for k in range(2)])
+    torch.testing.assert_close(per_pattern(matrices, vectors, holes), expected, rtol=1e-13, atol=1e-13)
