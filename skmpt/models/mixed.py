@@ -36,7 +36,7 @@ import torch
 
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
 from .gaussian_mixture import GaussianMixtureModule
-from .imputation import gaussian_conditional, pick_components
+from .imputation import gaussian_conditional, hole_patterns, pattern_conditional, pattern_covariance, pick_components
 
 __all__ = ["MixedMixtureModule"]
 
@@ -247,14 +247,23 @@ class MixedMixtureModule(MaskedModel):
         """Each component's conditional mean and covariance of the numeric columns given ``x_o``,
         ``(K, n, D_N)`` and ``(K, n, D_N, D_N)`` (zero in the observed rows and columns), and
         ``log pi_k + log p_k(x_o)``, ``(n, K)``: EM's E-step."""
+        mean, covariance, holes, log_joint = self._conditional_by_pattern(X, observed)
+        return mean, covariance[:, holes.index], log_joint
+
+    def _conditional_by_pattern(self, X, observed):
+        """:meth:`missing_given_observed` with each conditional covariance once per pattern of holes of
+        the numeric columns, ``(K, U, D_N, D_N)``, and those patterns: ``(mean, covariance, holes,
+        log_joint)`` (:func:`~skmpt.models.imputation.pattern_conditional`)."""
         numeric = self.numeric_features
-        mean, cov, log_density = gaussian_conditional(X[:, numeric], observed[:, numeric],
-                                                      self.gaussian.means.unsqueeze(1), self._full_covariances())
+        holes = hole_patterns(observed[:, numeric])
+        covariances = self._full_covariances()
+        mean, precision, log_density = pattern_conditional(X[:, numeric], holes, self.gaussian.means, covariances)
         # log p_k(x_o): the numeric part is the conditional's own density (as in _conditionals, not computed twice)
         seen = observed.to(X.dtype)
         discrete = (torch.einsum("nkc,nc->nk", self._category_token_log_prob(X), seen[:, self.categorical_features])
                     + torch.einsum("nkc,nc->nk", self._count_token_log_prob(X), seen[:, self.count_features]))
-        return mean, cov, self.log_weights + log_density.T + discrete
+        covariance = pattern_covariance(covariances, precision, holes)
+        return mean, covariance, holes, self.log_weights + log_density.T + discrete
 
     def _assemble(self, numeric, categorical, counts):
         """Columns ``[numeric, categorical, count]`` back in ``X``'s order (counts in ``X``'s units)."""
@@ -264,7 +273,7 @@ class MixedMixtureModule(MaskedModel):
     def impute(self, X, observed, *, generator=None):
         """Numeric and count entries: ``E[x_j | x_o]``; categorical ones: the most probable category
         under ``p(x_j | x_o) = sum_k p(k | x_o) theta_kj``. Observed entries as in ``X``."""
-        mean, _, log_resp = self.missing_given_observed(X, observed)
+        mean, _, _, log_resp = self._conditional_by_pattern(X, observed)
         resp = torch.softmax(log_resp, -1)
         numeric = torch.einsum("nk,knd->nd", resp, mean)
         counts = resp @ self.log_rates.exp()
@@ -296,13 +305,12 @@ class MixedMixtureModule(MaskedModel):
         """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``: a component from ``p(k | x_o)``,
         then the numeric entries from its conditional Gaussian and the categories from its
         categoricals."""
-        mean, cov, log_resp = self.missing_given_observed(X, observed)
+        mean, cov, holes, log_resp = self._conditional_by_pattern(X, observed)
         picks = pick_components(log_resp, n_draws, generator)  # (n_draws, n)
-        numeric_seen = observed[:, self.numeric_features]
         # Unit variance at observed entries keeps the factor defined; they are put back below.
-        factor = torch.linalg.cholesky(cov + torch.diag_embed(numeric_seen.to(X.dtype)))  # (K, n, D_N, D_N)
+        factor = torch.linalg.cholesky(cov + torch.diag_embed(holes.patterns.to(X.dtype)))  # (K, U, D_N, D_N)
         noise = standard_normal((n_draws, 1, X.shape[0], mean.shape[-1], 1), X, generator)
-        draws = mean + (factor @ noise).squeeze(-1)  # (n_draws, K, n, D_N)
+        draws = mean + (factor[:, holes.index] @ noise).squeeze(-1)  # (n_draws, K, n, D_N)
         index = picks.view(n_draws, 1, -1, 1).expand(-1, 1, -1, mean.shape[-1])
         numeric = draws.gather(1, index).squeeze(1)
         categorical = self._values(self._draw_categories(picks, generator))

@@ -219,3 +219,23 @@ def test_per_pattern_multiplies_each_row_by_its_pattern_s_matrix():
     expected = torch.stack([torch.stack([matrices[k, u] @ vectors[k, i] for i, u in enumerate(holes.index)])
                             for k in range(2)])
     torch.testing.assert_close(per_pattern(matrices, vectors, holes), expected, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("bits", [62, 0])
+def test_hole_patterns_are_the_distinct_rows_in_torch_unique_s_order(bits, monkeypatch):
+    monkeypatch.setattr(imputation, "_PATTERN_BITS", bits)  # 0: every width by torch.unique(dim=0)
+    observed = torch.rand(300, 7, generator=torch.Generator().manual_seed(4)) < 0.7
+    holes = hole_patterns(observed)
+    patterns, index = torch.unique(observed, dim=0, return_inverse=True)
+    assert torch.equal(holes.patterns, patterns) and torch.equal(holes.index, index)
+    assert holes.sizes == torch.bincount(index).tolist() and torch.equal(holes.order, torch.argsort(index, stable=True))
+    assert torch.equal(holes.patterns[holes.index], observed)
+
+
+def test_hole_patterns_of_rows_without_columns_is_one_empty_pattern():
+    holes = hole_patterns(torch.zeros(3, 0, dtype=torch.bool))
+    assert holes.patterns.shape == (1, 0) and holes.index.tolist() == [0, 0, 0] and holes.sizes == [3]
+    f64 = dict(dtype=torch.float64)
+    mean, precision, log_density = pattern_conditional(torch.zeros(3, 0, **f64), holes, torch.zeros(2, 0, **f64),
+                                                       torch.zeros(2, 0, 0, **f64))
+    assert mean.shape == (2, 3, 0) and precision.shape == (2, 1, 0, 0) and not log_density.any()
