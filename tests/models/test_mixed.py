@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
+from skmpt.models.imputation import gaussian_conditional
 from skmpt.models.mixed import MixedMixtureModule
 from skmpt.testing import check_masked_model, check_mpt_identity
 
@@ -246,3 +247,54 @@ def test_counts_keep_the_contract_and_move_with_the_units(covariance_type):
     draws = module.sample_missing(center + scale * X, observed, 3, generator=torch.Generator().manual_seed(0))
     counts = (draws[..., 1] - center[1]) / scale[1]
     torch.testing.assert_close(counts, counts.round())
+
+
+def _wide(covariance_type, n=200, seed=11):
+    """Four numeric columns (0, 2, 3, 5), a category (1) and a count (4); entries missing at random: many
+    patterns of holes among the numbers."""
+    g = torch.Generator().manual_seed(seed)
+    K, D = 3, 4
+    A = torch.randn(K, D, D, generator=g, **F64)
+    full = A @ A.mT + 0.5 * torch.eye(D, **F64)
+    covariances = {"full": full, "tied": full[0], "diag": full.diagonal(dim1=-2, dim2=-1)}[covariance_type]
+    module = MixedMixtureModule(torch.tensor([0.2, 0.3, 0.5], **F64), torch.randn(K, D, generator=g, **F64),
+                                covariances, [torch.softmax(torch.randn(K, 3, generator=g, **F64), -1)], [VALUES[0]],
+                                [0, 2, 3, 5], [1], covariance_type, count_features=[4],
+                                rates=torch.tensor([[1.0], [3.0], [6.0]], **F64))
+    X = torch.randn(n, 6, generator=g, **F64)
+    X[:, 1] = VALUES[0][torch.randint(0, 3, (n,), generator=g)]
+    X[:, 4] = torch.randint(0, 8, (n,), generator=g).to(torch.float64)
+    observed = torch.rand(n, 6, generator=g) < 0.6
+    return module.requires_grad_(False), X, observed
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag"])
+def test_the_conditional_by_pattern_of_holes_is_the_rowwise_one(covariance_type):
+    # EM's E-step, impute and draws condition the numbers once per pattern of holes; row by row gives the same.
+    module, X, observed = _wide(covariance_type)
+    numeric = [0, 2, 3, 5]
+    assert len(observed[:, numeric].unique(dim=0)) >= 12
+    covariances = module.gaussian.covariances()
+    covariances = covariances if covariances.ndim == 3 else torch.diag_embed(covariances)
+    expected_mean, expected_cov, _ = gaussian_conditional(X[:, numeric], observed[:, numeric],
+                                                          module.gaussian.means.unsqueeze(1), covariances)
+    mean, cov, log_joint = module.missing_given_observed(X, observed)
+    torch.testing.assert_close(mean, expected_mean, rtol=0, atol=1e-12)
+    torch.testing.assert_close(cov, expected_cov, rtol=0, atol=1e-12)
+    # log pi_k + log p_k(x_o), against the conditionals of the masked log-likelihood (row by row)
+    torch.testing.assert_close(torch.logsumexp(log_joint, -1), module.log_marginal(X, observed=observed),
+                               rtol=0, atol=1e-12)
+    resp = torch.softmax(log_joint, -1)
+    imputed = module.impute(X, observed)
+    torch.testing.assert_close(imputed[:, numeric], torch.where(observed[:, numeric], X[:, numeric],
+                                                                torch.einsum("nk,knd->nd", resp, expected_mean)),
+                               rtol=0, atol=1e-12)
+    # a draw: the component and the noise from the generator, the numbers through each row's Cholesky factor
+    draws = module.sample_missing(X, observed, 3, generator=torch.Generator().manual_seed(2))
+    generator = torch.Generator().manual_seed(2)
+    picks = torch.multinomial(resp, 3, replacement=True, generator=generator).T  # (3, n)
+    noise = torch.randn(3, 1, len(X), 4, 1, generator=generator, **F64)
+    factor = torch.linalg.cholesky(expected_cov + torch.diag_embed(observed[:, numeric].to(torch.float64)))
+    numbers = (expected_mean + (factor @ noise).squeeze(-1))[torch.arange(3)[:, None], picks, torch.arange(len(X))]
+    torch.testing.assert_close(draws[..., numeric], torch.where(observed[:, numeric], X[:, numeric], numbers),
+                               rtol=0, atol=1e-12)
