@@ -12,7 +12,7 @@ import inspect
 import re
 import textwrap
 
-__all__ = ["SHARED_ATTRIBUTES", "SHARED_PARAMETERS", "fill_docstring"]
+__all__ = ["SHARED_ATTRIBUTES", "SHARED_PARAMETERS", "SHARED_SECTIONS", "fill_docstring"]
 
 #: ``name: (type, description)`` of the parameters that two or more array estimators share.
 SHARED_PARAMETERS = {
@@ -121,6 +121,23 @@ SHARED_ATTRIBUTES = {
     ),
 }
 
+#: ``name: text`` of whole sections that methods share (``{estimator}`` is the class's name), written where a
+#: line of a method's docstring holds only ``{name}``.
+SHARED_SECTIONS = {
+    "fit_parameters": """Parameters
+----------
+X : array-like of shape (n_samples, n_features)
+    NaN marks a missing entry.
+y : None
+    Ignored.
+sample_weight : array-like of shape (n_samples,), default=None
+    Non-negative weights, as in :meth:`skmpt.MaskedPPCA.fit`.
+
+Returns
+-------
+self : {estimator}""",
+}
+
 _PLACEHOLDER = re.compile(r"^( *)\{(\w+)\}$", re.MULTILINE)
 
 
@@ -138,7 +155,8 @@ def _entry(header, description, indent):
 
 def fill_docstring(cls):
     """Class decorator: each line ``{name}`` of ``cls``'s docstring becomes the shared entry of
-    ``name``, a parameter (with ``cls``'s default) or a fitted attribute.
+    ``name``, a parameter (with ``cls``'s default) or a fitted attribute; in the docstring of a method
+    defined in ``cls``, the shared section ``name`` (``SHARED_SECTIONS``).
 
     Examples
     --------
@@ -160,6 +178,8 @@ def fill_docstring(cls):
 
     def entry(match):
         indent, name = match.groups()
+        if name in SHARED_SECTIONS:
+            return textwrap.indent(SHARED_SECTIONS[name].format(estimator=cls.__name__), indent)
         if name in SHARED_ATTRIBUTES:
             kind, description = SHARED_ATTRIBUTES[name]
             return _entry(f"{name} : {kind}", description, indent)
@@ -170,4 +190,7 @@ def fill_docstring(cls):
         return _entry(f"{name} : {kind}, default={_default(defaults[name])}", description, indent)
 
     cls.__doc__ = _PLACEHOLDER.sub(entry, cls.__doc__)
+    for method in vars(cls).values():
+        if inspect.isfunction(method) and method.__doc__:
+            method.__doc__ = _PLACEHOLDER.sub(entry, method.__doc__)
     return cls

@@ -671,17 +671,7 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         data: a ``covariance_type`` or ``n_components`` set since, or data of another number of
         features, is a ``ValueError`` (refit with ``warm_start=False``).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : None
-            Ignored.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights, as in :meth:`skmpt.MaskedPPCA.fit`.
-
-        Returns
-        -------
-        self : MaskedGaussianMixture
+        {fit_parameters}
         """
         previous = self._warm_start_source(X, ("covariance_type", "n_components"), "mixture")
         if previous is not None:

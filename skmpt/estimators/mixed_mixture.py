@@ -457,18 +457,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         """Fit by EM on the observed entries (``algorithm="em"``), or by MPT from EM's start; EM
         starts from the fitted mixture with ``warm_start=True``.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            NaN marks a missing entry.
-        y : None
-            Ignored.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights, as in :meth:`skmpt.MaskedPPCA.fit`.
-
-        Returns
-        -------
-        self : MaskedMixedMixture
+        {fit_parameters}
         """
         previous = self._warm_start_source(X, ("n_components", "covariance_type"))
         self._set_params_()

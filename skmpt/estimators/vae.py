@@ -258,18 +258,7 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
         """Fit by MPT (the ``objective``) from a new start, or from the fitted VAE with
         ``warm_start=True``; otherwise as :meth:`skmpt.MaskedPPCA.fit`.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            NaN marks a missing entry.
-        y : None
-            Ignored.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights, as in :meth:`skmpt.MaskedPPCA.fit`.
-
-        Returns
-        -------
-        self : MaskedVAE
+        {fit_parameters}
         """
         previous = self._warm_start_source(X, ("n_components", "hidden_layer_sizes", "activation", "likelihood"))
         self._fit(X, sample_weight, random_state=self.random_state, previous=previous)

@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
-from numpydoc.docscrape import ClassDoc
+from numpydoc.docscrape import ClassDoc, FunctionDoc
 
-from skmpt import MaskedImputer, MLMCurveScorer
+from skmpt import MaskedGaussianMixture, MaskedImputer, MaskedMixedMixture, MaskedVAE, MLMCurveScorer
 from skmpt.estimators import ESTIMATORS
 from skmpt.estimators._docs import SHARED_ATTRIBUTES, SHARED_PARAMETERS
 
@@ -75,3 +75,13 @@ def test_a_shared_attribute_reads_the_same_in_every_estimator(name):
 def test_every_documented_parameter_is_a_parameter_and_every_parameter_is_documented():
     for cls, _ in ESTIMATORS.values():
         assert list(_documented(cls, "Parameters")) == list(inspect.signature(cls.__init__).parameters)[1:]
+
+
+@pytest.mark.parametrize("cls", [MaskedGaussianMixture, MaskedMixedMixture, MaskedVAE])
+def test_fit_s_shared_parameters_read_the_same_and_return_the_estimator(cls):
+    doc = FunctionDoc(cls.fit)
+    assert [p.name for p in doc["Parameters"]] == ["X", "y", "sample_weight"]
+    assert [" ".join(p.desc) for p in doc["Parameters"]] == [
+        "NaN marks a missing entry.", "Ignored.", "Non-negative weights, as in :meth:`skmpt.MaskedPPCA.fit`."]
+    assert [(p.name, p.type) for p in doc["Returns"]] == [("self", cls.__name__)]
+    assert "{" not in cls.fit.__doc__
