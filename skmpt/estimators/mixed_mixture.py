@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._utils import check_generator
 from .._validation import Interval, Options, check_positive_int
+from ..models.imputation import hole_patterns
 from ..models.mixed import MixedMixtureModule
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
 from ._columns import TableColumnsMixin
@@ -83,9 +84,10 @@ def resolution_floor(X, observed):
     return torch.stack(floors) if floors else X.new_zeros(0)
 
 
-def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, observed_p, floor):
+def _m_step(resp, mean, cov, holes, codes, observed_c, sizes, covariance_type, counts, observed_p, floor):
     """Closed-form maximisation given responsibilities ``resp`` (``(n, K)``, sample weights in),
-    the numeric entries' conditional means ``(K, n, D_N)`` and covariances ``(K, n, D_N, D_N)``:
+    the numeric entries' conditional means ``(K, n, D_N)`` and each pattern of holes' conditional
+    covariance ``(K, U, D_N, D_N)`` (:class:`~skmpt.models.imputation.HolePatterns` ``holes``):
     ``(weights, means, covariances, probabilities, rates)``. The covariances are the scatter's plus
     ``_REG_COVAR`` on the diagonal, at least ``floor`` (per numeric column; it binds only where
     it exceeds ``_REG_COVAR``) in every direction."""
@@ -93,7 +95,8 @@ def _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, counts, 
     totals = resp.sum(0) + 10 * torch.finfo(resp.dtype).eps  # guard against empty components
     means = torch.einsum("nk,knd->kd", resp, mean) / totals.unsqueeze(-1)
     residual = mean - means.unsqueeze(1)
-    scatter = torch.einsum("nk,knd,kne->kde", resp, residual, residual) + torch.einsum("nk,knde->kde", resp, cov)
+    by_pattern = resp.new_zeros(len(holes.patterns), resp.shape[1]).index_add_(0, holes.index, resp)  # (U, K)
+    scatter = torch.einsum("nk,knd,kne->kde", resp, residual, residual) + torch.einsum("uk,kude->kde", by_pattern, cov)
     eye = _REG_COVAR * torch.eye(mean.shape[-1], dtype=resp.dtype, device=resp.device)
     if covariance_type == "full":
         covariances = floored(scatter / totals.view(-1, 1, 1) + eye, floor)
@@ -185,10 +188,12 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     jacobian = float(weights @ observed_n.sum(1).to(X.dtype)) / float(weights.sum()) * math.log(float(scale))
     weights = weights / weights.sum()
     floor = resolution_floor(X[:, numeric], observed_n) / scale**2  # in the standardised units
-    missing = torch.diag_embed((~observed_n).to(X.dtype)).expand(n_components, -1, -1, -1)  # the start's cov
+    holes = hole_patterns(observed_n)
+    missing = torch.diag_embed((~holes.patterns).to(X.dtype)).expand(n_components, -1, -1, -1)  # the start's cov
     params = (_given_start(start, center, scale, sizes) if start is not None else _m_step(
         _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None],
-        X_n.expand(n_components, *X_n.shape), missing, codes, observed_c, sizes, covariance_type, *counted, floor))
+        X_n.expand(n_components, *X_n.shape), missing, holes, codes, observed_c, sizes, covariance_type, *counted,
+        floor))
 
     def build(weights, means, covariances, probabilities, rates):
         module = MixedMixtureModule(weights, means, covariances, probabilities, category_values, numeric, categorical,
@@ -203,10 +208,10 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
         start = time.perf_counter()
         module = build(*params)
         with torch.no_grad():
-            mean, cov, log_joint = module.missing_given_observed(rows, observed)
+            mean, cov, holes, log_joint = module.conditional_by_pattern(rows, observed)
         value = float(weights @ torch.logsumexp(log_joint, -1))
         resp = torch.softmax(log_joint, -1) * weights[:, None]
-        params = _m_step(resp, mean, cov, codes, observed_c, sizes, covariance_type, *counted, floor)
+        params = _m_step(resp, mean, cov, holes, codes, observed_c, sizes, covariance_type, *counted, floor)
         history.append({"epoch": step, "objective": value - jacobian, "seconds": time.perf_counter() - start})
         if value - previous < tol:
             converged = True

@@ -246,14 +246,17 @@ class MixedMixtureModule(MaskedModel):
     def missing_given_observed(self, X, observed):
         """Each component's conditional mean and covariance of the numeric columns given ``x_o``,
         ``(K, n, D_N)`` and ``(K, n, D_N, D_N)`` (zero in the observed rows and columns), and
-        ``log pi_k + log p_k(x_o)``, ``(n, K)``: EM's E-step."""
-        mean, covariance, holes, log_joint = self._conditional_by_pattern(X, observed)
+        ``log pi_k + log p_k(x_o)``, ``(n, K)``: EM's E-step, each row's covariance that of its pattern of
+        holes (:meth:`conditional_by_pattern`)."""
+        mean, covariance, holes, log_joint = self.conditional_by_pattern(X, observed)
         return mean, covariance[:, holes.index], log_joint
 
-    def _conditional_by_pattern(self, X, observed):
+    def conditional_by_pattern(self, X, observed):
         """:meth:`missing_given_observed` with each conditional covariance once per pattern of holes of
-        the numeric columns, ``(K, U, D_N, D_N)``, and those patterns: ``(mean, covariance, holes,
-        log_joint)`` (:func:`~skmpt.models.imputation.pattern_conditional`)."""
+        the numeric columns: ``(mean, covariance, holes, log_joint)``, ``covariance`` ``(K, U, D_N, D_N)``
+        for the :class:`~skmpt.models.imputation.HolePatterns` ``holes`` of ``observed``'s numeric
+        columns (:func:`~skmpt.models.imputation.pattern_conditional`; row ``i``'s is
+        ``covariance[:, holes.index[i]]``)."""
         numeric = self.numeric_features
         holes = hole_patterns(observed[:, numeric])
         covariances = self._full_covariances()
@@ -273,7 +276,7 @@ class MixedMixtureModule(MaskedModel):
     def impute(self, X, observed, *, generator=None):
         """Numeric and count entries: ``E[x_j | x_o]``; categorical ones: the most probable category
         under ``p(x_j | x_o) = sum_k p(k | x_o) theta_kj``. Observed entries as in ``X``."""
-        mean, _, _, log_resp = self._conditional_by_pattern(X, observed)
+        mean, _, _, log_resp = self.conditional_by_pattern(X, observed)
         resp = torch.softmax(log_resp, -1)
         numeric = torch.einsum("nk,knd->nd", resp, mean)
         counts = resp @ self.log_rates.exp()
@@ -305,7 +308,7 @@ class MixedMixtureModule(MaskedModel):
         """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``: a component from ``p(k | x_o)``,
         then the numeric entries from its conditional Gaussian and the categories from its
         categoricals."""
-        mean, cov, holes, log_resp = self._conditional_by_pattern(X, observed)
+        mean, cov, holes, log_resp = self.conditional_by_pattern(X, observed)
         picks = pick_components(log_resp, n_draws, generator)  # (n_draws, n)
         # Unit variance at observed entries keeps the factor defined; they are put back below.
         factor = torch.linalg.cholesky(cov + torch.diag_embed(holes.patterns.to(X.dtype)))  # (K, U, D_N, D_N)

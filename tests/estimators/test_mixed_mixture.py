@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 
 from skmpt import MaskedGaussianMixture, MaskedMixedMixture
-from skmpt.models.imputation import gaussian_conditional
+from skmpt.models.imputation import HolePatterns, gaussian_conditional
 from skmpt.models.mixed import MixedMixtureModule
 from skmpt.testing import check_masked_model
 
@@ -258,15 +258,17 @@ def test_warm_start_runs_em_from_the_fitted_mixture_and_refuses_what_no_longer_f
         MaskedMixedMixture(2, categorical_features=[1, 3], warm_start=True).fit(X).fit(X)
 
 
-def _rowwise_missing_given_observed(module, X, observed):
-    """EM's E-step as it was: each row's Gaussian conditional by itself (and ``log pi_k + log p_k(x_o)`` from
-    the masked conditionals' code, row by row too)."""
+def _row_by_row(module, X, observed):
+    """EM's E-step as it was: each row's Gaussian conditional by itself, each row its own "pattern" (and
+    ``log pi_k + log p_k(x_o)`` from the masked conditionals' code, row by row too)."""
     numeric = module.numeric_features
     covariances = module.gaussian.covariances()
     covariances = covariances if covariances.ndim == 3 else torch.diag_embed(covariances)
     mean, cov, _ = gaussian_conditional(X[:, numeric], observed[:, numeric], module.gaussian.means.unsqueeze(1),
                                         covariances)
-    return mean, cov, module._joint(X, observed)
+    rows = torch.arange(len(X))
+    holes = HolePatterns(observed[:, numeric], observed[:, numeric], rows, rows, [1] * len(X))
+    return mean, cov, holes, module._joint(X, observed)
 
 
 @pytest.mark.parametrize("covariance_type", ["full", "diag"])
@@ -284,7 +286,7 @@ def test_em_by_pattern_of_holes_is_em_row_by_row(covariance_type, monkeypatch):
                                   random_state=0).fit(X)
 
     fitted = fit()
-    monkeypatch.setattr(MixedMixtureModule, "missing_given_observed", _rowwise_missing_given_observed)
+    monkeypatch.setattr(MixedMixtureModule, "conditional_by_pattern", _row_by_row)
     rowwise = fit()
     assert fitted.n_iter_ == rowwise.n_iter_ > 5
     for name in ("weights_", "means_", "covariances_"):
