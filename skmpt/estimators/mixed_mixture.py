@@ -123,15 +123,13 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
              covariance_type, *, seed, tol, max_iter, count_features=(), count_units=None, start=None):
     """Fit a :class:`~skmpt.models.mixed.MixedMixtureModule` by EM on the observed entries.
 
-    Each step raises ``sum_i w_i log p(x_i,o)`` (exact; covariances at least ``resolution_floor``),
-    until a step gains less than ``tol`` nats per sample. The numeric columns are standardised for
-    the run and mapped back.
+    Each step raises ``sum_i w_i log p(x_i,o)`` (exact; covariances at least ``resolution_floor``), until a step
+    gains less than ``tol`` nats per sample. The numeric columns are standardised for the run and mapped back.
 
     Parameters
     ----------
     X : torch.Tensor of shape (n_samples, n_features)
-        Any finite value at the entries not observed; a categorical entry is one of its column's
-        ``category_values``.
+        Any finite value at the entries not observed; a categorical entry is one of its column's ``category_values``.
     observed : torch.Tensor of dtype bool and shape (n_samples, n_features)
     weights : torch.Tensor of shape (n_samples,)
         Non-negative.
