@@ -36,7 +36,7 @@ import torch
 
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
 from .gaussian_mixture import GaussianMixtureModule
-from .imputation import gaussian_conditional, hole_patterns, pattern_conditional, pattern_covariance, pick_components
+from .imputation import hole_patterns, pattern_conditional, pattern_covariance, pick_components
 
 __all__ = ["MixedMixtureModule"]
 
@@ -198,11 +198,13 @@ class MixedMixtureModule(MaskedModel):
             token_n = token_n.unsqueeze(1).expand(-1, n_masks, -1, -1)
         else:
             rows = X_n.unsqueeze(1).expand(-1, n_masks, -1).reshape(n_samples * n_masks, -1)
-            seen = given_n.reshape(n_samples * n_masks, -1)
-            mean, cov, log_density = gaussian_conditional(rows, seen, means.unsqueeze(1), self._full_covariances())
+            holes = hole_patterns(given_n.reshape(n_samples * n_masks, -1))
+            covariances = self._full_covariances()
+            mean, precision, log_density = pattern_conditional(rows, holes, means, covariances)
+            cov = pattern_covariance(covariances, precision, holes).diagonal(dim1=-2, dim2=-1)[:, holes.index]
             # A given token has zero conditional variance; any positive value keeps its (discarded)
             # log-density finite, and its gradient out of the computation.
-            variance = torch.where(seen, torch.ones_like(seen, dtype=X.dtype), cov.diagonal(dim1=-2, dim2=-1))
+            variance = torch.where(holes.observed, torch.ones_like(cov), cov)
             token_n = gaussian_log_prob(rows - mean, variance)  # (K, nP, D_N)
             token_n = token_n.permute(1, 0, 2).reshape(n_samples, n_masks, self.n_components, -1)
             observed_n = log_density.T.reshape(n_samples, n_masks, self.n_components)

@@ -276,14 +276,31 @@ def test_the_conditional_by_pattern_of_holes_is_the_rowwise_one(covariance_type)
     assert len(observed[:, numeric].unique(dim=0)) >= 12
     covariances = module.gaussian.covariances()
     covariances = covariances if covariances.ndim == 3 else torch.diag_embed(covariances)
-    expected_mean, expected_cov, _ = gaussian_conditional(X[:, numeric], observed[:, numeric],
-                                                          module.gaussian.means.unsqueeze(1), covariances)
+    expected_mean, expected_cov, log_density = gaussian_conditional(X[:, numeric], observed[:, numeric],
+                                                                    module.gaussian.means.unsqueeze(1), covariances)
     mean, cov, log_joint = module.missing_given_observed(X, observed)
     torch.testing.assert_close(mean, expected_mean, rtol=0, atol=1e-12)
     torch.testing.assert_close(cov, expected_cov, rtol=0, atol=1e-12)
-    # log pi_k + log p_k(x_o), against the conditionals of the masked log-likelihood (row by row)
-    torch.testing.assert_close(torch.logsumexp(log_joint, -1), module.log_marginal(X, observed=observed),
+    # log pi_k + log p_k(x_o): the numbers' density row by row, the category's and the count's terms
+    seen = observed.to(torch.float64)
+    discrete = (module._category_token_log_prob(X)[..., 0] * seen[:, [1]]
+                + module._count_token_log_prob(X)[..., 0] * seen[:, [4]])
+    expected_joint = module.log_weights + log_density.T + discrete
+    torch.testing.assert_close(log_joint, expected_joint, rtol=0, atol=1e-12)
+    torch.testing.assert_close(module.log_marginal(X, observed=observed), torch.logsumexp(expected_joint, -1),
                                rtol=0, atol=1e-12)
+    # a masked number's conditional (MPT's and the score's path): log p(x_j, x_o) - log p(x_o), row by row
+    for j in numeric:
+        mask = (torch.arange(6) == j) & observed
+        given = observed & ~mask
+        _, _, given_density = gaussian_conditional(X[:, numeric], given[:, numeric],
+                                                   module.gaussian.means.unsqueeze(1), covariances)
+        discrete = (module._category_token_log_prob(X)[..., 0] * given[:, [1]]
+                    + module._count_token_log_prob(X)[..., 0] * given[:, [4]])
+        conditional = module.masked_log_prob(X, mask.unsqueeze(1), observed=observed)[:, 0, j]
+        expected = (torch.logsumexp(expected_joint, -1)
+                    - torch.logsumexp(module.log_weights + given_density.T + discrete, -1))
+        torch.testing.assert_close(conditional[mask[:, j]], expected[mask[:, j]], rtol=0, atol=1e-12)
     resp = torch.softmax(log_joint, -1)
     imputed = module.impute(X, observed)
     torch.testing.assert_close(imputed[:, numeric], torch.where(observed[:, numeric], X[:, numeric],
