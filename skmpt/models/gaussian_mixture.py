@@ -36,7 +36,7 @@ import torch
 from ._chains import gaussian_chain, mixture_chain
 from ._mixture_sums import diagonal_mixture_sums
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
-from .imputation import decoupled_covariance, gaussian_conditional, pick_components
+from .imputation import decoupled_covariance, hole_patterns, pattern_conditional, pattern_covariance, pick_components
 
 __all__ = ["GaussianMixtureModule"]
 
@@ -381,26 +381,30 @@ class GaussianMixtureModule(MaskedModel):
         return (torch.softmax(self.component_log_prob(X), -1),)
 
     def _missing_given_observed(self, X, observed):
-        """Each component's conditional mean and covariance of ``x`` given ``x_o``,
-        ``(K, n, D)`` and ``(K, n, D, D)``, and the log-responsibilities ``(n, K)``."""
+        """Each component's conditional mean ``(K, n, D)`` of ``x`` given ``x_o``, the conditional covariance of
+        each pattern of holes ``(K, U, D, D)``, those :class:`~skmpt.models.imputation.HolePatterns`, and the
+        log-responsibilities ``(n, K)`` (:func:`~skmpt.models.imputation.pattern_conditional`)."""
         factor = self.cholesky()
-        mean, cov, log_density = gaussian_conditional(X, observed, self.means.unsqueeze(1), factor @ factor.mT)
-        return mean, cov, (self.log_weights.unsqueeze(-1) + log_density).T
+        covariances = factor @ factor.mT
+        holes = hole_patterns(observed)
+        mean, precision, log_density = pattern_conditional(X, holes, self.means, covariances)
+        cov = pattern_covariance(covariances, precision, holes)
+        return mean, cov, holes, (self.log_weights.unsqueeze(-1) + log_density).T
 
     def impute(self, X, observed, *, generator=None):
         """``E[x | x_o]``: the components' conditional means weighted by ``p(k | x_o)``."""
-        mean, _, log_resp = self._missing_given_observed(X, observed)
+        mean, _, _, log_resp = self._missing_given_observed(X, observed)
         return torch.where(observed, X, torch.einsum("nk,knd->nd", torch.softmax(log_resp, -1), mean))
 
     def sample_missing(self, X, observed, n_draws, *, generator=None):
         """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``: a component from ``p(k | x_o)``,
         then the missing entries from its conditional Gaussian."""
-        mean, cov, log_resp = self._missing_given_observed(X, observed)
+        mean, cov, holes, log_resp = self._missing_given_observed(X, observed)
         picks = pick_components(log_resp, n_draws, generator)  # (n_draws, n)
         # Unit variance at observed entries keeps the factor defined; they are put back below.
-        factor = torch.linalg.cholesky(cov + torch.diag_embed(observed.to(X.dtype)))  # (K, n, D, D)
+        factor = torch.linalg.cholesky(cov + torch.diag_embed(holes.patterns.to(X.dtype)))  # (K, U, D, D)
         noise = standard_normal((n_draws, 1, *X.shape, 1), X, generator)
-        draws = (mean + (factor @ noise).squeeze(-1))  # (n_draws, K, n, D)
+        draws = (mean + (factor[:, holes.index] @ noise).squeeze(-1))  # (n_draws, K, n, D)
         index = picks.view(n_draws, 1, -1, 1).expand(-1, 1, -1, X.shape[1])
         return torch.where(observed, X, draws.gather(1, index).squeeze(1))
 

@@ -300,3 +300,22 @@ def test_bad_covariance_type_and_spherical_rescaling_are_refused():
         module.unstandardize_(
             torch.zeros(4, dtype=torch.float64), torch.tensor([1.0, 2.0, 1.0, 1.0], dtype=torch.float64)
         )
+
+
+def test_draws_by_pattern_of_holes_are_the_rowwise_ones():
+    # One Cholesky factor per pattern of holes; each row's factor of its own gives the same draws.
+    from skmpt.models.imputation import gaussian_conditional
+
+    module, X, _, _ = make_mixture("full")
+    observed = torch.rand(X.shape, generator=torch.Generator().manual_seed(3)) < 0.6
+    with torch.no_grad():
+        draws = module.sample_missing(X, observed, 3, generator=torch.Generator().manual_seed(2))
+        mean, cov, log_density = gaussian_conditional(X, observed, module.means.unsqueeze(1),
+                                                      torch.as_tensor(dense_covariances(module)))
+        resp = torch.softmax((module.log_weights.unsqueeze(-1) + log_density).T, -1)
+    generator = torch.Generator().manual_seed(2)
+    picks = torch.multinomial(resp, 3, replacement=True, generator=generator).T  # (3, n)
+    noise = torch.randn(3, 1, *X.shape, 1, generator=generator, dtype=torch.float64)
+    factor = torch.linalg.cholesky(cov + torch.diag_embed(observed.to(torch.float64)))
+    numbers = (mean + (factor @ noise).squeeze(-1))[torch.arange(3)[:, None], picks, torch.arange(len(X))]
+    torch.testing.assert_close(draws, torch.where(observed, X, numbers), rtol=0, atol=1e-12)
