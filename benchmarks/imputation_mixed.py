@@ -32,10 +32,14 @@ which the imputer's defaults for tables were chosen (the one-VAE rule among them
 palmerpenguins' penguins (target ``sex``), carData's ``Salaries`` (target ``salary``) and AER's
 ``CPS1985`` (target ``wage``); the *held-out* tables, never looked at before those choices were
 made: AER's ``HousePrices`` (target ``price``), carData's ``Mroz`` (target ``lfp``) and AER's
-``TeachingRatings`` (target ``eval``; the professor's identifier dropped).
+``TeachingRatings`` (target ``eval``; the professor's identifier dropped); the *fresh* tables, added
+before any result on them was looked at (the held-out ones had been seen by later tuning work):
+ISLR's ``Carseats`` (target ``Sales``), ``Wage`` (target ``wage``; ``logwage`` and the one-level
+``region`` dropped) and ``College`` (target ``Grad.Rate``; the college's name is the row name).
 
 Run ``python benchmarks/imputation_mixed.py --help``; the user guide's tables are
-``python benchmarks/imputation_mixed.py --tables held-out --repeats 2`` and ``--tables tuning``.
+``python benchmarks/imputation_mixed.py --tables held-out --repeats 2``, ``--tables fresh`` and
+``--tables tuning``.
 """
 
 import argparse
@@ -68,8 +72,12 @@ TABLES = {
     "HousePrices": ("AER", "HousePrices", "price", ()),
     "Mroz": ("carData", "Mroz", "lfp", ()),
     "TeachingRatings": ("AER", "TeachingRatings", "eval", ("prof",)),
+    "Carseats": ("ISLR", "Carseats", "Sales", ()),
+    "Wage": ("ISLR", "Wage", "wage", ("logwage", "region")),
+    "College": ("ISLR", "College", "Grad.Rate", ()),
 }
-SETS = {"tuning": ("penguins", "Salaries", "CPS1985"), "held-out": ("HousePrices", "Mroz", "TeachingRatings")}
+SETS = {"tuning": ("penguins", "Salaries", "CPS1985"), "held-out": ("HousePrices", "Mroz", "TeachingRatings"),
+        "fresh": ("Carseats", "Wage", "College")}
 METHODS = ("Mean/mode", "KNN", "missForest", "miceforest", "MaskedImputer", "MaskedVAE")
 
 

@@ -66,5 +66,6 @@ def test_mixed_imputation_benchmark_refuses_an_unknown_table_and_keeps_its_held_
     spec = importlib.util.spec_from_file_location("imputation_mixed", MIXED)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    tuning, held_out = set(module.SETS["tuning"]), set(module.SETS["held-out"])
-    assert not tuning & held_out and tuning | held_out == set(module.TABLES)
+    tuning, held_out, fresh = (set(module.SETS[name]) for name in ("tuning", "held-out", "fresh"))
+    assert not tuning & held_out and not tuning & fresh and not held_out & fresh
+    assert tuning | held_out | fresh == set(module.TABLES)
