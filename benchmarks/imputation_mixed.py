@@ -21,7 +21,8 @@ Imputers: ``Mean/mode`` (column mean, most frequent category); ``KNN`` (``KNNImp
 standardised numbers beside one-hot columns, a missing category a hole in all its columns, decoded
 by argmax); ``missForest`` (``IterativeImputer`` with extra trees, as ``imputation_real.py``, on the
 same one-hot encoding, argmax decoding); ``miceforest`` (LightGBM chained equations on the DataFrame
-with its categories, 3 iterations, ``pip install miceforest``); ``MaskedImputer``
+with its categories, 3 iterations, ``pip install miceforest``; where its mean matching fails, as on
+``Wage``, where LightGBM predicts a probability of 1, the row says so); ``MaskedImputer``
 (``MaskedImputer(random_state=seed)`` on the DataFrame itself: a :class:`skmpt.MaskedMixedMixture`
 or a :class:`skmpt.MaskedVAE` with one head per column type, the family and size its held-out
 likelihood chooses); ``MaskedVAE`` (``MaskedImputer`` given the search's smallest VAE: 2 latent
@@ -247,15 +248,21 @@ def run_case(truth, target, removed, way, seed, methods):
             warnings.simplefilter("ignore", ConvergenceWarning)
             warnings.simplefilter("ignore", UserWarning)
             start = time.process_time()
-            imputer.fit(holed.iloc[fitted_on])
-            if way == "same":
-                imputed = imputer.transform(holed)
-                seconds = time.process_time() - start
-                imputed_train, imputed_test = imputed.iloc[train], imputed.iloc[test]
-            else:
-                imputed_test = imputer.transform(holed.iloc[test])
-                seconds = time.process_time() - start
-                imputed_train = imputer.transform(holed.iloc[train])
+            try:
+                imputer.fit(holed.iloc[fitted_on])
+                if way == "same":
+                    imputed = imputer.transform(holed)
+                    seconds = time.process_time() - start
+                    imputed_train, imputed_test = imputed.iloc[train], imputed.iloc[test]
+                else:
+                    imputed_test = imputer.transform(holed.iloc[test])
+                    seconds = time.process_time() - start
+                    imputed_train = imputer.transform(holed.iloc[train])
+            except ValueError as error:
+                if name != "miceforest":
+                    raise
+                results[name] = f"failed ({error})"
+                continue
         score = downstream(imputed_train, target.iloc[train], imputed_test, target.iloc[test], seed)
         results[name] = (*scores(truth.iloc[test], imputed_test, removed[test]), score, seconds)
     return results
@@ -293,6 +300,11 @@ def main(argv=None):
                     runs = [run_case(truth, target, holes(truth, rate, np.random.default_rng(seed)), way, seed,
                                      methods) for seed in range(args.repeats)]
                     for name in methods:
+                        failed = [run[name] for run in runs if isinstance(run[name], str)]
+                        if failed:
+                            print(f"| {table} | {len(truth)} | {rate:.0%} | {way} | {name} | {failed[0]} in "
+                                  f"{len(failed)} of {len(runs)} runs | | | |", flush=True)
+                            continue
                         nrmse, pfc, score, seconds = np.mean([run[name] for run in runs], axis=0)
                         totals[name] += seconds
                         print(f"| {table} | {len(truth)} | {rate:.0%} | {way} | {name} | {nrmse:.3f} | {pfc:.3f} | "
