@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "imputation_real.py"
@@ -66,5 +67,27 @@ def test_mixed_imputation_benchmark_refuses_an_unknown_table_and_keeps_its_held_
     spec = importlib.util.spec_from_file_location("imputation_mixed", MIXED)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    tuning, held_out = set(module.SETS["tuning"]), set(module.SETS["held-out"])
-    assert not tuning & held_out and tuning | held_out == set(module.TABLES)
+    tuning, held_out, fresh = (set(module.SETS[name]) for name in ("tuning", "held-out", "fresh"))
+    assert not tuning & held_out and not tuning & fresh and not held_out & fresh
+    assert tuning | held_out | fresh == set(module.TABLES)
+
+
+def test_mixed_imputation_benchmark_records_a_failed_miceforest_run_and_raises_any_other_imputers_error():
+    spec = importlib.util.spec_from_file_location("imputation_mixed", MIXED)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Failing(module.MeanMode):
+        def fit(self, frame):
+            raise ValueError("data must be finite")
+
+    rng = np.random.default_rng(0)
+    truth = pd.DataFrame({"x": rng.normal(size=40), "c": pd.Categorical(rng.choice(["a", "b"], 40))})
+    target = pd.Series(rng.normal(size=40))
+    removed = module.holes(truth, 0.2, rng)
+    module.imputers = lambda seed: {"miceforest": Failing, "Mean/mode": module.MeanMode, "KNN": Failing}
+    results = module.run_case(truth, target, removed, "same", 0, ["miceforest", "Mean/mode"])
+    assert results["miceforest"] == "failed (data must be finite)"
+    assert len(results["Mean/mode"]) == 4  # the other imputers still scored
+    with pytest.raises(ValueError, match="data must be finite"):  # only miceforest's failures are recorded
+        module.run_case(truth, target, removed, "same", 0, ["KNN"])
