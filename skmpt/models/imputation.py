@@ -101,7 +101,7 @@ def gaussian_conditional(X, observed, mean, covariance):
 
 
 class HolePatterns(NamedTuple):
-    """The patterns of holes of a table's rows (:func:`hole_patterns`).
+    """The patterns of holes of a table's rows (:func:`~skmpt.models.imputation.hole_patterns`).
 
     Rows with the same observed entries share everything in a Gaussian conditional that depends on
     which entries are observed (:func:`pattern_conditional`); this names those rows.
