@@ -308,24 +308,6 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         noise = self._initial_noise(X, units)
         return self._module_class(components.to(X.device), X.new_zeros(n_features), noise)
 
-    def _fit_or_continue(self, X, sample_weight):
-        """``fit``'s run: from the start (``warm_start=False``, or nothing fitted yet), or from the fitted
-        parameters (``warm_start=True``). A continued fit is first judged by the check of the optimum
-        and, where short of it on data with holes, climbed by EM with holes, as a start the solver
-        brought near the optimum is (:meth:`_train_to_optimum`); it is trained by MPT only if still
-        short. Where there is no check (a fixed ``mask_rate``, as many components as features), MPT
-        trains from the fitted parameters."""
-        if self.warm_start and hasattr(self, "module_") and is_dask_collection(X):
-            raise ValueError(
-                f"warm_start=True continues a fit on rows in memory; X is a dask collection. Fit it with "
-                f"warm_start=False, or stream its chunks with {type(self).__name__}.partial_fit."
-            )
-        previous = self._warm_start_source(X, ("n_components",))
-        checked = previous is not None and self.mask_rate == "uniform" and self.n_components_ < self.n_features_in_
-        self._fit(X, sample_weight, random_state=self.random_state, previous=previous, at_optimum=checked)
-        self._fitted_like(X)
-        return self
-
     def _solver(self):
         """The ``solver`` parameter's: mini-batches (``"minibatch"``) or the data's moments (``"moments"``,
         ``"auto"``: see :class:`~skmpt.estimators._moments.MomentSolver`), which start from PCA's
@@ -467,6 +449,24 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         self.module_.load_state_dict(climbed.state_dict())  # in place: whoever holds module_ sees it
         self._set_fitted_attributes()
         return self._optimality_gap(X, sample_weight)
+
+    def _fit_or_continue(self, X, sample_weight):
+        """``fit``'s run: from the start (``warm_start=False``, or nothing fitted yet), or from the fitted
+        parameters (``warm_start=True``). A continued fit is first judged by the check of the optimum
+        and, where short of it on data with holes, climbed by EM with holes, as a start the solver
+        brought near the optimum is (:meth:`_train_to_optimum`); it is trained by MPT only if still
+        short. Where there is no check (a fixed ``mask_rate``, as many components as features), MPT
+        trains from the fitted parameters."""
+        if self.warm_start and hasattr(self, "module_") and is_dask_collection(X):
+            raise ValueError(
+                f"warm_start=True continues a fit on rows in memory; X is a dask collection. Fit it with "
+                f"warm_start=False, or stream its chunks with {type(self).__name__}.partial_fit."
+            )
+        previous = self._warm_start_source(X, ("n_components",))
+        checked = previous is not None and self.mask_rate == "uniform" and self.n_components_ < self.n_features_in_
+        self._fit(X, sample_weight, random_state=self.random_state, previous=previous, at_optimum=checked)
+        self._fitted_like(X)
+        return self
 
     def get_covariance(self):
         """Model covariance ``W W^T`` plus the noise covariance.
