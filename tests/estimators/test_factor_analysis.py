@@ -286,3 +286,11 @@ def test_warm_start_refuses_what_no_longer_fits_the_fitted_model_before_it_chang
     np.testing.assert_array_equal(fitted.components_, components)
     with pytest.raises(ValueError, match="warm_start"):
         MaskedFactorAnalysis(warm_start="yes").fit(X)
+
+
+def test_warm_start_does_not_continue_a_dask_collection():
+    dask_array = pytest.importorskip("dask.array")
+    X = heteroscedastic_data(n_samples=200, n_features=5)
+    fitted = MaskedFactorAnalysis(2, random_state=0).fit(X).set_params(warm_start=True)
+    with pytest.raises(ValueError, match="X is a dask collection.*partial_fit"):
+        fitted.fit(dask_array.from_array(X, chunks=100))
