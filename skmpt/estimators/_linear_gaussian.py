@@ -175,6 +175,52 @@ def _em_with_holes(X, observed, weights, components, mean, noise, floor, isotrop
     return value, (W.T.contiguous(), mean, noise.clamp_min(floor))
 
 
+def _em_gap(step, params):
+    """What EM gains from ``params``, as the check of ``converged_`` reckons it: ten steps of ``step``
+    (an EM step, ``(value at the parameters given, following parameters)``) and the rest extrapolated
+    (:func:`~skmpt.estimators.gaussian_mixture.remaining_gain`); ``(gap, values, parameters)``: the
+    values from ``params`` on and the parameters after the last."""
+    values = []
+    for _ in range(_FA_CHECK_STEPS + 1):
+        value, params = step(*params)
+        values.append(value)
+    return max(values) - values[0] + remaining_gain(values), values, params
+
+
+def _squarem_climb(step, params, floor, tol, n_steps):
+    """EM from ``params`` ``(components, mean, noise)`` accelerated by SQUAREM (Varadhan and Roland,
+    2008): from two EM steps ``r = p1 - p0`` and ``v = p2 - 2 p1 + p0`` (the noise in logs), the
+    point ``p0 - 2 a r + a^2 v`` of step length ``a = -|r| / |v|`` (at most -1, which is ``p2``),
+    stabilised by one more EM step and kept where it is no lower than ``p1`` (else ``p2``, as plain
+    EM). ``step`` as :func:`_em_gap` takes it. Iterations until four and the rest extrapolated
+    would gain less than ``tol``, or about ``n_steps`` EM steps; ``(values, parameters, steps)``:
+    each iteration's value at its start, the parameters reached (those of the last value, or past
+    it when the steps ran out) and the EM steps taken."""
+    def flat(p):
+        return torch.cat([p[0].reshape(-1), p[1], p[2].log().reshape(-1)])
+
+    def unflat(v):
+        components, mean = v[:size].reshape(shape), v[size:size + len(params[1])]
+        return components, mean, v[size + len(params[1]):].exp().clamp_min(floor).reshape(params[2].shape)
+
+    shape, size = params[0].shape, params[0].numel()
+    values, window, spent = [], 5, 0
+    while True:
+        value, first = step(*params)
+        values.append(value)  # at ``params``
+        spent += 1
+        recent = values[-window:]
+        if spent + 2 > n_steps or len(recent) == window and recent[-1] - recent[0] + remaining_gain(recent) < tol:
+            return values, params, spent
+        at_first, second = step(*first)
+        start, r = flat(params), flat(first) - flat(params)
+        v = flat(second) - flat(first) - r
+        length = min(-float(r.norm() / v.norm()), -1.0) if float(v.norm()) > 0 else -1.0
+        at_jump, stabilised = step(*unflat(start - 2 * length * r + length**2 * v))
+        spent += 2
+        params = stabilised if math.isfinite(at_jump) and at_jump >= at_first else second
+
+
 def _gaussian_log_likelihood(covariance, model_covariance):
     """Mean log-likelihood of data of ``covariance`` (about their mean) under a Gaussian of
     ``model_covariance`` centred at that mean."""
@@ -349,12 +395,9 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
     def _gap_with_holes(self, X, sample_weight):
         """:meth:`_optimality_gap` of the NumPy rows ``X`` with holes (NaN): EM with holes from the fit."""
         X_t, observed, weights, params, floor = self._holes_view(X, sample_weight)[:5]
-        values = []
         with torch.no_grad():
-            for _ in range(_FA_CHECK_STEPS + 1):
-                value, params = _em_with_holes(X_t, observed, weights, *params, floor, self._isotropic)
-                values.append(value)
-        return max(values) - values[0] + remaining_gain(values)
+            return _em_gap(partial(_em_with_holes, X_t, observed, weights, floor=floor, isotropic=self._isotropic),
+                           params)[0]
 
     def _holes_view(self, X, sample_weight):
         """``(X, observed, weights, parameters, floor, center, spread)``: the NumPy rows ``X`` with holes
@@ -372,9 +415,13 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         return X_t, observed, weights, (components, mean, noise), floor, center, spread_t
 
     def _climb_to_optimum(self, X, sample_weight):
-        """On rows with holes: EM with holes (:func:`_em_with_holes`) from the fitted parameters, until
-        ten steps and the rest extrapolated would gain less than ``tol / 10``, or ``_CLIMB_STEPS``
-        steps; the better parameters are kept and their :meth:`_optimality_gap` returned. None on
+        """On rows with holes: EM with holes (:func:`_em_with_holes`) from the fitted parameters,
+        accelerated (:func:`_squarem_climb`), until the check of ``converged_`` passes from where it
+        got (:func:`_em_gap`), or ``_CLIMB_STEPS`` EM steps; the better parameters are kept and their
+        :meth:`_optimality_gap` returned. Plain EM crawls where the holes say little about a
+        direction: from the factor analysis of 200 rows of 8 features, 40 % of their entries missing
+        and filled with the column means (0.36 nats per sample below the optimum), its 500 steps
+        stopped short of where the check passes; SQUAREM took 256. None on
         complete data, where the masks' noise rather than the step holds a fit back and
         :meth:`_train_to_optimum` trains on (PPCA's digits), and in a dask collection."""
         if is_dask_collection(X):
@@ -383,16 +430,18 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         if not np.isnan(X).any():
             return None
         X_t, observed, weights, params, floor, center, spread = self._holes_view(X, sample_weight)
-        values, window = [], _FA_CHECK_STEPS + 1
+        step = partial(_em_with_holes, X_t, observed, weights, floor=floor, isotropic=self._isotropic)
+        tol, spent, start = self.params_.tol, 0, None
         with torch.no_grad():
-            for _ in range(_CLIMB_STEPS):
-                value, following = _em_with_holes(X_t, observed, weights, *params, floor, self._isotropic)
-                values.append(value)  # at ``params``
-                recent = values[-window:]
-                if len(recent) == window and recent[-1] - recent[0] + remaining_gain(recent) < self.params_.tol / 10:
+            while True:
+                values, params, steps = _squarem_climb(step, params, floor, tol / 10, _CLIMB_STEPS - spent)
+                start = values[0] if start is None else start
+                gap, checked, following = _em_gap(step, params)
+                spent += steps + len(checked)
+                if gap <= tol or spent >= _CLIMB_STEPS:
                     break
-                params = following
-        if values[-1] <= values[0]:
+                params = following  # the check's steps climb too
+        if checked[0] <= start:
             return self._optimality_gap(X, sample_weight)
         components, mean, noise = params
         unit = spread[0] if self._isotropic else spread
@@ -405,6 +454,24 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         self.module_.load_state_dict(climbed.state_dict())  # in place: whoever holds module_ sees it
         self._set_fitted_attributes()
         return self._optimality_gap(X, sample_weight)
+
+    def _fit_or_continue(self, X, sample_weight):
+        """``fit``'s run: from the start (``warm_start=False``, or nothing fitted yet), or from the fitted
+        parameters (``warm_start=True``). A continued fit is first judged by the check of the optimum
+        and, where short of it on data with holes, climbed by EM with holes, as a start the solver
+        brought near the optimum is (:meth:`_train_to_optimum`); it is trained by MPT only if still
+        short. Where there is no check (a fixed ``mask_rate``, as many components as features), MPT
+        trains from the fitted parameters."""
+        if self.warm_start and hasattr(self, "module_") and is_dask_collection(X):
+            raise ValueError(
+                f"warm_start=True continues a fit on rows in memory; X is a dask collection. Fit it with "
+                f"warm_start=False, or stream its chunks with {type(self).__name__}.partial_fit."
+            )
+        previous = self._warm_start_source(X, ("n_components",))
+        checked = previous is not None and self.mask_rate == "uniform" and self.n_components_ < self.n_features_in_
+        self._fit(X, sample_weight, random_state=self.random_state, previous=previous, at_optimum=checked)
+        self._fitted_like(X)
+        return self
 
     def get_covariance(self):
         """Model covariance ``W W^T`` plus the noise covariance.

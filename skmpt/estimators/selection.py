@@ -329,10 +329,11 @@ class MaskedModelSearch(BaseEstimator):
     ``"likelihood_remask"``, that choice gives way to a candidate whose remask error is
     significantly lower (the best such by remask); it is then
     refitted to every row, at most ``refit_max_samples`` (``best_estimator_``): a candidate with
-    a ``warm_start`` parameter (:class:`MaskedGaussianMixture`) continues from its fit to the
-    training rows (with ``init_params="em"``, EM from those parameters instead of from k-means,
-    then MPT), unless its log-likelihood of every row is more than three standard errors below
-    that of the held-out rows; any other is fitted from its start. A refit that scores more than
+    a ``warm_start`` parameter (:class:`MaskedGaussianMixture`, :class:`MaskedFactorAnalysis`)
+    continues from its fit to the training rows (a mixture with ``init_params="em"`` and a factor
+    analysis by EM from those parameters, then MPT only where EM leaves it short; a mixture's EM then
+    does not start from k-means), unless its log-likelihood of every row is more than three standard
+    errors below that of the held-out rows; any other is fitted from its start. A refit that scores more than
     three standard errors below its candidate's selection score on the held-out rows (rows it was
     fitted to, so it should score higher) is not used: a continued one (like one that did not
     converge) gives way to the candidate's fit from its start, and that to the next candidate by score
@@ -610,7 +611,8 @@ class MaskedModelSearch(BaseEstimator):
     def _refitted(candidate, fitted, X, warm):
         """``candidate`` fitted to ``X``: with ``warm``, a copy of its fit to the training rows
         (``fitted``) continued with ``warm_start=True`` (a :class:`MaskedGaussianMixture` with
-        ``init_params="em"`` runs EM from those parameters, not from k-means, then MPT), its
+        ``init_params="em"`` runs EM from those parameters, not from k-means, then MPT; a
+        :class:`MaskedFactorAnalysis` EM with holes from its moment fit, then MPT if still short), its
         ``warm_start`` parameter then set back to the candidate's, or None if it did not converge
         (``converged_`` False; its warnings dropped, the fit from the start follows); else a clone
         fitted from its start."""

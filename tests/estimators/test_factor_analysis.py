@@ -235,3 +235,62 @@ def test_gallery_example_runs_small(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "FactorAnalysis" in printed and "GaussianMixture" in printed
     assert output.stat().st_size > 10_000
+
+
+def _scaled_with_holes(n_samples=500, seed=0):
+    """Two factors of six features on scales e^-3 ... e^3, a fifth of the entries missing."""
+    rng = np.random.RandomState(seed)
+    noise = np.exp(rng.uniform(np.log(0.1), np.log(1.0), 6))
+    X = rng.randn(n_samples, 2) @ rng.randn(2, 6) + rng.randn(n_samples, 6) * np.sqrt(noise)
+    X = X * np.exp(rng.uniform(-3, 3, 6))
+    X[rng.rand(*X.shape) < 0.2] = np.nan
+    return X
+
+
+def test_warm_start_continues_a_fit_to_fewer_rows_by_em_with_holes_to_the_optimum():
+    X = _scaled_with_holes()
+    # Nothing fitted yet: warm_start=True is the fit from the start.
+    first = MaskedFactorAnalysis(2, random_state=0, warm_start=True).fit(X[:250])
+    assert first.n_iter_ > 0 and first.warm_start
+    cold = MaskedFactorAnalysis(2, random_state=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        warm = copy.deepcopy(first).set_params(warm_start=True).fit(X)
+    # EM with holes climbed from the fit to half the rows: no epoch of MPT was needed.
+    assert warm.converged_ and warm.n_iter_ == 0 and warm.history_ == []
+    assert warm._optimality_gap(X, None) <= warm.tol
+    lml = warm.log_marginal_likelihood(X).mean()
+    assert lml >= cold.log_marginal_likelihood(X).mean() - 1e-4  # at the cold fit's optimum, or above
+    assert lml > first.log_marginal_likelihood(X).mean() + 0.01  # it moved from where it started
+
+
+def test_warm_start_on_complete_data_from_a_moment_fit_is_checked_not_retrained():
+    X = heteroscedastic_data(n_samples=400, n_features=6)
+    source = MaskedFactorAnalysis.from_estimator(FactorAnalysis(2, tol=1e-6, max_iter=3000).fit(X))
+    warm = copy.deepcopy(source).set_params(warm_start=True).fit(X)
+    assert warm.converged_ and warm.n_iter_ == 0  # at the optimum already: the check passes
+    np.testing.assert_allclose(warm.log_marginal_likelihood(X), source.log_marginal_likelihood(X), atol=1e-4)
+
+
+def test_warm_start_refuses_what_no_longer_fits_the_fitted_model_before_it_changes():
+    X = _scaled_with_holes(n_samples=200)
+    fitted = MaskedFactorAnalysis(2, max_epochs=3, random_state=0, warm_start=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fitted.fit(X)
+    components = fitted.components_.copy()
+    with pytest.raises(ValueError, match=r"whose n_components is 2; n_components is now 3\. Refit with warm_start=False"):
+        copy.deepcopy(fitted).set_params(n_components=3).fit(X)
+    with pytest.raises(ValueError, match="continues the fitted MaskedFactorAnalysis of 6 features; X has 5"):
+        fitted.fit(X[:, :5])
+    np.testing.assert_array_equal(fitted.components_, components)
+    with pytest.raises(ValueError, match="warm_start"):
+        MaskedFactorAnalysis(warm_start="yes").fit(X)
+
+
+def test_warm_start_does_not_continue_a_dask_collection():
+    dask_array = pytest.importorskip("dask.array")
+    X = heteroscedastic_data(n_samples=200, n_features=5)
+    fitted = MaskedFactorAnalysis(2, random_state=0).fit(X).set_params(warm_start=True)
+    with pytest.raises(ValueError, match="X is a dask collection.*partial_fit"):
+        fitted.fit(dask_array.from_array(X, chunks=100))

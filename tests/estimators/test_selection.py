@@ -335,6 +335,17 @@ def test_linear_candidates_are_fitted_to_the_gaussians_moments():
         MaskedModelSearch(families, linear_fit="em").fit(X)
 
 
+def test_the_refit_of_a_factor_analysis_fitted_to_the_moments_continues_it_by_em_with_holes():
+    X = _low_rank(n=400, d=8, k=2, missing=0.2)
+    gaussian = MaskedGaussianMixture(1, init_params="em", **{**FAST, "max_epochs": 2})
+    search = MaskedModelSearch({"full": [gaussian], "fa": [MaskedFactorAnalysis(2, **FAST)]}, random_state=0).fit(X)
+    assert list(search.cv_results_["fitted_by"]) == ["fit", "moments"] and search.best_index_ == 1
+    refitted = search.best_estimator_
+    # The moment fit continued to every row by EM with holes, to the optimum: no epoch of MPT.
+    assert refitted.n_iter_ == 0 and refitted.converged_ and refitted.warm_start is False
+    assert refitted._optimality_gap(X, None) <= refitted.tol
+
+
 class _CountsRows(MaskedPPCA):
     """A PPCA that records the rows and the tol of its last fit."""
 
