@@ -180,18 +180,7 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         of another number of features, is a ``ValueError`` (refit with ``warm_start=False``). A
         dask collection is not continued (``partial_fit`` streams one).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            NaN marks a missing entry.
-        y : None
-            Ignored.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights, as in :meth:`skmpt.MaskedPPCA.fit`.
-
-        Returns
-        -------
-        self : MaskedFactorAnalysis
+        {fit_parameters}
         """
         return self._fit_or_continue(X, sample_weight)
 
