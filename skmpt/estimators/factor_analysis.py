@@ -73,8 +73,8 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         :class:`~sklearn.mixture.GaussianMixture`'s ``warm_start``. The check of ``converged_`` (EM
         from them) judges them first; on data with holes, EM with holes climbs from them where they
         are short of the optimum; MPT trains only if they are still short (with a fixed ``mask_rate``,
-        which EM's target is not, MPT trains from them). A refit of :class:`MaskedModelSearch`'s candidate, fitted to the
-        training rows' moments, to every row continues it so: on the tuning tables of
+        which EM's target is not, MPT trains from them). A refit of :class:`MaskedModelSearch`'s
+        candidate, fitted to the training rows' moments, to every row continues it so: on the tuning tables of
         ``benchmarks/imputation_real.py`` 10 of the 14 factor analyses the default imputer chose were
         continued to the optimum with no epoch of MPT, in 0.03 to 0.37 s against 0.09 to 0.53 s.
 
@@ -148,8 +148,8 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
     def __init__(
         self, n_components=2, *, noise_variance_init=None, mask_rate="uniform", n_masks=1, score_masks=1,
         score_method="chain", solver="auto", max_epochs=300, batch_size="auto", learning_rate=0.03, tol=1e-3,
-        n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64", device="auto", random_state=None, verbose=0,
-        warm_start=False
+        n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64", device="auto", random_state=None,
+        verbose=0, warm_start=False
     ):
         self.n_components = n_components
         self.noise_variance_init = noise_variance_init

@@ -279,7 +279,8 @@ def test_warm_start_refuses_what_no_longer_fits_the_fitted_model_before_it_chang
         warnings.simplefilter("ignore", ConvergenceWarning)
         fitted.fit(X)
     components = fitted.components_.copy()
-    with pytest.raises(ValueError, match=r"whose n_components is 2; n_components is now 3\. Refit with warm_start=False"):
+    changed = r"whose n_components is 2; n_components is now 3\. Refit with warm_start=False"
+    with pytest.raises(ValueError, match=changed):
         copy.deepcopy(fitted).set_params(n_components=3).fit(X)
     with pytest.raises(ValueError, match="continues the fitted MaskedFactorAnalysis of 6 features; X has 5"):
         fitted.fit(X[:, :5])
