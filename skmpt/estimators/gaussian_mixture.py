@@ -17,6 +17,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
+from scipy.optimize import minimize
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_array, check_is_fitted
@@ -294,26 +295,36 @@ def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, eval
     the gradient's. Where the holes say little about a direction EM's steps shrink by a rate near
     one (EM's rate is one minus the fraction of the information that is observed); the quasi-Newton
     steps learn that curvature (Jamshidian and Jennrich 1997). ``params`` as :func:`em_step` returns
-    them."""
+    them. SciPy's L-BFGS-B runs it: a ``torch.optim`` optimizer would import ``torch._dynamo`` on its
+    first call, about 1 s of CPU that a process's first fit would pay."""
     module = module_of(params, floor, covariance_type)
-    optimizer = torch.optim.LBFGS(list(module.parameters()), max_iter=evaluations, max_eval=evaluations,
-                                  history_size=_QUASI_NEWTON_HISTORY, tolerance_grad=0.0, tolerance_change=tol / 10,
-                                  line_search_fn="strong_wolfe")
-    evaluations = [0]
+    parameters = list(module.parameters())
+    count = [0]
 
-    def closure():
-        optimizer.zero_grad()
+    def value_and_gradient(x):
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(torch.from_numpy(x).to(parameters[0]), parameters)
+        for parameter in parameters:
+            parameter.grad = None
         current = em_parameters(module)
         with torch.no_grad():
             statistics = expected_statistics(X, observed, weights, *current)
         loss = -expected_log_likelihood(statistics, current[1].detach(), *current)
         loss.backward()
-        evaluations[0] += 1
-        return -statistics[0]
+        count[0] += 1
+        gradient = torch.nn.utils.parameters_to_vector([p.grad for p in parameters])
+        return -float(statistics[0]), gradient.detach().cpu().numpy().astype(np.float64)
 
-    optimizer.step(closure)
+    start = torch.nn.utils.parameters_to_vector(parameters).detach().cpu().numpy().astype(np.float64)
+    if evaluations >= 2:
+        value, _ = value_and_gradient(start)  # its scale: SciPy's ftol is relative to max(|f|, 1)
+        result = minimize(value_and_gradient, start, jac=True, method="L-BFGS-B", options={
+            "maxiter": evaluations, "maxfun": evaluations - 1, "maxcor": _QUASI_NEWTON_HISTORY, "gtol": 0.0,
+            "ftol": tol / 10 / max(abs(value), 1.0)})
+        start = result.x
     with torch.no_grad():
-        return tuple(p.detach() for p in em_parameters(module)), evaluations[0]
+        torch.nn.utils.vector_to_parameters(torch.from_numpy(start).to(parameters[0]), parameters)
+        return tuple(p.detach() for p in em_parameters(module)), count[0]
 
 
 #: EM steps that one evaluation of L-BFGS counts for in :func:`em_climb`'s budget: an E-step, the

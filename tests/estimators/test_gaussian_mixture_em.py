@@ -135,6 +135,32 @@ def test_em_climb_on_nearly_collinear_columns_with_holes_beats_plain_em():
     assert _gain_from(X_t, observed, weights, climbed, floor, 300) < 1e-4
 
 
+def test_the_quasi_newton_climb_makes_no_torch_optimizer(monkeypatch):
+    # A torch.optim optimizer imports torch._dynamo on its first call: about 1 s of a process's first fit.
+    import skmpt.estimators.gaussian_mixture as module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a torch.optim optimizer was made")
+
+    monkeypatch.setattr(torch.optim.Optimizer, "__init__", refuse)
+    calls = []
+    original = module.quasi_newton
+    monkeypatch.setattr(module, "quasi_newton", lambda *a: calls.append(a[-1]) or original(*a))
+    rng = np.random.RandomState(1)
+    base = rng.randn(60, 3)
+    X = np.column_stack([base, base[:, 0] - base[:, 1] + 0.003 * rng.randn(60)])
+    X[rng.rand(*X.shape) < 0.4] = np.nan
+    observed = torch.as_tensor(~np.isnan(X))
+    X_t = torch.as_tensor(np.where(observed, (X - np.nanmean(X, 0)) / np.nanstd(X, 0), 0.0))
+    weights, floor = torch.full((60,), 1 / 60, dtype=torch.float64), torch.full((4,), 1e-6, dtype=torch.float64)
+    start = tuple(torch.as_tensor(a) for a in (np.zeros(1), np.zeros((1, 4)), np.eye(4)[None]))
+    climbed, _ = em_climb(X_t, observed, weights, start, floor, "full", 1e-5)
+    with torch.no_grad():
+        assert observed_log_likelihood(X_t, observed, weights, *climbed) > observed_log_likelihood(
+            X_t, observed, weights, *start) + 0.1
+    assert calls  # the climb went through L-BFGS
+
+
 @pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
 def test_the_gradient_of_em_q_at_its_parameters_is_the_observed_likelihood_gradient(covariance_type):
     # Fisher's identity: L-BFGS gets log p(x_o)'s gradient for the price of an E-step.
