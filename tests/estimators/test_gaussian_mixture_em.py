@@ -112,16 +112,25 @@ def test_em_start_serves_every_covariance_type_and_ends_at_em_optimum(covariance
     assert _em_gain(estimator, X, 200) <= estimator.tol
 
 
-def test_em_climb_on_nearly_collinear_columns_with_holes_beats_plain_em():
-    # A direction of variance 1e-5 that the holes say little about: EM's rate there is near one.
-    rng = np.random.RandomState(0)
-    base = rng.randn(80, 5)
-    X = np.column_stack([base, base[:, 0] + base[:, 1] + 0.003 * rng.randn(80)])
+def _collinear_with_holes(n_samples, n_free, seed):
+    """``(X, observed, weights, floor, start)``: ``n_free`` standard columns and their sum plus noise
+    of variance 1e-5, 40 % of the entries missing, standardised; a one-component start at zero."""
+    rng = np.random.RandomState(seed)
+    base = rng.randn(n_samples, n_free)
+    X = np.column_stack([base, base[:, 0] + base[:, 1] + 0.003 * rng.randn(n_samples)])
     X[rng.rand(*X.shape) < 0.4] = np.nan
     observed = torch.as_tensor(~np.isnan(X))
     X_t = torch.as_tensor(np.where(observed, (X - np.nanmean(X, 0)) / np.nanstd(X, 0), 0.0))
-    weights, floor = torch.full((80,), 1 / 80, dtype=torch.float64), torch.full((6,), 1e-6, dtype=torch.float64)
-    start = tuple(torch.as_tensor(a) for a in (np.zeros(1), np.zeros((1, 6)), np.eye(6)[None]))
+    n_features = n_free + 1
+    weights = torch.full((n_samples,), 1 / n_samples, dtype=torch.float64)
+    floor = torch.full((n_features,), 1e-6, dtype=torch.float64)
+    start = tuple(torch.as_tensor(a) for a in (np.zeros(1), np.zeros((1, n_features)), np.eye(n_features)[None]))
+    return X_t, observed, weights, floor, start
+
+
+def test_em_climb_on_nearly_collinear_columns_with_holes_beats_plain_em():
+    # A direction of variance 1e-5 that the holes say little about: EM's rate there is near one.
+    X_t, observed, weights, floor, start = _collinear_with_holes(80, 5, seed=0)
     climbed, steps = em_climb(X_t, observed, weights, start, floor, "full", 1e-5)
     params, plain = start, []
     with torch.no_grad():
@@ -146,14 +155,7 @@ def test_the_quasi_newton_climb_makes_no_torch_optimizer(monkeypatch):
     calls = []
     original = module.quasi_newton
     monkeypatch.setattr(module, "quasi_newton", lambda *a: calls.append(a[-1]) or original(*a))
-    rng = np.random.RandomState(1)
-    base = rng.randn(60, 3)
-    X = np.column_stack([base, base[:, 0] - base[:, 1] + 0.003 * rng.randn(60)])
-    X[rng.rand(*X.shape) < 0.4] = np.nan
-    observed = torch.as_tensor(~np.isnan(X))
-    X_t = torch.as_tensor(np.where(observed, (X - np.nanmean(X, 0)) / np.nanstd(X, 0), 0.0))
-    weights, floor = torch.full((60,), 1 / 60, dtype=torch.float64), torch.full((4,), 1e-6, dtype=torch.float64)
-    start = tuple(torch.as_tensor(a) for a in (np.zeros(1), np.zeros((1, 4)), np.eye(4)[None]))
+    X_t, observed, weights, floor, start = _collinear_with_holes(60, 3, seed=1)
     climbed, _ = em_climb(X_t, observed, weights, start, floor, "full", 1e-5)
     with torch.no_grad():
         assert observed_log_likelihood(X_t, observed, weights, *climbed) > observed_log_likelihood(
