@@ -317,10 +317,11 @@ def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, eval
 
     start = torch.nn.utils.parameters_to_vector(parameters).detach().cpu().numpy().astype(np.float64)
     if evaluations >= 2:
-        value, _ = value_and_gradient(start)  # its scale: SciPy's ftol is relative to max(|f|, 1)
-        result = minimize(value_and_gradient, start, jac=True, method="L-BFGS-B", options={
-            "maxiter": evaluations, "maxfun": evaluations - 1, "maxcor": _QUASI_NEWTON_HISTORY, "gtol": 0.0,
-            "ftol": tol / 10 / max(abs(value), 1.0)})
+        at_start = value_and_gradient(start)  # its scale: SciPy's ftol is relative to max(|f|, 1)
+        result = minimize(lambda x: at_start if np.array_equal(x, start) else value_and_gradient(x), start,
+                          jac=True, method="L-BFGS-B", options={
+                              "maxiter": evaluations, "maxfun": evaluations - 1, "maxcor": _QUASI_NEWTON_HISTORY,
+                              "gtol": 0.0, "ftol": tol / 10 / max(abs(at_start[0]), 1.0)})
         start = result.x
     with torch.no_grad():
         torch.nn.utils.vector_to_parameters(torch.from_numpy(start).to(parameters[0]), parameters)
