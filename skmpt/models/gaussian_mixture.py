@@ -36,7 +36,9 @@ import torch
 from ._chains import gaussian_chain, mixture_chain
 from ._mixture_sums import diagonal_mixture_sums
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
-from .imputation import decoupled_covariance, hole_patterns, pattern_conditional, pattern_covariance, pick_components
+from .imputation import (
+    decoupled_covariance, hole_patterns, pattern_conditional, pattern_covariance, pattern_draws, pick_components,
+)
 
 __all__ = ["GaussianMixtureModule"]
 
@@ -401,12 +403,8 @@ class GaussianMixtureModule(MaskedModel):
         then the missing entries from its conditional Gaussian."""
         mean, cov, holes, log_resp = self._missing_given_observed(X, observed)
         picks = pick_components(log_resp, n_draws, generator)  # (n_draws, n)
-        # Unit variance at observed entries keeps the factor defined; they are put back below.
-        factor = torch.linalg.cholesky(cov + torch.diag_embed(holes.patterns.to(X.dtype)))  # (K, U, D, D)
         noise = standard_normal((n_draws, 1, *X.shape, 1), X, generator)
-        draws = (mean + (factor[:, holes.index] @ noise).squeeze(-1))  # (n_draws, K, n, D)
-        index = picks.view(n_draws, 1, -1, 1).expand(-1, 1, -1, X.shape[1])
-        return torch.where(observed, X, draws.gather(1, index).squeeze(1))
+        return torch.where(observed, X, pattern_draws(mean, cov, holes, picks, noise))
 
     def decode(self, Z):
         """Mean of ``x`` given component probabilities ``Z``: ``Z @ means``, shape ``(n, D)``."""

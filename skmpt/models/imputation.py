@@ -26,6 +26,7 @@ __all__ = [
     "hole_patterns",
     "pattern_conditional",
     "pattern_covariance",
+    "pattern_draws",
     "per_pattern",
     "pick_components",
 ]
@@ -334,6 +335,45 @@ def expected_scatter(resp, observed, covariances, precision):
     sums = resp.new_zeros(len(resp), len(holes.patterns)).index_add_(1, holes.index, resp)  # (K, U)
     pooled = torch.einsum("ku,kude->kde", sums, precision)
     return resp.sum(1).view(-1, 1, 1) * covariances - covariances @ pooled @ covariances
+
+
+def pattern_draws(mean, covariance, holes, picks, noise):
+    """Draws of each row's missing entries from the conditional Gaussian of a picked component.
+
+    Each pattern's covariance is factored once; the observed entries get unit variance in the
+    factor (so it exists) and keep ``mean``'s values only where its noise is added: the caller puts
+    the observed entries back.
+
+    Parameters
+    ----------
+    mean : torch.Tensor of shape (K, n_samples, D)
+        Each component's conditional mean (:func:`pattern_conditional`).
+    covariance : torch.Tensor of shape (K, U, D, D)
+        Each pattern's conditional covariance (:func:`pattern_covariance`).
+    holes : HolePatterns
+    picks : torch.Tensor of shape (n_draws, n_samples)
+        Each draw's component per row (:func:`pick_components`).
+    noise : torch.Tensor of shape (n_draws, 1, n_samples, D, 1)
+        Standard normal.
+
+    Returns
+    -------
+    draws : torch.Tensor of shape (n_draws, n_samples, D)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models.imputation import hole_patterns, pattern_draws
+    >>> holes = hole_patterns(torch.tensor([[True, False]]))
+    >>> covariance = torch.tensor([[[[0.0, 0.0], [0.0, 4.0]]]])
+    >>> pattern_draws(torch.zeros(1, 1, 2), covariance, holes, torch.zeros(1, 1, dtype=torch.long),
+    ...               torch.ones(1, 1, 1, 2, 1)).tolist()
+    [[[1.0, 2.0]]]
+    """
+    factor = torch.linalg.cholesky(covariance + torch.diag_embed(holes.patterns.to(mean.dtype)))  # (K, U, D, D)
+    draws = mean + (factor[:, holes.index] @ noise).squeeze(-1)  # (n_draws, K, n, D)
+    index = picks.view(len(picks), 1, -1, 1).expand(-1, 1, -1, mean.shape[-1])
+    return draws.gather(1, index).squeeze(1)
 
 
 def pick_components(log_weights, n_draws, generator):

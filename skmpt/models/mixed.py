@@ -36,7 +36,7 @@ import torch
 
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
 from .gaussian_mixture import GaussianMixtureModule
-from .imputation import hole_patterns, pattern_conditional, pattern_covariance, pick_components
+from .imputation import hole_patterns, pattern_conditional, pattern_covariance, pattern_draws, pick_components
 
 __all__ = ["MixedMixtureModule"]
 
@@ -312,12 +312,8 @@ class MixedMixtureModule(MaskedModel):
         categoricals."""
         mean, cov, holes, log_resp = self.conditional_by_pattern(X, observed)
         picks = pick_components(log_resp, n_draws, generator)  # (n_draws, n)
-        # Unit variance at observed entries keeps the factor defined; they are put back below.
-        factor = torch.linalg.cholesky(cov + torch.diag_embed(holes.patterns.to(X.dtype)))  # (K, U, D_N, D_N)
         noise = standard_normal((n_draws, 1, X.shape[0], mean.shape[-1], 1), X, generator)
-        draws = mean + (factor[:, holes.index] @ noise).squeeze(-1)  # (n_draws, K, n, D_N)
-        index = picks.view(n_draws, 1, -1, 1).expand(-1, 1, -1, mean.shape[-1])
-        numeric = draws.gather(1, index).squeeze(1)
+        numeric = pattern_draws(mean, cov, holes, picks, noise)
         categorical = self._values(self._draw_categories(picks, generator))
         return torch.where(observed, X, self._assemble(numeric, categorical, self._draw_counts(picks, generator)))
 
