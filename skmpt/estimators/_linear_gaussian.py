@@ -152,8 +152,11 @@ def _em_with_holes(X, observed, weights, components, mean, noise, floor, isotrop
     n_features, K = X.shape[1], components.shape[0]
     seen = observed.to(X.dtype)
     W = components.T  # (D, K)
+    # Sums over features of w_d w_d^T as one matrix product (n, D) @ (D, K K): a batched einsum took
+    # 1.4 times the CPU of the whole step (breast_cancer, K = 16, 40 % holes).
+    outer = (W.unsqueeze(-1) * W.unsqueeze(-2)).reshape(n_features, K * K)
     precision = seen / noise.expand(n_features)  # zero at the holes
-    information = torch.eye(K, dtype=X.dtype) + torch.einsum("nd,dk,dl->nkl", precision, W, W)
+    information = (precision @ outer).reshape(-1, K, K) + torch.eye(K, dtype=X.dtype)
     factor = torch.linalg.cholesky(information)
     residual = seen * (X - mean)
     projected = (precision * residual) @ W
@@ -166,10 +169,10 @@ def _em_with_holes(X, observed, weights, components, mean, noise, floor, isotrop
     second = first.unsqueeze(-1) * first.unsqueeze(-2)
     second[:, :K, :K] += z_cov
     weighted = seen * weights.unsqueeze(-1)
-    coefficients = torch.linalg.solve(torch.einsum("nd,nkl->dkl", weighted, second),
-                                      torch.einsum("nd,nk->dk", weighted * X, first))  # (D, K + 1)
+    gram = (weighted.T @ second.reshape(len(X), -1)).reshape(n_features, K + 1, K + 1)
+    coefficients = torch.linalg.solve(gram, (weighted * X).T @ first)  # (D, K + 1)
     W, mean = coefficients[:, :K], coefficients[:, K]
-    spread = torch.einsum("dk,nkl,dl->nd", W, z_cov, W)
+    spread = z_cov.reshape(len(X), K * K) @ (W.unsqueeze(-1) * W.unsqueeze(-2)).reshape(n_features, K * K).T
     squared = (weighted * ((X - first @ coefficients.T).square() + spread)).sum(0)
     noise = squared.sum() / weighted.sum() if isotropic else squared / weighted.sum(0)
     return value, (W.T.contiguous(), mean, noise.clamp_min(floor))
