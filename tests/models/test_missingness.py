@@ -112,3 +112,30 @@ def test_the_covariance_stays_positive_definite_where_its_factor_is_nearly_singu
         model.lower[1, 0] = 1.0
     torch.linalg.cholesky(model.covariance())
     assert np.isfinite(model.score(np.array([[0.5, np.nan], [0.1, 0.2]])))
+
+
+def test_fit_reaches_torch_lbfgs_optimum_and_makes_no_torch_optimizer(monkeypatch):
+    # A torch.optim optimizer imports torch._dynamo on its first call (about 0.9 s of a process's
+    # first fit): the fit runs SciPy's L-BFGS-B and reaches the optimum torch's L-BFGS reached.
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 3)) @ np.array([[1.0, 0.5, 0.2], [0.0, 0.8, 0.4], [0.0, 0.0, 0.6]])
+    X_missing = np.where(rng.random(X.shape) < 1 / (1 + np.exp(-2.0 * X + 1.0)), np.nan, X)
+    start = SelfMaskingGaussian.fit(X_missing, max_iter=1)  # one step from the fit's start, then torch's L-BFGS
+    optimizer = torch.optim.LBFGS(start.parameters(), max_iter=500, tolerance_change=1e-12, tolerance_grad=1e-9,
+                                  history_size=20, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimizer.zero_grad()
+        loss = -start.log_likelihood(X_missing).mean()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a torch.optim optimizer was made")
+
+    monkeypatch.setattr(torch.optim.Optimizer, "__init__", refuse)
+    model = SelfMaskingGaussian.fit(X_missing)
+    assert model.converged_ and 0 < model.n_iter_ < 200
+    assert model.score(X_missing) == pytest.approx(start.score(X_missing), abs=1e-6)
