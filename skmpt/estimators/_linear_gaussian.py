@@ -242,7 +242,7 @@ def _complete_moments(X, sample_weight):
     return mean, covariance
 
 
-def pca_start(groups, n_components, module_class, isotropic):
+def pca_start(groups, n_components, module_class, isotropic, noise_floor=0.0):
     """PCA's solution on complete data, as a ``module_class`` module: the top ``n_components``
     eigenvectors of the covariance of the moment ``groups`` scaled by the square roots of their
     eigenvalues less the noise, the noise the mean of the other eigenvalues (the maximum-likelihood
@@ -250,7 +250,8 @@ def pca_start(groups, n_components, module_class, isotropic):
     feature, refined by factor analysis' EM steps (computed on the correlations and mapped back to
     each feature's units: a start equivariant to them); None (the random start) on incomplete data,
     and with as many components as features (the maximum likelihood then leaves no noise: a
-    degenerate start)."""
+    degenerate start). Per-feature noise is kept at least ``noise_floor`` of each feature's variance,
+    the module's floor (``FactorAnalysisModule``'s)."""
     if len(groups) > 1 or groups[0].observed is not None:
         return None
     moments = groups[0].moments
@@ -274,11 +275,13 @@ def pca_start(groups, n_components, module_class, isotropic):
     floor = 1e-6 * (float(eigenvalues.mean()) or 1.0)
     noise = eigenvalues[K:].mean().clamp_min(floor)
     components = eigenvectors[:, :K].T * (eigenvalues[:K] - noise).clamp_min(0).sqrt().unsqueeze(-1)
-    if not isotropic:
-        noise = (covariance.diagonal() - components.square().sum(0)).clamp_min(floor)
-        components, noise = _factor_analysis_em(covariance, components, noise, floor)
-        noise, components = noise * spread.square(), components * spread
-    return module_class(components.contiguous(), moments.mean.clone(), noise)
+    if isotropic:
+        return module_class(components.contiguous(), moments.mean.clone(), noise)
+    floor = max(floor, noise_floor)  # each feature's variance is one here
+    noise = (covariance.diagonal() - components.square().sum(0)).clamp_min(floor)
+    components, noise = _factor_analysis_em(covariance, components, noise, floor)
+    noise, components = noise * spread.square(), components * spread
+    return module_class(components.contiguous(), moments.mean.clone(), noise, noise_floor=noise_floor)
 
 
 # ====================================================================== the shared base
@@ -290,6 +293,8 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     _module_class = None
     _isotropic = True
+    # Factor analysis' least noise variance, a fraction of each feature's variance (its module's floor).
+    _noise_floor = 0.0
     _parameter_constraints: dict = {
         **_BaseMaskedEstimator._parameter_constraints,
         "solver": [Options({"auto", "moments", "minibatch"})],
@@ -314,15 +319,32 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         if not self._isotropic:  # each feature's loadings in its own units: a start equivariant to them
             components = components * self._feature_spread(X)
         noise = self._initial_noise(X, units)
-        return self._module_class(components, X.new_zeros(n_features), noise)
+        return self._module_class(components, X.new_zeros(n_features), noise, **self._module_floor())
 
     def _solver(self):
         """The ``solver`` parameter's: mini-batches (``"minibatch"``) or the data's moments (``"moments"``,
         ``"auto"``: see :class:`~skmpt.estimators._moments.MomentSolver`), which start from PCA's
         solution unless a first noise variance is given (factor analysis' ``noise_variance_init``)."""
         given = self.params_.get("noise_variance_init") is not None
-        start = None if given else partial(pca_start, module_class=self._module_class, isotropic=self._isotropic)
+        start = None if given else partial(pca_start, module_class=self._module_class, isotropic=self._isotropic,
+                                            **self._module_floor())
         return choose_solver(self.params_.solver, start)
+
+    def _module_floor(self):
+        """The module's keyword for its noise floor: none for one shared variance (PPCA)."""
+        return {} if self._isotropic else {"noise_floor": self._noise_floor}
+
+    def _start_module(self, X, generator, units, previous):
+        """A warm start holds the noise at this estimator's floor, whatever the fitted module held
+        (:meth:`from_estimator`'s has none: it keeps the source's parameters exactly)."""
+        module = super()._start_module(X, generator, units, previous)
+        if previous is not None and not self._isotropic:
+            module.noise_floor = self._noise_floor
+        return module
+
+    def _noise_floors(self):
+        """Factor analysis' least noise variances in the data's units (float64), or None (PPCA)."""
+        return None if self._isotropic else self.module_.noise_floors().detach().cpu().double()
 
     def _initial_noise(self, X, units):
         """The first noise variance(s) in the training units ``units = (center, scale)``: all of the
@@ -388,7 +410,7 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
             correlation = covariance / torch.outer(spread, spread)
             components = torch.as_tensor(self.components_, dtype=torch.float64) / spread
             noise = torch.as_tensor(self.noise_variance_, dtype=torch.float64) / spread.square()
-            floor = 1e-6 * float(noise.min())
+            floor = (self._noise_floors() / spread.square()).clamp_min(1e-6 * float(noise.min()))
             values = [fitted + float(spread.log().sum())]  # the same likelihood in the correlations' units
             for _ in range(_FA_CHECK_STEPS):
                 components, noise = _factor_analysis_em(correlation, components, noise, floor, n_steps=1)
@@ -415,6 +437,8 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         unit = spread_t[0] if self._isotropic else spread_t
         noise = torch.as_tensor(self.noise_variance_, dtype=torch.float64) / unit.square()
         floor = 1e-6 * float(noise.min())
+        if not self._isotropic:  # the module's floor, at least
+            floor = (self._noise_floors() / unit.square()).clamp_min(floor)
         return X_t, observed, weights, (components, mean, noise), floor, center, spread_t
 
     def _climb_to_optimum(self, X, sample_weight):
@@ -448,13 +472,15 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
             return self._optimality_gap(X, sample_weight)
         components, mean, noise = params
         unit = spread[0] if self._isotropic else spread
-        anchor = self.module_.scaled_mean
-        climbed = self._module_class(
-            (components * spread).to(anchor),
-            (torch.as_tensor(center) + spread * mean - torch.as_tensor(self.offset_, dtype=torch.float64)).to(anchor),
-            (noise * unit.square()).to(anchor),
-        )
-        self.module_.load_state_dict(climbed.state_dict())  # in place: whoever holds module_ sees it
+        module = self.module_  # set in place (whoever holds it sees it), in its own feature scales: the floor's
+        scales = module.feature_scales.double().cpu()
+        anchor = module.scaled_mean
+        mean = torch.as_tensor(center) + spread * mean - torch.as_tensor(self.offset_, dtype=torch.float64)
+        log_noise = (noise * unit.square()).log()
+        with torch.no_grad():
+            module.scaled_components.copy_((components * spread / scales).to(anchor))
+            module.scaled_mean.copy_((mean / scales).to(anchor))
+            module.log_scaled_noise.copy_((log_noise if self._isotropic else log_noise - 2 * scales.log()).to(anchor))
         self._set_fitted_attributes()
         return self._optimality_gap(X, sample_weight)
 

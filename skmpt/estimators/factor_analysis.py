@@ -37,6 +37,17 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
     conditionals go through the ``K x K`` posterior of ``z`` given the observed tokens, each
     weighted by its own noise precision ``1 / psi_d``.
 
+    Each noise variance is held at ``1e-2`` of its feature's variance or above (the variance
+    under the fit's start, about the data's), in training, in EM with holes and in the check of
+    ``converged_``, which judges the optimum so bounded. Without the floor the likelihood can peak
+    where a feature's noise all but vanishes (a Heywood case, common where columns are nearly
+    collinear and entries are missing), an optimum that every method approaches at a rate near one
+    and that imputes no better: on ``breast_cancer`` with 40 % of entries missing, noise variances
+    of 5e-6 of their feature's variance, refits of 1.5 to 4 s that warned "stopped short"; held at
+    the floor, 0.6 to 0.7 s. scikit-learn's ``FactorAnalysis`` keeps its noise above ``1e-12`` (in
+    the data's units); :meth:`from_estimator` keeps its parameters exactly, below the floor too,
+    and ``warm_start`` continues them from the floor.
+
     ``score_samples`` is the cumulative MPT estimate ``sum_M S(x; M)`` of ``log p(x)``;
     with the default chain estimator one ordering gives it exactly.
     ``log_marginal_likelihood`` is the closed form (the value of ``FactorAnalysis.score_samples``
@@ -138,6 +149,9 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
 
     _module_class = FactorAnalysisModule
     _isotropic = False
+    # The least noise variance, 1e-2 of each feature's variance: chosen on the tuning tables of
+    # benchmarks/imputation_real.py among 3e-3, 1e-2 and 3e-2 (issue 42).
+    _noise_floor = 1e-2
     _parameter_constraints: dict = {
         **_BaseLinearGaussian._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],

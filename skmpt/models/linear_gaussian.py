@@ -629,6 +629,13 @@ class FactorAnalysisModule(LinearGaussianModule):
         As in :class:`LinearGaussianModule`; the rows of ``components`` are the factors' loadings.
     noise_variance : float or torch.Tensor of shape (n_features,)
         ``psi > 0``, one variance per feature (a number is repeated for every feature).
+    noise_floor : float, default=0.0
+        The least noise variance of each feature, as a fraction of its variance under the
+        parameters given (``feature_scales ** 2``, which stay fixed): a variance stored below it
+        reads as the floor (its gradient still reaches the stored value, so that a variance held
+        there can rise again). With holes the likelihood can peak where a feature's noise
+        vanishes (a Heywood case), an optimum that training and EM approach at rates near one.
+        0: none, the parameters exactly as given.
 
     Examples
     --------
@@ -645,10 +652,44 @@ class FactorAnalysisModule(LinearGaussianModule):
     True
     """
 
-    def __init__(self, components, mean, noise_variance):
+    # A module pickled before the floor existed has none.
+    noise_floor = 0.0
+
+    def __init__(self, components, mean, noise_variance, noise_floor=0.0):
         noise = torch.as_tensor(noise_variance, dtype=mean.dtype, device=mean.device)
         noise = noise.expand(mean.shape).clone() if noise.ndim == 0 else noise
         # Factor analysis is equivariant to each feature's scale: its parameters are stored in
         # units of each feature's variance under the start, W W^T + Psi.
         scales = (components.detach().square().sum(0) + noise.detach()).sqrt()
         super().__init__(components, mean, noise, feature_scales=scales)
+        self.noise_floor = float(noise_floor)
+
+    @property
+    def log_noise_variance(self):
+        """The logarithm of the noise variances, each at least ``noise_floor`` of its feature's variance
+        (``feature_scales ** 2``); the gradient passes the floor to the stored value."""
+        scaled = self.log_scaled_noise
+        if self.noise_floor > 0:
+            scaled = scaled + (scaled.clamp_min(math.log(self.noise_floor)) - scaled).detach()
+        return scaled + 2 * self.feature_scales.log()
+
+    def noise_floors(self):
+        """Each feature's least noise variance, ``noise_floor * feature_scales ** 2`` (zeros without a floor).
+
+        Returns
+        -------
+        floors : torch.Tensor of shape (n_features,)
+
+        Examples
+        --------
+        >>> import torch
+        >>> from skmpt.models import FactorAnalysisModule
+        >>> W = torch.tensor([[3.0, 1.0]], dtype=torch.float64)
+        >>> psi = torch.tensor([1e-3, 1.0], dtype=torch.float64)
+        >>> module = FactorAnalysisModule(W, torch.zeros(2, dtype=torch.float64), psi, noise_floor=1e-2)
+        >>> module.noise_floors()
+        tensor([0.0900, 0.0200], dtype=torch.float64)
+        >>> module.noise_variance  # the first variance, 1e-3, is below its floor
+        tensor([0.0900, 1.0000], dtype=torch.float64, grad_fn=<ExpBackward0>)
+        """
+        return self.noise_floor * self.feature_scales.square()

@@ -295,3 +295,45 @@ def test_warm_start_does_not_continue_a_dask_collection():
     fitted = MaskedFactorAnalysis(2, random_state=0).fit(X).set_params(warm_start=True)
     with pytest.raises(ValueError, match="X is a dask collection.*partial_fit"):
         fitted.fit(dask_array.from_array(X, chunks=100))
+
+
+def _heywood_rows(n_samples=80, holes=0.1, seed=0):
+    """Rows of a one-factor model whose last column is twice the first (plus 1e-4 of noise): the
+    likelihood peaks where the noise of those columns nearly vanishes (a Heywood case); ``holes``
+    of the entries NaN."""
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n_samples, 1) @ rng.randn(1, 4) + 0.5 * rng.randn(n_samples, 4)
+    X[:, 3] = 2 * X[:, 0] + 1e-4 * rng.randn(n_samples)
+    X[rng.rand(*X.shape) < holes] = np.nan
+    return X
+
+
+def _floored_em_gain(fa, X):
+    from support.em_missing import linear_gaussian_em_gain
+
+    start = (fa.components_.T, fa.mean_, fa.noise_variance_)
+    return linear_gaussian_em_gain(X, start, isotropic=False, floor=fa.module_.noise_floors().detach().double())
+
+
+def test_a_heywood_feature_keeps_its_noise_at_the_floor_and_the_fit_at_that_optimum():
+    X = _heywood_rows()
+    fa = MaskedFactorAnalysis(1, random_state=0).fit(X)
+    floors = fa.module_.noise_floors().detach().numpy()
+    relative = fa.noise_variance_ / np.nanvar(X, 0)
+    assert np.all(fa.noise_variance_ >= floors * (1 - 1e-9))
+    assert 5e-3 < relative.min() < 2e-2  # held at the floor, about 1e-2 of the feature's variance
+    assert fa.converged_ and _floored_em_gain(fa, X) <= fa.tol  # at the optimum with the floor
+
+
+def test_a_warm_start_from_an_exact_moment_fit_holds_the_noise_at_the_floor():
+    X = _heywood_rows(n_samples=120, holes=0.0, seed=2)
+    em = FactorAnalysis(1).fit(X)
+    source = MaskedFactorAnalysis.from_estimator(em)
+    assert em.noise_variance_.min() / X.var(0).min() < 1e-4  # scikit-learn's fit: at the Heywood point
+    np.testing.assert_allclose(source.noise_variance_, em.noise_variance_, rtol=1e-12)  # kept exactly
+    X_holes = X.copy()
+    X_holes[np.random.RandomState(2).rand(*X.shape) < 0.15] = np.nan
+    warm = copy.deepcopy(source).set_params(warm_start=True).fit(X_holes)
+    floors = warm.module_.noise_floors().detach().numpy()
+    assert np.all(warm.noise_variance_ >= floors * (1 - 1e-9)) and np.any(warm.noise_variance_ < 1.01 * floors)
+    assert warm.converged_ and _floored_em_gain(warm, X_holes) <= warm.tol

@@ -30,9 +30,12 @@ def _awkward_rows(n_samples=14, n_features=8, holes=0.2, seed=1):
 
 
 def _em_gain(estimator, X):
-    """What 200 steps of EM with holes from the fitted parameters gain in mean ``log p(x_o)``."""
+    """What 200 steps of EM with holes from the fitted parameters gain in mean ``log p(x_o)``, factor
+    analysis' noise kept at its floor or above (the optimum it is fitted to)."""
     start = (estimator.components_.T, estimator.mean_, estimator.noise_variance_)
-    return linear_gaussian_em_gain(X, start, isotropic=isinstance(estimator, MaskedPPCA))
+    isotropic = isinstance(estimator, MaskedPPCA)
+    floor = 0.0 if isotropic else estimator.module_.noise_floors().detach().double()
+    return linear_gaussian_em_gain(X, start, isotropic=isotropic, floor=floor)
 
 
 # Before the check with holes, both said converged_=True here, EM then gaining 2.1 (PPCA) and 3.8 nats.

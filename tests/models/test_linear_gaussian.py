@@ -175,3 +175,22 @@ def test_noise_shapes_choose_the_case_and_bad_ones_are_refused():
         LinearGaussianModule(W, mean, torch.ones(2, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"PPCAModule has one noise variance; got shape \(3,\)"):
         PPCAModule(W, mean, torch.ones(3, dtype=torch.float64))
+
+
+def test_factor_analysis_noise_below_its_floor_reads_as_the_floor_and_still_gets_a_gradient():
+    W = torch.tensor([[3.0, 1.0]], dtype=torch.float64)
+    psi = torch.tensor([1e-3, 1.0], dtype=torch.float64)  # 1e-3 of 9.001: below a floor of 1e-2
+    free = FactorAnalysisModule(W, torch.zeros(2, dtype=torch.float64), psi)
+    floored = FactorAnalysisModule(W, torch.zeros(2, dtype=torch.float64), psi, noise_floor=1e-2)
+    assert torch.equal(free.noise_floors(), torch.zeros(2, dtype=torch.float64))
+    assert torch.allclose(free.noise_variance, psi, rtol=1e-14)  # no floor by default: the parameters as given
+    assert torch.allclose(floored.noise_floors(), 1e-2 * (W.square().sum(0) + psi))
+    assert torch.allclose(floored.noise_variance, torch.tensor([1e-2 * 9.001, 1.0], dtype=torch.float64))
+    x = torch.tensor([[3.0, 0.0]], dtype=torch.float64)
+    dense = torch.distributions.MultivariateNormal(torch.zeros(2, dtype=torch.float64), floored.covariance())
+    assert torch.allclose(floored.log_marginal(x), dense.log_prob(x))  # every path reads the floored variance
+    floored.log_marginal(x).sum().backward()
+    assert floored.log_scaled_noise.grad[0] != 0  # a variance at the floor can rise again
+    with torch.no_grad():  # the floor follows each feature's units
+        floored.unstandardize_(torch.zeros(2, dtype=torch.float64), torch.tensor([10.0, 0.1], dtype=torch.float64))
+    assert torch.allclose(floored.noise_variance, torch.tensor([1e-2 * 9.001 * 100, 0.01], dtype=torch.float64))

@@ -69,9 +69,10 @@ def linear_gaussian_em(X, n_components, *, isotropic, n_iter=3000, tol=1e-10, se
     return W, mu, psi[0] if isotropic else psi, linear_gaussian_log_likelihood(X, W, mu, psi)
 
 
-def linear_gaussian_em_gain(X, start, *, isotropic, n_iter=200):
+def linear_gaussian_em_gain(X, start, *, isotropic, n_iter=200, floor=0.0):
     """What ``n_iter`` EM steps from ``start = (W (D, K), mu (D,), noise (scalar or (D,)))`` gain in the
-    mean observed-data log-likelihood of ``X`` (NaN for missing values), both ends computed in torch."""
+    mean observed-data log-likelihood of ``X`` (NaN for missing values), both ends computed in torch;
+    the noise kept at least ``floor`` (one number or one per feature: factor analysis' least noise)."""
     seen = torch.as_tensor(~np.isnan(X), dtype=F64)
     X_t = torch.as_tensor(np.nan_to_num(X), dtype=F64)
     n_features = X.shape[1]
@@ -82,6 +83,7 @@ def linear_gaussian_em_gain(X, start, *, isotropic, n_iter=200):
     for _ in range(n_iter):
         W, mu, squared = _linear_gaussian_step(X_t, seen, W, mu, psi)
         psi = (squared.sum() / seen.sum()).expand(n_features).clone() if isotropic else squared.sum(0) / seen.sum(0)
+        psi = psi.clamp_min(torch.as_tensor(floor, dtype=F64))
         values.append(_fast_log_likelihood(X_t, seen, W, mu, psi))
     return max(values) - first
 
