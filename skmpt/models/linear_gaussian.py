@@ -656,6 +656,8 @@ class FactorAnalysisModule(LinearGaussianModule):
     noise_floor = 0.0
 
     def __init__(self, components, mean, noise_variance, noise_floor=0.0):
+        if not 0 <= noise_floor < 1:
+            raise ValueError(f"noise_floor is a fraction of each feature's variance, in [0, 1); got {noise_floor!r}.")
         noise = torch.as_tensor(noise_variance, dtype=mean.dtype, device=mean.device)
         noise = noise.expand(mean.shape).clone() if noise.ndim == 0 else noise
         # Factor analysis is equivariant to each feature's scale: its parameters are stored in

@@ -194,3 +194,5 @@ def test_factor_analysis_noise_below_its_floor_reads_as_the_floor_and_still_gets
     with torch.no_grad():  # the floor follows each feature's units
         floored.unstandardize_(torch.zeros(2, dtype=torch.float64), torch.tensor([10.0, 0.1], dtype=torch.float64))
     assert torch.allclose(floored.noise_variance, torch.tensor([1e-2 * 9.001 * 100, 0.01], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"noise_floor is a fraction .* in \[0, 1\); got 1.5"):
+        FactorAnalysisModule(W, torch.zeros(2, dtype=torch.float64), psi, noise_floor=1.5)
