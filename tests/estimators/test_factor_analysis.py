@@ -337,3 +337,15 @@ def test_a_warm_start_from_an_exact_moment_fit_holds_the_noise_at_the_floor():
     floors = warm.module_.noise_floors().detach().numpy()
     assert np.all(warm.noise_variance_ >= floors * (1 - 1e-9)) and np.any(warm.noise_variance_ < 1.01 * floors)
     assert warm.converged_ and _floored_em_gain(warm, X_holes) <= warm.tol
+
+
+def test_on_complete_data_the_floor_binds_only_where_scikit_learns_fit_is_heywood():
+    X = _heywood_rows(n_samples=120, holes=0.0, seed=2)
+    em = FactorAnalysis(1, tol=1e-8, max_iter=10_000).fit(X)
+    fa = MaskedFactorAnalysis(1, random_state=0).fit(X)
+    floors = fa.module_.noise_floors().detach().numpy()
+    at_floor = fa.noise_variance_ < 1.01 * floors
+    np.testing.assert_array_equal(at_floor, em.noise_variance_ < floors)  # columns 0 and 3
+    assert fa.converged_ and _floored_em_gain(fa, X) <= fa.tol
+    # scikit-learn's noise of 1e-9 of the variance scores the near-copied column as almost certain; bounded, it is not.
+    assert fa.score(X) < em.score(X) - 1
