@@ -61,7 +61,9 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
     noise_variance_init : array-like of shape (n_features,), default=None
         The first noise variances ``psi``, in the data's units, as
         :class:`~sklearn.decomposition.FactorAnalysis`'s; None: each feature's own variance
-        (a start, like the model, equivariant to each feature's scale).
+        (a start, like the model, equivariant to each feature's scale). The noise floor is
+        ``1e-2`` of each feature's variance under the start (these variances plus the small
+        random loadings'), so variances given far below the data's lower it too.
     {mask_rate}
     {n_masks}
     {score_masks}
