@@ -46,7 +46,10 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
     of 5e-6 of their feature's variance and refits of 1.5 and 4.1 CPU s (one stopped short);
     held at the floor, 0.6 to 0.7 s. scikit-learn's ``FactorAnalysis`` keeps its noise above
     ``1e-12`` (in the data's units); :meth:`from_estimator` keeps its parameters exactly, below the
-    floor too, and ``warm_start`` continues them from the floor.
+    floor too, and ``warm_start`` continues them from the floor. A feature whose noise truly is
+    below the floor (a trending series nearly determined by the factors) is modelled with more
+    noise than it has: on ``macrodata`` with 40 % self-masking, 7 of 12 columns below it, one fit
+    imputed 9.8 % worse.
 
     ``score_samples`` is the cumulative MPT estimate ``sum_M S(x; M)`` of ``log p(x)``;
     with the default chain estimator one ordering gives it exactly.
