@@ -293,8 +293,6 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     _module_class = None
     _isotropic = True
-    # Factor analysis' least noise variance, a fraction of each feature's variance (its module's floor).
-    _noise_floor = 0.0
     _parameter_constraints: dict = {
         **_BaseMaskedEstimator._parameter_constraints,
         "solver": [Options({"auto", "moments", "minibatch"})],
@@ -332,14 +330,14 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
 
     def _module_floor(self):
         """The module's keyword for its noise floor: none for one shared variance (PPCA)."""
-        return {} if self._isotropic else {"noise_floor": self._noise_floor}
+        return {} if self._isotropic else {"noise_floor": self.params_.noise_floor}
 
     def _start_module(self, X, generator, units, previous):
         """A warm start holds the noise at this estimator's floor, whatever the fitted module held
         (:meth:`from_estimator`'s has none: it keeps the source's parameters exactly)."""
         module = super()._start_module(X, generator, units, previous)
         if previous is not None and not self._isotropic:
-            module.noise_floor = self._noise_floor
+            module.noise_floor = self.params_.noise_floor
         return module
 
     def _noise_floors(self):

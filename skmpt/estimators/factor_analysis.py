@@ -11,7 +11,7 @@ likelihood (Moreno-Muñoz, Recasens and Hauberg, 2023), exact for this model wit
 of the chain estimator.
 """
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -37,7 +37,7 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
     conditionals go through the ``K x K`` posterior of ``z`` given the observed tokens, each
     weighted by its own noise precision ``1 / psi_d``.
 
-    Each noise variance is held at ``1e-2`` of its feature's variance or above (the variance
+    Each noise variance is held at ``noise_floor`` (``1e-2``) of its feature's variance or above (the variance
     under the fit's start, about the data's), in training, in EM with holes and in the check of
     ``converged_``, which judges the optimum so bounded. Without the floor the likelihood can peak
     where a feature's noise all but vanishes (a Heywood case, common where columns are nearly
@@ -94,6 +94,12 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         ``benchmarks/imputation_real.py`` all 14 factor analyses the default imputer chose (3 seeds)
         were continued to the optimum with no epoch of MPT, in 0.02 to 0.69 s (without the noise
         floor: 12 of 14, up to 1.5 s, and a fit from the start after 4.1 s in all).
+    noise_floor : float in [0, 1), default=1e-2
+        The least noise variance of each feature, as a fraction of its variance under the fit's
+        start (about the data's): see above. ``0`` lets the noise vanish, as scikit-learn's
+        ``FactorAnalysis`` does (its floor is ``1e-12`` in the data's units), at the cost of EM's
+        slow climb to a Heywood case. Chosen on the tuning tables of
+        ``benchmarks/imputation_real.py`` among ``3e-3``, ``1e-2`` and ``3e-2`` (issue 42).
 
     Attributes
     ----------
@@ -155,21 +161,19 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
 
     _module_class = FactorAnalysisModule
     _isotropic = False
-    # The least noise variance, 1e-2 of each feature's variance: chosen on the tuning tables of
-    # benchmarks/imputation_real.py among 3e-3, 1e-2 and 3e-2 (issue 42).
-    _noise_floor = 1e-2
     _parameter_constraints: dict = {
         **_BaseLinearGaussian._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "noise_variance_init": [None, "array-like"],
         "warm_start": ["boolean"],
+        "noise_floor": [Interval(Real, 0, 1, closed="left")],
     }
 
     def __init__(
         self, n_components=2, *, noise_variance_init=None, mask_rate="uniform", n_masks=1, score_masks=1,
         score_method="chain", solver="auto", max_epochs=300, batch_size="auto", learning_rate=0.03, tol=1e-3,
         n_iter_no_change=10, monitor=None, monitor_every=1, dtype="float64", device="auto", random_state=None,
-        verbose=0, warm_start=False
+        verbose=0, warm_start=False, noise_floor=1e-2
     ):
         self.n_components = n_components
         self.noise_variance_init = noise_variance_init
@@ -190,6 +194,7 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
+        self.noise_floor = noise_floor
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit by MPT from the solver's start, or from the fitted factor analysis with

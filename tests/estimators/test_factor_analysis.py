@@ -349,3 +349,20 @@ def test_on_complete_data_the_floor_binds_only_where_scikit_learns_fit_is_heywoo
     assert fa.converged_ and _floored_em_gain(fa, X) <= fa.tol
     # scikit-learn's noise of 1e-9 of the variance scores the near-copied column as almost certain; bounded, it is not.
     assert fa.score(X) < em.score(X) - 1
+
+
+def test_noise_floor_is_a_parameter_that_zero_switches_off():
+    rng = np.random.RandomState(0)
+    z = rng.randn(300, 1)
+    # two columns are the factor itself, with noise far below 1e-2 of their variance: a Heywood case
+    X = np.c_[z + 0.5 * rng.randn(300, 2), z + 1e-3 * rng.randn(300, 2)]
+    floored = MaskedFactorAnalysis(1, random_state=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # EM's slow climb to the Heywood case
+        free = MaskedFactorAnalysis(1, noise_floor=0.0, random_state=0).fit(X)
+    share = floored.noise_variance_ / X.var(0)
+    assert floored.converged_ and np.all(share[2:] > 0.9e-2) and np.all(share[2:] < 1.1e-2)
+    assert np.all(free.noise_variance_[2:] / X.var(0)[2:] < 1e-4)
+    assert free.score(X) > floored.score(X) + 1.0
+    with pytest.raises(ValueError, match="noise_floor"):
+        MaskedFactorAnalysis(1, noise_floor=1.0).fit(X)
