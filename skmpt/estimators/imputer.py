@@ -45,6 +45,50 @@ def _chained_trees(random_state):
     return IterativeImputer(trees, max_iter=_TREE_ROUNDS, random_state=random_state)
 
 
+class _OneHotTrees(TransformerMixin, BaseEstimator):
+    """``fallback="trees"`` for a table with categorical columns (their codes 0, 1, ... in
+    ``categorical_features``, ``n_categories`` each): the chained extra-trees on each one's one-hot
+    columns (a missing category a hole in all of them), decoded by argmax, as the missForest of
+    ``benchmarks/imputation_mixed.py``."""
+
+    def __init__(self, categorical_features=(), n_categories=(), random_state=None):
+        self.categorical_features = categorical_features
+        self.n_categories = n_categories
+        self.random_state = random_state
+
+    def _encode(self, X):
+        numeric = np.setdiff1d(np.arange(X.shape[1]), self.categorical_features)
+        parts = [X[:, numeric]]
+        for j, k in zip(self.categorical_features, self.n_categories, strict=True):
+            block = np.eye(k)[np.nan_to_num(X[:, j]).astype(int)]
+            block[np.isnan(X[:, j])] = np.nan
+            parts.append(block)
+        return np.hstack(parts), numeric
+
+    def _decode(self, encoded, X, numeric):
+        out = X.copy()
+        out[:, numeric] = encoded[:, : len(numeric)]
+        start = len(numeric)
+        for j, k in zip(self.categorical_features, self.n_categories, strict=True):
+            out[:, j] = encoded[:, start : start + k].argmax(1)
+            start += k
+        return out
+
+    def fit_transform(self, X, y=None):
+        encoded, numeric = self._encode(X)
+        self.imputer_ = _chained_trees(self.random_state)
+        return self._decode(self.imputer_.fit_transform(encoded), X, numeric)
+
+    def fit(self, X, y=None):
+        self.fit_transform(X)
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self)
+        encoded, numeric = self._encode(X)
+        return self._decode(self.imputer_.transform(encoded), X, numeric)
+
+
 def _is_nan(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and value != value
 
@@ -402,13 +446,17 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             return estimator
         table = self.table_
         fallback = self.fallback
-        if self.sample_posterior or (table is not None and (len(table.categorical) or len(table.counts))):
+        mixed = table is not None and (len(table.categorical) or len(table.counts))
+        if self.sample_posterior or (mixed and not isinstance(fallback, str)):
             fallback = None
         elif isinstance(fallback, str):  # "trees"
             seed = self.random_state
             if not (seed is None or isinstance(seed, numbers.Integral)):
                 seed = int(random_state.randint(np.iinfo(np.int32).max))
             fallback = _chained_trees(seed)
+            if mixed and len(table.categorical):
+                categorical = np.searchsorted(np.flatnonzero(self._valid), table.categorical).tolist()
+                fallback = _OneHotTrees(categorical, [len(c) for c in table.categories], seed)
         return clone(estimator).set_params(fallback=fallback)
 
     def _keep_fallback(self):
