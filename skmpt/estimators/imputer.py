@@ -181,9 +181,11 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         ``random_state``; it follows the nonlinear and skewed relations no Gaussian model does. An
         imputer (with ``fit_transform`` and ``transform``, all columns out, e.g. ``KNNImputer()``) is
         compared as given; None switches the comparison off (the model imputes, as in skmpt 0.1.0).
-        Never used with ``sample_posterior=True`` (the trees give no draws),
-        ``missingness="self-masking"`` or a table with categorical or count columns; with a dask
-        collection the fallback is fitted to the search's sample of rows and imputes each chunk.
+        On a DataFrame with categorical columns, ``"trees"`` runs on each one's one-hot columns and
+        takes the most probable category (argmax), and a wrong category counts 1 in the comparison
+        (a given imputer, which does not know the categories, is not used there). Never used with
+        ``sample_posterior=True`` (the trees give no draws) or ``missingness="self-masking"``; with a
+        dask collection the fallback is fitted to the search's sample of rows and imputes each chunk.
 
     Attributes
     ----------
