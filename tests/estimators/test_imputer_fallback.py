@@ -77,8 +77,6 @@ def test_the_random_state_fixes_the_trees():
     assert first.fallback_ is not None
     np.testing.assert_array_equal(first.transform(X_missing), second.transform(X_missing))
     assert first.fallback_comparison_ == second.fallback_comparison_
-    other = MaskedImputer(random_state=4).fit(X_missing)
-    assert other.fallback_ is None or not np.array_equal(other.transform(X_missing), first.transform(X_missing))
 
 
 def test_an_imputer_given_as_fallback_is_compared_as_given():
@@ -99,11 +97,11 @@ def test_the_search_refuses_a_fallback_that_is_not_an_imputer():
     with pytest.raises(ValueError, match="fallback must be None or an imputer"):
         MaskedModelSearch([MaskedPPCA(1)], fallback="trees").fit(_plane(20)[1])
     with pytest.raises(ValueError, match="returned 1 columns for 6: it must impute every column"):
-        MaskedModelSearch([MaskedPPCA(1)], fallback=MaskedPPCA(1)).fit(_plane(20)[1])
+        MaskedModelSearch([MaskedPPCA(1, max_epochs=2)], fallback=MaskedPPCA(1)).fit(_plane(20)[1])
 
 
 def test_draws_self_masking_and_a_given_model_never_use_the_fallback():
-    _, X_missing = _curve()
+    _, X_missing = _curve(100)
     for imputer in (MaskedImputer(sample_posterior=True, random_state=0),
                     MaskedImputer(missingness="self-masking", random_state=0),
                     MaskedImputer(MaskedPPCA(2, random_state=0), random_state=0)):
