@@ -45,50 +45,6 @@ def _chained_trees(random_state):
     return IterativeImputer(trees, max_iter=_TREE_ROUNDS, random_state=random_state)
 
 
-class _OneHotTrees(TransformerMixin, BaseEstimator):
-    """``fallback="trees"`` for a table with categorical columns (their codes 0, 1, ... in
-    ``categorical_features``, ``n_categories`` each): the chained extra-trees on each one's one-hot
-    columns (a missing category a hole in all of them), decoded by argmax, as the missForest of
-    ``benchmarks/imputation_mixed.py``."""
-
-    def __init__(self, categorical_features=(), n_categories=(), random_state=None):
-        self.categorical_features = categorical_features
-        self.n_categories = n_categories
-        self.random_state = random_state
-
-    def _encode(self, X):
-        numeric = np.setdiff1d(np.arange(X.shape[1]), self.categorical_features)
-        parts = [X[:, numeric]]
-        for j, k in zip(self.categorical_features, self.n_categories, strict=True):
-            block = np.eye(k)[np.nan_to_num(X[:, j]).astype(int)]
-            block[np.isnan(X[:, j])] = np.nan
-            parts.append(block)
-        return np.hstack(parts), numeric
-
-    def _decode(self, encoded, X, numeric):
-        out = X.copy()
-        out[:, numeric] = encoded[:, : len(numeric)]
-        start = len(numeric)
-        for j, k in zip(self.categorical_features, self.n_categories, strict=True):
-            out[:, j] = encoded[:, start : start + k].argmax(1)
-            start += k
-        return out
-
-    def fit_transform(self, X, y=None):
-        encoded, numeric = self._encode(X)
-        self.imputer_ = _chained_trees(self.random_state)
-        return self._decode(self.imputer_.fit_transform(encoded), X, numeric)
-
-    def fit(self, X, y=None):
-        self.fit_transform(X)
-        return self
-
-    def transform(self, X):
-        check_is_fitted(self)
-        encoded, numeric = self._encode(X)
-        return self._decode(self.imputer_.transform(encoded), X, numeric)
-
-
 def _is_nan(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and value != value
 
@@ -181,11 +137,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         ``random_state``; it follows the nonlinear and skewed relations no Gaussian model does. An
         imputer (with ``fit_transform`` and ``transform``, all columns out, e.g. ``KNNImputer()``) is
         compared as given; None switches the comparison off (the model imputes, as in skmpt 0.1.0).
-        On a DataFrame with categorical columns, ``"trees"`` runs on each one's one-hot columns and
-        takes the most probable category (argmax), and a wrong category counts 1 in the comparison
-        (a given imputer, which does not know the categories, is not used there). Never used with
-        ``sample_posterior=True`` (the trees give no draws) or ``missingness="self-masking"``; with a
-        dask collection the fallback is fitted to the search's sample of rows and imputes each chunk.
+        Never used with ``sample_posterior=True`` (the trees give no draws),
+        ``missingness="self-masking"`` or a table with categorical or count columns; with a dask
+        collection the fallback is fitted to the search's sample of rows and imputes each chunk.
 
     Attributes
     ----------
@@ -448,17 +402,13 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             return estimator
         table = self.table_
         fallback = self.fallback
-        mixed = table is not None and (len(table.categorical) or len(table.counts))
-        if self.sample_posterior or (mixed and not isinstance(fallback, str)):
+        if self.sample_posterior or (table is not None and (len(table.categorical) or len(table.counts))):
             fallback = None
         elif isinstance(fallback, str):  # "trees"
             seed = self.random_state
             if not (seed is None or isinstance(seed, numbers.Integral)):
                 seed = int(random_state.randint(np.iinfo(np.int32).max))
             fallback = _chained_trees(seed)
-            if mixed and len(table.categorical):
-                categorical = np.searchsorted(np.flatnonzero(self._valid), table.categorical).tolist()
-                fallback = _OneHotTrees(categorical, [len(c) for c in table.categories], seed)
         return clone(estimator).set_params(fallback=fallback)
 
     def _keep_fallback(self):

@@ -111,40 +111,16 @@ def test_draws_self_masking_and_a_given_model_never_use_the_fallback():
             assert imputer.search_.get_params()["fallback"] is None
 
 
-def test_a_table_with_categorical_columns_compares_one_hot_trees():
+def test_a_table_with_categorical_columns_never_uses_the_fallback():
     pd = pytest.importorskip("pandas")
     X, X_missing = _curve(150)
-    rng = np.random.default_rng(2)
-    side = np.where(np.sin(4 * X[:, 0]) > 0, "up", "down").astype(object)
-    side[rng.random(150) < 0.2] = None
-    frame = pd.DataFrame(X_missing, columns=list("abcde")).assign(side=pd.Categorical(side))
-    imputer = MaskedImputer(random_state=0).set_output(transform="pandas").fit(frame)
-    fallback = imputer.search_.get_params()["fallback"]
-    assert fallback.get_params()["categorical_features"] == [5] and fallback.get_params()["n_categories"] == [2]
-    assert imputer.fallback_comparison_ is not None
-    out = imputer.transform(frame)
-    assert list(out.dtypes) == list(frame.dtypes) and not out.isna().any().any()
-    observed = frame.notna().to_numpy()
-    assert (out.to_numpy()[observed] == frame.to_numpy()[observed]).all()
-    assert set(out["side"]) <= {"up", "down"}
-    # An imputer given as fallback does not know the categories: never used on such a table.
-    given = MaskedImputer(random_state=0, fallback=KNNImputer()).fit(frame)
-    assert given.fallback_ is None and given.fallback_comparison_ is None
-
-
-def test_one_hot_trees_decode_each_category_by_argmax():
-    from skmpt.estimators.imputer import _OneHotTrees
-
-    rng = np.random.default_rng(0)
-    codes = rng.integers(0, 3, 200).astype(float)
-    X = np.c_[codes + 0.1 * rng.normal(size=200), codes]  # the number says the category
-    X_missing = X.copy()
-    X_missing[rng.random(200) < 0.3, 1] = np.nan
-    trees = _OneHotTrees([1], [3], random_state=0)
-    imputed = trees.fit_transform(X_missing)
-    holes = np.isnan(X_missing[:, 1])
-    assert set(imputed[holes, 1]) <= {0.0, 1.0, 2.0} and (imputed[holes, 1] == codes[holes]).mean() > 0.9
-    np.testing.assert_array_equal(trees.transform(X_missing), imputed)
+    frame = pd.DataFrame(X_missing, columns=list("abcde")).assign(
+        side=pd.Categorical(np.where(X[:, 0] > 0, "right", "left")))
+    imputer = MaskedImputer(random_state=0).fit(frame)
+    assert imputer.fallback_ is None and imputer.fallback_comparison_ is None
+    assert imputer.search_.get_params()["fallback"] is None
+    numeric = MaskedImputer(random_state=0).fit(pd.DataFrame(X_missing, columns=list("abcde")))
+    assert numeric.fallback_ is not None  # a numeric DataFrame is a table of numbers
 
 
 def test_dask_input_chooses_on_the_sample_and_imputes_each_chunk():
