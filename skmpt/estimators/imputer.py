@@ -31,10 +31,10 @@ _MIXED_SIZES = (1, 2, 4, 8, 16)
 # one core (cost rules, set from CPU time, not from the accuracy of any benchmark).
 _VAE_MAX_ROWS = 20_000
 # fallback="trees": chained extra-trees, a lighter missForest. Chosen on the tuning tables of
-# benchmarks/imputation_real.py (4 tables, MCAR and self-masking at 20 and 40 %, 3 seeds) among six
+# benchmarks/imputation_real.py (4 tables, MCAR and self-masking at 20 and 40 %, 3 seeds) among eight
 # settings by RMSE against the 50-tree missForest and CPU time: 10 trees, leaves of 3 rows, every
-# feature per split, 2 rounds imputed 0.9 % worse than missForest (geometric mean) at 1.7-4.1 times
-# IterativeImputer's CPU; 20 trees with half the features and 3 rounds, 2.0 % worse at 3.7-7.5 times.
+# feature per split, 2 rounds imputed 0.9 % worse than missForest (geometric mean), at most 1.7-4.1
+# times IterativeImputer's CPU per table; 20 trees, half the features, 3 rounds: 2.0 % worse, 3.7-7.5.
 _TREES = {"n_estimators": 10, "min_samples_leaf": 3}
 _TREE_ROUNDS = 2
 
