@@ -200,6 +200,13 @@ _REFIT_TOLERANCE = 3.0
 # choice aside for a candidate of lower remask error (Bonferroni over the candidates compared; fixed
 # before any table was measured with it).
 _REMASK_LEVEL = 0.05
+# Level of the one-sided paired test by which MaskedModelSearch(fallback=...) prefers the fallback:
+# 0.5 takes the lower mean remask error. Chosen on the tuning tables of benchmarks/imputation_real.py:
+# with each of eight tree settings the lower mean gave the lower geometric-mean RMSE ratio to the best
+# of scikit-learn's four imputers than z > 1 or the 5 % level, and 11-14 of 16 cells within 3 % of it
+# (the 5 % level 11-12; more with six settings, fewer with one); one draw of re-hidden entries per
+# held-out row leaves the test little power, and a wrong choice between two close imputers costs little.
+_FALLBACK_LEVEL = 0.5
 
 
 def _remask(X, rate, n_draws, rng):
@@ -217,13 +224,13 @@ class _Scorer:
     """Per held-out row values of one criterion, higher better; their mean is the score
     (``"likelihood_remask"`` scores by the likelihood; :meth:`check` gives the remask values)."""
 
-    def __init__(self, criterion, X_train, X_held_out, random_state):
-        self.criterion, self.X = criterion, X_held_out
+    def __init__(self, criterion, X_train, X_held_out, random_state, n_draws=_N_DRAWS):
+        self.criterion, self.X, self.n_draws = criterion, X_held_out, n_draws
         if criterion == "likelihood":
             return
         observed = ~np.isnan(X_train)
         rate = float(np.clip(1 - observed.mean(), 1 / X_train.shape[1], 0.5))
-        self.tiled, self.hidden = _remask(X_held_out, rate, _N_DRAWS, check_random_state(random_state))
+        self.tiled, self.hidden = _remask(X_held_out, rate, n_draws, check_random_state(random_state))
         self.masked = np.where(self.hidden, np.nan, self.tiled)
         scale = np.nanvar(X_train, axis=0)
         self.scale = np.where(scale > 0, scale, 1.0)
@@ -235,7 +242,7 @@ class _Scorer:
             values = model.score_samples(self.tiled) - model.score_samples(self.masked)
         else:
             return self.remask_values(model)
-        return values.reshape(_N_DRAWS, len(self.X)).mean(0)
+        return values.reshape(self.n_draws, len(self.X)).mean(0)
 
     def check(self, model):
         """The remask values of ``model`` for ``"likelihood_remask"``, else None."""
@@ -244,9 +251,13 @@ class _Scorer:
     def remask_values(self, model):
         """Minus each held-out row's share of the mean squared error of the entries hidden again
         (features scaled by their observed variance), over the draws."""
-        error = np.where(self.hidden, (model.impute(self.masked) - np.nan_to_num(self.tiled)) ** 2 / self.scale, 0)
+        return self.imputed_values(model.impute(self.masked))
+
+    def imputed_values(self, imputed):
+        """:meth:`remask_values` of the imputations ``imputed`` of ``self.masked``."""
+        error = np.where(self.hidden, (imputed - np.nan_to_num(self.tiled)) ** 2 / self.scale, 0)
         values = -error.sum(1) * len(error) / max(int(self.hidden.sum()), 1)
-        return values.reshape(_N_DRAWS, len(self.X)).mean(0)
+        return values.reshape(self.n_draws, len(self.X)).mean(0)
 
 
 def _lower_remask_error(checks, chosen):
@@ -261,6 +272,13 @@ def _lower_remask_error(checks, chosen):
         if gain > 0 and error > 0 and gain / error > threshold:
             better.append(i)
     return max(better, key=lambda i: checks[i].mean()) if better else chosen
+
+
+def _fallback_wins(gain, error):
+    """Whether a fallback whose remask values exceed the chosen model's by ``gain`` on average
+    (paired standard error ``error``) replaces it: a one-sided z test at level ``_FALLBACK_LEVEL``
+    (0.5: the lower mean error)."""
+    return bool(gain > 0 and (error == 0 or gain / error > norm.isf(_FALLBACK_LEVEL)))
 
 
 class _Progress:
@@ -409,6 +427,15 @@ class MaskedModelSearch(BaseEstimator):
         Once the search has run three seconds, or when it refits to more than twice the rows the
         candidates were fitted to, show its progress on stderr (a tqdm bar where tqdm is
         installed, else a line per fit).
+    fallback : imputer or None, default=None
+        An imputer (``fit_transform`` and ``transform``, every column out, e.g. scikit-learn's
+        :class:`~sklearn.impute.IterativeImputer`) compared with the chosen candidate after the refit:
+        a share of the held-out rows' observed entries (the table's missing rate, one draw) is
+        hidden again, the fallback is fitted once to the search's rows with those entries blanked,
+        and the chosen candidate as fitted to the training rows imputes the same entries;
+        ``fallback_`` is the fitted fallback where its mean squared error there (features scaled
+        by their variance) is lower, paired over the held-out rows. :class:`MaskedImputer` sets it
+        from its own ``fallback``.
 
     Attributes
     ----------
@@ -434,6 +461,13 @@ class MaskedModelSearch(BaseEstimator):
         mean squared error of the entries hidden again).
     refit_time_ : float
         CPU seconds of the refit.
+    fallback_ : imputer or None
+        The fitted ``fallback`` where it imputed the entries hidden again better than the chosen
+        candidate, else None.
+    fallback_comparison_ : dict or None
+        With a ``fallback``: ``model_error`` and ``fallback_error`` (mean squared errors of the
+        entries hidden again, features scaled to unit variance), ``std_error`` (of their
+        difference, paired over the held-out rows) and ``chosen``; else None.
     n_features_in_ : int
 
     Examples
@@ -466,11 +500,12 @@ class MaskedModelSearch(BaseEstimator):
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "progress": ["boolean"],
+        "fallback": [None, object],
     }
 
     def __init__(self, candidates=None, *, validation_fraction=0.2, greedy=True, rule="best", criterion="likelihood",
                  max_samples=2000, max_fits=None, linear_fit="moments", candidate_tol=1e-2, refit=True,
-                 refit_max_samples=None, random_state=None, verbose=0, progress=True):
+                 refit_max_samples=None, random_state=None, verbose=0, progress=True, fallback=None):
         self.candidates = candidates
         self.validation_fraction = validation_fraction
         self.greedy = greedy
@@ -485,6 +520,7 @@ class MaskedModelSearch(BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.progress = progress
+        self.fallback = fallback
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -520,6 +556,10 @@ class MaskedModelSearch(BaseEstimator):
         self : MaskedModelSearch
         """
         validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
+        methods = ("fit_transform", "transform")
+        if self.fallback is not None and not all(hasattr(self.fallback, name) for name in methods):
+            raise ValueError(f"fallback must be None or an imputer with fit_transform and transform (e.g. "
+                             f"scikit-learn's IterativeImputer); got {self.fallback!r}.")
         X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", ensure_min_samples=4)
         observed = ~np.isnan(X)
         empty = ~observed.any(0)
@@ -559,6 +599,10 @@ class MaskedModelSearch(BaseEstimator):
             progress.update(len(rows) + 1, len(rows) + 1, f"refit to {len(X_refit)} rows",
                             force=len(X_refit) > 2 * train.sum())
             self._refit(X_refit, rows, candidates, fitted, scorer, ranks, unseen=X_refit is not X_search)
+        self.fallback_, self.fallback_comparison_ = None, None
+        if self.fallback is not None:
+            progress.update(len(rows) + 1, len(rows) + 1, f"fallback {type(self.fallback).__name__}")
+            self._compare_fallback(X_search, train, held_out, fitted[self.best_index_], rng)
         progress.close()
         self.best_score_ = float(means[self.best_index_])
         self.refit_time_ = time.process_time() - start
@@ -589,6 +633,30 @@ class MaskedModelSearch(BaseEstimator):
             f"Every refit to all {len(X)} rows scored more than {_REFIT_TOLERANCE:g} standard errors below its "
             f"selection score on the held-out rows; best_estimator_ is the chosen candidate fitted to the "
             f"training rows only.", ConvergenceWarning, stacklevel=3)
+
+    def _compare_fallback(self, X, train, held_out, model, rng):
+        """Fit ``fallback`` once, to ``X`` with a share of the held-out rows' observed entries hidden
+        again (the table's missing rate, as ``criterion="remask"``; one draw), and compare its
+        imputations of those entries with ``model``'s (the chosen candidate fitted to the training
+        rows only), paired over the held-out rows: ``fallback_`` is the fitted fallback where its
+        error is lower by the one-sided test of :func:`_fallback_wins`, else None."""
+        scorer = _Scorer("remask", X[train], X[held_out], rng, n_draws=1)
+        blanked = X.copy()
+        blanked[held_out] = scorer.masked
+        fallback = clone(self.fallback)
+        with warnings.catch_warnings():
+            # e.g. IterativeImputer's max_iter: the fallback is judged by its error on the user's rows.
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            imputed = np.asarray(fallback.fit_transform(blanked), dtype=np.float64)
+        if imputed.shape != X.shape:
+            raise ValueError(f"fallback {self.fallback!r} returned {imputed.shape[1]} columns for {X.shape[1]}: it "
+                             f"must impute every column (keep_empty_features=True, no indicator columns).")
+        theirs, ours = scorer.imputed_values(imputed[held_out]), scorer.remask_values(model)
+        gain, error = _mean_and_error(theirs - ours)
+        chosen = _fallback_wins(gain, error)
+        self.fallback_comparison_ = {"model_error": -float(ours.mean()), "fallback_error": -float(theirs.mean()),
+                                     "std_error": error, "chosen": chosen}
+        self.fallback_ = fallback if chosen else None
 
     @staticmethod
     def _continues(candidate, fitted, X, scorer, unseen):

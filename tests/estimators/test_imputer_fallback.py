@@ -1,0 +1,132 @@
+"""MaskedImputer's fallback: chained extra-trees compared with the chosen model on the search's held-out rows."""
+
+import numpy as np
+import pytest
+from sklearn.experimental import enable_iterative_imputer  # noqa: F401
+from sklearn.impute import IterativeImputer, KNNImputer
+
+from skmpt import MaskedImputer, MaskedModelSearch, MaskedPPCA
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _curve(n=300, seed=0, rate=0.2):
+    """A one-dimensional curve in five columns (three noisy copies of x, sin 4x, cos 4x): no Gaussian
+    predicts sin 4x from x, trees do."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, n)
+    X = np.c_[x, x, x, np.sin(4 * x), np.cos(4 * x)] + 0.05 * rng.normal(size=(n, 5))
+    return X, np.where(rng.random(X.shape) < rate, np.nan, X)
+
+
+def _plane(n=300, seed=0, rate=0.2):
+    """A rank-2 Gaussian table in six columns: the Gaussian models are right."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2)) @ rng.normal(size=(2, 6)) + 0.1 * rng.normal(size=(n, 6))
+    return X, np.where(rng.random(X.shape) < rate, np.nan, X)
+
+
+def _rmse(imputed, X, X_missing):
+    holes = np.isnan(X_missing)
+    return float(np.sqrt(np.mean((imputed[holes] - X[holes]) ** 2)))
+
+
+def test_trees_are_chosen_where_they_clearly_win_and_impute_new_rows():
+    X, X_missing = _curve()
+    imputer = MaskedImputer(random_state=0).fit(X_missing)
+    comparison = imputer.fallback_comparison_
+    assert isinstance(imputer.fallback_, IterativeImputer) and comparison["chosen"]
+    assert comparison["fallback_error"] < comparison["model_error"] - 2 * comparison["std_error"]
+    imputed = imputer.transform(X_missing)
+    observed = ~np.isnan(X_missing)
+    assert np.array_equal(imputed[observed], X_missing[observed])  # bit for bit
+    assert _rmse(imputed, X, X_missing) < 0.5 * _rmse(imputer.estimator_.impute(X_missing), X, X_missing)
+    # New rows: the fitted trees fill their holes; estimator_ stays the latent model.
+    X_new, X_new_missing = _curve(100, seed=1)
+    new = imputer.transform(X_new_missing)
+    holes = np.isnan(X_new_missing)
+    np.testing.assert_array_equal(new[holes], imputer.fallback_.transform(X_new_missing)[holes])
+    assert np.array_equal(new[~holes], X_new_missing[~holes])
+    assert imputer.score(X_new_missing) == imputer.estimator_.score(X_new_missing)
+
+
+def test_the_latent_model_is_kept_on_a_low_rank_gaussian_table():
+    X, X_missing = _plane()
+    imputer = MaskedImputer(random_state=0).fit(X_missing)
+    comparison = imputer.fallback_comparison_
+    assert imputer.fallback_ is None and not comparison["chosen"]
+    assert comparison["model_error"] < comparison["fallback_error"]
+    np.testing.assert_array_equal(imputer.transform(X_missing), imputer.estimator_.impute(X_missing))
+
+
+@pytest.mark.parametrize("table", [_curve, _plane])
+def test_switched_off_the_search_and_its_model_are_unchanged(table):
+    _, X_missing = table()
+    off = MaskedImputer(random_state=0, fallback=None).fit(X_missing)
+    on = MaskedImputer(random_state=0).fit(X_missing)
+    assert off.fallback_ is None and off.fallback_comparison_ is None
+    assert off.search_.get_params()["fallback"] is None
+    # The comparison runs after the refit and draws nothing the search uses: the same choice and fit.
+    assert on.search_.best_index_ == off.search_.best_index_
+    np.testing.assert_array_equal(on.estimator_.impute(X_missing), off.transform(X_missing))
+
+
+def test_the_random_state_fixes_the_trees():
+    _, X_missing = _curve()
+    first, second = (MaskedImputer(random_state=3).fit(X_missing) for _ in range(2))
+    assert first.fallback_ is not None
+    np.testing.assert_array_equal(first.transform(X_missing), second.transform(X_missing))
+    assert first.fallback_comparison_ == second.fallback_comparison_
+
+
+def test_an_imputer_given_as_fallback_is_compared_as_given():
+    _, X_missing = _plane()
+    imputer = MaskedImputer(random_state=0, fallback=KNNImputer()).fit(X_missing)
+    assert isinstance(imputer.search_.get_params()["fallback"], KNNImputer)
+    assert imputer.fallback_ is None and imputer.fallback_comparison_["fallback_error"] > 0
+
+
+@pytest.mark.parametrize("fallback", ["tree", 3, object()])
+def test_a_bad_fallback_is_refused_by_name_before_fitting(fallback, monkeypatch):
+    monkeypatch.setattr(MaskedModelSearch, "fit", lambda *args: pytest.fail("fitted"))
+    with pytest.raises(ValueError, match="'fallback' parameter of MaskedImputer"):
+        MaskedImputer(fallback=fallback).fit(_plane(20)[1])
+
+
+def test_the_search_refuses_a_fallback_that_is_not_an_imputer():
+    with pytest.raises(ValueError, match="fallback must be None or an imputer"):
+        MaskedModelSearch([MaskedPPCA(1)], fallback="trees").fit(_plane(20)[1])
+    with pytest.raises(ValueError, match="returned 1 columns for 6: it must impute every column"):
+        MaskedModelSearch([MaskedPPCA(1, max_epochs=2)], fallback=MaskedPPCA(1)).fit(_plane(20)[1])
+
+
+def test_draws_self_masking_and_a_given_model_never_use_the_fallback():
+    _, X_missing = _curve(100)
+    for imputer in (MaskedImputer(sample_posterior=True, random_state=0),
+                    MaskedImputer(missingness="self-masking", random_state=0),
+                    MaskedImputer(MaskedPPCA(2, random_state=0), random_state=0)):
+        imputer.fit(X_missing)
+        assert imputer.fallback_ is None and imputer.fallback_comparison_ is None
+        if imputer.search_ is not None:
+            assert imputer.search_.get_params()["fallback"] is None
+
+
+def test_a_table_with_categorical_columns_never_uses_the_fallback():
+    pd = pytest.importorskip("pandas")
+    X, X_missing = _curve(150)
+    frame = pd.DataFrame(X_missing, columns=list("abcde")).assign(
+        side=pd.Categorical(np.where(X[:, 0] > 0, "right", "left")))
+    imputer = MaskedImputer(random_state=0).fit(frame)
+    assert imputer.fallback_ is None and imputer.fallback_comparison_ is None
+    assert imputer.search_.get_params()["fallback"] is None
+    numeric = MaskedImputer(random_state=0).fit(pd.DataFrame(X_missing, columns=list("abcde")))
+    assert numeric.fallback_ is not None  # a numeric DataFrame is a table of numbers
+
+
+def test_dask_input_chooses_on_the_sample_and_imputes_each_chunk():
+    da = pytest.importorskip("dask.array")
+    _, X_missing = _curve()
+    imputer = MaskedImputer(random_state=0).fit(da.from_array(X_missing, chunks=(100, 5)))
+    assert imputer.fallback_ is not None
+    out = imputer.transform(da.from_array(X_missing, chunks=(100, 5))).compute()
+    np.testing.assert_array_equal(out, imputer.transform(X_missing))
