@@ -31,6 +31,7 @@ OTHER_VALUES = {
     "warm_start": [True, False],
     "reg_covar": [1e-3, 1e-6],
     "noise_variance_init": [np.full(4, 0.5), None],
+    "noise_floor": [0.1, 1e-2],
     "likelihood": ["bernoulli", "gaussian"],
     "binarize": [0.5, 0.0],
     "objective": ["elbo", "mpt"],
