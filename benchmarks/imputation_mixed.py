@@ -24,9 +24,10 @@ same one-hot encoding, argmax decoding: issue 44 names it, but its chained regre
 category's indicator from its sibling indicators, so a categorical hole mostly gets the most frequent
 category); ``missForest-cls`` (missForest as its authors define it, on the DataFrame: an
 ``ExtraTreesClassifier`` per categorical column, its codes the target, an ``ExtraTreesRegressor`` per
-numeric one, the other columns as inputs, categories as codes; 50 trees and 5 rounds); ``miceforest`` (LightGBM chained equations on the DataFrame
-with its categories, 3 iterations, ``pip install miceforest``; where its mean matching fails, as on
-``Wage``, where LightGBM predicts a probability of 1, the row says so); ``MaskedImputer``
+numeric one, the other columns as inputs, categories as codes; 50 trees and 5 rounds); ``miceforest``
+(LightGBM chained equations on the DataFrame with its categories, 3 iterations, ``pip install
+miceforest``; where its mean matching fails, as on ``Wage``, where LightGBM predicts a probability of 1,
+the row says so); ``MaskedImputer``
 (``MaskedImputer(random_state=seed)`` on the DataFrame itself: a :class:`skmpt.MaskedMixedMixture`
 or a :class:`skmpt.MaskedVAE` with one head per column type, the family and size its held-out
 likelihood chooses); ``MaskedVAE`` (``MaskedImputer`` given the search's smallest VAE: 2 latent

@@ -56,7 +56,8 @@ def test_the_latent_model_is_kept_on_a_low_rank_gaussian_table():
     comparison = imputer.fallback_comparison_
     assert imputer.fallback_ is None and not comparison["chosen"]
     assert comparison["model_error"] < comparison["fallback_error"]
-    np.testing.assert_array_equal(imputer.transform(X_missing), imputer.estimator_.impute(X_missing))
+    # Equal to rounding (a copy's BLAS path differs from the original array's by 1e-14).
+    np.testing.assert_allclose(imputer.transform(X_missing), imputer.estimator_.impute(X_missing), rtol=1e-10)
 
 
 @pytest.mark.parametrize("table", [_curve, _plane])
@@ -68,7 +69,7 @@ def test_switched_off_the_search_and_its_model_are_unchanged(table):
     assert off.search_.get_params()["fallback"] is None
     # The comparison runs after the refit and draws nothing the search uses: the same choice and fit.
     assert on.search_.best_index_ == off.search_.best_index_
-    np.testing.assert_array_equal(on.estimator_.impute(X_missing), off.transform(X_missing))
+    np.testing.assert_allclose(on.estimator_.impute(X_missing), off.transform(X_missing), rtol=1e-10)
 
 
 def test_the_random_state_fixes_the_trees():
@@ -111,16 +112,70 @@ def test_draws_self_masking_and_a_given_model_never_use_the_fallback():
             assert imputer.search_.get_params()["fallback"] is None
 
 
-def test_a_table_with_categorical_columns_never_uses_the_fallback():
+def _sided_curve(n=200, seed=0, rate=0.2, predictable=True):
+    """``_curve`` (predictable: the curve; else the rank-2 plane) as a DataFrame with a categorical
+    column ``side``: the sign of sin 4x (predictable from the numbers by trees, not by a Gaussian
+    mixture of few components) or a coin toss; ``rate`` of every column missing."""
     pd = pytest.importorskip("pandas")
-    X, X_missing = _curve(150)
-    frame = pd.DataFrame(X_missing, columns=list("abcde")).assign(
-        side=pd.Categorical(np.where(X[:, 0] > 0, "right", "left")))
+    rng = np.random.default_rng(seed + 100)
+    X, X_missing = (_curve if predictable else _plane)(n, seed, rate)
+    side = np.where(np.sin(4 * X[:, 0]) > 0 if predictable else rng.random(n) < 0.5, "up", "down").astype(object)
+    holed = side.copy()
+    holed[rng.random(n) < rate] = None
+    columns = [f"x{j}" for j in range(X.shape[1])]
+    return (pd.DataFrame(X, columns=columns).assign(side=side),
+            pd.DataFrame(X_missing, columns=columns).assign(side=pd.Categorical(holed, categories=["down", "up"])))
+
+
+def test_a_table_with_categorical_columns_compares_classifier_trees_and_keeps_the_table():
+    truth, frame = _sided_curve()
+    imputer = MaskedImputer(random_state=0).set_output(transform="pandas").fit(frame)
+    assert imputer.search_.get_params()["fallback"].get_params()["categorical_features"] == [5]
+    assert imputer.fallback_comparison_["chosen"] and imputer.fallback_ is not None
+    out = imputer.transform(frame)
+    assert list(out.dtypes) == list(frame.dtypes) and list(out.columns) == list(frame.columns)
+    assert not out.isna().any().any() and set(out["side"]) == {"up", "down"}
+    observed = frame.notna().to_numpy()
+    assert (out.to_numpy()[observed] == frame.to_numpy()[observed]).all()
+    holes = frame["side"].isna().to_numpy()
+    assert (out["side"].to_numpy()[holes] == truth["side"].to_numpy()[holes]).mean() > 0.85
+    # New rows are imputed by the fitted trees, as well as the training rows.
+    new_truth, new = _sided_curve(seed=1)
+    new_out = imputer.transform(new)
+    holes = new["side"].isna().to_numpy()
+    assert (new_out["side"].to_numpy()[holes] == new_truth["side"].to_numpy()[holes]).mean() > 0.85
+    # An imputer given as fallback does not know the categories: never used on such a table.
+    given = MaskedImputer(random_state=0, fallback=KNNImputer()).fit(frame)
+    assert given.fallback_ is None and given.fallback_comparison_ is None
+
+
+def test_an_unpredictable_category_beside_a_gaussian_table_keeps_the_model():
+    _, frame = _sided_curve(predictable=False)
     imputer = MaskedImputer(random_state=0).fit(frame)
-    assert imputer.fallback_ is None and imputer.fallback_comparison_ is None
-    assert imputer.search_.get_params()["fallback"] is None
-    numeric = MaskedImputer(random_state=0).fit(pd.DataFrame(X_missing, columns=list("abcde")))
-    assert numeric.fallback_ is not None  # a numeric DataFrame is a table of numbers
+    assert imputer.fallback_comparison_ is not None and imputer.fallback_ is None
+
+
+def test_mixed_trees_classify_categories_and_replay_on_new_rows():
+    from skmpt.estimators.imputer import _MixedTrees
+
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 3, 400).astype(float)
+    X = np.c_[codes + 0.1 * rng.normal(size=400), rng.normal(size=400), codes]  # the number says the category
+    X_missing = np.where(rng.random(X.shape) < 0.2, np.nan, X)
+    train, new = X_missing[:300], X_missing[300:]
+    trees = _MixedTrees([2], random_state=0)
+    imputed = trees.fit_transform(train)
+    holes = np.isnan(train)
+    told = holes[:, 2] & ~holes[:, 0]  # category missing, the number that tells it observed
+    assert set(imputed[holes[:, 2], 2]) <= {0.0, 1.0, 2.0} and (imputed[told, 2] == codes[:300][told]).mean() > 0.95
+    np.testing.assert_array_equal(imputed[~holes], train[~holes])
+    np.testing.assert_array_equal(trees.transform(train), imputed)
+    np.testing.assert_array_equal(_MixedTrees([2], random_state=0).fit_transform(train), imputed)
+    assert not np.array_equal(_MixedTrees([2], random_state=1).fit_transform(train), imputed)
+    out, holes = trees.transform(new), np.isnan(new)
+    np.testing.assert_array_equal(out[~holes], new[~holes])
+    told = holes[:, 2] & ~holes[:, 0]
+    assert set(out[holes[:, 2], 2]) <= {0.0, 1.0, 2.0} and (out[told, 2] == codes[300:][told]).mean() > 0.95
 
 
 def test_dask_input_chooses_on_the_sample_and_imputes_each_chunk():
