@@ -459,6 +459,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         else:
             self.search_, self.estimator_ = None, fitted
         self._keep_fallback()
+        if isinstance(self.fallback_, _MixedTrees):
+            # On mixed tables the trees that won are refitted to the table's own holes: the comparison's
+            # fit, with the held-out entries hidden again, imputed the tuning tables worse.
+            self.fallback_ = clone(self.fallback_).fit(X[:, self._valid])
         self.indicator_ = (
             MissingIndicator(missing_values=np.nan, error_on_new=False).fit(X) if self.add_indicator else None
         )
@@ -474,7 +478,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         table = self.table_
         fallback = self.fallback
         mixed = table is not None and (len(table.categorical) or len(table.counts))
-        if self.sample_posterior or (mixed and not isinstance(fallback, str)):
+        # On a mixed table the trees impute the categorical columns only (a table of numbers and
+        # counts has none to give them); an imputer given does not know the categories.
+        if self.sample_posterior or (mixed and (not isinstance(fallback, str) or not len(table.categorical))):
             fallback = None
         elif isinstance(fallback, str):  # "trees"
             seed = self.random_state
@@ -597,6 +603,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             out[:, self._valid] = self.estimator_.sample_missing(part, 1, random_state=seed)[0]
         elif self.fallback_ is not None:
             imputed = np.asarray(self.fallback_.transform(part), dtype=np.float64)
+            if isinstance(self.fallback_, _MixedTrees):  # the trees' categories beside the model's numbers
+                numbers = np.setdiff1d(np.arange(part.shape[1]), self.fallback_.categorical_features)
+                imputed[:, numbers] = self.estimator_.impute(part)[:, numbers]
             out[:, self._valid] = np.where(missing[:, self._valid], imputed, part)
         else:
             out[:, self._valid] = self.estimator_.impute(part)

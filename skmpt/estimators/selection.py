@@ -643,9 +643,12 @@ class MaskedModelSearch(BaseEstimator):
         imputations of those entries with ``model``'s (the chosen candidate fitted to the training
         rows only), paired over the held-out rows: ``fallback_`` is the fitted fallback where its
         error is lower by the one-sided test of :func:`_fallback_wins`, else None."""
-        # Columns the model declares categorical (a mixed table's): a wrong category counts 1.
+        # Columns the model declares categorical (a mixed table's): only they are compared, a wrong
+        # category counting 1 (on such a table the fallback imputes the categories only).
         categorical = np.asarray(getattr(model, "categorical_features_", ()), dtype=int)
         scorer = _Scorer("remask", X[train], X[held_out], rng, n_draws=1, categorical=categorical)
+        if len(categorical):
+            scorer.hidden[:, np.setdiff1d(np.arange(X.shape[1]), categorical)] = False
         blanked = X.copy()
         blanked[held_out] = scorer.masked
         fallback = clone(self.fallback)

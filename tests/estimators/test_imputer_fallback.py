@@ -112,25 +112,28 @@ def test_draws_self_masking_and_a_given_model_never_use_the_fallback():
             assert imputer.search_.get_params()["fallback"] is None
 
 
-def _sided_curve(n=200, seed=0, rate=0.2, predictable=True):
-    """``_curve`` (predictable: the curve; else the rank-2 plane) as a DataFrame with a categorical
-    column ``side``: the sign of sin 4x (predictable from the numbers by trees, not by a Gaussian
-    mixture of few components) or a coin toss; ``rate`` of every column missing."""
+def _checkerboard(n=400, seed=0, rate=0.2, predictable=True):
+    """A DataFrame of two uniform numbers (each with a noisy copy) and a categorical ``side``: the
+    colour of the 4 x 4 checkerboard square they fall in (trees tell it from the numbers, a mixture
+    of few Gaussian components hardly) or a coin toss; ``rate`` of every cell missing."""
     pd = pytest.importorskip("pandas")
-    rng = np.random.default_rng(seed + 100)
-    X, X_missing = (_curve if predictable else _plane)(n, seed, rate)
-    side = np.where(np.sin(4 * X[:, 0]) > 0 if predictable else rng.random(n) < 0.5, "up", "down").astype(object)
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(-1, 1, (n, 2))
+    X = np.c_[xy, xy + 0.05 * rng.normal(size=(n, 2))]
+    up = np.sin(np.pi * 2 * xy[:, 0]) * np.sin(np.pi * 2 * xy[:, 1]) > 0 if predictable else rng.random(n) < 0.5
+    side = np.where(up, "up", "down").astype(object)
     holed = side.copy()
     holed[rng.random(n) < rate] = None
-    columns = [f"x{j}" for j in range(X.shape[1])]
+    columns = ["x", "y", "x2", "y2"]
+    X_missing = np.where(rng.random(X.shape) < rate, np.nan, X)
     return (pd.DataFrame(X, columns=columns).assign(side=side),
             pd.DataFrame(X_missing, columns=columns).assign(side=pd.Categorical(holed, categories=["down", "up"])))
 
 
 def test_a_table_with_categorical_columns_compares_classifier_trees_and_keeps_the_table():
-    truth, frame = _sided_curve()
+    truth, frame = _checkerboard()
     imputer = MaskedImputer(random_state=0).set_output(transform="pandas").fit(frame)
-    assert imputer.search_.get_params()["fallback"].get_params()["categorical_features"] == [5]
+    assert imputer.search_.get_params()["fallback"].get_params()["categorical_features"] == [4]
     assert imputer.fallback_comparison_["chosen"] and imputer.fallback_ is not None
     out = imputer.transform(frame)
     assert list(out.dtypes) == list(frame.dtypes) and list(out.columns) == list(frame.columns)
@@ -138,19 +141,31 @@ def test_a_table_with_categorical_columns_compares_classifier_trees_and_keeps_th
     observed = frame.notna().to_numpy()
     assert (out.to_numpy()[observed] == frame.to_numpy()[observed]).all()
     holes = frame["side"].isna().to_numpy()
-    assert (out["side"].to_numpy()[holes] == truth["side"].to_numpy()[holes]).mean() > 0.85
+    assert (out["side"].to_numpy()[holes] == truth["side"].to_numpy()[holes]).mean() > 0.75  # a coin: 0.5
+    # The numbers' holes are the model's (the trees compete for the categories only).
+    numbers = imputer.estimator_.impute(imputer.table_.encode(frame))[:, :4]
+    expected = np.where(observed[:, :4], frame.iloc[:, :4].to_numpy(dtype=float), numbers)
+    np.testing.assert_allclose(out.iloc[:, :4].to_numpy(dtype=float), expected, rtol=1e-10)
     # New rows are imputed by the fitted trees, as well as the training rows.
-    new_truth, new = _sided_curve(seed=1)
+    new_truth, new = _checkerboard(seed=1)
     new_out = imputer.transform(new)
     holes = new["side"].isna().to_numpy()
-    assert (new_out["side"].to_numpy()[holes] == new_truth["side"].to_numpy()[holes]).mean() > 0.85
+    assert (new_out["side"].to_numpy()[holes] == new_truth["side"].to_numpy()[holes]).mean() > 0.7
     # An imputer given as fallback does not know the categories: never used on such a table.
     given = MaskedImputer(random_state=0, fallback=KNNImputer()).fit(frame)
     assert given.fallback_ is None and given.fallback_comparison_ is None
 
 
+def test_a_table_of_numbers_and_counts_never_uses_the_fallback():
+    pd = pytest.importorskip("pandas")
+    X, X_missing = _curve(150)
+    frame = pd.DataFrame(X_missing, columns=list("abcde")).assign(visits=np.round(np.exp(X[:, 0])))
+    imputer = MaskedImputer(random_state=0, column_types={"visits": "count"}).fit(frame)
+    assert imputer.fallback_ is None and imputer.fallback_comparison_ is None
+
+
 def test_an_unpredictable_category_beside_a_gaussian_table_keeps_the_model():
-    _, frame = _sided_curve(predictable=False)
+    _, frame = _checkerboard(seed=1, predictable=False)
     imputer = MaskedImputer(random_state=0).fit(frame)
     assert imputer.fallback_comparison_ is not None and imputer.fallback_ is None
 
