@@ -180,9 +180,15 @@ class MissForestClassifiers:
         self.seed, self.n_estimators, self.rounds = seed, n_estimators, rounds
 
     def _codes(self, frame):
-        return np.column_stack([
-            pd.Categorical(frame[c], categories=self.categories[c]).codes.astype(np.float64) if c in self.categories
-            else frame[c].to_numpy(dtype=np.float64) for c in frame.columns])
+        """The table as numbers, categories as their codes, NaN in every hole."""
+        columns = []
+        for c in frame.columns:
+            if c in self.categories:
+                codes = pd.Categorical(frame[c], categories=self.categories[c]).codes
+                columns.append(np.where(codes < 0, np.nan, codes))
+            else:
+                columns.append(frame[c].to_numpy(dtype=np.float64))
+        return np.column_stack(columns)
 
     def _round(self, X, missing, fit):
         for step, j in enumerate(self.order):
@@ -201,7 +207,6 @@ class MissForestClassifiers:
                            if isinstance(frame[c].dtype, pd.CategoricalDtype)}
         self.categorical = {j for j, c in enumerate(frame.columns) if c in self.categories}
         X = self._codes(frame)
-        X[X < 0] = np.nan
         missing = np.isnan(X)
         self.start = np.array([np.bincount(X[~missing[:, j], j].astype(int)).argmax() if j in self.categorical
                                else np.nanmean(X[:, j]) for j in range(X.shape[1])])
@@ -214,7 +219,6 @@ class MissForestClassifiers:
 
     def transform(self, frame):
         X = self._codes(frame)
-        X[X < 0] = np.nan
         missing = np.isnan(X)
         X = np.where(missing, self.start, X)
         self.position = 0

@@ -4,7 +4,7 @@ import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
-from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
+from sklearn.ensemble import ExtraTreesRegressor
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401 (makes IterativeImputer importable)
 from sklearn.impute import IterativeImputer, MissingIndicator
 from sklearn.utils import check_random_state
@@ -43,77 +43,6 @@ def _chained_trees(random_state):
     """The imputer of ``fallback="trees"``: scikit-learn's IterativeImputer with an ExtraTreesRegressor."""
     trees = ExtraTreesRegressor(**_TREES, random_state=random_state, n_jobs=1)
     return IterativeImputer(trees, max_iter=_TREE_ROUNDS, random_state=random_state)
-
-
-class _MixedTrees(TransformerMixin, BaseEstimator):
-    """``fallback="trees"`` on a table with categorical columns: chained extra-trees as missForest
-    does them. From a mean/mode start, ``max_iter`` rounds over the columns (fewest holes first),
-    each numeric (or count) column predicted by an ``ExtraTreesRegressor`` and each categorical one
-    (its codes 0, 1, ...) by an ``ExtraTreesClassifier`` from every other column (categories as
-    codes), on the rows where it is observed; its holes get the prediction. ``transform`` replays
-    the fitted trees, round by round, on new rows (so ``transform`` of the training table gives
-    ``fit_transform``'s values).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> codes = rng.integers(0, 3, 200).astype(float)
-    >>> X = np.c_[codes + 0.1 * rng.normal(size=200), codes]  # the number tells the category
-    >>> X[rng.random(200) < 0.3, 1] = np.nan
-    >>> imputed = _MixedTrees(categorical_features=[1], random_state=0).fit_transform(X)
-    >>> holes = np.isnan(X[:, 1])
-    >>> bool((imputed[holes, 1] == np.rint(imputed[holes, 0])).mean() > 0.9)
-    True
-    """
-
-    def __init__(self, categorical_features=(), n_estimators=_TREES["n_estimators"],
-                 min_samples_leaf=_TREES["min_samples_leaf"], max_iter=_TREE_ROUNDS, random_state=None):
-        self.categorical_features = categorical_features
-        self.n_estimators = n_estimators
-        self.min_samples_leaf = min_samples_leaf
-        self.max_iter = max_iter
-        self.random_state = random_state
-
-    def fit_transform(self, X, y=None):
-        X = np.array(X, dtype=np.float64)
-        missing = np.isnan(X)
-        categorical = set(np.asarray(self.categorical_features, dtype=int).tolist())
-        self.start_ = np.array([
-            np.bincount(X[~missing[:, j], j].astype(np.intp)).argmax() if j in categorical and (~missing[:, j]).any()
-            else np.nanmean(X[:, j]) if (~missing[:, j]).any() else 0.0 for j in range(X.shape[1])])
-        self.order_ = np.argsort(missing.sum(0), kind="stable")
-        rng = check_random_state(self.random_state)
-        self.estimators_ = []
-        X = np.where(missing, self.start_, X)
-        for _ in range(self.max_iter):
-            for j in self.order_:
-                rows, others = ~missing[:, j], np.delete(np.arange(X.shape[1]), j)
-                trees = ExtraTreesClassifier if j in categorical else ExtraTreesRegressor
-                model = trees(n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,
-                              random_state=rng.randint(np.iinfo(np.int32).max), n_jobs=1)
-                self.estimators_.append(model.fit(X[rows][:, others], X[rows, j]) if rows.any() else None)
-                self._predict(X, missing, j, self.estimators_[-1])
-        return X
-
-    def fit(self, X, y=None):
-        self.fit_transform(X)
-        return self
-
-    def transform(self, X):
-        check_is_fitted(self)
-        X = np.array(X, dtype=np.float64)
-        missing = np.isnan(X)
-        X = np.where(missing, self.start_, X)
-        for i, model in enumerate(self.estimators_):
-            self._predict(X, missing, self.order_[i % len(self.order_)], model)
-        return X
-
-    @staticmethod
-    def _predict(X, missing, j, model):
-        """Fill column ``j``'s holes in ``X`` (in place) with ``model``'s predictions from the other columns."""
-        if model is not None and missing[:, j].any():
-            X[missing[:, j], j] = model.predict(np.delete(X[missing[:, j]], j, axis=1))
 
 
 def _is_nan(value):
@@ -459,10 +388,6 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         else:
             self.search_, self.estimator_ = None, fitted
         self._keep_fallback()
-        if isinstance(self.fallback_, _MixedTrees):
-            # On mixed tables the trees that won are refitted to the table's own holes: the comparison's
-            # fit, with the held-out entries hidden again, imputed the tuning tables worse.
-            self.fallback_ = clone(self.fallback_).fit(X[:, self._valid])
         self.indicator_ = (
             MissingIndicator(missing_values=np.nan, error_on_new=False).fit(X) if self.add_indicator else None
         )
@@ -477,19 +402,13 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             return estimator
         table = self.table_
         fallback = self.fallback
-        mixed = table is not None and (len(table.categorical) or len(table.counts))
-        # On a mixed table the trees impute the categorical columns only (a table of numbers and
-        # counts has none to give them); an imputer given does not know the categories.
-        if self.sample_posterior or (mixed and (not isinstance(fallback, str) or not len(table.categorical))):
+        if self.sample_posterior or (table is not None and (len(table.categorical) or len(table.counts))):
             fallback = None
         elif isinstance(fallback, str):  # "trees"
             seed = self.random_state
             if not (seed is None or isinstance(seed, numbers.Integral)):
                 seed = int(random_state.randint(np.iinfo(np.int32).max))
             fallback = _chained_trees(seed)
-            if mixed:
-                categorical = np.searchsorted(np.flatnonzero(self._valid), table.categorical).tolist()
-                fallback = _MixedTrees(categorical, random_state=seed)
         return clone(estimator).set_params(fallback=fallback)
 
     def _keep_fallback(self):
@@ -603,9 +522,6 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             out[:, self._valid] = self.estimator_.sample_missing(part, 1, random_state=seed)[0]
         elif self.fallback_ is not None:
             imputed = np.asarray(self.fallback_.transform(part), dtype=np.float64)
-            if isinstance(self.fallback_, _MixedTrees):  # the trees' categories beside the model's numbers
-                numbers = np.setdiff1d(np.arange(part.shape[1]), self.fallback_.categorical_features)
-                imputed[:, numbers] = self.estimator_.impute(part)[:, numbers]
             out[:, self._valid] = np.where(missing[:, self._valid], imputed, part)
         else:
             out[:, self._valid] = self.estimator_.impute(part)

@@ -224,8 +224,8 @@ class _Scorer:
     """Per held-out row values of one criterion, higher better; their mean is the score
     (``"likelihood_remask"`` scores by the likelihood; :meth:`check` gives the remask values)."""
 
-    def __init__(self, criterion, X_train, X_held_out, random_state, n_draws=_N_DRAWS, categorical=()):
-        self.criterion, self.X, self.n_draws, self.categorical = criterion, X_held_out, n_draws, categorical
+    def __init__(self, criterion, X_train, X_held_out, random_state, n_draws=_N_DRAWS):
+        self.criterion, self.X, self.n_draws = criterion, X_held_out, n_draws
         if criterion == "likelihood":
             return
         observed = ~np.isnan(X_train)
@@ -254,11 +254,8 @@ class _Scorer:
         return self.imputed_values(model.impute(self.masked))
 
     def imputed_values(self, imputed):
-        """:meth:`remask_values` of the imputations ``imputed`` of ``self.masked`` (a wrong category,
-        in a ``categorical`` column, counting 1)."""
-        error = (imputed - np.nan_to_num(self.tiled)) ** 2 / self.scale
-        error[:, self.categorical] = imputed[:, self.categorical] != self.tiled[:, self.categorical]
-        error = np.where(self.hidden, error, 0)
+        """:meth:`remask_values` of the imputations ``imputed`` of ``self.masked``."""
+        error = np.where(self.hidden, (imputed - np.nan_to_num(self.tiled)) ** 2 / self.scale, 0)
         values = -error.sum(1) * len(error) / max(int(self.hidden.sum()), 1)
         return values.reshape(self.n_draws, len(self.X)).mean(0)
 
@@ -643,12 +640,7 @@ class MaskedModelSearch(BaseEstimator):
         imputations of those entries with ``model``'s (the chosen candidate fitted to the training
         rows only), paired over the held-out rows: ``fallback_`` is the fitted fallback where its
         error is lower by the one-sided test of :func:`_fallback_wins`, else None."""
-        # Columns the model declares categorical (a mixed table's): only they are compared, a wrong
-        # category counting 1 (on such a table the fallback imputes the categories only).
-        categorical = np.asarray(getattr(model, "categorical_features_", ()), dtype=int)
-        scorer = _Scorer("remask", X[train], X[held_out], rng, n_draws=1, categorical=categorical)
-        if len(categorical):
-            scorer.hidden[:, np.setdiff1d(np.arange(X.shape[1]), categorical)] = False
+        scorer = _Scorer("remask", X[train], X[held_out], rng, n_draws=1)
         blanked = X.copy()
         blanked[held_out] = scorer.masked
         fallback = clone(self.fallback)

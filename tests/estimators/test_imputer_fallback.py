@@ -56,7 +56,7 @@ def test_the_latent_model_is_kept_on_a_low_rank_gaussian_table():
     comparison = imputer.fallback_comparison_
     assert imputer.fallback_ is None and not comparison["chosen"]
     assert comparison["model_error"] < comparison["fallback_error"]
-    # Equal to rounding (a copy's BLAS path differs from the original array's by 1e-14).
+    # Equal to rounding: the two calls differ by up to 2e-14 (exact equality failed on main 9dcfa24 here).
     np.testing.assert_allclose(imputer.transform(X_missing), imputer.estimator_.impute(X_missing), rtol=1e-10)
 
 
@@ -112,85 +112,16 @@ def test_draws_self_masking_and_a_given_model_never_use_the_fallback():
             assert imputer.search_.get_params()["fallback"] is None
 
 
-def _checkerboard(n=400, seed=0, rate=0.2, predictable=True):
-    """A DataFrame of two uniform numbers (each with a noisy copy) and a categorical ``side``: the
-    colour of the 4 x 4 checkerboard square they fall in (trees tell it from the numbers, a mixture
-    of few Gaussian components hardly) or a coin toss; ``rate`` of every cell missing."""
-    pd = pytest.importorskip("pandas")
-    rng = np.random.default_rng(seed)
-    xy = rng.uniform(-1, 1, (n, 2))
-    X = np.c_[xy, xy + 0.05 * rng.normal(size=(n, 2))]
-    up = np.sin(np.pi * 2 * xy[:, 0]) * np.sin(np.pi * 2 * xy[:, 1]) > 0 if predictable else rng.random(n) < 0.5
-    side = np.where(up, "up", "down").astype(object)
-    holed = side.copy()
-    holed[rng.random(n) < rate] = None
-    columns = ["x", "y", "x2", "y2"]
-    X_missing = np.where(rng.random(X.shape) < rate, np.nan, X)
-    return (pd.DataFrame(X, columns=columns).assign(side=side),
-            pd.DataFrame(X_missing, columns=columns).assign(side=pd.Categorical(holed, categories=["down", "up"])))
-
-
-def test_a_table_with_categorical_columns_compares_classifier_trees_and_keeps_the_table():
-    truth, frame = _checkerboard()
-    imputer = MaskedImputer(random_state=0).set_output(transform="pandas").fit(frame)
-    assert imputer.search_.get_params()["fallback"].get_params()["categorical_features"] == [4]
-    assert imputer.fallback_comparison_["chosen"] and imputer.fallback_ is not None
-    out = imputer.transform(frame)
-    assert list(out.dtypes) == list(frame.dtypes) and list(out.columns) == list(frame.columns)
-    assert not out.isna().any().any() and set(out["side"]) == {"up", "down"}
-    observed = frame.notna().to_numpy()
-    assert (out.to_numpy()[observed] == frame.to_numpy()[observed]).all()
-    holes = frame["side"].isna().to_numpy()
-    assert (out["side"].to_numpy()[holes] == truth["side"].to_numpy()[holes]).mean() > 0.75  # a coin: 0.5
-    # The numbers' holes are the model's (the trees compete for the categories only).
-    numbers = imputer.estimator_.impute(imputer.table_.encode(frame))[:, :4]
-    expected = np.where(observed[:, :4], frame.iloc[:, :4].to_numpy(dtype=float), numbers)
-    np.testing.assert_allclose(out.iloc[:, :4].to_numpy(dtype=float), expected, rtol=1e-10)
-    # New rows are imputed by the fitted trees, as well as the training rows.
-    new_truth, new = _checkerboard(seed=1)
-    new_out = imputer.transform(new)
-    holes = new["side"].isna().to_numpy()
-    assert (new_out["side"].to_numpy()[holes] == new_truth["side"].to_numpy()[holes]).mean() > 0.7
-    # An imputer given as fallback does not know the categories: never used on such a table.
-    given = MaskedImputer(random_state=0, fallback=KNNImputer()).fit(frame)
-    assert given.fallback_ is None and given.fallback_comparison_ is None
-
-
-def test_a_table_of_numbers_and_counts_never_uses_the_fallback():
+def test_a_table_with_categorical_columns_never_uses_the_fallback():
     pd = pytest.importorskip("pandas")
     X, X_missing = _curve(150)
-    frame = pd.DataFrame(X_missing, columns=list("abcde")).assign(visits=np.round(np.exp(X[:, 0])))
-    imputer = MaskedImputer(random_state=0, column_types={"visits": "count"}).fit(frame)
-    assert imputer.fallback_ is None and imputer.fallback_comparison_ is None
-
-
-def test_an_unpredictable_category_beside_a_gaussian_table_keeps_the_model():
-    _, frame = _checkerboard(seed=1, predictable=False)
+    frame = pd.DataFrame(X_missing, columns=list("abcde")).assign(
+        side=pd.Categorical(np.where(X[:, 0] > 0, "right", "left")))
     imputer = MaskedImputer(random_state=0).fit(frame)
-    assert imputer.fallback_comparison_ is not None and imputer.fallback_ is None
-
-
-def test_mixed_trees_classify_categories_and_replay_on_new_rows():
-    from skmpt.estimators.imputer import _MixedTrees
-
-    rng = np.random.default_rng(0)
-    codes = rng.integers(0, 3, 400).astype(float)
-    X = np.c_[codes + 0.1 * rng.normal(size=400), rng.normal(size=400), codes]  # the number says the category
-    X_missing = np.where(rng.random(X.shape) < 0.2, np.nan, X)
-    train, new = X_missing[:300], X_missing[300:]
-    trees = _MixedTrees([2], random_state=0)
-    imputed = trees.fit_transform(train)
-    holes = np.isnan(train)
-    told = holes[:, 2] & ~holes[:, 0]  # category missing, the number that tells it observed
-    assert set(imputed[holes[:, 2], 2]) <= {0.0, 1.0, 2.0} and (imputed[told, 2] == codes[:300][told]).mean() > 0.95
-    np.testing.assert_array_equal(imputed[~holes], train[~holes])
-    np.testing.assert_array_equal(trees.transform(train), imputed)
-    np.testing.assert_array_equal(_MixedTrees([2], random_state=0).fit_transform(train), imputed)
-    assert not np.array_equal(_MixedTrees([2], random_state=1).fit_transform(train), imputed)
-    out, holes = trees.transform(new), np.isnan(new)
-    np.testing.assert_array_equal(out[~holes], new[~holes])
-    told = holes[:, 2] & ~holes[:, 0]
-    assert set(out[holes[:, 2], 2]) <= {0.0, 1.0, 2.0} and (out[told, 2] == codes[300:][told]).mean() > 0.95
+    assert imputer.fallback_ is None and imputer.fallback_comparison_ is None
+    assert imputer.search_.get_params()["fallback"] is None
+    numeric = MaskedImputer(random_state=0).fit(pd.DataFrame(X_missing, columns=list("abcde")))
+    assert numeric.fallback_ is not None  # a numeric DataFrame is a table of numbers
 
 
 def test_dask_input_chooses_on_the_sample_and_imputes_each_chunk():
