@@ -20,9 +20,14 @@ thread; the downstream model's fit is not counted).
 Imputers: ``Mean/mode`` (column mean, most frequent category); ``KNN`` (``KNNImputer`` on the
 standardised numbers beside one-hot columns, a missing category a hole in all its columns, decoded
 by argmax); ``missForest`` (``IterativeImputer`` with extra trees, as ``imputation_real.py``, on the
-same one-hot encoding, argmax decoding); ``miceforest`` (LightGBM chained equations on the DataFrame
-with its categories, 3 iterations, ``pip install miceforest``; where its mean matching fails, as on
-``Wage``, where LightGBM predicts a probability of 1, the row says so); ``MaskedImputer``
+same one-hot encoding, argmax decoding: issue 44 names it, but its chained regressions learn each
+category's indicator from its sibling indicators, so a categorical hole mostly gets the most frequent
+category); ``missForest-cls`` (missForest as its authors define it, on the DataFrame: an
+``ExtraTreesClassifier`` per categorical column, its codes the target, an ``ExtraTreesRegressor`` per
+numeric one, the other columns as inputs, categories as codes; 50 trees and 5 rounds); ``miceforest``
+(LightGBM chained equations on the DataFrame with its categories, 3 iterations, ``pip install
+miceforest``; where its mean matching fails, as on ``Wage``, where LightGBM predicts a probability of 1,
+the row says so); ``MaskedImputer``
 (``MaskedImputer(random_state=seed)`` on the DataFrame itself: a :class:`skmpt.MaskedMixedMixture`
 or a :class:`skmpt.MaskedVAE` with one head per column type, the family and size its held-out
 likelihood chooses); ``MaskedVAE`` (``MaskedImputer`` given the search's smallest VAE: 2 latent
@@ -53,7 +58,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.ensemble import ExtraTreesRegressor, HistGradientBoostingClassifier, HistGradientBoostingRegressor
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401
 from sklearn.impute import IterativeImputer, KNNImputer
@@ -79,7 +89,7 @@ TABLES = {
 }
 SETS = {"tuning": ("penguins", "Salaries", "CPS1985"), "held-out": ("HousePrices", "Mroz", "TeachingRatings"),
         "fresh": ("Carseats", "Wage", "College")}
-METHODS = ("Mean/mode", "KNN", "missForest", "miceforest", "MaskedImputer", "MaskedVAE")
+METHODS = ("Mean/mode", "KNN", "missForest", "missForest-cls", "miceforest", "MaskedImputer", "MaskedVAE")
 
 
 def load(name):
@@ -159,6 +169,71 @@ class Encoded:
         return self.encoding.decode(self.imputer.transform(self.encoding.encode(frame)), frame)
 
 
+class MissForestClassifiers:
+    """missForest as Stekhoven and Buehlmann define it, on the DataFrame itself: from a mean/mode
+    start, rounds over the columns (fewest holes first), each numeric column predicted by an
+    ``ExtraTreesRegressor`` and each categorical one by an ``ExtraTreesClassifier`` (its codes the
+    target) from the other columns (categories as codes); 50 trees and 5 rounds, as ``missForest``.
+    New rows are imputed by replaying the fitted trees, round by round."""
+
+    def __init__(self, seed, n_estimators=50, rounds=5):
+        self.seed, self.n_estimators, self.rounds = seed, n_estimators, rounds
+
+    def _codes(self, frame):
+        """The table as numbers, categories as their codes, NaN in every hole."""
+        columns = []
+        for c in frame.columns:
+            if c in self.categories:
+                codes = pd.Categorical(frame[c], categories=self.categories[c]).codes
+                columns.append(np.where(codes < 0, np.nan, codes))
+            else:
+                columns.append(frame[c].to_numpy(dtype=np.float64))
+        return np.column_stack(columns)
+
+    def _round(self, X, missing, fit):
+        for step, j in enumerate(self.order):
+            others = np.delete(np.arange(X.shape[1]), j)
+            if fit:
+                kind = ExtraTreesClassifier if j in self.categorical else ExtraTreesRegressor
+                model = kind(n_estimators=self.n_estimators, random_state=self.seed + step, n_jobs=1)
+                self.models.append(model.fit(X[~missing[:, j]][:, others], X[~missing[:, j], j]))
+            model = self.models[self.position]
+            self.position += 1
+            if missing[:, j].any():
+                X[missing[:, j], j] = model.predict(X[missing[:, j]][:, others])
+
+    def fit(self, frame):
+        self.categories = {c: list(frame[c].cat.categories) for c in frame.columns
+                           if isinstance(frame[c].dtype, pd.CategoricalDtype)}
+        self.categorical = {j for j, c in enumerate(frame.columns) if c in self.categories}
+        X = self._codes(frame)
+        missing = np.isnan(X)
+        self.start = np.array([np.bincount(X[~missing[:, j], j].astype(int)).argmax() if j in self.categorical
+                               else np.nanmean(X[:, j]) for j in range(X.shape[1])])
+        self.order = np.argsort(missing.sum(0), kind="stable")
+        self.models, self.position = [], 0
+        X = np.where(missing, self.start, X)
+        for _ in range(self.rounds):
+            self._round(X, missing, fit=True)
+        return self
+
+    def transform(self, frame):
+        X = self._codes(frame)
+        missing = np.isnan(X)
+        X = np.where(missing, self.start, X)
+        self.position = 0
+        for _ in range(self.rounds):
+            self._round(X, missing, fit=False)
+        out = frame.copy()
+        for j, c in enumerate(frame.columns):
+            if c in self.categories:
+                labels = np.asarray(self.categories[c], dtype=object)[X[:, j].astype(int)]
+                out[c] = pd.Categorical(labels, categories=self.categories[c])
+            else:
+                out[c] = X[:, j]
+        return out
+
+
 class MiceForest:
     """miceforest's LightGBM chained equations (3 iterations, one thread) on the DataFrame itself;
     new rows imputed with the models fitted (``impute_new_data``)."""
@@ -199,6 +274,7 @@ def imputers(seed):
         "KNN": lambda: Encoded(KNNImputer),
         "missForest": lambda: Encoded(lambda: IterativeImputer(
             ExtraTreesRegressor(n_estimators=50, random_state=seed, n_jobs=1), max_iter=5, random_state=seed)),
+        "missForest-cls": lambda: MissForestClassifiers(seed),
         "miceforest": lambda: MiceForest(seed),
         "MaskedImputer": lambda: MaskedImputer(random_state=seed).set_output(transform="pandas"),
         # The search's smallest VAE (default_candidates' "vae" family), one head per column type.

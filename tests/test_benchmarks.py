@@ -91,3 +91,25 @@ def test_mixed_imputation_benchmark_records_a_failed_miceforest_run_and_raises_a
     assert len(results["Mean/mode"]) == 4  # the other imputers still scored
     with pytest.raises(ValueError, match="data must be finite"):  # only miceforest's failures are recorded
         module.run_case(truth, target, removed, "same", 0, ["KNN"])
+
+
+def test_mixed_imputation_benchmarks_missforest_classifies_each_category_from_the_other_columns():
+    spec = importlib.util.spec_from_file_location("imputation_mixed", MIXED)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=300)
+    # Three categories told by x; the one-hot missForest's regressions fill most holes with the mode.
+    labels = np.where(x < -0.3, "low", np.where(x < 0.6, "mid", "high"))
+    truth = pd.DataFrame({"x": x, "y": x + 0.1 * rng.normal(size=300), "c": pd.Categorical(labels)})
+    removed = module.holes(truth, 0.2, rng)
+    removed[:, 0] = False  # x always tells the category
+    holed = truth.mask(removed)
+    imputer = module.MissForestClassifiers(0, n_estimators=10, rounds=2).fit(holed.iloc[:200])
+    for frame in (holed.iloc[:200], holed.iloc[200:]):  # the training rows and new rows
+        out = imputer.transform(frame)
+        assert list(out.dtypes) == list(frame.dtypes) and not out.isna().any().any()
+        observed = frame.notna().to_numpy()
+        assert (out.to_numpy()[observed] == frame.to_numpy()[observed]).all()
+        holes = frame["c"].isna().to_numpy()
+        assert (out["c"].to_numpy()[holes] == truth.loc[frame.index, "c"].to_numpy()[holes]).mean() > 0.8
