@@ -766,11 +766,14 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         """EM (:func:`em_climb`) from the fitted parameters on ``X``; the better of the two kept (in
         ``module_``, in place) and its :meth:`_optimality_gap` returned: MPT's gradient steps, like EM's,
         crawl along directions the holes say little about, and diagonal, tied and spherical fits
-        stopped 0.02 to 0.26 nats short of the optimum."""
+        stopped 0.02 to 0.26 nats short of the optimum. EM stops where what is left is less than ``tol``,
+        what the check asks: on to a tenth of it, along a ridge where neither EM nor L-BFGS gains fast, a
+        default refit on ``breast_cancer`` with 40 % of entries self-masked took 414 plain EM steps (5 s,
+        20 times IterativeImputer's fit) for 0.0008 nats, and imputed the same."""
         X_t, observed, weights, floor, fitted, center, scale = self._em_view(X, sample_weight)
         with self._em_threads(X_t):
             params = em_climb(X_t, observed, weights, fitted, floor, self.params_.covariance_type,
-                              self.params_.tol / 10)[0]
+                              self.params_.tol)[0]
             with torch.no_grad():
                 if observed_log_likelihood(X_t, observed, weights, *params) <= observed_log_likelihood(
                         X_t, observed, weights, *fitted):
