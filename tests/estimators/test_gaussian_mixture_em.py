@@ -18,6 +18,7 @@ from skmpt.estimators.gaussian_mixture import (
     initial_parameters,
     module_of,
     observed_log_likelihood,
+    quasi_newton,
 )
 from skmpt.models import GaussianMixtureModule
 
@@ -203,3 +204,14 @@ def test_the_climb_to_the_optimum_stops_where_the_check_passes(monkeypatch):
     gap = estimator._climb_to_optimum(X, None)
     assert gap <= estimator.tol
     assert len(steps) <= 2 * module._EM_WINDOW  # a window that passes, then the check's own (70 with tol / 10)
+
+
+def test_a_quasi_newton_round_is_not_judged_by_its_first_iteration():
+    # L-BFGS's first iteration is a gradient step of unit length, before any curvature is known: judged
+    # alone it ended round after round of a refit after that one step (star98, 40 % self-masked).
+    X_t, observed, weights, floor, params = _collinear_with_holes(80, 5, seed=0)
+    with torch.no_grad():
+        for _ in range(1000):  # at EM's optimum: every iteration gains less than tol / 10
+            params = em_step(X_t, observed, weights, *params, floor)[1]
+    _, evaluations = quasi_newton(X_t, observed, weights, params, floor, "full", 1e-2, 400)
+    assert evaluations >= 4  # the start, the first iteration and a second one at least (3 when the first judged)
