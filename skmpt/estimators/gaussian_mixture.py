@@ -287,19 +287,26 @@ def expected_log_likelihood(statistics, anchor, log_weights, means, covariances)
     return counts @ log_weights - 0.5 * (counts @ log_det + trace.sum())
 
 
+class _Stalled(Exception):
+    """Raised by :func:`quasi_newton`'s callback to end SciPy's L-BFGS-B at its stopping rule."""
+
+
 def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, evaluations):
     """``(params, evaluations)``: L-BFGS from EM's ``params`` on the observed entries' log-likelihood
-    (its gradient from :func:`expected_log_likelihood`), until a step gains less than ``tol / 10``
-    (or after ``evaluations`` of it and its gradient), in the parameters of :func:`module_of`
-    anchored at ``params``: steps in each component's whitened units, where EM's own steps are nearly
-    the gradient's. Where the holes say little about a direction EM's steps shrink by a rate near
-    one (EM's rate is one minus the fraction of the information that is observed); the quasi-Newton
-    steps learn that curvature (Jamshidian and Jennrich 1997). ``params`` as :func:`em_step` returns
+    (its gradient from :func:`expected_log_likelihood`), until an iteration after its first gains less
+    than ``tol / 10`` (or after ``evaluations`` of it and its gradient), in the parameters of
+    :func:`module_of` anchored at ``params``: steps in each component's whitened units, where EM's own
+    steps are nearly the gradient's. Where the holes say little about a direction EM's steps shrink by
+    a rate near one (EM's rate is one minus the fraction of the information that is observed); the
+    quasi-Newton steps learn that curvature (Jamshidian and Jennrich 1997). The first iteration has
+    not: it is a gradient step of unit length, whose gain says nothing of the next ones' (judged too,
+    it ended round after round of a refit on ``star98`` with 40 % of entries self-masked after that
+    one step, about 50 rounds of 3 evaluations and 10 EM steps each). ``params`` as :func:`em_step` returns
     them. SciPy's L-BFGS-B runs it: a ``torch.optim`` optimizer would import ``torch._dynamo`` on its
     first call, about 1 s of CPU that a process's first fit would pay."""
     module = module_of(params, floor, covariance_type)
     parameters = list(module.parameters())
-    count = [0]
+    count, last = [0], [None]
 
     def value_and_gradient(x):
         with torch.no_grad():
@@ -313,16 +320,27 @@ def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, eval
         loss.backward()
         count[0] += 1
         gradient = torch.nn.utils.parameters_to_vector([p.grad for p in parameters])
-        return -float(statistics[0]), gradient.detach().cpu().numpy().astype(np.float64)
+        last[0] = (x.copy(), -float(statistics[0]))
+        return last[0][1], gradient.detach().cpu().numpy().astype(np.float64)
 
     start = torch.nn.utils.parameters_to_vector(parameters).detach().cpu().numpy().astype(np.float64)
     if evaluations >= 2:
-        at_start = value_and_gradient(start)  # its scale: SciPy's ftol is relative to max(|f|, 1)
-        result = minimize(lambda x: at_start if np.array_equal(x, start) else value_and_gradient(x), start,
-                          jac=True, method="L-BFGS-B", options={
-                              "maxiter": evaluations, "maxfun": evaluations - 1, "maxcor": _QUASI_NEWTON_HISTORY,
-                              "gtol": 0.0, "ftol": tol / 10 / max(abs(at_start[0]), 1.0)})
-        start = result.x
+        at_start = value_and_gradient(start)
+        losses, iterate = [at_start[0]], [start]
+
+        def callback(x):  # after each iteration, at the point SciPy's line search accepted: its last evaluation
+            losses.append(last[0][1] if np.array_equal(last[0][0], x) else value_and_gradient(x)[0])
+            iterate[0] = np.array(x, copy=True)
+            if len(losses) > 2 and losses[-2] - losses[-1] < tol / 10:
+                raise _Stalled
+
+        try:
+            start = minimize(lambda x: at_start if np.array_equal(x, start) else value_and_gradient(x), start,
+                             jac=True, method="L-BFGS-B", callback=callback, options={
+                                 "maxiter": evaluations, "maxfun": evaluations - 1, "maxcor": _QUASI_NEWTON_HISTORY,
+                                 "gtol": 0.0, "ftol": 0.0}).x
+        except _Stalled:  # SciPy's own ftol would judge the first iteration too
+            start = iterate[0]
     with torch.no_grad():
         torch.nn.utils.vector_to_parameters(torch.from_numpy(start).to(parameters[0]), parameters)
         return tuple(p.detach() for p in em_parameters(module)), count[0]
@@ -766,11 +784,14 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         """EM (:func:`em_climb`) from the fitted parameters on ``X``; the better of the two kept (in
         ``module_``, in place) and its :meth:`_optimality_gap` returned: MPT's gradient steps, like EM's,
         crawl along directions the holes say little about, and diagonal, tied and spherical fits
-        stopped 0.02 to 0.26 nats short of the optimum."""
+        stopped 0.02 to 0.26 nats short of the optimum. EM stops where what is left is less than ``tol``,
+        what the check asks: on to a tenth of it, along a ridge where neither EM nor L-BFGS gains fast, a
+        default refit on ``breast_cancer`` with 40 % of entries self-masked took 414 plain EM steps (5 s,
+        20 times IterativeImputer's fit) for 0.0008 nats, and imputed the same."""
         X_t, observed, weights, floor, fitted, center, scale = self._em_view(X, sample_weight)
         with self._em_threads(X_t):
             params = em_climb(X_t, observed, weights, fitted, floor, self.params_.covariance_type,
-                              self.params_.tol / 10)[0]
+                              self.params_.tol)[0]
             with torch.no_grad():
                 if observed_log_likelihood(X_t, observed, weights, *params) <= observed_log_likelihood(
                         X_t, observed, weights, *fitted):
