@@ -1,5 +1,6 @@
 """What every layer of skmpt shares: random generators, devices and dtypes, the one memory
-budget that sizes every chunk of work, and the record of ``set_output``'s choice.
+budget that sizes every chunk of work, the record of ``set_output``'s choice, and torch parameters
+seen as the flat float64 vector SciPy's optimisers take.
 
 Nothing here imports another skmpt module; every other module may import from here.
 """
@@ -19,6 +20,7 @@ __all__ = [
     "OutputChoiceMixin",
     "check_generator",
     "chunk_budget",
+    "flat_objective",
     "get_working_memory",
     "moved_names",
     "resolve_device",
@@ -89,6 +91,57 @@ def chunk_budget(fraction=1.0, itemsize=8):
     True
     """
     return max(1, int(get_working_memory() * 2**20 * fraction) // itemsize)
+
+
+def flat_objective(parameters, evaluate):
+    """Torch ``parameters`` as the one float64 vector of :func:`scipy.optimize.minimize` (``jac=True``).
+
+    Parameters
+    ----------
+    parameters : list of torch.nn.Parameter
+        Set in place from each vector SciPy evaluates (on their own device and dtype).
+    evaluate : callable
+        Called with the parameters set and their gradients cleared; computes a loss, calls its
+        ``backward()`` and returns the objective's value as a float (the loss's own value, or another
+        number whose gradient the loss carries).
+
+    Returns
+    -------
+    fun : callable
+        ``x -> (value, gradient)``, both float64 (numpy).
+    x0 : ndarray
+        The parameters' current values, flattened.
+    load : callable
+        ``x -> None``: sets the parameters to ``x`` (e.g. the optimum SciPy returns).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt._utils import flat_objective
+    >>> weight = torch.nn.Parameter(torch.tensor([3.0], dtype=torch.float64))
+    >>> def evaluate():
+    ...     loss = (weight - 1).square().sum()
+    ...     loss.backward()
+    ...     return float(loss)
+    >>> fun, x0, load = flat_objective([weight], evaluate)
+    >>> fun(x0)
+    (4.0, array([4.]))
+    """
+
+    def load(x):
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(torch.from_numpy(x).to(parameters[0]), parameters)
+
+    def fun(x):
+        load(x)
+        for parameter in parameters:
+            parameter.grad = None
+        value = evaluate()
+        gradient = torch.nn.utils.parameters_to_vector([p.grad for p in parameters])
+        return value, gradient.detach().cpu().numpy().astype(np.float64)
+
+    x0 = torch.nn.utils.parameters_to_vector(parameters).detach().cpu().numpy().astype(np.float64)
+    return fun, x0, load
 
 
 def check_generator(random_state=None):

@@ -22,7 +22,7 @@ from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .._utils import check_generator
+from .._utils import check_generator, flat_objective
 from .._validation import Interval, Options, check_positive_int
 from ..models import GaussianMixtureModule
 from ..models.imputation import expected_scatter, hole_patterns, pattern_conditional
@@ -305,25 +305,24 @@ def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, eval
     them. SciPy's L-BFGS-B runs it: a ``torch.optim`` optimizer would import ``torch._dynamo`` on its
     first call, about 1 s of CPU that a process's first fit would pay."""
     module = module_of(params, floor, covariance_type)
-    parameters = list(module.parameters())
     count, last = [0], [None]
 
-    def value_and_gradient(x):
-        with torch.no_grad():
-            torch.nn.utils.vector_to_parameters(torch.from_numpy(x).to(parameters[0]), parameters)
-        for parameter in parameters:
-            parameter.grad = None
+    def evaluate():
         current = em_parameters(module)
         with torch.no_grad():
             statistics = expected_statistics(X, observed, weights, *current)
         loss = -expected_log_likelihood(statistics, current[1].detach(), *current)
         loss.backward()
         count[0] += 1
-        gradient = torch.nn.utils.parameters_to_vector([p.grad for p in parameters])
-        last[0] = (x.copy(), -float(statistics[0]))
-        return last[0][1], gradient.detach().cpu().numpy().astype(np.float64)
+        return -float(statistics[0])
 
-    start = torch.nn.utils.parameters_to_vector(parameters).detach().cpu().numpy().astype(np.float64)
+    objective, start, load = flat_objective(list(module.parameters()), evaluate)
+
+    def value_and_gradient(x):
+        value = objective(x)
+        last[0] = (x.copy(), value[0])
+        return value
+
     if evaluations >= 2:
         at_start = value_and_gradient(start)
         losses, iterate = [at_start[0]], [start]
@@ -341,8 +340,8 @@ def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, eval
                                  "gtol": 0.0, "ftol": 0.0}).x
         except _Stalled:  # SciPy's own ftol would judge the first iteration too
             start = iterate[0]
+    load(start)
     with torch.no_grad():
-        torch.nn.utils.vector_to_parameters(torch.from_numpy(start).to(parameters[0]), parameters)
         return tuple(p.detach() for p in em_parameters(module)), count[0]
 
 

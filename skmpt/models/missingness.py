@@ -25,6 +25,8 @@ import torch
 from scipy.optimize import minimize
 from torch.nn.functional import logsigmoid
 
+from .._utils import flat_objective
+
 # Added to the diagonal of the standardised covariance (a variance floor, as reg_covar's).
 _COVARIANCE_FLOOR = 1e-6
 
@@ -296,25 +298,19 @@ class SelfMaskingGaussian(torch.nn.Module):
         rate = np.clip(1 - observed.mean(0), 1e-3, 1 - 1e-3)
         model = cls(center, scale, np.zeros(X.shape[1]), covariance, np.zeros(X.shape[1]),
                     np.log(rate / (1 - rate)), n_nodes=n_nodes)
-        parameters = list(model.parameters())
 
-        def loss_and_gradient(x):
-            with torch.no_grad():
-                torch.nn.utils.vector_to_parameters(torch.from_numpy(x), parameters)
-            for parameter in parameters:
-                parameter.grad = None
+        def evaluate():
             loss = -model.log_likelihood(X).mean()
             loss.backward()
-            return float(loss.detach()), torch.nn.utils.parameters_to_vector([p.grad for p in parameters]).numpy()
+            return float(loss.detach())
 
-        start = torch.nn.utils.parameters_to_vector(parameters).detach().numpy().copy()
+        loss_and_gradient, start, load = flat_objective(list(model.parameters()), evaluate)
         at_start = loss_and_gradient(start)  # its scale: SciPy's ftol is relative to max(|f|, 1)
         result = minimize(lambda x: at_start if np.array_equal(x, start) else loss_and_gradient(x), start,
                           jac=True, method="L-BFGS-B", options={
                               "maxiter": max_iter, "maxfun": max(2, int(1.25 * max_iter)), "maxcor": 20,
                               "gtol": 1e-7, "ftol": tol / max(abs(at_start[0]), 1.0)})
-        with torch.no_grad():
-            torch.nn.utils.vector_to_parameters(torch.from_numpy(result.x), parameters)
+        load(result.x)
         model.n_iter_ = int(result.nit)
         model.converged_ = result.status != 1  # 1: out of iterations or evaluations
         return model
