@@ -49,7 +49,12 @@ def decoupled_covariance(covariance, observed):
     [[2.0, 0.0], [0.0, 1.0]]
     """
     seen = observed.to(covariance.dtype)
-    return covariance * (seen.unsqueeze(-1) * seen.unsqueeze(-2)) + torch.diag_embed(1 - seen)
+    decoupled = covariance * (seen.unsqueeze(-1) * seen.unsqueeze(-2))
+    if decoupled.requires_grad:
+        return decoupled + torch.diag_embed(1 - seen)
+    # In place on the diagonal (the same numbers): a diag_embed of a batch allocates and adds another (..., D, D).
+    decoupled.diagonal(dim1=-2, dim2=-1).add_(1 - seen)
+    return decoupled
 
 
 def gaussian_conditional(X, observed, mean, covariance):
@@ -255,7 +260,11 @@ def pattern_conditional(X, observed, means, covariances):
     seen = holes.patterns.to(X.dtype)  # (U, D)
     factor = torch.linalg.cholesky(decoupled_covariance(covariances.unsqueeze(-3), seen))  # (K, U, D, D)
     # The decoupled covariance's inverse is Sigma_oo^{-1} beside the identity.
-    precision = torch.cholesky_inverse(factor) - torch.diag_embed(1 - seen)
+    precision = torch.cholesky_inverse(factor)
+    if precision.requires_grad:  # its backward reads the inverse: a new tensor
+        precision = precision - torch.diag_embed(1 - seen)
+    else:  # in place on the diagonal, for EM: a diag_embed of every pattern allocates and adds two more (K, U, D, D)
+        precision.diagonal(dim1=-2, dim2=-1).sub_(1 - seen)
     residual = seen[holes.index] * (X - means.unsqueeze(1))  # (K, n, D), zero at missing entries
     alpha = per_pattern(precision, residual, holes)  # Sigma_oo^{-1} (x_o - mu_o), zero at missing entries
     conditional_mean = means.unsqueeze(1) + alpha @ covariances.mT

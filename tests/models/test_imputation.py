@@ -239,3 +239,22 @@ def test_hole_patterns_of_rows_without_columns_is_one_empty_pattern():
     mean, precision, log_density = pattern_conditional(torch.zeros(3, 0, **f64), holes, torch.zeros(2, 0, **f64),
                                                        torch.zeros(2, 0, 0, **f64))
     assert mean.shape == (2, 3, 0) and precision.shape == (2, 1, 0, 0) and not log_density.any()
+
+
+def test_the_conditional_without_gradients_is_the_one_with_them_bit_for_bit():
+    # EM's steps run without gradients, and there the diagonals are written in place (no batch of
+    # diag_embed): the same numbers, to the last bit, and the covariances given are left untouched.
+    rng = np.random.RandomState(1)
+    X = torch.as_tensor(rng.randn(40, 5))
+    observed = torch.as_tensor(rng.rand(40, 5) < 0.6)
+    factor = torch.as_tensor(rng.randn(3, 5, 5))
+    means, covariances = torch.as_tensor(rng.randn(3, 5)), factor @ factor.mT + torch.eye(5, dtype=torch.float64)
+    before = covariances.clone()
+    with torch.no_grad():
+        plain = pattern_conditional(X, observed, means, covariances)
+        decoupled = decoupled_covariance(covariances.unsqueeze(1), observed)
+    tracked = covariances.clone().requires_grad_(True)
+    differentiable = pattern_conditional(X, observed, means, tracked)
+    assert all(torch.equal(a, b.detach()) for a, b in zip(plain, differentiable, strict=True))
+    assert torch.equal(decoupled, decoupled_covariance(tracked.unsqueeze(1), observed).detach())
+    assert torch.equal(covariances, before)
