@@ -41,7 +41,7 @@ _TREE_ROUNDS = 2
 # fallback="trees" on a table with categorical columns: per categorical column, missForest's classifier
 # (50 extra trees, here on bootstrap samples, for their out-of-bag guesses) against the model's most
 # probable category, on every observed entry of the column; the classifier fills the column's holes
-# where it is right more often by more than _CATEGORICAL_Z standard errors of the paired difference.
+# where it is wrong less often by more than _CATEGORICAL_Z standard errors of the paired difference.
 # The level is the usual one-sided 5 %; on the mixed tuning tables (96 column fits) the two columns
 # above it were the classifier's to fill (it was wrong less often on the test holes), while the 8
 # more above z = 0 split 4 / 4.
@@ -212,10 +212,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         two categories or more) its comparison, a dict of ``model_error`` (the share of the column's
         observed entries the model, as fitted, guesses wrong from the rest of the row: optimistic for
         the model), ``fallback_error`` (the classifier's share, each entry guessed by the trees whose
-        bootstrap sample left it out),
-        ``std_error`` (of their difference paired over the entries), ``n_entries``, ``chosen`` and
-        ``classifier`` (the fitted classifier that fills the column's holes at ``transform``, where
-        chosen; else None). None otherwise.
+        bootstrap sample left it out), ``std_error`` (of their difference paired over the entries),
+        ``n_entries``, ``chosen`` and ``classifier`` (the fitted classifier that fills the column's
+        holes at ``transform``, where chosen; else None). None otherwise.
     indicator_ : MissingIndicator or None
         With ``add_indicator=True``.
     table_ : TableLayout or None
