@@ -1,10 +1,11 @@
 """MaskedImputer: scikit-learn's imputer API around any skmpt array estimator."""
 
 import numbers
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
-from sklearn.ensemble import ExtraTreesRegressor
+from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401 (makes IterativeImputer importable)
 from sklearn.impute import IterativeImputer, MissingIndicator
 from sklearn.utils import check_random_state
@@ -37,12 +38,51 @@ _VAE_MAX_ROWS = 20_000
 # times IterativeImputer's CPU per table; 20 trees, half the features, 3 rounds: 2.0 % worse, 3.7-7.5.
 _TREES = {"n_estimators": 10, "min_samples_leaf": 3}
 _TREE_ROUNDS = 2
+# fallback="trees" on a table with categorical columns: per categorical column, missForest's classifier
+# (50 extra trees, here on bootstrap samples, for their out-of-bag guesses) against the model's most
+# probable category, on every observed entry of the column; the classifier fills the column's holes
+# where it is wrong less often by more than _CATEGORICAL_Z standard errors of the paired difference.
+# The level is the usual one-sided 5 %; on the mixed tuning tables (96 column fits) the two columns
+# above it were the classifier's to fill (it was wrong less often on the test holes), while the 8
+# more above z = 0 split 4 / 4.
+_CLASSIFIER = {"n_estimators": 50}
+_CATEGORICAL_Z = 1.645
 
 
 def _chained_trees(random_state):
     """The imputer of ``fallback="trees"``: scikit-learn's IterativeImputer with an ExtraTreesRegressor."""
     trees = ExtraTreesRegressor(**_TREES, random_state=random_state, n_jobs=1)
     return IterativeImputer(trees, max_iter=_TREE_ROUNDS, random_state=random_state)
+
+
+def _compare_classifier(model, X, j, seed):
+    """The model's most probable category of column ``j`` against an out-of-bag
+    :class:`~sklearn.ensemble.ExtraTreesClassifier`'s, on every row of ``X`` where ``j`` is observed.
+
+    Each row's ``j`` is hidden and the model imputes it (with the row's other holes, which are the
+    classifier's inputs: as at ``transform``, where the column's holes sit beside the model's
+    imputations of the others). Returns the comparison (errors are shares of wrong guesses, the
+    standard error that of their difference paired over the rows) and the fitted classifier.
+    """
+    rows = ~np.isnan(X[:, j])
+    hidden = X[rows]
+    target = hidden[:, j].copy()
+    hidden[:, j] = np.nan
+    filled = model.impute(hidden)
+    classifier = ExtraTreesClassifier(**_CLASSIFIER, bootstrap=True, oob_score=True, random_state=seed, n_jobs=1)
+    with warnings.catch_warnings():  # a row in every bootstrap sample has no out-of-bag guess: left out below
+        warnings.simplefilter("ignore", UserWarning)
+        classifier.fit(np.delete(filled, j, axis=1), target)
+    votes = classifier.oob_decision_function_
+    judged = votes.sum(1) > 0
+    model_wrong = filled[judged, j] != target[judged]
+    classifier_wrong = classifier.classes_[votes[judged].argmax(1)] != target[judged]
+    gain = model_wrong.astype(float) - classifier_wrong
+    std_error = float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else np.inf
+    comparison = {"model_error": float(model_wrong.mean()), "fallback_error": float(classifier_wrong.mean()),
+                  "std_error": std_error, "n_entries": int(judged.sum()),
+                  "chosen": bool(gain.mean() > _CATEGORICAL_Z * std_error)}
+    return comparison, classifier
 
 
 def _is_nan(value):
@@ -140,6 +180,14 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         Never used with ``sample_posterior=True`` (the trees give no draws),
         ``missingness="self-masking"`` or a table with categorical or count columns; with a dask
         collection the fallback is fitted to the search's sample of rows and imputes each chunk.
+        On a table with categorical columns where the search chose a :class:`MaskedMixedMixture`
+        (not a :class:`MaskedVAE`, whose conditionals by importance sampling would make the comparison
+        cost more than the model), ``"trees"`` is compared per categorical column instead
+        (``categorical_fallback_``): missForest's classifier, an
+        :class:`~sklearn.ensemble.ExtraTreesClassifier` of 50 trees on the other columns (the model's
+        imputations in their holes), out of bag, against the model's most probable category, on every
+        observed entry of the column; the classifier fills the column's holes where it is wrong less
+        often by more than 1.645 standard errors of the paired difference (a one-sided test at 5 %).
 
     Attributes
     ----------
@@ -158,6 +206,15 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         Where the fallback was compared: ``model_error`` and ``fallback_error``, the mean squared
         errors of the entries hidden again (features scaled to unit variance), ``std_error``, the
         standard error of their difference paired over the held-out rows, and ``chosen``; else None.
+    categorical_fallback_ : dict or None
+        With ``fallback="trees"``, ``sample_posterior=False`` and a search that chose a
+        :class:`MaskedMixedMixture`, on a DataFrame with categorical columns: for each such column (of
+        two categories or more) its comparison, a dict of ``model_error`` (the share of the column's
+        observed entries the model, as fitted, guesses wrong from the rest of the row: optimistic for
+        the model), ``fallback_error`` (the classifier's share, each entry guessed by the trees whose
+        bootstrap sample left it out), ``std_error`` (of their difference paired over the entries),
+        ``n_entries``, ``chosen`` and ``classifier`` (the fitted classifier that fills the column's
+        holes at ``transform``, where chosen; else None). None otherwise.
     indicator_ : MissingIndicator or None
         With ``add_indicator=True``.
     table_ : TableLayout or None
@@ -388,6 +445,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         else:
             self.search_, self.estimator_ = None, fitted
         self._keep_fallback()
+        self.categorical_fallback_ = self._compare_classifiers(X[:, self._valid], random_state)
         self.indicator_ = (
             MissingIndicator(missing_values=np.nan, error_on_new=False).fit(X) if self.add_indicator else None
         )
@@ -416,6 +474,31 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         search = self.search_
         self.fallback_ = None if search is None else search.fallback_
         self.fallback_comparison_ = None if search is None else search.fallback_comparison_
+
+    def _compare_classifiers(self, X, random_state):
+        """``categorical_fallback_``: with ``fallback="trees"`` and a search, each categorical column (of
+        two categories or more) of the table ``X`` (the modelled features) compared with a classifier.
+
+        Only where the model is a :class:`MaskedMixedMixture`, whose conditionals are exact and cheap: a
+        :class:`MaskedVAE` imputes by importance sampling, and its guesses of each categorical column
+        (one imputation of the table per column) took the imputer's CPU time above missForest's on the
+        held-out table HousePrices (1.07 to 1.30 times, six categorical columns) and the fresh Wage."""
+        table = self.table_
+        if (self.fallback != "trees" or self.search_ is None or self.sample_posterior or table is None
+                or not len(table.categorical) or not isinstance(self.estimator_, MaskedMixedMixture)):
+            return None
+        seed = self.random_state
+        if not (seed is None or isinstance(seed, numbers.Integral)):
+            seed = int(random_state.randint(np.iinfo(np.int32).max))
+        position = np.flatnonzero(self._valid)
+        result = {}
+        for column in table.categorical[self._valid[table.categorical]]:
+            j = int(np.searchsorted(position, column))
+            if len(np.unique(X[~np.isnan(X[:, j]), j])) < 2:
+                continue
+            comparison, classifier = _compare_classifier(self.estimator_, X, j, seed)
+            result[table.columns[column]] = {**comparison, "classifier": classifier if comparison["chosen"] else None}
+        return result
 
     def _features_to_model(self, empty):
         """The features the model sees: those not missing in every training sample (``empty``), which
@@ -486,6 +569,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         else:
             self.search_, self.estimator_ = None, clone(estimator).fit(part)
         self._keep_fallback()
+        self.categorical_fallback_ = None
         # The indicator's columns: the features with a missing entry (it reads no more than that).
         holes = np.where(missing > 0, np.nan, 0.0)[None]
         self.indicator_ = None
@@ -524,12 +608,26 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             imputed = np.asarray(self.fallback_.transform(part), dtype=np.float64)
             out[:, self._valid] = np.where(missing[:, self._valid], imputed, part)
         else:
-            out[:, self._valid] = self.estimator_.impute(part)
+            out[:, self._valid] = self._impute_categories(self.estimator_.impute(part), missing[:, self._valid])
         if self.table_ is not None and is_table(original):
             return self._table_output(original, out, X)
         if self.indicator_ is not None:
             out = np.hstack([out, self.indicator_.transform(X)])
         return out
+
+    def _impute_categories(self, imputed, missing):
+        """The model's imputations ``imputed`` (of the modelled features), each categorical column that
+        ``categorical_fallback_`` gave to its classifier filled by it at its holes (``missing``), from the
+        model's imputations of the other columns."""
+        comparisons = self.categorical_fallback_ or {}
+        position = np.flatnonzero(self._valid)
+        filled = imputed.copy()
+        for name, comparison in comparisons.items():
+            j = int(np.searchsorted(position, self.table_.columns.index(name)))
+            holes = missing[:, j]
+            if comparison["chosen"] and holes.any():
+                filled[holes, j] = comparison["classifier"].predict(np.delete(imputed[holes], j, axis=1))
+        return filled
 
     def score(self, X, y=None):
         """Mean log-likelihood of the observed entries of ``X`` under the fitted model.

@@ -5,7 +5,7 @@ import pytest
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401
 from sklearn.impute import IterativeImputer, KNNImputer
 
-from skmpt import MaskedImputer, MaskedModelSearch, MaskedPPCA
+from skmpt import MaskedImputer, MaskedModelSearch, MaskedPPCA, MaskedVAE
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -119,8 +119,64 @@ def test_a_table_with_categorical_columns_never_uses_the_fallback():
     imputer = MaskedImputer(random_state=0).fit(frame)
     assert imputer.fallback_ is None and imputer.fallback_comparison_ is None
     assert imputer.search_.get_params()["fallback"] is None
+    assert list(imputer.categorical_fallback_) == ["side"]  # the categories get their own comparison
     numeric = MaskedImputer(random_state=0).fit(pd.DataFrame(X_missing, columns=list("abcde")))
     assert numeric.fallback_ is not None  # a numeric DataFrame is a table of numbers
+    assert numeric.categorical_fallback_ is None
+
+
+def _checkerboard(n=400, seed=0, rate=0.2, predictable=True):
+    """A DataFrame of two uniform numbers (each with a noisy copy) and a categorical ``side``: the
+    colour of the 4 x 4 checkerboard square they fall in (trees tell it from the numbers, a mixture
+    of few Gaussian components hardly) or a coin toss; ``rate`` of every cell missing."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(-1, 1, (n, 2))
+    X = np.c_[xy, xy + 0.05 * rng.normal(size=(n, 2))]
+    up = np.sin(np.pi * 2 * xy[:, 0]) * np.sin(np.pi * 2 * xy[:, 1]) > 0 if predictable else rng.random(n) < 0.5
+    side = np.where(up, "up", "down").astype(object)
+    holed = side.copy()
+    holed[rng.random(n) < rate] = None
+    columns = ["x", "y", "x2", "y2"]
+    X_missing = np.where(rng.random(X.shape) < rate, np.nan, X)
+    return (pd.DataFrame(X, columns=columns).assign(side=side),
+            pd.DataFrame(X_missing, columns=columns).assign(side=pd.Categorical(holed, categories=["down", "up"])))
+
+
+def test_a_category_a_classifier_predicts_is_filled_by_it_on_the_fit_rows_and_new_rows():
+    truth, frame = _checkerboard()
+    imputer = MaskedImputer(random_state=0).set_output(transform="pandas").fit(frame)
+    comparison = imputer.categorical_fallback_["side"]
+    assert comparison["chosen"] and comparison["fallback_error"] < comparison["model_error"]
+    assert comparison["n_entries"] == frame["side"].notna().sum()  # every observed entry (all out of bag here)
+    out = imputer.transform(frame)
+    assert list(out.dtypes) == list(frame.dtypes) and list(out.columns) == list(frame.columns)
+    assert not out.isna().any().any()
+    observed = frame.notna().to_numpy()
+    assert (out.to_numpy()[observed] == frame.to_numpy()[observed]).all()
+    holes = frame["side"].isna().to_numpy()
+    assert (out["side"].to_numpy()[holes] == truth["side"].to_numpy()[holes]).mean() > 0.7  # a coin: 0.5
+    # The numbers' holes stay the model's.
+    numbers = imputer.estimator_.impute(imputer.table_.encode(frame))[:, :4]
+    np.testing.assert_allclose(out.iloc[:, :4].to_numpy(dtype=float), numbers, rtol=1e-10)
+    new_truth, new = _checkerboard(seed=1)
+    new_out = imputer.transform(new)
+    holes = new["side"].isna().to_numpy()
+    assert (new_out["side"].to_numpy()[holes] == new_truth["side"].to_numpy()[holes]).mean() > 0.7
+    # No comparison where the model's imputations are draws, the comparison is switched off, or the model
+    # is a VAE (its guesses of each column by importance sampling cost more than the classifiers).
+    vae = MaskedVAE(1, hidden_layer_sizes=(8,), max_epochs=3, categorical_features=[4], categories=[np.arange(2.0)],
+                    random_state=0)
+    for off in (MaskedImputer(random_state=0, sample_posterior=True), MaskedImputer(random_state=0, fallback=None),
+                MaskedImputer(random_state=0, fallback=KNNImputer()),
+                MaskedImputer(MaskedModelSearch([vae], random_state=0), random_state=0)):
+        assert off.fit(frame.iloc[:100]).categorical_fallback_ is None
+
+
+def test_a_coin_toss_category_keeps_the_model():
+    chosen = [MaskedImputer(random_state=seed).fit(_checkerboard(200, seed, predictable=False)[1])
+              .categorical_fallback_["side"]["chosen"] for seed in range(3)]
+    assert sum(chosen) <= 1
 
 
 def test_dask_input_chooses_on_the_sample_and_imputes_each_chunk():
