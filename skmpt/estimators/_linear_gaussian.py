@@ -224,6 +224,25 @@ def _squarem_climb(step, params, floor, tol, n_steps):
         params = stabilised if math.isfinite(at_jump) and at_jump >= at_first else second
 
 
+def _positive(spread):
+    """``spread`` with one where it is not positive (a constant feature)."""
+    return torch.where(spread > 0, spread, torch.ones_like(spread))
+
+
+def _rescale_features(module, scales):
+    """Store the parameters of the factor analysis ``module`` (a ``FactorAnalysisModule``) in units of
+    each feature's ``scales`` in place, the model unchanged (the noise as it reads, at the module's
+    floor or above): its floor is then ``noise_floor * scales ** 2``, and a step of Adam the same
+    fraction of every ``scales``."""
+    with torch.no_grad():
+        scales = scales.to(module.feature_scales)
+        components, mean, noise = module.components.clone(), module.mean.clone(), module.noise_variance.clone()
+        module.feature_scales.copy_(scales)
+        module.scaled_components.copy_(components / scales)
+        module.scaled_mean.copy_(mean / scales)
+        module.log_scaled_noise.copy_(noise.log() - 2 * scales.log())
+
+
 def _gaussian_log_likelihood(covariance, model_covariance):
     """Mean log-likelihood of data of ``covariance`` (about their mean) under a Gaussian of
     ``model_covariance`` centred at that mean."""
@@ -262,8 +281,7 @@ def pca_start(groups, n_components, module_class, isotropic, noise_floor=0.0):
     if not isotropic:
         # Factor analysis is equivariant to each feature's scale, and so is its start: PCA of the
         # correlations, mapped back to each feature's units.
-        spread = covariance.diagonal().sqrt()
-        spread = torch.where(spread > 0, spread, torch.ones_like(spread))
+        spread = _positive(covariance.diagonal().sqrt())
         covariance = covariance / torch.outer(spread, spread)
     eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
     eigenvalues, eigenvectors = eigenvalues.flip(0).clamp_min(0), eigenvectors.flip(1)
@@ -332,13 +350,27 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         """The module's keyword for its noise floor: none for one shared variance (PPCA)."""
         return {} if self._isotropic else {"noise_floor": self.params_.noise_floor}
 
-    def _start_module(self, X, generator, units, previous):
-        """A warm start holds the noise at this estimator's floor, whatever the fitted module held
-        (:meth:`from_estimator`'s has none: it keeps the source's parameters exactly)."""
-        module = super()._start_module(X, generator, units, previous)
-        if previous is not None and not self._isotropic:
+    def _initialize(self, solver, groups, rows, generator, units, previous=None):
+        """Every start of factor analysis holds the noise at this estimator's floor of each feature's
+        variance in the training rows ``rows`` (their moments' on complete data; with holes, the rows'
+        with their holes at the centre), not of the start's own variances ``W W^T + Psi``: the optimum
+        the check of ``converged_`` judges is then the data's, the same from every start. Floors of the
+        start's variances moved it with the start: on ``crabs`` with 20 % of entries self-masking, 4
+        factors of 5 features, nearly every noise at its floor, the refit from the search's moment fit
+        (whose variances are those of the one Gaussian fitted to the training rows, 1.4 to 1.9 times
+        the rows') converged at -0.4225 nats per sample, the fit from the random start (1.005 to 1.07
+        times the rows', its random loadings') at -0.2514; both now reach -0.2453. A warm start's module
+        takes the estimator's floor (:meth:`from_estimator`'s has none: it keeps the source's
+        parameters exactly)."""
+        module, near_start = super()._initialize(solver, groups, rows, generator, units, previous)
+        if not self._isotropic:
+            if groups is not None and len(groups) == 1 and groups[0].observed is None:  # complete data's moments
+                spread = _positive(groups[0].moments.covariance.diagonal().sqrt())
+            else:
+                spread = self._feature_spread(rows)
+            _rescale_features(module, spread)
             module.noise_floor = self.params_.noise_floor
-        return module
+        return module, near_start
 
     def _noise_floors(self):
         """Factor analysis' least noise variances in the data's units (float64), or None (PPCA)."""
@@ -353,8 +385,7 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
     def _feature_spread(X):
         """Each feature's standard deviation in the (standardised) training rows ``X``; one where it
         has none."""
-        spread = X.std(0, correction=0)
-        return torch.where(spread > 0, spread, torch.ones_like(spread))
+        return _positive(X.std(0, correction=0))
 
     def _set_fitted_attributes(self):
         module = self.module_
@@ -403,8 +434,7 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
                 optimum = -0.5 * (n_features * math.log(2 * math.pi) + float(eigenvalues[:K].log().sum())
                                   + (n_features - K) * float(noise.log()) + n_features)
                 return optimum - fitted
-            spread = covariance.diagonal().sqrt()
-            spread = torch.where(spread > 0, spread, torch.ones_like(spread))
+            spread = _positive(covariance.diagonal().sqrt())
             correlation = covariance / torch.outer(spread, spread)
             components = torch.as_tensor(self.components_, dtype=torch.float64) / spread
             noise = torch.as_tensor(self.noise_variance_, dtype=torch.float64) / spread.square()
