@@ -11,8 +11,10 @@ from numbers import Integral
 
 import numpy as np
 import torch
+from scipy.optimize import minimize
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from .._utils import flat_objective
 from .._validation import Options
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count
 from ._dask import is_dask_collection
@@ -123,6 +125,9 @@ _FA_START_STEPS = 100
 _FA_CHECK_STEPS = 10
 # At most this many EM steps with holes in ``_climb_to_optimum`` (each O(n D K^2)).
 _CLIMB_STEPS = 500
+# At most this many evaluations of the likelihood with holes and its gradient in ``_climb_to_optimum``'s
+# quasi-Newton steps, where EM's stopped short.
+_QUASI_NEWTON_EVALUATIONS = 200
 
 
 def _factor_analysis_em(covariance, components, noise, floor, n_steps=_FA_START_STEPS):
@@ -140,17 +145,12 @@ def _factor_analysis_em(covariance, components, noise, floor, n_steps=_FA_START_
     return W.T.contiguous(), noise
 
 
-def _em_with_holes(X, observed, weights, components, mean, noise, floor, isotropic):
-    """One EM step of ``x = W z + mu + eps`` on rows ``X`` with holes (missing at random; Tipping and
-    Bishop, 1999; Ilin and Raiko, 2010), from loadings ``components`` (K, D), ``mean`` and ``noise`` (one
-    variance, or one per feature when not ``isotropic``, kept above ``floor``): the E-step is the
-    posterior of ``z`` given each row's ``observed`` entries, the M-step regresses each feature's
-    observed values on ``[E z; 1]`` (loadings and mean together) and sets the noise from the expected
-    squared residuals, rows weighed by ``weights`` (summing to one). ``(value, parameters)``: the
-    weighted mean of ``log p(x_o)`` at the parameters given, and the step's ``(components, mean, noise)``.
-    Costs ``O(n D K^2)``."""
+def _posterior_with_holes(X, seen, weights, components, mean, noise):
+    """``(value, z_mean, factor)`` of ``x = W z + mu + eps`` on rows ``X`` whose observed entries are
+    ``seen`` (ones, zeros at the holes): the weighted mean of ``log p(x_o)`` (a tensor, differentiable
+    in ``components`` (K, D), ``mean`` and ``noise``), the posterior means of ``z`` given each row's
+    observed entries and the Cholesky factors of their precisions. Costs ``O(n D K^2)``."""
     n_features, K = X.shape[1], components.shape[0]
-    seen = observed.to(X.dtype)
     W = components.T  # (D, K)
     # Sums over features of w_d w_d^T as one matrix product (n, D) @ (D, K K): a batched einsum took
     # 1.4 times the CPU of the whole step (breast_cancer, K = 16, 40 % holes).
@@ -161,21 +161,62 @@ def _em_with_holes(X, observed, weights, components, mean, noise, floor, isotrop
     residual = seen * (X - mean)
     projected = (precision * residual) @ W
     z_mean = torch.cholesky_solve(projected.unsqueeze(-1), factor).squeeze(-1)
-    z_cov = torch.cholesky_inverse(factor)
     log_det = seen @ noise.expand(n_features).log() + 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)
     quad = (precision * residual.square()).sum(-1) - (projected * z_mean).sum(-1)
-    value = float(weights @ (-0.5 * (seen.sum(-1) * math.log(2 * math.pi) + log_det + quad)))
+    value = weights @ (-0.5 * (seen.sum(-1) * math.log(2 * math.pi) + log_det + quad))
+    return value, z_mean, factor
+
+
+def _em_with_holes(X, observed, weights, components, mean, noise, floor, isotropic):
+    """One EM step of ``x = W z + mu + eps`` on rows ``X`` with holes (missing at random; Tipping and
+    Bishop, 1999; Ilin and Raiko, 2010), from loadings ``components`` (K, D), ``mean`` and ``noise`` (one
+    variance, or one per feature when not ``isotropic``, kept above ``floor``): the E-step is the
+    posterior of ``z`` given each row's ``observed`` entries (:func:`_posterior_with_holes`), the M-step
+    regresses each feature's observed values on ``[E z; 1]`` (loadings and mean together) and sets the
+    noise from the expected squared residuals, rows weighed by ``weights`` (summing to one).
+    ``(value, parameters)``: the weighted mean of ``log p(x_o)`` at the parameters given, and the step's
+    ``(components, mean, noise)``. Costs ``O(n D K^2)``."""
+    K = components.shape[0]
+    seen = observed.to(X.dtype)
+    value, z_mean, factor = _posterior_with_holes(X, seen, weights, components, mean, noise)
+    z_cov = torch.cholesky_inverse(factor)
     first = torch.cat([z_mean, torch.ones_like(z_mean[:, :1])], 1)  # [E z; 1], (n, K + 1)
     second = first.unsqueeze(-1) * first.unsqueeze(-2)
     second[:, :K, :K] += z_cov
     weighted = seen * weights.unsqueeze(-1)
-    gram = (weighted.T @ second.reshape(len(X), -1)).reshape(n_features, K + 1, K + 1)
+    gram = (weighted.T @ second.reshape(len(X), -1)).reshape(X.shape[1], K + 1, K + 1)
     coefficients = torch.linalg.solve(gram, (weighted * X).T @ first)  # (D, K + 1)
     W, mean = coefficients[:, :K], coefficients[:, K]
-    spread = z_cov.reshape(len(X), K * K) @ (W.unsqueeze(-1) * W.unsqueeze(-2)).reshape(n_features, K * K).T
+    spread = z_cov.reshape(len(X), K * K) @ (W.unsqueeze(-1) * W.unsqueeze(-2)).reshape(X.shape[1], K * K).T
     squared = (weighted * ((X - first @ coefficients.T).square() + spread)).sum(0)
     noise = squared.sum() / weighted.sum() if isotropic else squared / weighted.sum(0)
-    return value, (W.T.contiguous(), mean, noise.clamp_min(floor))
+    return float(value), (W.T.contiguous(), mean, noise.clamp_min(floor))
+
+
+def _quasi_newton_with_holes(X, observed, weights, params, floor, evaluations=_QUASI_NEWTON_EVALUATIONS):
+    """SciPy's L-BFGS-B from ``params`` ``(components, mean, noise)`` on the weighted mean of
+    ``log p(x_o)`` (:func:`_posterior_with_holes`), in the loadings, the mean and the logarithm of the
+    noise bounded below by that of ``floor``, for at most ``evaluations`` of it and its gradient; the
+    parameters reached. Where the noise nears its floor EM's steps shrink by a rate near one (on
+    ``crabs`` with 40 % of entries missing, 4 factors of 5 features, 500 accelerated EM steps stopped
+    0.003 nats per sample short, every noise at the floor at the optimum); the bounds hold the floor
+    exactly and the quasi-Newton steps learn the curvature: 81 evaluations, 0.07 CPU s."""
+    seen = observed.to(X.dtype)
+    components, mean, noise = (torch.nn.Parameter(p.clone()) for p in (params[0], params[1], params[2].log()))
+
+    def evaluate():
+        loss = -_posterior_with_holes(X, seen, weights, components, mean, noise.exp())[0]
+        loss.backward()
+        return float(loss.detach())
+
+    objective, start, load = flat_objective([components, mean, noise], evaluate)
+    lower = torch.as_tensor(floor, dtype=X.dtype).log().expand(noise.shape).reshape(-1).tolist()
+    bounds = [(None, None)] * (components.numel() + mean.numel()) + [(bound, None) for bound in lower]
+    options = {"maxfun": evaluations, "maxiter": evaluations, "maxcor": 20, "ftol": 1e-15, "gtol": 1e-10}
+    with torch.enable_grad():
+        load(minimize(objective, start, jac=True, method="L-BFGS-B", bounds=bounds, options=options).x)
+    with torch.no_grad():
+        return components.detach().clone(), mean.detach().clone(), noise.exp().clamp_min(floor).detach()
 
 
 def _em_gap(step, params):
@@ -224,6 +265,25 @@ def _squarem_climb(step, params, floor, tol, n_steps):
         params = stabilised if math.isfinite(at_jump) and at_jump >= at_first else second
 
 
+def _positive(spread):
+    """``spread`` with one where it is not positive (a constant feature)."""
+    return torch.where(spread > 0, spread, torch.ones_like(spread))
+
+
+def _rescale_features(module, scales):
+    """Store the parameters of the factor analysis ``module`` (a ``FactorAnalysisModule``) in units of
+    each feature's ``scales`` in place, the model unchanged (the noise as it reads, at the module's
+    floor or above): its floor is then ``noise_floor * scales ** 2``, and a step of Adam the same
+    fraction of every ``scales``."""
+    with torch.no_grad():
+        scales = scales.to(module.feature_scales)
+        components, mean, noise = module.components.clone(), module.mean.clone(), module.noise_variance.clone()
+        module.feature_scales.copy_(scales)
+        module.scaled_components.copy_(components / scales)
+        module.scaled_mean.copy_(mean / scales)
+        module.log_scaled_noise.copy_(noise.log() - 2 * scales.log())
+
+
 def _gaussian_log_likelihood(covariance, model_covariance):
     """Mean log-likelihood of data of ``covariance`` (about their mean) under a Gaussian of
     ``model_covariance`` centred at that mean."""
@@ -262,8 +322,7 @@ def pca_start(groups, n_components, module_class, isotropic, noise_floor=0.0):
     if not isotropic:
         # Factor analysis is equivariant to each feature's scale, and so is its start: PCA of the
         # correlations, mapped back to each feature's units.
-        spread = covariance.diagonal().sqrt()
-        spread = torch.where(spread > 0, spread, torch.ones_like(spread))
+        spread = _positive(covariance.diagonal().sqrt())
         covariance = covariance / torch.outer(spread, spread)
     eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
     eigenvalues, eigenvectors = eigenvalues.flip(0).clamp_min(0), eigenvectors.flip(1)
@@ -332,13 +391,27 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
         """The module's keyword for its noise floor: none for one shared variance (PPCA)."""
         return {} if self._isotropic else {"noise_floor": self.params_.noise_floor}
 
-    def _start_module(self, X, generator, units, previous):
-        """A warm start holds the noise at this estimator's floor, whatever the fitted module held
-        (:meth:`from_estimator`'s has none: it keeps the source's parameters exactly)."""
-        module = super()._start_module(X, generator, units, previous)
-        if previous is not None and not self._isotropic:
+    def _initialize(self, solver, groups, rows, generator, units, previous=None):
+        """Every start of factor analysis holds the noise at this estimator's floor of each feature's
+        variance in the training rows ``rows`` (their moments' on complete data; with holes, the rows'
+        with their holes at the centre), not of the start's own variances ``W W^T + Psi``: the optimum
+        the check of ``converged_`` judges is then the data's, the same from every start. Floors of the
+        start's variances moved it with the start: on ``crabs`` with 20 % of entries self-masking, 4
+        factors of 5 features, nearly every noise at its floor, the refit from the search's moment fit
+        (whose variances are those of the one Gaussian fitted to the training rows, 1.4 to 1.9 times
+        the rows') converged at -0.4225 nats per sample, the fit from the random start (1.005 to 1.07
+        times the rows', its random loadings') at -0.2514; both now reach -0.2453. A warm start's module
+        takes the estimator's floor (:meth:`from_estimator`'s has none: it keeps the source's
+        parameters exactly)."""
+        module, near_start = super()._initialize(solver, groups, rows, generator, units, previous)
+        if not self._isotropic:
+            if groups is not None and len(groups) == 1 and groups[0].observed is None:  # complete data's moments
+                spread = _positive(groups[0].moments.covariance.diagonal().sqrt())
+            else:
+                spread = self._feature_spread(rows)
+            _rescale_features(module, spread)
             module.noise_floor = self.params_.noise_floor
-        return module
+        return module, near_start
 
     def _noise_floors(self):
         """Factor analysis' least noise variances in the data's units (float64), or None (PPCA)."""
@@ -353,8 +426,7 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
     def _feature_spread(X):
         """Each feature's standard deviation in the (standardised) training rows ``X``; one where it
         has none."""
-        spread = X.std(0, correction=0)
-        return torch.where(spread > 0, spread, torch.ones_like(spread))
+        return _positive(X.std(0, correction=0))
 
     def _set_fitted_attributes(self):
         module = self.module_
@@ -403,8 +475,7 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
                 optimum = -0.5 * (n_features * math.log(2 * math.pi) + float(eigenvalues[:K].log().sum())
                                   + (n_features - K) * float(noise.log()) + n_features)
                 return optimum - fitted
-            spread = covariance.diagonal().sqrt()
-            spread = torch.where(spread > 0, spread, torch.ones_like(spread))
+            spread = _positive(covariance.diagonal().sqrt())
             correlation = covariance / torch.outer(spread, spread)
             components = torch.as_tensor(self.components_, dtype=torch.float64) / spread
             noise = torch.as_tensor(self.noise_variance_, dtype=torch.float64) / spread.square()
@@ -442,7 +513,8 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
     def _climb_to_optimum(self, X, sample_weight):
         """On rows with holes: EM with holes (:func:`_em_with_holes`) from the fitted parameters,
         accelerated (:func:`_squarem_climb`), until the check of ``converged_`` passes from where it
-        got (:func:`_em_gap`), or ``_CLIMB_STEPS`` EM steps; the better parameters are kept and their
+        got (:func:`_em_gap`), or ``_CLIMB_STEPS`` EM steps, then, if it has not passed, quasi-Newton
+        steps (:func:`_quasi_newton_with_holes`); the better parameters are kept and their
         :meth:`_optimality_gap` returned. Plain EM crawls where the holes say little about a
         direction: from the factor analysis of 200 rows of 8 features, 40 % of their entries missing
         and filled with the column means (0.36 nats per sample below the optimum), its 500 steps
@@ -466,6 +538,9 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
                 if gap <= tol or spent >= _CLIMB_STEPS:
                     break
                 params = following  # the check's steps climb too
+            if gap > tol:  # EM stopped short: quasi-Newton steps from where it got
+                params = _quasi_newton_with_holes(X_t, observed, weights, following, floor)
+                gap, checked, following = _em_gap(step, params)
         if checked[0] <= start:
             return self._optimality_gap(X, sample_weight)
         components, mean, noise = params

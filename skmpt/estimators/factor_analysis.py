@@ -37,19 +37,22 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
     conditionals go through the ``K x K`` posterior of ``z`` given the observed tokens, each
     weighted by its own noise precision ``1 / psi_d``.
 
-    Each noise variance is held at ``noise_floor`` (``1e-2``) of its feature's variance or above (the variance
-    under the fit's start, about the data's), in training, in EM with holes and in the check of
-    ``converged_``, which judges the optimum so bounded. Without the floor the likelihood can peak
-    where a feature's noise all but vanishes (a Heywood case, common where columns are nearly
-    collinear and entries are missing), an optimum that EM, accelerated or not, approaches at a
-    rate near one: on ``breast_cancer`` with 40 % of entries missing, 16 factors, noise variances
-    of 5e-6 of their feature's variance and refits of 1.5 and 4.1 CPU s (one stopped short);
-    held at the floor, 0.6 to 0.7 s. scikit-learn's ``FactorAnalysis`` keeps its noise above
-    ``1e-12`` (in the data's units); :meth:`from_estimator` keeps its parameters exactly, below the
-    floor too, and ``warm_start`` continues them from the floor. A feature whose noise truly is
-    below the floor (a trending series nearly determined by the factors) is modelled with more
-    noise than it has: on ``macrodata`` with 40 % self-masking, 7 of 12 columns below it, one fit
-    imputed 9.8 % worse.
+    Each noise variance is held at ``noise_floor`` (``1e-2``) of its feature's variance or above (in the
+    training rows, their missing entries at the feature's mean: the same floor from every start), in
+    training, in EM with holes and in the check of ``converged_``, which judges the optimum so bounded.
+    A floor of the start's own variances moved that optimum with the start: with most noises at the
+    floor, a warm start from :class:`MaskedModelSearch`'s moment fit (of variances 1.4 to 1.9 times the
+    rows') said converged 0.17 nats per sample below the fit from the random start (``crabs``, 20 % of
+    entries self-masking, 4 factors of 5 features). Without the floor the likelihood can peak where a
+    feature's noise all but vanishes (a Heywood case, common where columns are nearly collinear and
+    entries are missing), an optimum that EM, accelerated or not, approaches at a rate near one: on
+    ``breast_cancer`` with 40 % of entries missing, 16 factors, noise variances of 5e-6 of their
+    feature's variance and refits of 1.5 and 4.1 CPU s (one stopped short); held at the floor, 0.6 to
+    0.7 s. scikit-learn's ``FactorAnalysis`` keeps its noise above ``1e-12`` (in the data's units);
+    :meth:`from_estimator` keeps its parameters exactly, below the floor too, and ``warm_start``
+    continues them from the floor. A feature whose noise truly is below the floor (a trending series
+    nearly determined by the factors) is modelled with more noise than it has: on ``macrodata`` with
+    40 % self-masking, 7 of 12 columns below it, one fit imputed 9.8 % worse.
 
     ``score_samples`` is the cumulative MPT estimate ``sum_M S(x; M)`` of ``log p(x)``;
     with the default chain estimator one ordering gives it exactly.
@@ -65,8 +68,7 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         The first noise variances ``psi``, in the data's units, as
         :class:`~sklearn.decomposition.FactorAnalysis`'s; None: each feature's own variance
         (a start, like the model, equivariant to each feature's scale). The noise floor is
-        ``1e-2`` of each feature's variance under the start (these variances plus the small
-        random loadings'), so variances given far below the data's lower it too.
+        ``noise_floor`` of each feature's variance in the data, whatever the start.
     {mask_rate}
     {n_masks}
     {score_masks}
@@ -95,8 +97,9 @@ class MaskedFactorAnalysis(_BaseLinearGaussian):
         were continued to the optimum with no epoch of MPT, in 0.02 to 0.69 s (without the noise
         floor: 12 of 14, up to 1.5 s, and a fit from the start after 4.1 s in all).
     noise_floor : float in [0, 1), default=1e-2
-        The least noise variance of each feature, as a fraction of its variance under the fit's
-        start (about the data's): see above. ``0`` lets the noise vanish, as scikit-learn's
+        The least noise variance of each feature, as a fraction of its variance in the training rows
+        (their missing entries at the feature's mean, so with 40 % missing, 0.6 of that fraction of the
+        observed entries' variance): see above. ``0`` lets the noise vanish, as scikit-learn's
         ``FactorAnalysis`` does (its floor is ``1e-12`` in the data's units), at the cost of EM's
         slow climb to a Heywood case. Chosen on the tuning tables of
         ``benchmarks/imputation_real.py`` among ``3e-3``, ``1e-2`` and ``3e-2`` (issue 42).

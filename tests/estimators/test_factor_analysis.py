@@ -351,6 +351,41 @@ def test_on_complete_data_the_floor_binds_only_where_scikit_learns_fit_is_heywoo
     assert fa.score(X) < em.score(X) - 1
 
 
+def test_converged_is_the_datas_optimum_from_every_start():
+    # Four factors of five features, 40 % of entries missing: most noises sit at the floor, so the
+    # optimum the check of converged_ judges moves with it. A floor of the start's variances (here those
+    # of scikit-learn's fit to the complete rows, 1 / 0.6 times the rows' with their holes at the mean)
+    # said converged 0.011 nats per sample below the fit from the random start.
+    rng = np.random.RandomState(1)
+    X = rng.randn(200, 2) @ rng.randn(2, 5) + 0.3 * rng.randn(200, 5) * rng.uniform(0.2, 1, 5)
+    X_holes = np.where(rng.rand(*X.shape) < 0.4, np.nan, X)
+    source = MaskedFactorAnalysis.from_estimator(FactorAnalysis(4).fit(X), random_state=0)
+    warm = source.set_params(warm_start=True).fit(X_holes)
+    cold = MaskedFactorAnalysis(4, random_state=0).fit(X_holes)
+    assert warm.converged_ and cold.converged_ and warm.n_iter_ == 0
+    np.testing.assert_allclose(warm.module_.noise_floors().numpy(), cold.module_.noise_floors().numpy(), rtol=1e-12)
+    lml = [fit.log_marginal_likelihood(X_holes).mean() for fit in (warm, cold)]
+    assert abs(lml[0] - lml[1]) < warm.tol
+    assert _floored_em_gain(warm, X_holes) <= warm.tol and _floored_em_gain(cold, X_holes) <= cold.tol
+
+
+def test_where_em_with_holes_stops_short_quasi_newton_steps_reach_the_optimum():
+    # Four factors of six features, 40 % of entries missing: the noise nears its floor at a rate near
+    # one, and 500 accelerated EM steps from scikit-learn's fit to the rows filled with their means stop
+    # 0.002 nats per sample short (then MPT trained 11 epochs and stopped short too, with a warning).
+    rng = np.random.RandomState(4)
+    X = rng.randn(150, 2) @ rng.randn(2, 6) + 0.3 * rng.randn(150, 6) * rng.uniform(0.2, 1, 6)
+    X_holes = np.where(rng.rand(*X.shape) < 0.4, np.nan, X)
+    filled = np.where(np.isnan(X_holes), np.nanmean(X_holes, 0), X_holes)
+    source = MaskedFactorAnalysis.from_estimator(FactorAnalysis(4).fit(filled), random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        warnings.simplefilter("error", UserWarning)
+        fa = source.set_params(warm_start=True).fit(X_holes)
+    assert fa.converged_ and fa.n_iter_ == 0  # climbed to the optimum, no epoch of MPT
+    assert _floored_em_gain(fa, X_holes) <= 1e-6
+
+
 def test_noise_floor_is_a_parameter_that_zero_switches_off():
     rng = np.random.RandomState(0)
     z = rng.randn(300, 1)

@@ -212,7 +212,7 @@ def test_mixture_warm_start_that_no_longer_matches_is_refused_before_anything_ch
 
 def test_factor_analysis_noise_variance_init():
     X = low_rank() * [1.0, 2.0, 3.0, 1.0, 0.5, 1.0]
-    init = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    init = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6]) * X.var(0)
     # Steps too small to move, from the random start (moments would start at PCA's solution).
     frozen = {"max_epochs": 1, "learning_rate": 1e-12, "random_state": 0, "solver": "minibatch"}
     with warnings.catch_warnings():
@@ -222,6 +222,12 @@ def test_factor_analysis_noise_variance_init():
     np.testing.assert_allclose(fa.noise_variance_, init, rtol=1e-8)  # in the data's units
     # the default: each feature's own variance (equivariant to its scale)
     np.testing.assert_allclose(default.noise_variance_, X.var(0), rtol=1e-8)
+    # the floor is 1e-2 of each feature's variance in the data, whatever the start: a variance below it reads as it
+    low = MaskedFactorAnalysis(2, noise_variance_init=init * 1e-3, **frozen)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        low.fit(X)
+    np.testing.assert_allclose(low.noise_variance_, 1e-2 * X.var(0), rtol=1e-8)
     for bad in (init[:-1], -init, np.full(6, np.nan)):
         with pytest.raises(ValueError, match="noise_variance_init must hold one positive"):
             MaskedFactorAnalysis(2, noise_variance_init=bad).fit(X)
