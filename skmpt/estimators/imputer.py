@@ -422,10 +422,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         random_state = check_random_state(self.random_state)
         estimator = self.estimator
         if estimator is None:
-            seed = self.random_state
-            if not (seed is None or isinstance(seed, numbers.Integral)):
-                seed = int(random_state.randint(np.iinfo(np.int32).max))
-            estimator = MaskedModelSearch(random_state=seed)
+            estimator = MaskedModelSearch(random_state=self._seed(random_state))
         if not isinstance(estimator, MaskedModelSearch):
             self._check_marker(estimator)
         if is_dask_collection(X):
@@ -452,6 +449,14 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         self.random_state_ = random_state
         return self
 
+    def _seed(self, random_state):
+        """The ``random_state`` of an estimator the imputer makes: its own where that is None or an
+        int, else a draw from ``random_state``, the fit's :class:`~numpy.random.RandomState`."""
+        seed = self.random_state
+        if seed is None or isinstance(seed, numbers.Integral):
+            return seed
+        return int(random_state.randint(np.iinfo(np.int32).max))
+
     def _with_fallback(self, estimator, random_state):
         """A :class:`MaskedModelSearch` ``estimator`` given the ``fallback`` to compare with its choice:
         None where it is never used (``sample_posterior=True``, categorical or count columns); any
@@ -463,10 +468,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         if self.sample_posterior or (table is not None and (len(table.categorical) or len(table.counts))):
             fallback = None
         elif isinstance(fallback, str):  # "trees"
-            seed = self.random_state
-            if not (seed is None or isinstance(seed, numbers.Integral)):
-                seed = int(random_state.randint(np.iinfo(np.int32).max))
-            fallback = _chained_trees(seed)
+            fallback = _chained_trees(self._seed(random_state))
         return clone(estimator).set_params(fallback=fallback)
 
     def _keep_fallback(self):
@@ -487,9 +489,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         if (self.fallback != "trees" or self.search_ is None or self.sample_posterior or table is None
                 or not len(table.categorical) or not isinstance(self.estimator_, MaskedMixedMixture)):
             return None
-        seed = self.random_state
-        if not (seed is None or isinstance(seed, numbers.Integral)):
-            seed = int(random_state.randint(np.iinfo(np.int32).max))
+        seed = self._seed(random_state)
         position = np.flatnonzero(self._valid)
         result = {}
         for column in table.categorical[self._valid[table.categorical]]:
