@@ -401,3 +401,26 @@ def test_noise_floor_is_a_parameter_that_zero_switches_off():
     assert free.score(X) > floored.score(X) + 1.0
     with pytest.raises(ValueError, match="noise_floor"):
         MaskedFactorAnalysis(1, noise_floor=1.0).fit(X)
+
+
+@pytest.mark.parametrize("isotropic", [False, True])
+def test_quasi_newton_gradient_with_holes_is_autograds(isotropic):
+    # The quasi-Newton steps take the gradient of log p(x_o) in closed form (Fisher's identity: the
+    # posterior mean of the complete-data gradient); it must be the derivative of the value they climb.
+    import skmpt.estimators._linear_gaussian as linear_gaussian
+
+    rng = np.random.RandomState(0)
+    X = torch.as_tensor(rng.randn(40, 5) @ rng.randn(5, 5))
+    seen = torch.as_tensor(rng.rand(40, 5) > 0.3, dtype=torch.float64)
+    X = X * seen  # values at the holes must not matter
+    weights = torch.as_tensor(rng.dirichlet(np.ones(40)))
+    components, mean = torch.as_tensor(rng.randn(2, 5)), torch.as_tensor(rng.randn(5))
+    noise = torch.as_tensor(rng.uniform(0.5, 2, () if isotropic else 5))
+    leaves = [p.clone().requires_grad_() for p in (components, mean, noise.log())]
+    value = linear_gaussian._posterior_with_holes(X, seen, weights, leaves[0], leaves[1], leaves[2].exp())[0]
+    value.backward()
+    closed, gradients = linear_gaussian._gradient_with_holes(X, seen, weights, components, mean, noise)
+    assert float(closed) == pytest.approx(float(value.detach()), abs=1e-12)
+    for leaf, gradient in zip(leaves, gradients):
+        assert gradient.shape == leaf.shape
+        np.testing.assert_allclose(gradient.numpy(), leaf.grad.numpy(), rtol=1e-10, atol=1e-12)
