@@ -298,12 +298,7 @@ def _rescale_features(module, scales):
     floor or above): its floor is then ``noise_floor * scales ** 2``, and a step of Adam the same
     fraction of every ``scales``."""
     with torch.no_grad():
-        scales = scales.to(module.feature_scales)
-        components, mean, noise = module.components.clone(), module.mean.clone(), module.noise_variance.clone()
-        module.feature_scales.copy_(scales)
-        module.scaled_components.copy_(components / scales)
-        module.scaled_mean.copy_(mean / scales)
-        module.log_scaled_noise.copy_(noise.log() - 2 * scales.log())
+        module.set_parameters_(module.components, module.mean, module.noise_variance, feature_scales=scales)
 
 
 def _gaussian_log_likelihood(covariance, model_covariance):
@@ -567,15 +562,9 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
             return self._optimality_gap(X, sample_weight)
         components, mean, noise = params
         unit = spread[0] if self._isotropic else spread
-        module = self.module_  # set in place (whoever holds it sees it), in its own feature scales: the floor's
-        scales = module.feature_scales.double().cpu()
-        anchor = module.scaled_mean
         mean = torch.as_tensor(center) + spread * mean - torch.as_tensor(self.offset_, dtype=torch.float64)
-        log_noise = (noise * unit.square()).log()
-        with torch.no_grad():
-            module.scaled_components.copy_((components * spread / scales).to(anchor))
-            module.scaled_mean.copy_((mean / scales).to(anchor))
-            module.log_scaled_noise.copy_((log_noise if self._isotropic else log_noise - 2 * scales.log()).to(anchor))
+        # set in place (whoever holds the module sees it), in its own feature scales: the floor's
+        self.module_.set_parameters_(components * spread, mean, noise * unit.square())
         self._set_fitted_attributes()
         return self._optimality_gap(X, sample_weight)
 

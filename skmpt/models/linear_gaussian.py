@@ -260,9 +260,10 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         # spread, for factor analysis): a step of Adam is then the same fraction of every feature's
         # spread, whatever its units.
         self.register_buffer("feature_scales", scales.detach().clone())
-        self.scaled_components = torch.nn.Parameter(components / scales)
-        self.scaled_mean = torch.nn.Parameter(mean / scales)
-        self.log_scaled_noise = torch.nn.Parameter(noise.log() - 2 * scales.log() if noise.ndim else noise.log())
+        self.scaled_components = torch.nn.Parameter(torch.empty_like(components))
+        self.scaled_mean = torch.nn.Parameter(torch.empty_like(mean))
+        self.log_scaled_noise = torch.nn.Parameter(torch.empty_like(noise))
+        self.set_parameters_(components, mean, noise)
 
     @property
     def components(self):
@@ -294,6 +295,45 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
     @property
     def n_features(self):
         return self.scaled_components.shape[1]
+
+    def set_parameters_(self, components, mean, noise_variance, feature_scales=None):
+        """Set ``W^T``, ``mu`` and the noise variance(s), stored in units of ``feature_scales``.
+
+        Parameters
+        ----------
+        components : torch.Tensor of shape (n_components, n_features)
+        mean : torch.Tensor of shape (n_features,)
+        noise_variance : torch.Tensor of shape () or (n_features,)
+            As the module holds it (one variance for isotropic noise, else one per feature).
+        feature_scales : torch.Tensor of shape (n_features,), default=None
+            The new units of each feature (see the class); None keeps the module's.
+
+        Returns
+        -------
+        self
+            Set in place, without gradient; the values are computed in the dtype of the tensors given,
+            then taken to the module's device and dtype.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from skmpt.models import FactorAnalysisModule
+        >>> W, psi = torch.tensor([[3.0, 1.0]], dtype=torch.float64), torch.tensor([1.0, 2.0], dtype=torch.float64)
+        >>> module = FactorAnalysisModule(W, torch.zeros(2, dtype=torch.float64), psi)
+        >>> _ = module.set_parameters_(2 * W, module.mean, psi, feature_scales=torch.tensor([10.0, 1.0]))
+        >>> module.scaled_components.detach(), module.components.detach()
+        (tensor([[0.6000, 2.0000]], dtype=torch.float64), tensor([[6., 2.]], dtype=torch.float64))
+        """
+        with torch.no_grad():
+            if feature_scales is not None:
+                self.feature_scales.copy_(torch.as_tensor(feature_scales).to(self.feature_scales))
+            scales = self.feature_scales.to(components)
+            noise = torch.as_tensor(noise_variance).to(components)
+            log_noise = noise.log() if self.isotropic else noise.log() - 2 * scales.log()
+            self.scaled_components.copy_(components / scales)
+            self.scaled_mean.copy_(mean.to(components) / scales)
+            self.log_scaled_noise.copy_(log_noise)
+        return self
 
     def unstandardize_(self, center, scale):
         """Map parameters fitted on ``(x - center) / scale`` back to the units of ``x``.
