@@ -228,7 +228,7 @@ def _quasi_newton_with_holes(X, observed, weights, params, floor, evaluations=_Q
 
     def evaluate():
         value, gradients = _gradient_with_holes(X, seen, weights, components, mean, noise.exp())
-        for parameter, gradient in zip((components, mean, noise), gradients):
+        for parameter, gradient in zip((components, mean, noise), gradients, strict=True):
             parameter.grad = -gradient
         return -float(value)
 

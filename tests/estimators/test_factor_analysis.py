@@ -421,6 +421,6 @@ def test_quasi_newton_gradient_with_holes_is_autograds(isotropic):
     value.backward()
     closed, gradients = linear_gaussian._gradient_with_holes(X, seen, weights, components, mean, noise)
     assert float(closed) == pytest.approx(float(value.detach()), abs=1e-12)
-    for leaf, gradient in zip(leaves, gradients):
+    for leaf, gradient in zip(leaves, gradients, strict=True):
         assert gradient.shape == leaf.shape
         np.testing.assert_allclose(gradient.numpy(), leaf.grad.numpy(), rtol=1e-10, atol=1e-12)
