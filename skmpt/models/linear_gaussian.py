@@ -324,11 +324,18 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         >>> module.scaled_components.detach(), module.components.detach()
         (tensor([[0.6000, 2.0000]], dtype=torch.float64), tensor([[6., 2.]], dtype=torch.float64))
         """
+        noise = torch.as_tensor(noise_variance).to(components)
+        expected = {"components": tuple(self.scaled_components.shape), "mean": (self.n_features,),
+                    "noise_variance": (() if self.isotropic else (self.n_features,)), "feature_scales": (self.n_features,)}
+        given = {"components": tuple(components.shape), "mean": tuple(mean.shape), "noise_variance": tuple(noise.shape),
+                 "feature_scales": expected["feature_scales"] if feature_scales is None else tuple(feature_scales.shape)}
+        for name, shape in given.items():
+            if shape != expected[name]:
+                raise ValueError(f"{name} must have shape {expected[name]}, as the module's; got {shape}.")
         with torch.no_grad():
             if feature_scales is not None:
                 self.feature_scales.copy_(torch.as_tensor(feature_scales).to(self.feature_scales))
             scales = self.feature_scales.to(components)
-            noise = torch.as_tensor(noise_variance).to(components)
             log_noise = noise.log() if self.isotropic else noise.log() - 2 * scales.log()
             self.scaled_components.copy_(components / scales)
             self.scaled_mean.copy_(mean.to(components) / scales)

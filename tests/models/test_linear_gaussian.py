@@ -196,3 +196,27 @@ def test_factor_analysis_noise_below_its_floor_reads_as_the_floor_and_still_gets
     assert torch.allclose(floored.noise_variance, torch.tensor([1e-2 * 9.001 * 100, 0.01], dtype=torch.float64))
     with pytest.raises(ValueError, match=r"noise_floor is a fraction .* in \[0, 1\); got 1.5"):
         FactorAnalysisModule(W, torch.zeros(2, dtype=torch.float64), psi, noise_floor=1.5)
+
+
+def test_set_parameters_stores_in_feature_units_and_refuses_other_shapes():
+    W = torch.tensor([[3.0, 1.0, -2.0]], dtype=torch.float64)
+    psi = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    module = FactorAnalysisModule(W, torch.zeros(3, dtype=torch.float64), psi)
+    scales = torch.tensor([10.0, 1.0, 0.1], dtype=torch.float64)
+    module.set_parameters_(2 * W, torch.ones(3, dtype=torch.float64), 3 * psi, feature_scales=scales)
+    torch.testing.assert_close(module.components.detach(), 2 * W)
+    torch.testing.assert_close(module.mean.detach(), torch.ones(3, dtype=torch.float64))
+    torch.testing.assert_close(module.noise_variance.detach(), 3 * psi)
+    torch.testing.assert_close(module.scaled_components.detach(), 2 * W / scales)
+    before = [p.detach().clone() for p in module.parameters()]
+    with pytest.raises(ValueError, match=r"mean must have shape \(3,\)"):
+        module.set_parameters_(W, torch.zeros(4, dtype=torch.float64), psi)
+    with pytest.raises(ValueError, match=r"noise_variance must have shape \(3,\)"):
+        module.set_parameters_(W, torch.zeros(3, dtype=torch.float64), psi[:2])
+    for old, new in zip(before, module.parameters(), strict=True):  # nothing set by a refused call
+        torch.testing.assert_close(old, new.detach())
+    ppca = PPCAModule(W, torch.zeros(3, dtype=torch.float64), 0.5)
+    ppca.set_parameters_(W, torch.zeros(3, dtype=torch.float64), torch.tensor(0.7, dtype=torch.float64))
+    assert float(ppca.noise_variance) == pytest.approx(0.7)
+    with pytest.raises(ValueError, match=r"noise_variance must have shape \(\)"):
+        ppca.set_parameters_(W, torch.zeros(3, dtype=torch.float64), psi)
