@@ -325,10 +325,11 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         (tensor([[0.6000, 2.0000]], dtype=torch.float64), tensor([[6., 2.]], dtype=torch.float64))
         """
         noise = torch.as_tensor(noise_variance).to(components)
-        expected = {"components": tuple(self.scaled_components.shape), "mean": (self.n_features,),
-                    "noise_variance": (() if self.isotropic else (self.n_features,)), "feature_scales": (self.n_features,)}
+        D = self.n_features
+        expected = {"components": tuple(self.scaled_components.shape), "mean": (D,),
+                    "noise_variance": () if self.isotropic else (D,), "feature_scales": (D,)}
         given = {"components": tuple(components.shape), "mean": tuple(mean.shape), "noise_variance": tuple(noise.shape),
-                 "feature_scales": expected["feature_scales"] if feature_scales is None else tuple(feature_scales.shape)}
+                 "feature_scales": (D,) if feature_scales is None else tuple(feature_scales.shape)}
         for name, shape in given.items():
             if shape != expected[name]:
                 raise ValueError(f"{name} must have shape {expected[name]}, as the module's; got {shape}.")
