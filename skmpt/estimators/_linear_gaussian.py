@@ -198,10 +198,10 @@ def _gradient_with_holes(X, seen, weights, components, mean, noise):
     """``(value, gradients)`` of the weighted mean of ``log p(x_o)`` of ``x = W z + mu + eps`` (as
     :func:`_posterior_with_holes`) and its gradients in the loadings ``components`` (K, D), the
     ``mean`` and the logarithm of each feature's noise (summed over the features where ``noise`` is one
-    variance), in closed form: by Fisher's identity each is the posterior
-    mean of the complete-data log-likelihood's gradient, whose statistics are the E-step's. Autograd
-    through the batched Cholesky factors took 2.8 times the CPU of an EM step (breast_cancer, 16 factors
-    of 30 features, 40 % holes); this takes less than one."""
+    variance), in closed form: by Fisher's identity each is the posterior mean of the complete-data
+    log-likelihood's gradient, whose statistics are the E-step's. Autograd through the batched
+    Cholesky factors took 2.8 times the CPU of an EM step (breast_cancer, 16 factors of 30 features,
+    40 % holes); this takes less than one."""
     n_features, K = X.shape[1], components.shape[0]
     W = components.T  # (D, K)
     value, z_mean, factor = _posterior_with_holes(X, seen, weights, components, mean, noise)
@@ -219,7 +219,7 @@ def _gradient_with_holes(X, seen, weights, components, mean, noise):
 def _quasi_newton_with_holes(X, observed, weights, params, floor, evaluations=_QUASI_NEWTON_EVALUATIONS):
     """SciPy's L-BFGS-B from ``params`` ``(components, mean, noise)`` on the weighted mean of
     ``log p(x_o)`` and its gradient (:func:`_gradient_with_holes`), in the loadings, the mean and the
-    logarithm of the noise bounded below by that of ``floor``, for at most ``evaluations`` of it and its gradient; the
+    logarithm of the noise bounded below by that of ``floor``, for at most ``evaluations`` of them; the
     parameters reached. Where the noise nears its floor EM's steps shrink by a rate near one (on
     ``crabs`` with 40 % of entries missing, 4 factors of 5 features, 500 accelerated EM steps stopped
     0.003 nats per sample short, every noise at the floor at the optimum); the bounds hold the floor

@@ -333,9 +333,15 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         for name, shape in given.items():
             if shape != expected[name]:
                 raise ValueError(f"{name} must have shape {expected[name]}, as the module's; got {shape}.")
+        if feature_scales is not None:
+            feature_scales = torch.as_tensor(feature_scales)
+            if not bool((feature_scales > 0).all()):
+                raise ValueError(f"feature_scales must be positive; got {feature_scales.tolist()}.")
+            if self.isotropic and not bool((feature_scales == feature_scales[0]).all()):
+                raise ValueError("Isotropic noise takes one scale for every feature; got one per feature.")
         with torch.no_grad():
             if feature_scales is not None:
-                self.feature_scales.copy_(torch.as_tensor(feature_scales).to(self.feature_scales))
+                self.feature_scales.copy_(feature_scales.to(self.feature_scales))
             scales = self.feature_scales.to(components)
             log_noise = noise.log() if self.isotropic else noise.log() - 2 * scales.log()
             self.scaled_components.copy_(components / scales)

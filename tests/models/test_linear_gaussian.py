@@ -220,3 +220,7 @@ def test_set_parameters_stores_in_feature_units_and_refuses_other_shapes():
     assert float(ppca.noise_variance) == pytest.approx(0.7)
     with pytest.raises(ValueError, match=r"noise_variance must have shape \(\)"):
         ppca.set_parameters_(W, torch.zeros(3, dtype=torch.float64), psi)
+    with pytest.raises(ValueError, match="feature_scales must be positive"):
+        module.set_parameters_(W, torch.zeros(3, dtype=torch.float64), psi, feature_scales=torch.zeros(3))
+    with pytest.raises(ValueError, match="one scale for every feature"):
+        ppca.set_parameters_(W, torch.zeros(3, dtype=torch.float64), torch.tensor(0.5), feature_scales=scales)
