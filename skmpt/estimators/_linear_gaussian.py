@@ -293,15 +293,6 @@ def _positive(spread):
     return torch.where(spread > 0, spread, torch.ones_like(spread))
 
 
-def _rescale_features(module, scales):
-    """Store the parameters of the factor analysis ``module`` (a ``FactorAnalysisModule``) in units of
-    each feature's ``scales`` in place, the model unchanged (the noise as it reads, at the module's
-    floor or above): its floor is then ``noise_floor * scales ** 2``, and a step of Adam the same
-    fraction of every ``scales``."""
-    with torch.no_grad():
-        module.set_parameters_(module.components, module.mean, module.noise_variance, feature_scales=scales)
-
-
 def _gaussian_log_likelihood(covariance, model_covariance):
     """Mean log-likelihood of data of ``covariance`` (about their mean) under a Gaussian of
     ``model_covariance`` centred at that mean."""
@@ -427,7 +418,11 @@ class _BaseLinearGaussian(_InformationCriteriaMixin, _BaseMaskedEstimator):
                 spread = _positive(groups[0].moments.covariance.diagonal().sqrt())
             else:
                 spread = self._feature_spread(rows)
-            _rescale_features(module, spread)
+            # the parameters stored in units of ``spread`` (the model unchanged, the noise as it reads, at
+            # the module's floor or above): its floor is then ``noise_floor * spread ** 2``, and a step of
+            # Adam the same fraction of every feature's spread
+            with torch.no_grad():
+                module.set_parameters_(module.components, module.mean, module.noise_variance, feature_scales=spread)
             module.noise_floor = self.params_.noise_floor
         return module, near_start
 

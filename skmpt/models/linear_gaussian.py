@@ -253,17 +253,14 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
                 f"noise_variance must be one number or one per feature ({mean.shape[0]}); "
                 f"got shape {tuple(noise.shape)}."
             )
-        scales = torch.ones_like(mean) if feature_scales is None else torch.as_tensor(feature_scales).to(mean)
-        if noise.ndim == 0 and not bool((scales == scales[0]).all()):
-            raise ValueError("Isotropic noise takes one scale for every feature; got one per feature.")
         # Each feature's loadings, mean and noise are stored in units of its scale (the start's
         # spread, for factor analysis): a step of Adam is then the same fraction of every feature's
         # spread, whatever its units.
-        self.register_buffer("feature_scales", scales.detach().clone())
+        self.register_buffer("feature_scales", torch.ones_like(mean).detach())
         self.scaled_components = torch.nn.Parameter(torch.empty_like(components))
         self.scaled_mean = torch.nn.Parameter(torch.empty_like(mean))
         self.log_scaled_noise = torch.nn.Parameter(torch.empty_like(noise))
-        self.set_parameters_(components, mean, noise)
+        self.set_parameters_(components, mean, noise, feature_scales=feature_scales)
 
     @property
     def components(self):
@@ -334,7 +331,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
             if shape != expected[name]:
                 raise ValueError(f"{name} must have shape {expected[name]}, as the module's; got {shape}.")
         if feature_scales is not None:
-            feature_scales = torch.as_tensor(feature_scales)
+            feature_scales = torch.as_tensor(feature_scales).to(components)
             if not bool((feature_scales > 0).all()):
                 raise ValueError(f"feature_scales must be positive; got {feature_scales.tolist()}.")
             if self.isotropic and not bool((feature_scales == feature_scales[0]).all()):
