@@ -325,13 +325,14 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         D = self.n_features
         expected = {"components": tuple(self.scaled_components.shape), "mean": (D,),
                     "noise_variance": () if self.isotropic else (D,), "feature_scales": (D,)}
+        if feature_scales is not None:
+            feature_scales = torch.as_tensor(feature_scales).to(components)
         given = {"components": tuple(components.shape), "mean": tuple(mean.shape), "noise_variance": tuple(noise.shape),
                  "feature_scales": (D,) if feature_scales is None else tuple(feature_scales.shape)}
         for name, shape in given.items():
             if shape != expected[name]:
                 raise ValueError(f"{name} must have shape {expected[name]}, as the module's; got {shape}.")
         if feature_scales is not None:
-            feature_scales = torch.as_tensor(feature_scales).to(components)
             if not bool((feature_scales > 0).all()):
                 raise ValueError(f"feature_scales must be positive; got {feature_scales.tolist()}.")
             if self.isotropic and not bool((feature_scales == feature_scales[0]).all()):
