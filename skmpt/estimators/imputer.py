@@ -157,8 +157,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         (one head per column type): ``estimator=None`` chooses among mixtures of 1, 2, 4, 8, 16
         components and (tables of at most 20,000 rows) a VAE of 2 latent dimensions by held-out
         likelihood; a
-        ``MaskedMixedMixture`` or ``MaskedVAE`` given is told the categorical and count columns;
-        another estimator is an error. ``transform`` fills a categorical
+        ``MaskedMixedMixture`` or ``MaskedVAE`` given (alone, or as a candidate of a
+        :class:`MaskedModelSearch`) is told the categorical and count columns; another estimator is an
+        error. ``transform`` fills a categorical
         hole with its most probable category (a draw with ``sample_posterior=True``) and, with
         ``set_output(transform="pandas")``, returns the table with its columns, index and dtypes
         (as an object array otherwise). A category not seen at fit, or a string column of more
@@ -342,9 +343,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         return TableLayout(X, column_types, self.params_["missing_values"])
 
     def _for_table(self, estimator, n_samples):
-        """``estimator`` told the table's categorical columns (and their categories, all of them, so
-        that a split missing a rare one still knows it); for ``estimator=None``, the mixed mixtures and
-        the search's smallest VAE told them, for tables of at most ``_VAE_MAX_ROWS`` rows."""
+        """``estimator`` (or each candidate of a :class:`MaskedModelSearch` given) told the table's
+        categorical columns (and their categories, all of them, so that a split missing a rare one
+        still knows it), a model of numbers only an error; for a search without candidates, the mixed
+        mixtures and the smallest VAE told them, for tables of at most ``_VAE_MAX_ROWS`` rows."""
         table = self.table_
         if table is None or not (len(table.categorical) or len(table.counts)):
             return estimator
@@ -352,11 +354,24 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         mixed = {"categorical_features": np.searchsorted(position, table.categorical).tolist(),
                  "count_features": np.searchsorted(position, table.counts[self._valid[table.counts]]).tolist(),
                  "categories": [np.arange(len(c), dtype=np.float64) for c in table.categories]}
-        if isinstance(estimator, (MaskedMixedMixture, MaskedVAE)):
-            return clone(estimator).set_params(**mixed)
-        if isinstance(estimator, MaskedModelSearch):
-            if estimator.candidates is not None:
-                return estimator  # the user's candidates
+        names = [table.columns[j] for j in [*table.categorical, *table.counts]]
+
+        def told(model):
+            if isinstance(model, (MaskedMixedMixture, MaskedVAE)):
+                return clone(model).set_params(**mixed)
+            raise ValueError(f"Column(s) {names[:10]} of X are categorical or counts, and {type(model).__name__} "
+                             f"models numbers only: impute them with MaskedMixedMixture or MaskedVAE (or "
+                             f"estimator=None), or declare them numeric with column_types.")
+
+        if not isinstance(estimator, MaskedModelSearch):
+            return told(estimator)
+        given = estimator.candidates
+        if isinstance(given, list | tuple):
+            return clone(estimator).set_params(candidates=[told(model) for model in given])
+        if isinstance(given, dict) and all(isinstance(models, list | tuple) for models in given.values()):
+            return clone(estimator).set_params(candidates={family: [told(model) for model in models]
+                                                           for family, models in given.items()})
+        if given is None:
             sizes = [k for k in _MIXED_SIZES if k == 1 or 10 * k <= n_samples]
             candidates = [MaskedMixedMixture(k, **mixed, random_state=estimator.random_state) for k in sizes]
             families = {"mixed": candidates}
@@ -365,10 +380,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
                                           random_state=estimator.random_state)["vae"]
                 families["vae"] = [vaes[0].set_params(**mixed)]
             return clone(estimator).set_params(candidates=families)
-        names = [table.columns[j] for j in [*table.categorical, *table.counts]]
-        raise ValueError(f"Column(s) {names[:10]} of X are categorical or counts, and {type(estimator).__name__} "
-                         f"models numbers only: impute them with MaskedMixedMixture or MaskedVAE (or "
-                         f"estimator=None), or declare them numeric with column_types.")
+        return estimator  # candidates the search refuses by name
 
     def _table_output(self, original, out, X):
         """``transform``'s output for a DataFrame: the table with its holes filled, columns, index and

@@ -5,7 +5,7 @@ import pytest
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401
 from sklearn.impute import IterativeImputer, KNNImputer
 
-from skmpt import MaskedImputer, MaskedModelSearch, MaskedPPCA, MaskedVAE
+from skmpt import MaskedImputer, MaskedMixedMixture, MaskedModelSearch, MaskedPPCA, MaskedVAE
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -186,3 +186,14 @@ def test_dask_input_chooses_on_the_sample_and_imputes_each_chunk():
     assert imputer.fallback_ is not None
     out = imputer.transform(da.from_array(X_missing, chunks=(100, 5))).compute()
     np.testing.assert_array_equal(out, imputer.transform(X_missing))
+
+
+def test_a_search_given_is_told_the_categorical_columns():
+    _, frame = _checkerboard(120)
+    search = MaskedModelSearch({"mixed": [MaskedMixedMixture(1), MaskedMixedMixture(2)]}, random_state=0)
+    imputer = MaskedImputer(search, random_state=0).set_output(transform="pandas").fit(frame)
+    assert imputer.estimator_.categorical_features == [4]
+    assert imputer.categorical_fallback_["side"]["model_error"] < 1  # a category, not a number, is guessed
+    assert set(imputer.transform(frame)["side"]) == {"down", "up"}
+    with pytest.raises(ValueError, match=r"\['side'\] of X are categorical or counts, and MaskedPPCA"):
+        MaskedImputer(MaskedModelSearch([MaskedMixedMixture(1), MaskedPPCA(1)]), random_state=0).fit(frame)
