@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401 (makes IterativeImputer importable)
 from sklearn.impute import IterativeImputer, MissingIndicator
 from sklearn.utils import check_random_state
@@ -40,11 +41,11 @@ _TREES = {"n_estimators": 10, "min_samples_leaf": 3}
 _TREE_ROUNDS = 2
 # fallback="trees" on a table with categorical columns: per categorical column, missForest's classifier
 # (50 extra trees, here on bootstrap samples, for their out-of-bag guesses) against the model's most
-# probable category, on every observed entry of the column; the classifier fills the column's holes
+# probable category (the model refitted to the other half of the rows: both guess entries they were
+# not fitted to), on every observed entry of the column; the classifier fills the column's holes
 # where it is wrong less often by more than _CATEGORICAL_Z standard errors of the paired difference.
-# The level is the usual one-sided 5 %; on the mixed tuning tables (96 column fits) the two columns
-# above it were the classifier's to fill (it was wrong less often on the test holes), while the 8
-# more above z = 0 split 4 / 4.
+# The level is the usual one-sided 5 % (set when the model was judged on the rows it was fitted to,
+# and kept: on the mixed tuning tables the two comparisons gave the same PFC within noise).
 _CLASSIFIER = {"n_estimators": 50}
 _CATEGORICAL_Z = 1.645
 
@@ -55,14 +56,52 @@ def _chained_trees(random_state):
     return IterativeImputer(trees, max_iter=_TREE_ROUNDS, random_state=random_state)
 
 
-def _compare_classifier(model, X, j, seed):
-    """The model's most probable category of column ``j`` against an out-of-bag
-    :class:`~sklearn.ensemble.ExtraTreesClassifier`'s, on every row of ``X`` where ``j`` is observed.
+def _halves(observed, seed):
+    """Which rows are in the second of two random halves that each observe every feature (``observed``:
+    the observed entries), or None where a feature is observed in fewer than two rows."""
+    if (observed.sum(0) < 2).any():
+        return None
+    second = np.random.default_rng(seed).permutation(len(observed)) % 2 == 1
+    for half in (False, True):
+        for feature in np.flatnonzero(~observed[second == half].any(0)):
+            second[np.flatnonzero((second != half) & observed[:, feature])[0]] = half
+    both = observed[second].any(0).all() and observed[~second].any(0).all()
+    return second if both else None
 
-    Each row's ``j`` is hidden and the model imputes it (with the row's other holes, which are the
-    classifier's inputs: as at ``transform``, where the column's holes sit beside the model's
-    imputations of the others). Returns the comparison (errors are shares of wrong guesses, the
-    standard error that of their difference paired over the rows) and the fitted classifier.
+
+def _cross_fitted_guesses(model, X, columns, seed, tol):
+    """``model``'s most probable category of each of ``columns`` at every row of ``X`` where it is
+    observed (NaN elsewhere), by a clone of ``model`` fitted (from its start, to ``tol`` where that is
+    looser than its own) to the other half of the rows, given the rest of the row; None where the
+    rows do not split into two halves that each observe every feature."""
+    second = _halves(~np.isnan(X), seed)
+    if second is None:
+        return None
+    guesses = np.full((len(X), len(columns)), np.nan)
+    refit = clone(model)
+    if tol is not None:
+        refit.set_params(tol=max(model.tol, tol))
+    for half in (False, True):
+        with warnings.catch_warnings():  # a refit of the comparison, not the model the imputer uses
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fitted = clone(refit).fit(X[second != half])
+        for i, j in enumerate(columns):
+            rows = np.flatnonzero((second == half) & ~np.isnan(X[:, j]))
+            hidden = X[rows]
+            hidden[:, j] = np.nan
+            guesses[rows, i] = fitted.impute(hidden)[:, j]
+    return guesses
+
+
+def _compare_classifier(model, guesses, X, j, seed):
+    """The most probable categories ``guesses`` of column ``j`` (from :func:`_cross_fitted_guesses`)
+    against an out-of-bag :class:`~sklearn.ensemble.ExtraTreesClassifier`'s, on every row of ``X``
+    where ``j`` is observed.
+
+    The classifier's inputs are the row's other columns with ``model``'s imputations in their holes
+    (``j`` hidden), as at ``transform``, where the column's holes sit beside the model's imputations of
+    the others. Returns the comparison (errors are shares of wrong guesses, the standard error that of
+    their difference paired over the rows) and the fitted classifier.
     """
     rows = ~np.isnan(X[:, j])
     hidden = X[rows]
@@ -75,7 +114,7 @@ def _compare_classifier(model, X, j, seed):
         classifier.fit(np.delete(filled, j, axis=1), target)
     votes = classifier.oob_decision_function_
     judged = votes.sum(1) > 0
-    model_wrong = filled[judged, j] != target[judged]
+    model_wrong = guesses[rows][judged] != target[judged]
     classifier_wrong = classifier.classes_[votes[judged].argmax(1)] != target[judged]
     gain = model_wrong.astype(float) - classifier_wrong
     std_error = float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else np.inf
@@ -157,8 +196,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         (one head per column type): ``estimator=None`` chooses among mixtures of 1, 2, 4, 8, 16
         components and (tables of at most 20,000 rows) a VAE of 2 latent dimensions by held-out
         likelihood; a
-        ``MaskedMixedMixture`` or ``MaskedVAE`` given is told the categorical and count columns;
-        another estimator is an error. ``transform`` fills a categorical
+        ``MaskedMixedMixture`` or ``MaskedVAE`` given (alone, or as a candidate of a
+        :class:`MaskedModelSearch`) is told the categorical and count columns; another estimator is an
+        error. ``transform`` fills a categorical
         hole with its most probable category (a draw with ``sample_posterior=True``) and, with
         ``set_output(transform="pandas")``, returns the table with its columns, index and dtypes
         (as an object array otherwise). A category not seen at fit, or a string column of more
@@ -185,9 +225,11 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         cost more than the model), ``"trees"`` is compared per categorical column instead
         (``categorical_fallback_``): missForest's classifier, an
         :class:`~sklearn.ensemble.ExtraTreesClassifier` of 50 trees on the other columns (the model's
-        imputations in their holes), out of bag, against the model's most probable category, on every
-        observed entry of the column; the classifier fills the column's holes where it is wrong less
-        often by more than 1.645 standard errors of the paired difference (a one-sided test at 5 %).
+        imputations in their holes), out of bag, against the model's most probable category given the
+        rest of the row (the model refitted from its start to the other half of the rows, so that
+        neither guesses an entry it was fitted to), on every observed entry of the column; the
+        classifier fills the column's holes where it is wrong less often by more than 1.645 standard
+        errors of the paired difference (a one-sided test at 5 %).
 
     Attributes
     ----------
@@ -210,11 +252,14 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         With ``fallback="trees"``, ``sample_posterior=False`` and a search that chose a
         :class:`MaskedMixedMixture`, on a DataFrame with categorical columns: for each such column (of
         two categories or more) its comparison, a dict of ``model_error`` (the share of the column's
-        observed entries the model, as fitted, guesses wrong from the rest of the row: optimistic for
-        the model), ``fallback_error`` (the classifier's share, each entry guessed by the trees whose
-        bootstrap sample left it out), ``std_error`` (of their difference paired over the entries),
+        observed entries the model guesses wrong from the rest of the row, each guessed by a refit to
+        the other half of the rows, to the search's ``candidate_tol``: two refits in all),
+        ``fallback_error`` (the classifier's share, each entry guessed by the trees whose bootstrap
+        sample left it out), ``std_error`` (of their difference paired over the entries),
         ``n_entries``, ``chosen`` and ``classifier`` (the fitted classifier that fills the column's
-        holes at ``transform``, where chosen; else None). None otherwise.
+        holes at ``transform``, where chosen; else None). None
+        otherwise, and where a feature is observed in fewer than two rows (no two halves of the rows
+        both observe it).
     indicator_ : MissingIndicator or None
         With ``add_indicator=True``.
     table_ : TableLayout or None
@@ -342,9 +387,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         return TableLayout(X, column_types, self.params_["missing_values"])
 
     def _for_table(self, estimator, n_samples):
-        """``estimator`` told the table's categorical columns (and their categories, all of them, so
-        that a split missing a rare one still knows it); for ``estimator=None``, the mixed mixtures and
-        the search's smallest VAE told them, for tables of at most ``_VAE_MAX_ROWS`` rows."""
+        """``estimator`` (or each candidate of a :class:`MaskedModelSearch` given) told the table's
+        categorical columns (and their categories, all of them, so that a split missing a rare one
+        still knows it), a model of numbers only an error; for a search without candidates, the mixed
+        mixtures and the smallest VAE told them, for tables of at most ``_VAE_MAX_ROWS`` rows."""
         table = self.table_
         if table is None or not (len(table.categorical) or len(table.counts)):
             return estimator
@@ -352,11 +398,24 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         mixed = {"categorical_features": np.searchsorted(position, table.categorical).tolist(),
                  "count_features": np.searchsorted(position, table.counts[self._valid[table.counts]]).tolist(),
                  "categories": [np.arange(len(c), dtype=np.float64) for c in table.categories]}
-        if isinstance(estimator, (MaskedMixedMixture, MaskedVAE)):
-            return clone(estimator).set_params(**mixed)
-        if isinstance(estimator, MaskedModelSearch):
-            if estimator.candidates is not None:
-                return estimator  # the user's candidates
+        names = [table.columns[j] for j in [*table.categorical, *table.counts]]
+
+        def told(model):
+            if isinstance(model, (MaskedMixedMixture, MaskedVAE)):
+                return clone(model).set_params(**mixed)
+            raise ValueError(f"Column(s) {names[:10]} of X are categorical or counts, and {type(model).__name__} "
+                             f"models numbers only: impute them with MaskedMixedMixture or MaskedVAE (or "
+                             f"estimator=None), or declare them numeric with column_types.")
+
+        if not isinstance(estimator, MaskedModelSearch):
+            return told(estimator)
+        given = estimator.candidates
+        if isinstance(given, list | tuple):
+            return clone(estimator).set_params(candidates=[told(model) for model in given])
+        if isinstance(given, dict) and all(isinstance(models, list | tuple) for models in given.values()):
+            return clone(estimator).set_params(candidates={family: [told(model) for model in models]
+                                                           for family, models in given.items()})
+        if given is None:
             sizes = [k for k in _MIXED_SIZES if k == 1 or 10 * k <= n_samples]
             candidates = [MaskedMixedMixture(k, **mixed, random_state=estimator.random_state) for k in sizes]
             families = {"mixed": candidates}
@@ -365,10 +424,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
                                           random_state=estimator.random_state)["vae"]
                 families["vae"] = [vaes[0].set_params(**mixed)]
             return clone(estimator).set_params(candidates=families)
-        names = [table.columns[j] for j in [*table.categorical, *table.counts]]
-        raise ValueError(f"Column(s) {names[:10]} of X are categorical or counts, and {type(estimator).__name__} "
-                         f"models numbers only: impute them with MaskedMixedMixture or MaskedVAE (or "
-                         f"estimator=None), or declare them numeric with column_types.")
+        return estimator  # candidates the search refuses by name
 
     def _table_output(self, original, out, X):
         """``transform``'s output for a DataFrame: the table with its holes filled, columns, index and
@@ -491,13 +547,22 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             return None
         seed = self._seed(random_state)
         position = np.flatnonzero(self._valid)
-        result = {}
+        names, columns = [], []
         for column in table.categorical[self._valid[table.categorical]]:
             j = int(np.searchsorted(position, column))
-            if len(np.unique(X[~np.isnan(X[:, j]), j])) < 2:
-                continue
-            comparison, classifier = _compare_classifier(self.estimator_, X, j, seed)
-            result[table.columns[column]] = {**comparison, "classifier": classifier if comparison["chosen"] else None}
+            if len(np.unique(X[~np.isnan(X[:, j]), j])) >= 2:
+                names.append(table.columns[column])
+                columns.append(j)
+        # The refits are fitted to the search's candidate_tol, as the candidates it ranked (on Salaries
+        # at 40 % holes, 8 components: 0.07 CPU s each instead of 0.19 at the model's tol of 1e-3).
+        tol = self.search_.candidate_tol
+        guesses = _cross_fitted_guesses(self.estimator_, X, columns, seed, tol) if columns else None
+        if guesses is None:
+            return None
+        result = {}
+        for i, (name, j) in enumerate(zip(names, columns, strict=True)):
+            comparison, classifier = _compare_classifier(self.estimator_, guesses[:, i], X, j, seed)
+            result[name] = {**comparison, "classifier": classifier if comparison["chosen"] else None}
         return result
 
     def _features_to_model(self, empty):
