@@ -205,13 +205,13 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         than 1000 distinct values (an identifier), is an error naming the column; a column of one
         category is warned about.
     fallback : "trees", imputer or None, default="trees"
-        An imputer compared with the chosen model where the imputer chooses it (``estimator`` None or
-        a :class:`MaskedModelSearch`), and used instead where it imputes better on the user's own
-        rows: the search's held-out rows get a share of their observed entries hidden again (the
-        table's missing rate), the fallback is fitted once to every row of the search with those
-        entries blanked, the chosen model as fitted to the training rows only imputes the same
-        entries, and the fallback is kept (``fallback_``) where its mean squared error there (each
-        feature scaled by its variance) is lower. ``"trees"``: scikit-learn's
+        An imputer compared with the chosen model where the imputer chooses it (``estimator`` None or a
+        :class:`MaskedModelSearch`), and used instead where it imputes better on the user's own rows:
+        the search's held-out rows get a share of their observed entries hidden again (the table's
+        missing rate), the fallback is fitted once to every row of the search with those entries
+        blanked, the chosen model as fitted to the training rows only imputes the same entries, and the
+        fallback is kept (``fallback_``) where its mean squared error there (each feature scaled by its
+        variance) is lower (the model is then not refitted to every row). ``"trees"``: scikit-learn's
         :class:`~sklearn.impute.IterativeImputer` with an :class:`~sklearn.ensemble.ExtraTreesRegressor`
         of 10 trees (leaves of at least 3 rows) and 2 rounds, a lighter missForest, seeded by
         ``random_state``; it follows the nonlinear and skewed relations no Gaussian model does. An
@@ -237,6 +237,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         The fitted model, on the features observed at fit time (the chosen one when
         ``estimator`` is None or a :class:`MaskedModelSearch`; a
         :class:`~skmpt.models.missingness.SelfMaskingGaussian` with ``missingness="self-masking"``).
+        Where ``fallback_`` imputes, the chosen model as the search fitted it to its training rows:
+        it imputes nothing, so it is not refitted to every row.
     search_ : MaskedModelSearch or None
         The fitted search that chose ``estimator_`` (its ``cv_results_`` has every candidate's
         held-out score, standard error and time); None when ``estimator`` is a model.
@@ -627,7 +629,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             self.search_ = clone(estimator).set_params(refit=False).fit(part[rows].compute())
             self.search_.set_params(refit=estimator.refit)
             fitted = self.search_.best_estimator_
-            if estimator.refit:
+            if estimator.refit and self.search_.fallback_ is None:
                 fitted = clone(fitted).fit(part) if _trains_from_moments(fitted) else fitted.partial_fit(part)
             self.search_.best_estimator_ = self.estimator_ = fitted
             self._check_marker(fitted)

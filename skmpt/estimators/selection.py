@@ -395,9 +395,10 @@ class MaskedModelSearch(BaseEstimator):
         is trained to the larger of its own ``tol`` and this; the refit of the chosen one to its
         own. None: each candidate's own ``tol``.
     refit : bool, default=True
-        Refit the chosen candidate to every row (at most ``refit_max_samples``); if False,
-        ``best_estimator_`` is the candidate fitted to the training rows (no second fit: faster,
-        on fewer rows).
+        Refit the chosen candidate to every row (at most ``refit_max_samples``), unless a
+        ``fallback`` imputes better (the candidate then imputes nothing); if False, or where the
+        fallback was chosen, ``best_estimator_`` is the candidate fitted to the training rows (no
+        second fit: faster, on fewer rows).
     refit_max_samples : int or None, default=None
         Most rows the refit uses (a random subset of them); None: every row. A cost lever for
         large tables, not a default: on ``benchmarks/imputation_real.py``'s ``fair`` (6,366 rows)
@@ -415,13 +416,13 @@ class MaskedModelSearch(BaseEstimator):
         installed, else a line per fit).
     fallback : imputer or None, default=None
         An imputer (``fit_transform`` and ``transform``, every column out, e.g. scikit-learn's
-        :class:`~sklearn.impute.IterativeImputer`) compared with the chosen candidate after the refit:
-        a share of the held-out rows' observed entries (the table's missing rate, one draw) is
+        :class:`~sklearn.impute.IterativeImputer`) compared with the chosen candidate before the
+        refit: a share of the held-out rows' observed entries (the table's missing rate, one draw) is
         hidden again, the fallback is fitted once to the search's rows with those entries blanked,
         and the chosen candidate as fitted to the training rows imputes the same entries;
         ``fallback_`` is the fitted fallback where its mean squared error there (features scaled
-        by their variance) is lower, paired over the held-out rows. :class:`MaskedImputer` sets it
-        from its own ``fallback``.
+        by their variance) is lower, paired over the held-out rows, and the candidate is then not
+        refitted (see ``refit``). :class:`MaskedImputer` sets it from its own ``fallback``.
 
     Attributes
     ----------
@@ -446,7 +447,7 @@ class MaskedModelSearch(BaseEstimator):
         seconds); with ``criterion="likelihood_remask"`` also ``mean_remask_score`` (minus the
         mean squared error of the entries hidden again).
     refit_time_ : float
-        CPU seconds of the refit.
+        CPU seconds of the refit and of the fallback's comparison.
     fallback_ : imputer or None
         The fitted ``fallback`` where it imputed the entries hidden again better than the chosen
         candidate, else None.
@@ -577,7 +578,13 @@ class MaskedModelSearch(BaseEstimator):
         self.cv_results_["rank_test_score"] = ranks
         start = time.process_time()
         self.best_estimator_, self.rejected_refits_ = fitted[self.best_index_], []
-        if self.refit:
+        self.fallback_, self.fallback_comparison_ = None, None
+        if self.fallback is not None:
+            progress.update(len(rows) + 1, len(rows) + 1, f"fallback {type(self.fallback).__name__}")
+            self._compare_fallback(X_search, train, held_out, fitted[self.best_index_], rng)
+        # Where the fallback imputes better the model imputes nothing: its refit (on College at 40 % holes,
+        # 2 of the imputer's 3 CPU seconds) would change no imputation.
+        if self.refit and self.fallback_ is None:
             X_refit = X
             if self.refit_max_samples is not None and len(X) > self.refit_max_samples:
                 X_refit = X[np.sort(rng.choice(len(X), self.refit_max_samples, replace=False))]
@@ -585,10 +592,6 @@ class MaskedModelSearch(BaseEstimator):
             progress.update(len(rows) + 1, len(rows) + 1, f"refit to {len(X_refit)} rows",
                             force=len(X_refit) > 2 * train.sum())
             self._refit(X_refit, rows, candidates, fitted, scorer, ranks, unseen=X_refit is not X_search)
-        self.fallback_, self.fallback_comparison_ = None, None
-        if self.fallback is not None:
-            progress.update(len(rows) + 1, len(rows) + 1, f"fallback {type(self.fallback).__name__}")
-            self._compare_fallback(X_search, train, held_out, fitted[self.best_index_], rng)
         progress.close()
         self.best_score_ = float(means[self.best_index_])
         self.refit_time_ = time.process_time() - start

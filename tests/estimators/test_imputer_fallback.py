@@ -66,9 +66,17 @@ def test_switched_off_the_search_and_its_model_are_unchanged(table):
     on = MaskedImputer(random_state=0).fit(X_missing)
     assert off.fallback_ is None and off.fallback_comparison_ is None
     assert off.search_.get_params()["fallback"] is None
-    # The comparison runs after the refit and draws nothing the search uses: the same choice and fit.
+    # The comparison draws nothing the search uses: the same choice, and where the model imputes, the same fit.
     assert on.search_.best_index_ == off.search_.best_index_
-    np.testing.assert_allclose(on.estimator_.impute(X_missing), off.transform(X_missing), rtol=0, atol=1e-12)
+    assert (on.fallback_ is not None) == (table is _curve)
+    if on.fallback_ is None:
+        np.testing.assert_allclose(on.estimator_.impute(X_missing), off.transform(X_missing), rtol=0, atol=1e-12)
+    else:  # the trees impute: the model is not refitted, it stays the search's fit to its training rows
+        search = MaskedModelSearch(random_state=0, refit=False)
+        unrefitted = MaskedImputer(search, random_state=0, fallback=None).fit(X_missing)
+        np.testing.assert_array_equal(on.estimator_.impute(X_missing), unrefitted.transform(X_missing))
+        assert on.search_.best_estimator_ is on.estimator_
+        assert not np.allclose(on.estimator_.impute(X_missing), off.transform(X_missing), rtol=0, atol=1e-12)
 
 
 def test_the_random_state_fixes_the_trees():
