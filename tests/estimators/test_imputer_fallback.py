@@ -223,3 +223,14 @@ def test_a_search_given_is_told_the_categorical_columns():
     assert set(imputer.transform(frame)["side"]) == {"down", "up"}
     with pytest.raises(ValueError, match=r"\['side'\] of X are categorical or counts, and MaskedPPCA"):
         MaskedImputer(MaskedModelSearch([MaskedMixedMixture(1), MaskedPPCA(1)]), random_state=0).fit(frame)
+
+
+def test_no_categorical_comparison_where_a_feature_is_seen_once():
+    # Two halves of the rows cannot both observe a feature seen in one row: no comparison, the model imputes.
+    _, frame = _checkerboard(120)
+    frame.loc[1:, "y2"] = np.nan
+    frame.loc[0, "y2"] = 0.5
+    imputer = MaskedImputer(random_state=0).set_output(transform="pandas").fit(frame)
+    assert isinstance(imputer.estimator_, MaskedMixedMixture) and imputer.categorical_fallback_ is None
+    out = imputer.transform(frame)
+    assert not out.isna().any().any() and set(out["side"]) <= {"down", "up"}
