@@ -234,3 +234,12 @@ def test_no_categorical_comparison_where_a_feature_is_seen_once():
     assert isinstance(imputer.estimator_, MaskedMixedMixture) and imputer.categorical_fallback_ is None
     out = imputer.transform(frame)
     assert not out.isna().any().any() and set(out["side"]) <= {"down", "up"}
+
+
+def test_no_categorical_column_of_two_categories_gives_no_comparisons():
+    pd = pytest.importorskip("pandas")
+    _, frame = _checkerboard(120)
+    frame["side"] = pd.Categorical(np.where(frame["side"].isna(), None, "up"), categories=["up"])
+    with pytest.warns(UserWarning, match="side"):
+        imputer = MaskedImputer(random_state=0).fit(frame)
+    assert isinstance(imputer.estimator_, MaskedMixedMixture) and imputer.categorical_fallback_ == {}
