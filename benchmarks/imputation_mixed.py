@@ -333,8 +333,6 @@ def run_case(truth, target, removed, way, seed, methods, scored="test"):
                     imputed = imputer.transform(holed)
                     seconds = time.process_time() - start
                     imputed_train, imputed_test = imputed.iloc[train], imputed.iloc[test]
-                    if scored == "all":
-                        imputed_scored = imputed
                 else:
                     imputed_test = imputer.transform(holed.iloc[test])
                     seconds = time.process_time() - start
@@ -345,7 +343,7 @@ def run_case(truth, target, removed, way, seed, methods, scored="test"):
                 results[name] = f"failed ({error})"
                 continue
         score = downstream(imputed_train, target.iloc[train], imputed_test, target.iloc[test], seed)
-        errors = (scores(truth, imputed_scored, removed) if scored == "all" else
+        errors = (scores(truth, imputed, removed) if scored == "all" else  # "all": way "same" only
                   scores(truth.iloc[test], imputed_test, removed[test]))
         results[name] = (*errors, score, seconds)
     return results
