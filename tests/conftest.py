@@ -1,4 +1,5 @@
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -31,6 +32,20 @@ from support.text import model_dir  # noqa: E402, F401 (a fixture: a tiny saved 
 # examples do real linear algebra, whose first call (torch's warm-up) can be slow.
 settings.register_profile("skmpt", max_examples=40, deadline=None, derandomize=True)
 settings.load_profile("skmpt")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (setup.cfg): one worker per core this process may use, at most four.
+
+    Each worker imports torch, transformers and lm-eval (about 380 MB before its first test), and the
+    multi-process tests start two more processes each; beyond four workers the suite gains little
+    (its longest tests take 10-30 s). PYTEST_XDIST_AUTO_NUM_WORKERS, where set, decides instead.
+    """
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cores, 4)
 
 
 @pytest.fixture
