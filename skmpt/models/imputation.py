@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import torch
 
+from .._utils import inverse_from_cholesky
+
 __all__ = [
     "HolePatterns",
     "decoupled_covariance",
@@ -260,7 +262,7 @@ def pattern_conditional(X, observed, means, covariances):
     seen = holes.patterns.to(X.dtype)  # (U, D)
     factor = torch.linalg.cholesky(decoupled_covariance(covariances.unsqueeze(-3), seen))  # (K, U, D, D)
     # The decoupled covariance's inverse is Sigma_oo^{-1} beside the identity.
-    precision = torch.cholesky_inverse(factor)
+    precision = inverse_from_cholesky(factor)
     if precision.requires_grad:  # its backward reads the inverse: a new tensor
         precision = precision - torch.diag_embed(1 - seen)
     else:  # in place on the diagonal, for EM: a diag_embed of every pattern allocates and adds two more (K, U, D, D)

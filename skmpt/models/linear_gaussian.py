@@ -39,7 +39,7 @@ import math
 
 import torch
 
-from .._utils import chunk_budget
+from .._utils import chunk_budget, inverse_from_cholesky
 from ._chains import linear_gaussian_chain
 from ._masked_gaussian import feature_outer_products, masked_gaussian_sum
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
@@ -123,7 +123,7 @@ class _DensityMixin:
         factor = torch.linalg.cholesky(torch.eye(K, dtype=X.dtype, device=X.device) + information)
         projected = (seen * (X - self.mean) / noise) @ self.components.T
         mean = torch.cholesky_solve(projected.unsqueeze(-1), factor).squeeze(-1)
-        return mean, torch.cholesky_inverse(factor), factor
+        return mean, inverse_from_cholesky(factor), factor
 
     def log_marginal(self, X, *, generator=None, observed=None):
         """Closed-form ``log N(x | mu, W W^T + Psi)`` per sample, shape ``(n_samples,)``.
@@ -376,7 +376,7 @@ class LinearGaussianModule(_DensityMixin, MaskedModel):
         precision = torch.eye(K, dtype=dtype, device=given.device) + information.unflatten(-1, (K, K))
         # precision >= I, so its Cholesky factor is well conditioned and the K x K inverse
         # (needed for every token's predictive variance) is safe.
-        return torch.cholesky_inverse(torch.linalg.cholesky(precision))
+        return inverse_from_cholesky(torch.linalg.cholesky(precision))
 
     def _mask_posterior(self, given, dtype):
         """Per-mask ``cov`` of ``z | x_r``, ``(*batch, K, K)``, and every token's predictive

@@ -258,3 +258,18 @@ def test_the_conditional_without_gradients_is_the_one_with_them_bit_for_bit():
     assert all(torch.equal(a, b.detach()) for a, b in zip(plain, differentiable, strict=True))
     assert torch.equal(decoupled, decoupled_covariance(tracked.unsqueeze(1), observed).detach())
     assert torch.equal(covariances, before)
+
+
+@pytest.mark.parametrize("shape", [(3,), (4, 1), (2, 5, 7)])
+def test_the_inverse_from_a_cholesky_factor_is_torchs_with_its_gradient(shape):
+    # pattern_conditional and factor analysis' EM with holes invert batches of factors this way.
+    from skmpt._utils import inverse_from_cholesky
+
+    g = torch.Generator().manual_seed(len(shape))
+    A = torch.randn(*shape[:-1], shape[-1], shape[-1] + 2, generator=g, dtype=torch.float64)
+    factor = torch.linalg.cholesky(A @ A.mT + 0.1 * torch.eye(shape[-1], dtype=torch.float64)).requires_grad_()
+    ours, theirs = inverse_from_cholesky(factor), torch.cholesky_inverse(factor)
+    torch.testing.assert_close(ours, theirs, rtol=1e-10, atol=1e-12)
+    weights = torch.randn(ours.shape, generator=g, dtype=torch.float64)
+    (ours_grad,), (theirs_grad,) = (torch.autograd.grad((m * weights).sum(), factor) for m in (ours, theirs))
+    torch.testing.assert_close(ours_grad.tril(), theirs_grad.tril(), rtol=1e-8, atol=1e-10)
