@@ -102,6 +102,8 @@ class TableLayout:
     """
 
     def __init__(self, frame, column_types=None, missing_values=np.nan):
+        import pandas as pd
+
         column_types = {} if column_types is None else dict(column_types)
         unknown = set(column_types) - set(frame.columns)
         if unknown:
@@ -109,6 +111,9 @@ class TableLayout:
         for name, kind in column_types.items():
             if kind not in COLUMN_TYPES:
                 raise ValueError(f"column_types[{name!r}] must be one of {COLUMN_TYPES}; got {kind!r}.")
+        if not frame.columns.is_unique:
+            repeated = frame.columns[frame.columns.duplicated()].unique().tolist()
+            raise ValueError(f"X has more than one column named {repeated[:10]}: give each column its own name.")
         self.columns = list(frame.columns)
         self.dtypes = list(frame.dtypes)
         self.missing_values = missing_values
@@ -116,6 +121,12 @@ class TableLayout:
         for name in self.columns:
             series = frame[name]
             kind = column_types.get(name) or _read_kind(series)
+            if kind != "categorical" and _read_kind(series) == "categorical" and not (
+                    pd.api.types.is_object_dtype(series.dtype) or pd.api.types.is_string_dtype(series.dtype)):
+                # the holes would come back as a number the dtype cannot hold (a category not among its
+                # categories, True for any mean but zero)
+                raise ValueError(f"Column {name!r} has dtype {series.dtype} and cannot hold the {kind} values a "
+                                 f"model imputes: convert it to numbers first, or leave it categorical.")
             kinds.append(kind)
             if kind == "categorical":
                 self.categories.append(self._learn(series, explicit=name in column_types))
@@ -152,7 +163,7 @@ class TableLayout:
 
     def missing(self, frame):
         """Where ``frame``'s cells are missing, a boolean array of its shape."""
-        missing = frame.isna().to_numpy()
+        missing = frame.isna().to_numpy().copy()  # pandas' may be read-only (copy-on-write)
         if not (isinstance(self.missing_values, numbers.Real) and np.isnan(self.missing_values)):
             for j, name in enumerate(self.columns):
                 if j not in self.categorical:
@@ -212,16 +223,44 @@ class TableLayout:
             rows = missing[:, j]
             if not rows.any():
                 continue
-            column = values[rows, j]
+            column, dtype = values[rows, j], frame[name].dtype
             if j in codes:
                 categories = np.empty(len(codes[j]), dtype=object)
                 categories[:] = codes[j]
                 column = categories[np.rint(column).astype(np.intp)]
             else:  # in the column's own (float or integer) dtype, an integer or a count rounded
-                if pd.api.types.is_integer_dtype(frame[name].dtype) or j in self.counts:
+                if pd.api.types.is_integer_dtype(dtype) or j in self.counts:
                     column = np.rint(column)
-                column = pd.array(column).astype(frame[name].dtype)
-            series = filled[name].copy()
-            series.iloc[np.flatnonzero(rows)] = column
-            filled[name] = series.astype(frame[name].dtype)
+                if pd.api.types.is_integer_dtype(dtype):
+                    _check_range(column, dtype, name)
+                column = pd.array(column).astype(dtype)
+            try:
+                filled[name] = _filled(frame[name], rows, column)
+            except (TypeError, ValueError):
+                # a dtype that cannot hold the categories: a column of text missing in every row given
+                # (read as float64), a category dtype without a category seen at fit; the fit's dtype can
+                filled[name] = _filled(frame[name].astype(self.dtypes[j]), rows, column)
         return filled
+
+
+def _filled(series, rows, column):
+    """``series`` with the values ``column`` at ``rows`` (a boolean mask), in its own dtype (an
+    error where the dtype cannot hold them)."""
+    import pandas as pd
+
+    if pd.api.types.is_numeric_dtype(series.dtype) and column.dtype == object:
+        column = pd.array(list(column)).astype(series.dtype)  # e.g. float categories of a float column
+    series = series.copy()
+    series.iloc[np.flatnonzero(rows)] = column
+    return series.astype(series.dtype)
+
+
+def _check_range(column, dtype, name):
+    """Refuse integers ``column`` beyond what the integer ``dtype`` of the column ``name`` holds: a
+    cast would wrap them around (143 as an int8 is -113)."""
+    limits = np.iinfo(getattr(dtype, "numpy_dtype", dtype))
+    outside = (column < limits.min) | (column > limits.max)
+    if outside.any():
+        raise ValueError(f"Column {name!r} has dtype {dtype}, which holds {limits.min} to {limits.max}; the model "
+                         f"imputes {column[outside][:5].tolist()} there. Give the column a wider dtype (e.g. "
+                         f"int64 or Int64).")

@@ -397,10 +397,16 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         if table is None or not (len(table.categorical) or len(table.counts)):
             return estimator
         position = np.flatnonzero(self._valid)
-        mixed = {"categorical_features": np.searchsorted(position, table.categorical).tolist(),
+        # the model's columns are the valid ones (keep_empty_features=True keeps an empty column out of it)
+        kept = self._valid[table.categorical]
+        mixed = {"categorical_features": np.searchsorted(position, table.categorical[kept]).tolist(),
                  "count_features": np.searchsorted(position, table.counts[self._valid[table.counts]]).tolist(),
-                 "categories": [np.arange(len(c), dtype=np.float64) for c in table.categories]}
+                 "categories": [np.arange(len(c), dtype=np.float64)
+                                for c, modelled in zip(table.categories, kept, strict=True) if modelled]}
         names = [table.columns[j] for j in [*table.categorical, *table.counts]]
+        if len(mixed["categorical_features"]) + len(mixed["count_features"]) == len(position):
+            raise ValueError(f"Every column of X that the model would see is categorical or a count ({names[:10]}): "
+                             f"the mixed models need at least one numeric column beside them.")
 
         def told(model):
             if isinstance(model, (MaskedMixedMixture, MaskedVAE)):

@@ -427,6 +427,9 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
     # ------------------------------------------------------------------ data
     def _check_data(self, X):
         super()._check_data(X)
+        if len(self._discrete(X.shape[1])) == X.shape[1]:
+            raise ValueError(f"{type(self).__name__} needs at least one numeric feature (its components' Gaussian); "
+                             f"all {X.shape[1]} features of X are categorical or counts.")
         if self.params_.n_components > X.shape[0]:
             raise ValueError(f"n_components={self.params_.n_components} must be at most the number of samples, "
                              f"but X has {X.shape[0]} sample(s).")

@@ -292,3 +292,10 @@ def test_em_by_pattern_of_holes_is_em_row_by_row(covariance_type, monkeypatch):
     for name in ("weights_", "means_", "covariances_"):
         np.testing.assert_allclose(getattr(fitted, name), getattr(rowwise, name), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(fitted.transform(X), rowwise.transform(X), rtol=1e-12, atol=1e-12)
+
+
+def test_a_table_of_categories_alone_is_refused_by_name_of_the_need():
+    X = np.random.RandomState(0).randint(0, 2, (40, 2)).astype(float)
+    X[:5, 0] = np.nan
+    with pytest.raises(ValueError, match="at least one numeric feature"):
+        MaskedMixedMixture(2, categorical_features=[0, 1]).fit(X)

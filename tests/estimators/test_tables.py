@@ -221,3 +221,69 @@ def test_a_count_column_is_a_poisson_and_comes_back_as_integers():
     bad.loc[bad.index[0], "count"] = -3
     with pytest.raises(ValueError, match=r"Column 'count' holds counts, non-negative integers; it holds \[-3.0\]"):
         imputer.transform(bad)
+
+
+def test_an_integer_the_columns_dtype_cannot_hold_is_refused_not_wrapped_around():
+    a = np.random.RandomState(0).uniform(0, 1, 100)
+    frame = pd.DataFrame({"a": a, "v": pd.array(np.round(a * 120), dtype="Int8")})
+    frame.loc[0, "a"], frame.loc[0, "v"] = 1.2, pd.NA  # its conditional mean is about 143, beyond int8's 127
+    imputer = MaskedImputer(MaskedMixedMixture(1), fallback=None).set_output(transform="pandas")
+    with pytest.raises(ValueError, match=r"'v' has dtype Int8, which holds -128 to 127"):
+        imputer.fit_transform(frame)
+    assert imputer.fit_transform(frame.astype({"v": "Int64"})).loc[0, "v"] > 127
+
+
+@pytest.mark.parametrize("column", [pd.Categorical([10, 20, 30] * 20), pd.array([True, False, False] * 20,
+                                                                                 dtype="boolean")])
+def test_a_column_whose_dtype_cannot_hold_numbers_is_refused_as_numeric(column):
+    frame = pd.DataFrame({"a": np.arange(60.0), "c": column})
+    frame.loc[:4, "c"] = np.nan  # as numbers their holes came back empty (a category) or True (any mean but 0)
+    with pytest.raises(ValueError, match=r"Column 'c' has dtype .* cannot hold the numeric values"):
+        MaskedImputer(MaskedMixedMixture(1), column_types={"c": "numeric"}).fit(frame)
+
+
+def test_repeated_column_names_are_refused_by_name():
+    frame = pd.DataFrame(np.random.RandomState(0).randn(20, 2), columns=["a", "a"])
+    with pytest.raises(ValueError, match=r"more than one column named \['a'\]"):
+        MaskedImputer().fit(frame)
+
+
+def test_a_numeric_marker_in_a_table_of_one_dtype():
+    X = np.random.RandomState(0).randn(100, 3)
+    X[:10, 0] = -1.0
+    out = MaskedImputer(MaskedPPCA(1), missing_values=-1.0).set_output(transform="pandas").fit_transform(
+        pd.DataFrame(X, columns=list("abc")))
+    assert (out["a"][:10] != -1.0).all() and np.array_equal(out.to_numpy()[10:], X[10:])
+
+
+def test_a_category_the_given_dtype_cannot_hold_comes_back_in_the_fits_dtype():
+    rng = np.random.RandomState(0)
+    a = rng.randn(100)
+    frame = pd.DataFrame({"a": a, "c": pd.Categorical(np.where(a < -0.5, "x", np.where(a < 0.5, "y", "z")))})
+    imputer = MaskedImputer(MaskedMixedMixture(3, random_state=0)).set_output(transform="pandas").fit(frame)
+    # the holes' column without the category "z" (and, below, read as float64: missing in every row)
+    out = imputer.transform(pd.DataFrame({"a": [3.0], "c": pd.Categorical([None], categories=["x", "y"])}))
+    assert out["c"].tolist() == ["z"] and out["c"].dtype == frame["c"].dtype
+    out = imputer.transform(pd.DataFrame({"a": [3.0, -3.0], "c": [np.nan, np.nan]}))
+    assert out["c"].tolist() == ["z", "x"] and out["c"].dtype == frame["c"].dtype
+    floats = pd.DataFrame({"a": a, "k": np.where(a < 0, 1.0, 2.0)})
+    floats.loc[:9, "k"] = np.nan
+    out = MaskedImputer(MaskedMixedMixture(2, random_state=0), column_types={"k": "categorical"}).set_output(
+        transform="pandas").fit_transform(floats)
+    assert set(out["k"][:10]) <= {1.0, 2.0} and out["k"].dtype == np.float64
+
+
+def test_an_empty_categorical_column_kept_leaves_the_others_their_kinds():
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame({"e": pd.Categorical([None] * 60, categories=["u", "v"]), "n": rng.randint(0, 2, 60) * 1.0,
+                          "c": rng.choice(["x", "y", "z"], 60), "g": rng.randn(60)})
+    frame.loc[:9, "n"] = np.nan
+    imputer = MaskedImputer(MaskedMixedMixture(2, random_state=0), keep_empty_features=True).fit(frame)
+    assert imputer.estimator_.categorical_features == [1]  # "c" among the modelled n, c, g
+    assert len(np.unique(imputer.transform(frame)[:10, 1].astype(float))) > 1  # "n" by its mean, not a mode
+
+
+def test_a_table_of_categories_alone_is_refused_before_any_fit():
+    frame = pd.DataFrame({"a": ["x", "y", None] * 20, "b": ["p", "q", "q"] * 20})
+    with pytest.raises(ValueError, match=r"categorical or a count \(\['a', 'b'\]\).*one numeric column"):
+        MaskedImputer().fit(frame)
