@@ -6,7 +6,8 @@ exactly (duplicate and empty names), every observed cell keeps its text, and a b
 one-column table is a missing cell. A Parquet file is read and written with pandas: its stored
 index is kept, and every column without a hole keeps its dtype; a numeric column with holes is
 written as float64 (the filled values are floats). A cell is missing when it is empty,
-``NaN``/``NA``/``null`` (any case), or equal to ``--missing-values`` (a numeric marker: equal in
+``NaN``, ``NA``, ``N/A``, ``null`` or ``None`` (any case: a category spelled so is read as a
+hole), or equal to ``--missing-values`` (a numeric marker: equal in
 value, ``-999`` matches ``-999.0``). Every column whose observed cells are all numbers is modelled
 and imputed (``--thousands`` reads ``1,234``; without it such a column is refused). A column of
 text whose values repeat (at most 1000 distinct values, each seen twice on average: a category,
