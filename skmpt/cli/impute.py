@@ -15,7 +15,8 @@ such as a species or a region) is modelled too, and its holes are filled with it
 value given the row's other cells, written as the column's own text. A Parquet column of pandas
 ``category`` dtype is categorical whatever its categories: a hole (null, or ``--missing-values``)
 takes one of the dtype's categories and the column keeps its dtype (a category ``"NA"`` is a
-category there, not a hole). Other text columns (names,
+category there, not a hole); so is a boolean column, whose holes take True or False. Other text
+columns (names,
 comments, keys), an ``--index-col`` column and a CSV's first column with an empty name (the index
 ``DataFrame.to_csv`` writes) are passed through untouched. Rows in messages are data rows numbered
 from 1, the header not counted. The imputation is that of the Python API::
@@ -305,12 +306,13 @@ def categorical_columns(frame, positions, marker):
 
 
 def category_columns(frame, index, marker):
-    """The columns of pandas ``category`` dtype (a Parquet table's dictionary columns) outside the
-    positions ``index``: position -> the column as the model reads it, missing where null or equal
-    to ``marker`` (as text, or in value for a numeric one), the marker then no category of it.
+    """The columns of pandas ``category`` or boolean dtype (a Parquet table's dictionary and boolean
+    columns) outside the positions ``index``: position -> the column as the model reads it, missing
+    where null or (a category) equal to ``marker`` (as text, or in value for a numeric one), the
+    marker then no category of it.
 
     Their categories are values (strings, numbers, booleans), not texts to parse: such a column is
-    never numeric, and a hole is filled with one of its dtype's categories.
+    never numeric, and a hole is filled with one of its dtype's categories (True or False).
     """
     import pandas as pd
 
@@ -318,7 +320,12 @@ def category_columns(frame, index, marker):
     columns = {}
     for j in range(frame.shape[1]):
         column = frame[j]
-        if j in index or not isinstance(column.dtype, pd.CategoricalDtype):
+        if j in index:
+            continue
+        if pd.api.types.is_bool_dtype(column.dtype):  # True and False (holes where a nullable one is null)
+            columns[j] = pd.Series(column.to_numpy(dtype=object, na_value=None), dtype=object)
+            continue
+        if not isinstance(column.dtype, pd.CategoricalDtype):
             continue
         categories = column.cat.categories
         dropped = []
@@ -433,7 +440,13 @@ def run(args):
         holes = cells.isna().to_numpy()
         if holes.any():
             column = out[j].to_numpy(dtype=object).copy()
-            column[holes] = filled[f"c{j}"].to_numpy(dtype=object)[holes]
+            values = filled[f"c{j}"].to_numpy(dtype=object)[holes]
+            if j not in typed:  # a category read as text from cells that are no text (a Parquet column of
+                # Python booleans with nulls) is written as the value read, which a Parquet column can hold
+                read = {text: cell for text, cell in zip(cells[~holes], column[~holes], strict=True)
+                        if not isinstance(cell, str)}
+                values = [read.get(value, value) for value in values]
+            column[holes] = values
             out[j] = pandas.Series(column, index=out.index).astype(out[j].dtype)
     for k, j in enumerate(positions):
         holes = missing[:, k]

@@ -510,6 +510,11 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         self.indicator_ = (
             MissingIndicator(missing_values=np.nan, error_on_new=False).fit(X) if self.add_indicator else None
         )
+        if self.indicator_ is not None and self.table_ is not None:
+            columns = [str(name) for name in self.table_.columns]
+            taken = sorted(set(self.indicator_.get_feature_names_out(columns)) & set(columns))
+            if taken:  # the output's indicator column would overwrite the user's
+                raise ValueError(f"add_indicator=True names columns {taken}, which X has already: rename them.")
         self.random_state_ = random_state
         return self
 

@@ -425,6 +425,27 @@ def test_parquet_category_columns_are_filled_with_their_categories_and_keep_thei
     assert pd.read_parquet(out)["species"].equals(before["species"])
 
 
+def test_parquet_boolean_columns_are_categories_filled_with_true_or_false(tmp_path):
+    # a nullable boolean was modelled as a number (its holes written as fractions, True as 1.0); Python
+    # booleans with nulls (an object column) were filled with the text "True", which Parquet cannot hold
+    parquet = pytest.importorskip("pyarrow.parquet")
+    a = np.random.RandomState(0).randn(80)
+    loose = np.array(a > 0, dtype=object)
+    loose[:8] = None
+    frame = pd.DataFrame({"x": a, "nullable": pd.array(a > 0, dtype="boolean"), "loose": loose})
+    frame.loc[:7, "nullable"] = pd.NA
+    source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    frame.to_parquet(source)
+    before = pd.read_parquet(source)
+    assert main(["impute", str(source), "-o", str(out), "--quiet"]) == 0
+    after = pd.read_parquet(out)
+    assert parquet.read_schema(out).types == parquet.read_schema(source).types  # pandas reads "loose" as bool now
+    for name in ("nullable", "loose"):
+        assert after[name][8:].tolist() == before[name][8:].tolist(), name
+        assert [type(value) for value in after[name][:8]] == [type(value) for value in after[name][8:16]], name
+        assert (after[name][:8].to_numpy(dtype=bool) == (a[:8] > 0)).mean() >= 0.75, name
+
+
 def test_model_mixed_on_numbers_is_a_gaussian_mixture_by_em(tmp_path):
     source = _write(tmp_path / "in.csv", "a,b\n1,2\n2,\n3,4\n,5\n5,6\n6,7\n")
     out = tmp_path / "out.csv"

@@ -287,3 +287,11 @@ def test_a_table_of_categories_alone_is_refused_before_any_fit():
     frame = pd.DataFrame({"a": ["x", "y", None] * 20, "b": ["p", "q", "q"] * 20})
     with pytest.raises(ValueError, match=r"categorical or a count \(\['a', 'b'\]\).*one numeric column"):
         MaskedImputer().fit(frame)
+
+
+def test_an_indicator_column_named_as_a_column_of_the_table_is_refused():
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame({"f": rng.randn(50), "c": rng.choice(["x", "y"], 50), "missingindicator_f": 7.0})
+    frame.loc[:4, "f"] = np.nan  # the indicator of "f" would have overwritten the user's column
+    with pytest.raises(ValueError, match=r"add_indicator=True names columns \['missingindicator_f'\]"):
+        MaskedImputer(MaskedMixedMixture(2, random_state=0), add_indicator=True).fit(frame)
