@@ -180,7 +180,12 @@ class TableLayout:
         for j, name in enumerate(self.columns):
             series = frame[name]
             if j not in codes:
-                values = np.where(missing[:, j], np.nan, series.to_numpy(dtype=np.float64, na_value=np.nan))
+                try:
+                    numbers = series.to_numpy(dtype=np.float64, na_value=np.nan)
+                except (TypeError, ValueError) as error:
+                    raise ValueError(f"Column {name!r} is read as numbers, and it holds values that are not: "
+                                     f"{error}.") from None
+                values = np.where(missing[:, j], np.nan, numbers)
                 bad = ~np.isnan(values) & ((values < 0) | (values != np.round(values)))
                 if j in self.counts and bad.any():
                     raise ValueError(f"Column {name!r} holds counts, non-negative integers; it holds "
@@ -229,7 +234,9 @@ class TableLayout:
                 categories[:] = codes[j]
                 column = categories[np.rint(column).astype(np.intp)]
             else:  # in the column's own (float or integer) dtype, an integer or a count rounded
-                if pd.api.types.is_integer_dtype(dtype) or j in self.counts:
+                # an integer column at fit comes as floats where it has holes (int64 holds no NaN)
+                if pd.api.types.is_integer_dtype(dtype) or pd.api.types.is_integer_dtype(self.dtypes[j]) or (
+                        j in self.counts):
                     column = np.rint(column)
                 if pd.api.types.is_integer_dtype(dtype):
                     _check_range(column, dtype, name)

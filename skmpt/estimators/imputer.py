@@ -583,8 +583,11 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         """The features the model sees: those not missing in every training sample (``empty``), which
         are an error unless ``keep_empty_features``."""
         if empty.any() and not self.keep_empty_features:
+            features = np.flatnonzero(empty)[:10].tolist()
+            table = getattr(self, "table_", None)
+            named = [table.columns[j] for j in features] if table is not None else features
             raise ValueError(
-                f"Feature(s) {np.flatnonzero(empty)[:10].tolist()} are missing in every training sample: "
+                f"Feature(s) {named} are missing in every training sample: "
                 f"no model can impute them. Drop them, or pass keep_empty_features=True to keep them "
                 f"(imputed with 0)."
             )

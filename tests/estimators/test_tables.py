@@ -295,3 +295,21 @@ def test_an_indicator_column_named_as_a_column_of_the_table_is_refused():
     frame.loc[:4, "f"] = np.nan  # the indicator of "f" would have overwritten the user's column
     with pytest.raises(ValueError, match=r"add_indicator=True names columns \['missingindicator_f'\]"):
         MaskedImputer(MaskedMixedMixture(2, random_state=0), add_indicator=True).fit(frame)
+
+
+def test_an_integer_column_at_fit_is_filled_with_integers_where_it_comes_as_floats():
+    rng = np.random.RandomState(0)
+    a = rng.randn(100)
+    frame = pd.DataFrame({"a": a, "k": np.round(3 * a).astype(np.int64) + 10, "c": rng.choice(["x", "y"], 100)})
+    imputer = MaskedImputer(MaskedMixedMixture(2, random_state=0)).set_output(transform="pandas").fit(frame)
+    new = pd.DataFrame({"a": [0.33, -0.71], "k": [np.nan, np.nan], "c": ["x", "y"]})  # int64 holds no NaN
+    filled = imputer.transform(new)["k"]
+    assert (filled == np.round(filled)).all() and filled.dtype == np.float64
+
+
+def test_errors_about_columns_name_them():
+    frame = pd.DataFrame({"a": np.arange(20.0), "s": ["u", "v"] * 10, "e": [np.nan] * 20, "c": ["x", "y"] * 10})
+    with pytest.raises(ValueError, match=r"Column 's' is read as numbers"):
+        MaskedImputer(MaskedMixedMixture(1), column_types={"s": "numeric"}).fit(frame.drop(columns="e"))
+    with pytest.raises(ValueError, match=r"Feature\(s\) \['e'\] are missing in every training sample"):
+        MaskedImputer(MaskedMixedMixture(1)).fit(frame.drop(columns="s"))
