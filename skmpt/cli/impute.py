@@ -371,8 +371,10 @@ def _formatted(value):
 def _index_positions(header, names, fmt, stored=()):
     """Positions of the ``--index-col`` columns; for a CSV or TSV, a first column with an empty name too.
 
-    A name of the ``stored`` index of a Parquet table is no column, and is kept anyway.
+    A name of the ``stored`` index of a Parquet table is no column, and is kept anyway. The first name
+    of a file that begins with a byte-order mark is matched without it (the file is written back with it).
     """
+    header = [column.removeprefix("\ufeff") if j == 0 else column for j, column in enumerate(header)]
     positions = [0] if fmt != "parquet" and header and header[0] == "" else []
     for name in names or ():
         found = [j for j, column in enumerate(header) if column == name]

@@ -173,8 +173,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         values at fit time) to the output.
     keep_empty_features : bool, default=False
         Keep features missing in every training sample: their missing entries are imputed with
-        0 and their observed entries (at ``transform``) are returned unchanged, as scikit-learn's
-        imputers do; if False such a feature is an error, since no model can learn it.
+        0 (in a categorical column, its first category) and their observed entries (at
+        ``transform``) are returned unchanged, as scikit-learn's imputers do; if False such a feature
+        is an error, since no model can learn it. A categorical column with no observed value and no
+        categories of its own dtype is an error either way: there is no category to fill it with.
     random_state : int, RandomState instance or None, default=None
         The draws of ``sample_posterior=True``, and the choice of the model with
         ``estimator=None``.

@@ -208,6 +208,15 @@ def test_line_ends_are_kept_and_duplicate_names_are_not_written_to_parquet(tmp_p
     assert "Parquet cannot hold the duplicate column names" in capsys.readouterr().err
 
 
+def test_a_byte_order_mark_is_kept_and_does_not_hide_the_first_columns_name(tmp_path):
+    text = "\ufeffid,a,b\n" + "".join(f"k{i},{i},{'' if i % 3 == 0 else 2 * i + 1}\n" for i in range(8))
+    source, out = _write(tmp_path / "in.csv", text), tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), "--index-col", "id", *FAST]) == 0
+    written = out.read_text(encoding="utf-8")
+    assert written.startswith("\ufeffid,a,b\n") and [line.split(",")[0] for line in written.splitlines()[1:]] == [
+        f"k{i}" for i in range(8)]
+
+
 def test_thousands_separators_are_read_with_thousands(tmp_path):
     source = _write(tmp_path / "in.csv", 'n,m\n"1,234",1\n"2,345",2\n,3\n"4,000",4\n5,6\n')
     out = tmp_path / "out.csv"
