@@ -120,9 +120,10 @@ class TableLayout:
         kinds, self.categories = [], []
         for name in self.columns:
             series = frame[name]
-            kind = column_types.get(name) or _read_kind(series)
-            if kind != "categorical" and _read_kind(series) == "categorical" and not (
-                    pd.api.types.is_object_dtype(series.dtype) or pd.api.types.is_string_dtype(series.dtype)):
+            declared = column_types.get(name)
+            kind = declared or _read_kind(series)
+            if declared in ("numeric", "count") and (
+                    pd.api.types.is_bool_dtype(series.dtype) or isinstance(series.dtype, pd.CategoricalDtype)):
                 # the holes would come back as a number the dtype cannot hold (a category not among its
                 # categories, True for any mean but zero)
                 raise ValueError(f"Column {name!r} has dtype {series.dtype} and cannot hold the {kind} values a "
@@ -255,11 +256,12 @@ def _filled(series, rows, column):
     error where the dtype cannot hold them)."""
     import pandas as pd
 
-    if pd.api.types.is_numeric_dtype(series.dtype) and column.dtype == object:
-        column = pd.array(list(column)).astype(series.dtype)  # e.g. float categories of a float column
+    dtype = series.dtype
+    if pd.api.types.is_numeric_dtype(dtype) and column.dtype == object:
+        column = pd.array(list(column)).astype(dtype)  # e.g. float categories of a float column
     series = series.copy()
-    series.iloc[np.flatnonzero(rows)] = column
-    return series.astype(series.dtype)
+    series.iloc[np.flatnonzero(rows)] = column  # pandas 2 may upcast where pandas 3 raises
+    return series.astype(dtype)
 
 
 def _check_range(column, dtype, name):

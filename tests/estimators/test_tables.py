@@ -313,3 +313,11 @@ def test_errors_about_columns_name_them():
         MaskedImputer(MaskedMixedMixture(1), column_types={"s": "numeric"}).fit(frame.drop(columns="e"))
     with pytest.raises(ValueError, match=r"Feature\(s\) \['e'\] are missing in every training sample"):
         MaskedImputer(MaskedMixedMixture(1)).fit(frame.drop(columns="s"))
+
+
+def test_a_date_declared_numeric_is_imputed_as_a_date():
+    frame = pd.DataFrame({"a": np.arange(60.0), "d": pd.date_range("2020-01-01", periods=60), "c": ["x", "y"] * 30})
+    frame.loc[:4, "d"] = pd.NaT
+    out = MaskedImputer(MaskedMixedMixture(1), column_types={"d": "numeric"}).set_output(
+        transform="pandas").fit_transform(frame)
+    assert out["d"].dtype == frame["d"].dtype and out["d"].notna().all() and out["d"][5:].equals(frame["d"][5:])
