@@ -500,6 +500,14 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"missingness='self-masking' models numeric columns only; column(s) {names[:10]} of X "
                              f"are categorical or counts. Use missingness='mar', or declare them numeric with "
                              f"column_types.")
+        self.indicator_ = (
+            MissingIndicator(missing_values=np.nan, error_on_new=False).fit(X) if self.add_indicator else None
+        )
+        if self.indicator_ is not None and self.table_ is not None:  # before any fit
+            columns = [str(name) for name in self.table_.columns]
+            taken = sorted(set(self.indicator_.get_feature_names_out(columns)) & set(columns))
+            if taken:  # the output's indicator column would overwrite the user's
+                raise ValueError(f"add_indicator=True names columns {taken}, which X has already: rename them.")
         estimator = self._with_fallback(self._for_table(estimator, len(X)), random_state)
         fitted = SelfMaskingGaussian.fit(X[:, self._valid]) if self_masking else clone(estimator).fit(X[:, self._valid])
         if isinstance(fitted, MaskedModelSearch):
@@ -509,14 +517,6 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             self.search_, self.estimator_ = None, fitted
         self._keep_fallback()
         self.categorical_fallback_ = self._compare_classifiers(X[:, self._valid], random_state)
-        self.indicator_ = (
-            MissingIndicator(missing_values=np.nan, error_on_new=False).fit(X) if self.add_indicator else None
-        )
-        if self.indicator_ is not None and self.table_ is not None:
-            columns = [str(name) for name in self.table_.columns]
-            taken = sorted(set(self.indicator_.get_feature_names_out(columns)) & set(columns))
-            if taken:  # the output's indicator column would overwrite the user's
-                raise ValueError(f"add_indicator=True names columns {taken}, which X has already: rename them.")
         self.random_state_ = random_state
         return self
 
@@ -586,8 +586,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         are an error unless ``keep_empty_features``."""
         if empty.any() and not self.keep_empty_features:
             features = np.flatnonzero(empty)[:10].tolist()
-            table = getattr(self, "table_", None)
-            named = [table.columns[j] for j in features] if table is not None else features
+            named = features if self.table_ is None else [self.table_.columns[j] for j in features]
             raise ValueError(
                 f"Feature(s) {named} are missing in every training sample: "
                 f"no model can impute them. Drop them, or pass keep_empty_features=True to keep them "
