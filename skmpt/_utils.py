@@ -98,7 +98,7 @@ def inverse_from_cholesky(factor):
 
     What ``torch.cholesky_inverse`` returns, from one batched triangular solve and one product: on a
     batch of small factors ``torch.cholesky_inverse`` took up to twice the CPU (569 factors of 16 x 16,
-    one thread: 1.13 against 0.55 ms; 455 of 30 x 30: 3.3 against 2.3 ms), half of factor analysis'
+    one thread: 1.2 against 0.6 ms; 455 of 30 x 30: 2.6 against 1.9 ms), half of factor analysis'
     EM step with holes. Differentiable.
 
     Examples
