@@ -8,6 +8,7 @@ LML by importance sampling. The paper published no code for this model. With
 (:class:`~skmpt.models.vae.TableLikelihood`): tables of numbers, categories and counts.
 """
 
+import math
 import warnings
 from numbers import Integral, Real
 
@@ -157,6 +158,10 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
         The other columns.
     categories_ : list of ndarray
         Each categorical column's categories, sorted.
+    category_counts_ : list of ndarray
+        Each categorical column's observed entries of each category at ``fit`` (in the order of
+        ``categories_``); a category never observed starts with a logit of ``log(1e-6 / n_j)``
+        (``n_j`` the column's observed entries), the mixed mixture's pseudo-count.
     {params_}
     {device_}
     history_ : list of dict
@@ -282,7 +287,15 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
             if any(v.size and (v.dtype != bool or v.any()) for v in given):
                 raise ValueError(f"With categorical_features or count_features the numeric columns are Gaussian: "
                                  f"likelihood must be 'gaussian'; got {self.params_.likelihood!r}.")
-        return super()._to_tensor(X, reset=reset)
+        X_t, observed = super()._to_tensor(X, reset=reset)
+        if reset:
+            columns = X_t[:, self.categorical_features_].cpu().numpy()
+            seen = np.ones_like(columns, dtype=bool) if observed is None else (
+                observed[:, self.categorical_features_].cpu().numpy())
+            self.category_counts_ = [  # categories are never shifted by offset_: the nearest one of each value
+                np.bincount(np.abs(column[rows, None] - categories).argmin(-1), minlength=len(categories))
+                for column, rows, categories in zip(columns.T, seen.T, self.categories_, strict=True)]
+        return X_t, observed
 
     def _table_heads(self, X, units):
         """The :class:`~skmpt.models.vae.TableLikelihood` of the (standardised) training data ``X``
@@ -305,7 +318,7 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
     def _build_module(self, X, generator, units):
         # The module's weights come from torch's generator, which fit has seeded from random_state.
         likelihood, input_scale = self._table_heads(X, units)
-        return VAEModule(
+        module = VAEModule(
             X.shape[1],
             self.params_.n_components,
             tuple(self.params_.hidden_layer_sizes),
@@ -318,6 +331,16 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
             input_scale=input_scale,
             dtype=X.dtype,
         ).to(X.device)
+        # A category that fit never sees (one of a pandas dtype's, or of categories given) starts
+        # with the mixed mixture's pseudo-count, 1e-6 against the column's observed entries (the
+        # others start as torch draws them): left as probable as the others, it was drawn for holes.
+        start = len(self.numeric_features_)  # the categorical columns' logits follow the numeric means
+        for counts in self.category_counts_:
+            unseen = np.flatnonzero(counts == 0)
+            with torch.no_grad():
+                module.decoder[-1].bias[start + unseen] = math.log(1e-6 / max(counts.sum(), 1))
+            start += len(counts)
+        return module
 
     def _objective(self):
         # The IWAE bound draws n_particles particles per sample, like the conditionals.

@@ -43,6 +43,17 @@ def test_fitted_columns_and_categories():
     assert vae.module_.likelihood.width == 2 + 3 + 2 + 1
 
 
+def test_a_category_never_observed_starts_improbable_and_is_never_drawn():
+    X, _ = with_holes(mixed_table())
+    given = [np.array([0.0, 1.0, 2.0, 7.0]), np.array([0.0, 1.0])]  # 7 is a category fit never sees
+    vae = fit(X, categories=given)
+    observed = X[:, 2][~np.isnan(X[:, 2])]
+    assert [c.tolist() for c in vae.category_counts_] == [
+        [int((observed == v).sum()) for v in given[0]], [int((X[:, 4] == v).sum()) for v in given[1]]]
+    draws = vae.sample_missing(X, 20, random_state=0)[:, np.isnan(X[:, 2]), 2]
+    assert draws.size > 500 and not (draws == 7.0).any() and set(np.unique(draws)) <= {0.0, 1.0, 2.0}
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_impute_keeps_observed_entries_and_fills_categories_with_categories(dtype):
     X = mixed_table()
