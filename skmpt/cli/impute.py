@@ -26,7 +26,9 @@ from 1, the header not counted. The imputation is that of the Python API::
 for ``--model auto`` (the family and size chosen by held-out likelihood), or, with categorical
 columns, the same imputer on the DataFrame of the numbers beside the categories' texts (a
 :class:`skmpt.MaskedMixedMixture` of a size chosen by held-out likelihood); another ``--model``
-restricts :class:`skmpt.MaskedModelSearch` to that family (its size still chosen). The output is written to a
+restricts :class:`skmpt.MaskedModelSearch` to that family (its size still chosen). A table of
+categories alone is imputed too (the mixed mixture is then a latent class model); one with no
+numeric and no categorical column is refused. The output is written to a
 temporary file beside ``OUT`` and renamed when complete; ``OUT`` may not be ``IN``.
 """
 
@@ -262,9 +264,7 @@ def numeric_columns(frame, header, marker, *, thousands=None, index=()):
         raise ValueError(f"column(s) {list(infinite)} hold infinite values ({where}; 1-based, the header not "
                          f"counted): no model can fit or impute them; replace them, or mark them missing with "
                          f"--missing-values")
-    if not positions:
-        raise ValueError("the table has no numeric column to impute")
-    X = np.column_stack(values)
+    X = np.column_stack(values) if values else np.empty((len(frame), 0))
     return X, positions, np.isnan(X), report
 
 
@@ -418,6 +418,10 @@ def run(args):
         categorical = categorical_columns(frame, sorted(report["text"]), args.missing_values)
         categorical.update({j: cells for j, cells in typed.items() if cells.notna().any()})
     report["text"].update({j: int(cells.isna().sum()) for j, cells in typed.items() if j not in categorical})
+    if not positions and not categorical:
+        raise ValueError("the table has no numeric column to impute, and no categorical one (text whose values "
+                         "repeat, a category or boolean Parquet column)" + (
+                             "" if args.model in ("auto", "mixed") else f"; --model {args.model} models numbers only"))
     passed = [j for j in range(len(header)) if j not in positions and j not in index and j not in categorical]
     logger.info("read %d data rows (numbered 1-based in messages, the header not counted)", len(frame))
     logger.info("modelled: %d numeric columns %s, %d missing cells to fill", len(positions),

@@ -134,7 +134,7 @@ def _observed_standardization(X, observed):
     seen = observed.to(X.dtype)
     center = (X * seen).sum(0) / seen.sum(0).clamp_min(1)
     deviation = (X - center) * seen
-    largest = deviation.abs().max()
+    largest = deviation.abs().max() if deviation.numel() else X.new_zeros(())  # no numeric feature: no scale
     if largest == 0:
         return center, X.new_ones(())
     scale = largest * ((deviation / largest).square().sum() / seen.sum()).sqrt()

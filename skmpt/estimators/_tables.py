@@ -10,6 +10,7 @@ column's dtype.
 
 import numbers
 import warnings
+from collections.abc import Hashable
 
 import numpy as np
 
@@ -52,7 +53,12 @@ def _read_kind(series):
 
 
 def _sorted_categories(values, name):
-    """Distinct observed values, sorted (by their text when they are of mixed types)."""
+    """Distinct observed values, sorted (by their text when they are of mixed types); a value that
+    cannot be a category (a list, a dict) is an error naming the column."""
+    unhashable = [value for value in values if not isinstance(value, Hashable)]
+    if unhashable:
+        raise ValueError(f"Column {name!r} holds {type(unhashable[0]).__name__} values ({unhashable[0]!r}), which "
+                         f"cannot be categories: turn each into a label (e.g. a string) or drop the column.")
     try:
         return sorted(set(values))
     except TypeError:
@@ -120,6 +126,9 @@ class TableLayout:
         kinds, self.categories = [], []
         for name in self.columns:
             series = frame[name]
+            if pd.api.types.is_complex_dtype(series.dtype):
+                raise ValueError(f"Column {name!r} has dtype {series.dtype}: no model imputes complex numbers. Split "
+                                 f"it into its real and imaginary parts, two numeric columns.")
             declared = column_types.get(name)
             kind = declared or _read_kind(series)
             if declared in ("numeric", "count") and (

@@ -406,9 +406,6 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
                  "categories": [np.arange(len(c), dtype=np.float64)
                                 for c, modelled in zip(table.categories, kept, strict=True) if modelled]}
         names = [table.columns[j] for j in [*table.categorical, *table.counts]]
-        if len(mixed["categorical_features"]) + len(mixed["count_features"]) == len(position):
-            raise ValueError(f"Every column of X that the model would see is categorical or a count ({names[:10]}): "
-                             f"the mixed models need at least one numeric column beside them.")
 
         def told(model):
             if isinstance(model, (MaskedMixedMixture, MaskedVAE)):
@@ -758,6 +755,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
                     f"got {list(input_features)}."
                 )
             names = input_features
+        if names is None and getattr(self, "table_", None) is not None:
+            # a DataFrame's labels that are not all strings (scikit-learn keeps none of them)
+            names = np.asarray(self.table_.columns, dtype=object)
         if names is None:
             names = np.asarray([f"x{i}" for i in range(self.n_features_in_)], dtype=object)
         if self.indicator_ is None:

@@ -267,6 +267,10 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
     integers a component cannot collapse onto one value, whose density, and the likelihood, would
     grow without bound.
 
+    Without numeric columns (every column categorical or a count) it is a latent class model: no
+    component has a Gaussian, ``means_`` and ``covariances_`` are empty, ``covariance_type`` has
+    nothing to fit and counts no parameter.
+
     A categorical column holds numbers: each distinct value seen at ``fit`` is a category
     (``categories_``); a value not seen at ``fit`` is an error naming the column. Tables of
     strings or of pandas categories are encoded for it by :class:`MaskedImputer`.
@@ -427,14 +431,16 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
     # ------------------------------------------------------------------ data
     def _check_data(self, X):
         super()._check_data(X)
-        if len(self._discrete(X.shape[1])) == X.shape[1]:
-            raise ValueError(f"{type(self).__name__} needs at least one numeric feature (its components' Gaussian); "
-                             f"all {X.shape[1]} features of X are categorical or counts.")
         if self.params_.n_components > X.shape[0]:
             raise ValueError(f"n_components={self.params_.n_components} must be at most the number of samples, "
                              f"but X has {X.shape[0]} sample(s).")
 
     # ------------------------------------------------------------------ training
+    def _covariance_type(self):
+        """``covariance_type``; ``"diag"`` without numeric features (a latent class model), where
+        every type has no covariance to fit (and a spherical one would count a variance of nothing)."""
+        return self.params_.covariance_type if len(self.numeric_features_) else "diag"
+
     def _em(self, X_t, observed, weights, seed, max_iter, start=None):
         """EM from the k-means start of ``seed`` (or from the mixture ``start``): ``(module, history, converged)``."""
         if observed is None:
@@ -442,7 +448,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         if weights is None:
             weights = X_t.new_ones(X_t.shape[0])
         return mixed_em(X_t, observed, weights, self._category_values(), self.numeric_features_.tolist(),
-                        self.categorical_features_.tolist(), self.params_.n_components, self.params_.covariance_type,
+                        self.categorical_features_.tolist(), self.params_.n_components, self._covariance_type(),
                         seed=seed, tol=self.params_.tol, max_iter=max_iter,
                         count_features=self.count_features_.tolist(), start=start)
 
@@ -455,7 +461,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         count = torch.as_tensor(self.count_features_, dtype=torch.long, device=X.device)
         unit = (1 / scale).reshape(-1).expand(X.shape[1])[count]
         return mixed_em(X, observed, X.new_ones(X.shape[0]), values, self.numeric_features_.tolist(),
-                        self.categorical_features_.tolist(), self.params_.n_components, self.params_.covariance_type,
+                        self.categorical_features_.tolist(), self.params_.n_components, self._covariance_type(),
                         seed=seed, tol=self.params_.tol, max_iter=_EM_START_STEPS,
                         count_features=self.count_features_.tolist(), count_units=(-center[count] * unit, unit))[0]
 

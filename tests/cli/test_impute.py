@@ -73,6 +73,17 @@ def test_parquet(tmp_path):
     assert (result["t"] == frame["t"]).all()
 
 
+def test_a_table_of_categories_alone_is_imputed_and_a_numeric_family_refuses_it(tmp_path, capsys):
+    rows = ["x,p", "y,q"] * 6 + [",q", "x,", "y,q"]
+    source = _write(tmp_path / "in.csv", "a,b\n" + "\n".join(rows) + "\n")
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), "--quiet"]) == 0
+    lines = (tmp_path / "out.csv").read_text().splitlines()
+    assert lines[:13] == ["a,b", *rows[:12]] and lines[15] == "y,q"  # observed rows as read
+    assert lines[13:15] == ["y,q", "x,p"]  # "q" comes with "y" in every full row, "x" with "p"
+    assert main(["impute", str(source), "-o", str(tmp_path / "ppca.csv"), *FAST]) == 1
+    assert "--model ppca models numbers only" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("text, message", [
     ("a,b\n1,2\n3,x\n5,6\n7,8\n", "mixes numbers and text"),
     ("a,b\n1,\n3,\n5,\n7,\n", "no observed value"),

@@ -294,8 +294,22 @@ def test_em_by_pattern_of_holes_is_em_row_by_row(covariance_type, monkeypatch):
     np.testing.assert_allclose(fitted.transform(X), rowwise.transform(X), rtol=1e-12, atol=1e-12)
 
 
-def test_a_table_of_categories_alone_is_refused_by_name_of_the_need():
-    X = np.random.RandomState(0).randint(0, 2, (40, 2)).astype(float)
-    X[:5, 0] = np.nan
-    with pytest.raises(ValueError, match="at least one numeric feature"):
-        MaskedMixedMixture(2, categorical_features=[0, 1]).fit(X)
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
+def test_a_table_of_categories_alone_is_a_latent_class_model_with_the_exact_likelihood(covariance_type):
+    rng = np.random.RandomState(0)
+    group = rng.randint(0, 2, 120)
+    X = np.c_[np.where(rng.rand(120) < 0.85, group, 1 - group), np.where(rng.rand(120) < 0.8, 2 * group,
+              rng.randint(0, 3, 120))].astype(float)
+    X[rng.rand(*X.shape) < 0.2] = np.nan
+    model = MaskedMixedMixture(2, categorical_features=[0, 1], covariance_type=covariance_type,
+                               random_state=0).fit(X)
+    # sum_k pi_k prod_j p_kj(x_j) over the observed categories of each row, by hand
+    log_terms = np.tile(np.log(model.weights_), (len(X), 1))
+    for j, (categories, probabilities) in enumerate(zip(model.categories_, model.category_probabilities_, strict=True)):
+        seen = ~np.isnan(X[:, j])
+        log_terms[seen] += np.log(probabilities[:, np.searchsorted(categories, X[seen, j])]).T
+    np.testing.assert_allclose(model.score_samples(X), np.logaddexp.reduce(log_terms, axis=1), rtol=1e-10)
+    assert model.converged_ and model.means_.shape == (2, 0)
+    assert model._n_parameters() == 1 + 2 * (1 + 2)  # weights, then K (C_j - 1) per column: no covariance
+    filled = model.impute(X)
+    assert not np.isnan(filled).any() and np.isin(filled[:, 1], [0, 1, 2]).all()
