@@ -735,6 +735,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
     def get_feature_names_out(self, input_features=None):
         """Output feature names: the input features, then the indicator's.
 
+        A DataFrame's column labels that are not all strings (integers, say), which scikit-learn
+        does not keep as ``feature_names_in_``, are given as they are, so that
+        ``set_output(transform="pandas")`` returns the columns of the table given.
+
         Parameters
         ----------
         input_features : array-like of str or None, default=None
