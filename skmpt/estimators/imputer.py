@@ -208,12 +208,15 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         category is warned about.
     fallback : "trees", imputer or None, default="trees"
         An imputer compared with the chosen model where the imputer chooses it (``estimator`` None or a
-        :class:`MaskedModelSearch`), and used instead where it imputes better on the user's own rows:
+        :class:`MaskedModelSearch`), and blended with it by what each imputes on the user's own rows:
         the search's held-out rows get a share of their observed entries hidden again (the table's
         missing rate), the fallback is fitted once to every row of the search with those entries
-        blanked, the chosen model as fitted to the training rows only imputes the same entries, and the
-        fallback is kept (``fallback_``) where its mean squared error there (each feature scaled by its
-        variance) is lower (the model is then not refitted to every row). ``"trees"``: scikit-learn's
+        blanked, the chosen model as fitted to the training rows only imputes the same entries, and a
+        hole is filled with ``w`` times the model's imputation plus ``1 - w`` times the fallback's,
+        ``w`` in [0, 1] the weight of least squared error on those entries (each feature scaled by
+        its variance; ``fallback_comparison_["model_weight"]``): the model alone at ``w = 1``, the
+        fallback alone at ``w = 0``. The model is refitted to every row only where it alone imputes
+        those entries better than the fallback alone. ``"trees"``: scikit-learn's
         :class:`~sklearn.impute.IterativeImputer` with an :class:`~sklearn.ensemble.ExtraTreesRegressor`
         of 10 trees (leaves of at least 3 rows) and 2 rounds, a lighter missForest, seeded by
         ``random_state``; it follows the nonlinear and skewed relations no Gaussian model does. An
@@ -239,19 +242,22 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         The fitted model, on the features observed at fit time (the chosen one when
         ``estimator`` is None or a :class:`MaskedModelSearch`; a
         :class:`~skmpt.models.missingness.SelfMaskingGaussian` with ``missingness="self-masking"``).
-        Where ``fallback_`` imputes, the chosen model as the search fitted it to its training rows:
-        it imputes nothing, so it is not refitted to every row.
+        Where the fallback alone imputed better than the model alone, the chosen model as the search
+        fitted it to its training rows (it has the lesser weight in the blend, if any: it is not
+        refitted to every row).
     search_ : MaskedModelSearch or None
         The fitted search that chose ``estimator_`` (its ``cv_results_`` has every candidate's
         held-out score, standard error and time); None when ``estimator`` is a model.
     fallback_ : imputer or None
-        The fitted ``fallback`` where it imputes better than ``estimator_`` on the held-out rows
-        (``transform`` then fills the holes with it; ``estimator_`` stays the fitted model, and
-        ``score`` is its own), else None.
+        The fitted ``fallback`` where it has a weight in the blend (``model_weight`` below 1;
+        ``transform`` fills the holes with the blend, with the fallback alone at weight 0;
+        ``estimator_`` stays the fitted model, and ``score`` is its own), else None.
     fallback_comparison_ : dict or None
         Where the fallback was compared: ``model_error`` and ``fallback_error``, the mean squared
         errors of the entries hidden again (features scaled to unit variance), ``std_error``, the
-        standard error of their difference paired over the held-out rows, and ``chosen``; else None.
+        standard error of their difference paired over the held-out rows, ``chosen`` (the fallback
+        alone imputed them better), ``model_weight`` (``w`` of the blend) and ``blend_error`` (the
+        blend's mean squared error there, at most the lower of the two); else None.
     categorical_fallback_ : dict or None
         With ``fallback="trees"``, ``sample_posterior=False`` and a search that chose a
         :class:`MaskedMixedMixture`, on a DataFrame with categorical columns: for each such column (of
@@ -642,7 +648,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             self.search_ = clone(estimator).set_params(refit=False).fit(part[rows].compute())
             self.search_.set_params(refit=estimator.refit)
             fitted = self.search_.best_estimator_
-            if estimator.refit and self.search_.fallback_ is None:
+            comparison = self.search_.fallback_comparison_  # the fallback alone better: the model not refitted
+            if estimator.refit and (comparison is None or not comparison["chosen"]):
                 fitted = clone(fitted).fit(part) if _trains_from_moments(fitted) else fitted.partial_fit(part)
             self.search_.best_estimator_ = self.estimator_ = fitted
             self._check_marker(fitted)
@@ -686,6 +693,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             out[:, self._valid] = self.estimator_.sample_missing(part, 1, random_state=seed)[0]
         elif self.fallback_ is not None:
             imputed = np.asarray(self.fallback_.transform(part), dtype=np.float64)
+            weight = self.fallback_comparison_["model_weight"]
+            if weight > 0:  # the blend of the two, at the weight measured on the held-out rows
+                imputed = weight * self.estimator_.impute(part) + (1 - weight) * imputed
             out[:, self._valid] = np.where(missing[:, self._valid], imputed, part)
         else:
             out[:, self._valid] = self._impute_categories(self.estimator_.impute(part), missing[:, self._valid])

@@ -59,6 +59,31 @@ def test_the_latent_model_is_kept_on_a_low_rank_gaussian_table():
     np.testing.assert_allclose(imputer.transform(X_missing), imputer.estimator_.impute(X_missing), rtol=0, atol=1e-12)
 
 
+def test_where_both_have_merit_the_holes_get_their_blend_at_the_measured_weight():
+    # A plane of four columns shifted by x, beside x and x**2: the model follows the plane, trees the square.
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, 300)
+    X = np.c_[x, x**2, rng.normal(size=(300, 2)) @ rng.normal(size=(2, 4)) + x[:, None]] + 0.3 * rng.normal(
+        size=(300, 6))
+    X_missing = np.where(rng.random(X.shape) < 0.2, np.nan, X)
+    imputer = MaskedImputer(random_state=0).fit(X_missing)
+    comparison = imputer.fallback_comparison_
+    weight = comparison["model_weight"]
+    assert 0.5 < weight < 0.9 and not comparison["chosen"] and imputer.fallback_ is not None
+    # the least-squares weight: its error on the entries hidden again is at most either one's
+    assert comparison["blend_error"] < min(comparison["model_error"], comparison["fallback_error"])
+    for rows in (X_missing, X_missing[:50] + 1.0):  # the fit's rows, and new ones
+        holes = np.isnan(rows)
+        blend = weight * imputer.estimator_.impute(rows) + (1 - weight) * imputer.fallback_.transform(rows)
+        imputed = imputer.transform(rows)
+        np.testing.assert_allclose(imputed[holes], blend[holes], rtol=0, atol=1e-12)
+        assert np.array_equal(imputed[~holes], rows[~holes])
+    # the model alone imputed better than the trees alone: it was refitted to every row
+    unrefitted = MaskedImputer(MaskedModelSearch(random_state=0, refit=False), random_state=0).fit(X_missing)
+    assert unrefitted.fallback_comparison_ == comparison
+    assert not np.allclose(imputer.estimator_.impute(X_missing), unrefitted.estimator_.impute(X_missing))
+
+
 @pytest.mark.parametrize("table", [_curve, _plane])
 def test_switched_off_the_search_and_its_model_are_unchanged(table):
     _, X_missing = table()
