@@ -419,9 +419,11 @@ def run(args):
         categorical.update({j: cells for j, cells in typed.items() if cells.notna().any()})
     report["text"].update({j: int(cells.isna().sum()) for j, cells in typed.items() if j not in categorical})
     if not positions and not categorical:
+        if args.model not in ("auto", "mixed"):
+            raise ValueError(f"the table has no numeric column to impute, and --model {args.model} models numbers "
+                             f"only (text columns are passed through): use --model auto or mixed for categories")
         raise ValueError("the table has no numeric column to impute, and no categorical one (text whose values "
-                         "repeat, a category or boolean Parquet column)" + (
-                             "" if args.model in ("auto", "mixed") else f"; --model {args.model} models numbers only"))
+                         "repeat, a category or boolean Parquet column)")
     passed = [j for j in range(len(header)) if j not in positions and j not in index and j not in categorical]
     logger.info("read %d data rows (numbered 1-based in messages, the header not counted)", len(frame))
     logger.info("modelled: %d numeric columns %s, %d missing cells to fill", len(positions),

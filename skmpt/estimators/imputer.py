@@ -563,6 +563,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         if (self.fallback != "trees" or self.search_ is None or self.sample_posterior or table is None
                 or not len(table.categorical) or not isinstance(self.estimator_, MaskedMixedMixture)):
             return None
+        if X.shape[1] < 2:
+            return {}  # no other column for a classifier to predict it from
         seed = self._seed(random_state)
         position = np.flatnonzero(self._valid)
         names, columns = [], []
@@ -745,9 +747,12 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
     def get_feature_names_out(self, input_features=None):
         """Output feature names: the input features, then the indicator's.
 
-        A DataFrame's column labels that are not all strings (integers, say), which scikit-learn
+        A DataFrame's column labels that are not all strings (integers, tuples), which scikit-learn
         does not keep as ``feature_names_in_``, are given as they are, so that
-        ``set_output(transform="pandas")`` returns the columns of the table given.
+        ``set_output(transform="pandas")`` returns the columns of the table given; with
+        ``add_indicator=True`` the names are scikit-learn's ``x0, x1, ...`` and
+        ``missingindicator_x0, ...`` (strings, which the next step of a pipeline needs: labels that
+        mix integers and strings are refused by scikit-learn's estimators).
 
         Parameters
         ----------
@@ -769,9 +774,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
                     f"got {list(input_features)}."
                 )
             names = input_features
-        if names is None and getattr(self, "table_", None) is not None:
-            # a DataFrame's labels that are not all strings (scikit-learn keeps none of them)
-            names = np.asarray(self.table_.columns, dtype=object)
+        if names is None and getattr(self, "table_", None) is not None and self.indicator_ is None:
+            # a DataFrame's labels that are not all strings (scikit-learn keeps none of them), tuples whole
+            names = np.fromiter(self.table_.columns, dtype=object, count=len(self.table_.columns))
         if names is None:
             names = np.asarray([f"x{i}" for i in range(self.n_features_in_)], dtype=object)
         if self.indicator_ is None:

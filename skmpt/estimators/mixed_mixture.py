@@ -45,9 +45,10 @@ _PSEUDOCOUNT = 1e-6
 _EM_START_STEPS = 20
 
 
-def _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed):
+def _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed, counted):
     """One-hot k-means labels ``(n, K)`` of the standardised numeric columns (missing at 0) beside
-    the one-hot categories (missing as zeros)."""
+    the one-hot categories (missing as zeros) and the counts (``counted``: their values and where
+    they are observed), each count column standardised by its observed entries (missing at 0)."""
     n_samples = X_n.shape[0]
     if n_components == 1:
         return X_n.new_ones(n_samples, 1)
@@ -55,6 +56,11 @@ def _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_compo
     for j, size in enumerate(sizes):
         one_hot = torch.nn.functional.one_hot(codes[:, j], size).to(X_n.dtype)
         parts.append(one_hot * observed_c[:, j : j + 1])
+    counts, seen = counted
+    total = seen.sum(0).clamp_min(1)
+    center = (counts * seen).sum(0) / total
+    spread = (((counts - center) * seen).square().sum(0) / total).sqrt()
+    parts.append((counts - center) / torch.where(spread > 0, spread, torch.ones_like(spread)) * seen)
     data = torch.cat(parts, 1).cpu().numpy()
     labels = KMeans(n_components, n_init=1, random_state=seed).fit(data).labels_
     return X_n.new_tensor(np.eye(n_components)[labels])
@@ -176,8 +182,7 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     # The same nearest-value rule as the module's, so that EM and the likelihood see one table.
     probe = MixedMixtureModule(
         X.new_ones(1), X.new_zeros(1, len(numeric)), X.new_ones(1), [X.new_ones(1, s) / s for s in sizes],
-        category_values, numeric, categorical, "spherical", count_features=count,
-    )
+        category_values, numeric, categorical, "spherical", count_features=count)
     codes = probe.codes(X)
     zero, unit, counted = _count_table(X, observed, count, count_units)
     observed_n, observed_c = observed[:, numeric], observed[:, categorical].to(X.dtype)
@@ -189,7 +194,8 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     holes = hole_patterns(observed_n)
     missing = torch.diag_embed((~holes.patterns).to(X.dtype)).expand(n_components, -1, -1, -1)  # the start's cov
     params = (_given_start(start, center, scale, sizes) if start is not None else _m_step(
-        _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed) * weights[:, None],
+        _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed, counted)
+        * weights[:, None],
         X_n.expand(n_components, *X_n.shape), missing, holes, codes, observed_c, sizes, covariance_type, *counted,
         floor))
 
@@ -268,8 +274,9 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
     grow without bound.
 
     Without numeric columns (every column categorical or a count) it is a latent class model: no
-    component has a Gaussian, ``means_`` and ``covariances_`` are empty, ``covariance_type`` has
-    nothing to fit and counts no parameter.
+    component has a Gaussian, ``means_`` and ``covariances_`` are empty (``(K, 0, 0)`` full,
+    ``(0, 0)`` tied, ``(K, 0)`` diagonal and spherical), ``covariance_type`` has nothing to fit
+    and counts no parameter.
 
     A categorical column holds numbers: each distinct value seen at ``fit`` is a category
     (``categories_``); a value not seen at ``fit`` is an error naming the column. Tables of
@@ -511,6 +518,10 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
             self.weights_ = module.log_weights.exp().cpu().numpy()
             self.means_ = module.gaussian.means.detach().cpu().numpy().astype(np.float64) + self.offset_[numeric]
             self.covariances_, _, _ = sklearn_covariances(module.gaussian)
+            if not len(numeric):  # a latent class model: covariance_type's layout, empty
+                K = self.n_components_
+                self.covariances_ = np.empty({"full": (K, 0, 0), "tied": (0, 0)}.get(self.params_.covariance_type,
+                                                                                     (K, 0)))
             log_probs = module.category_log_probs().exp().cpu().numpy()
             self.rates_ = module.log_rates.exp().cpu().numpy()
         self.category_probabilities_ = [log_probs[j, :, : len(c)] for j, c in enumerate(self.categories_)]

@@ -81,7 +81,7 @@ def test_a_table_of_categories_alone_is_imputed_and_a_numeric_family_refuses_it(
     assert lines[:13] == ["a,b", *rows[:12]] and lines[15] == "y,q"  # observed rows as read
     assert lines[13:15] == ["y,q", "x,p"]  # "q" comes with "y" in every full row, "x" with "p"
     assert main(["impute", str(source), "-o", str(tmp_path / "ppca.csv"), *FAST]) == 1
-    assert "--model ppca models numbers only" in capsys.readouterr().err
+    assert "and --model ppca models numbers only (text columns are passed through)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("text, message", [

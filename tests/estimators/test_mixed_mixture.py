@@ -294,6 +294,16 @@ def test_em_by_pattern_of_holes_is_em_row_by_row(covariance_type, monkeypatch):
     np.testing.assert_allclose(fitted.transform(X), rowwise.transform(X), rtol=1e-12, atol=1e-12)
 
 
+def test_a_table_of_counts_alone_is_a_mixture_of_poissons_from_its_k_means_start():
+    rng = np.random.RandomState(0)
+    group = rng.randint(0, 2, 200)
+    X = rng.poisson(np.where(group[:, None] == 1, [2.0, 9.0], [9.0, 2.0])).astype(float)
+    X[rng.rand(*X.shape) < 0.2] = np.nan
+    model = MaskedMixedMixture(2, count_features=[0, 1], random_state=0).fit(X)
+    assert model.converged_ and np.isfinite(model.score(X))
+    np.testing.assert_allclose(np.sort(model.rates_[:, 0]), [2.0, 9.0], rtol=0.25)  # the two groups found
+
+
 @pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
 def test_a_table_of_categories_alone_is_a_latent_class_model_with_the_exact_likelihood(covariance_type):
     rng = np.random.RandomState(0)
@@ -310,6 +320,7 @@ def test_a_table_of_categories_alone_is_a_latent_class_model_with_the_exact_like
         log_terms[seen] += np.log(probabilities[:, np.searchsorted(categories, X[seen, j])]).T
     np.testing.assert_allclose(model.score_samples(X), np.logaddexp.reduce(log_terms, axis=1), rtol=1e-10)
     assert model.converged_ and model.means_.shape == (2, 0)
+    assert model.covariances_.shape == {"full": (2, 0, 0), "tied": (0, 0)}.get(covariance_type, (2, 0))
     assert model._n_parameters() == 1 + 2 * (1 + 2)  # weights, then K (C_j - 1) per column: no covariance
     filled = model.impute(X)
     assert not np.isnan(filled).any() and np.isin(filled[:, 1], [0, 1, 2]).all()

@@ -300,13 +300,25 @@ def test_a_table_of_categories_alone_is_imputed_by_a_latent_class_model():
     assert wrong < 0.2 and wrong < mode / 2  # 0.14 against 0.35 here
 
 
+def test_a_single_categorical_column_is_imputed_with_the_default_fallback():
+    frame = pd.DataFrame({"colour": pd.Series(["red", "blue", None, "blue"] * 20, dtype=object)})
+    out = MaskedImputer(random_state=0).set_output(transform="pandas").fit_transform(frame)
+    assert out["colour"].notna().all() and out["colour"][frame["colour"].notna()].equals(frame["colour"].dropna())
+
+
 def test_non_string_column_labels_come_back_as_they_were():
     rng = np.random.RandomState(0)
     frame = pd.DataFrame({3: rng.randn(60), 1: rng.randn(60), 2: rng.choice(["x", "y"], 60)})
     frame.loc[:5, 3] = np.nan
-    imputer = MaskedImputer(MaskedMixedMixture(1), add_indicator=True).set_output(transform="pandas")
-    assert imputer.fit_transform(frame).columns.tolist() == [3, 1, 2, "missingindicator_3"]
-    assert imputer.get_feature_names_out().tolist() == [3, 1, 2, "missingindicator_3"]
+    imputer = MaskedImputer(MaskedMixedMixture(1)).set_output(transform="pandas")
+    assert imputer.fit_transform(frame).columns.tolist() == [3, 1, 2]
+    tuples = frame.set_axis(pd.MultiIndex.from_tuples([("a", 1), ("a", 2), ("b", 1)]), axis=1)
+    assert imputer.fit(tuples).get_feature_names_out().tolist() == [("a", 1), ("a", 2), ("b", 1)]
+    assert imputer.transform(tuples).columns.equals(tuples.columns)
+    # with the indicator, scikit-learn's names: a next step refuses labels mixing integers and strings
+    pipeline = make_pipeline(imputer.set_params(add_indicator=True), OneHotEncoder(handle_unknown="ignore"))
+    names = pipeline.fit(frame)[0].get_feature_names_out().tolist()
+    assert names == ["x0", "x1", "x2", "missingindicator_x0"] and pipeline.transform(frame).shape[0] == 60
 
 
 @pytest.mark.parametrize(("column", "message"), [
