@@ -774,7 +774,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
                     f"got {list(input_features)}."
                 )
             names = input_features
-        if names is None and getattr(self, "table_", None) is not None and self.indicator_ is None:
+        if names is None and self.table_ is not None and self.indicator_ is None:
             # a DataFrame's labels that are not all strings (scikit-learn keeps none of them), tuples whole
             names = np.fromiter(self.table_.columns, dtype=object, count=len(self.table_.columns))
         if names is None:

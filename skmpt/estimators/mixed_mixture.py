@@ -517,8 +517,9 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         with torch.no_grad():
             self.weights_ = module.log_weights.exp().cpu().numpy()
             self.means_ = module.gaussian.means.detach().cpu().numpy().astype(np.float64) + self.offset_[numeric]
-            self.covariances_, _, _ = sklearn_covariances(module.gaussian)
-            if not len(numeric):  # a latent class model: covariance_type's layout, empty
+            if len(numeric):
+                self.covariances_, _, _ = sklearn_covariances(module.gaussian)
+            else:  # a latent class model: covariance_type's layout, empty
                 K = self.n_components_
                 self.covariances_ = np.empty({"full": (K, 0, 0), "tied": (0, 0)}.get(self.params_.covariance_type,
                                                                                      (K, 0)))
