@@ -650,8 +650,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             self.search_ = clone(estimator).set_params(refit=False).fit(part[rows].compute())
             self.search_.set_params(refit=estimator.refit)
             fitted = self.search_.best_estimator_
-            comparison = self.search_.fallback_comparison_  # the fallback alone better: the model not refitted
-            if estimator.refit and (comparison is None or not comparison["chosen"]):
+            if estimator.refit and self.search_.refits_model_:
                 fitted = clone(fitted).fit(part) if _trains_from_moments(fitted) else fitted.partial_fit(part)
             self.search_.best_estimator_ = self.estimator_ = fitted
             self._check_marker(fitted)

@@ -469,6 +469,11 @@ class MaskedModelSearch(BaseEstimator):
         difference, paired over the held-out rows), ``chosen`` (the fallback's error is the lower),
         ``model_weight`` (the candidate's weight ``w`` in the blend) and ``blend_error`` (the
         blend's mean squared error); else None.
+    refits_model_ : bool
+        Whether the chosen candidate is worth refitting to every row: it imputes, alone or blended,
+        at least as much as the fallback (no ``fallback``, or the comparison did not choose the
+        fallback alone). ``refit=True`` refits it where this is True; with ``refit=False`` it says
+        what a refit would do (:class:`MaskedImputer` reads it to refit a dask collection's model).
     n_features_in_ : int
 
     Examples
@@ -598,7 +603,8 @@ class MaskedModelSearch(BaseEstimator):
             self._compare_fallback(X_search, train, held_out, fitted[self.best_index_], rng)
         # Where the fallback alone imputes better the model has the lesser weight in the blend, if any:
         # its refit (on College at 40 % holes, 2 of the imputer's 3 CPU seconds) is not worth its cost.
-        if self.refit and self._refits():
+        self.refits_model_ = self.fallback_comparison_ is None or not self.fallback_comparison_["chosen"]
+        if self.refit and self.refits_model_:
             X_refit = X
             if self.refit_max_samples is not None and len(X) > self.refit_max_samples:
                 X_refit = X[np.sort(rng.choice(len(X), self.refit_max_samples, replace=False))]
@@ -672,11 +678,6 @@ class MaskedModelSearch(BaseEstimator):
                                      "std_error": error, "chosen": chosen, "model_weight": weight,
                                      "blend_error": -float(blended.mean())}
         self.fallback_ = fallback if weight < 1 else None
-
-    def _refits(self):
-        """Whether the chosen candidate imputes, alone or blended, at least as much as the fallback
-        (no fallback, or the comparison did not choose it), so that it is refitted to every row."""
-        return self.fallback_comparison_ is None or not self.fallback_comparison_["chosen"]
 
     @staticmethod
     def _continues(candidate, fitted, X, scorer, unseen):

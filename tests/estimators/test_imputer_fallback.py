@@ -37,6 +37,7 @@ def test_trees_are_chosen_where_they_clearly_win_and_impute_new_rows():
     comparison = imputer.fallback_comparison_
     assert isinstance(imputer.fallback_, IterativeImputer) and comparison["chosen"]
     assert comparison["fallback_error"] < comparison["model_error"] - 2 * comparison["std_error"]
+    assert not imputer.search_.refits_model_  # the trees alone impute: the model is not refitted
     imputed = imputer.transform(X_missing)
     observed = ~np.isnan(X_missing)
     assert np.array_equal(imputed[observed], X_missing[observed])  # bit for bit
@@ -56,6 +57,7 @@ def test_the_latent_model_is_kept_on_a_low_rank_gaussian_table():
     comparison = imputer.fallback_comparison_
     assert imputer.fallback_ is None and not comparison["chosen"]
     assert comparison["model_error"] < comparison["fallback_error"]
+    assert imputer.search_.refits_model_
     np.testing.assert_allclose(imputer.transform(X_missing), imputer.estimator_.impute(X_missing), rtol=0, atol=1e-12)
 
 
