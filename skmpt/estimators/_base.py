@@ -69,6 +69,7 @@ from ._data import (
     weighted_mean,
 )
 from ._moments import MomentSolver
+from ._tables import is_table
 from ._trainer import (
     MiniBatchSolver,
     StreamState,
@@ -316,6 +317,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     def _array_rows(self, X, dtype, *, reset):
         """``(X_t, missing)`` of array-like ``X``: the tensor of ``dtype`` on ``device_`` with missing
         entries at zero, and the missing entries (a NumPy array, None when there are none)."""
+        if is_table(X):
+            self._refuse_text_columns(X)
         # Fitting needs two samples to have any spread; scoring works sample by sample.
         X = validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=2 if reset else 1,
@@ -338,6 +341,24 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if missing is not None:
             X[missing] = 0.0
         return torch.from_numpy(X).to(dtype=dtype, device=self.device_), missing
+
+    def _refuse_text_columns(self, frame):
+        """Refuse a DataFrame with columns that are not numbers (text, categories of text, dates), by name,
+        before NumPy's conversion error, which names a value."""
+        import pandas as pd  # a DataFrame came in: pandas is imported already
+
+        def numeric(dtype):
+            if isinstance(dtype, pd.CategoricalDtype):
+                return pd.api.types.is_numeric_dtype(dtype.categories.dtype)
+            return pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype)
+
+        text = [(name, str(dtype)) for name, dtype in frame.dtypes.items() if not numeric(dtype)]
+        if text:
+            raise ValueError(
+                f"X has column(s) that are not numbers: {text[:10]} (name, dtype). {type(self).__name__} reads a "
+                f"table of numbers (a category as its integer code, with categorical_features where it has them); "
+                f"MaskedImputer reads a DataFrame's text and category columns as categories (column_types)."
+            )
 
     def _tensor_rows(self, X, dtype, *, reset):
         """:meth:`_array_rows` for a torch tensor (or array-API array) ``X``, computed on ``device_`` (at

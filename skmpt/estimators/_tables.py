@@ -22,6 +22,10 @@ COLUMN_TYPES = ("numeric", "categorical", "count")
 #: A string column read as categorical with more distinct values than this is refused as an
 #: identifier (a name, a key), unless ``column_types`` names it categorical.
 MAX_AUTO_CATEGORIES = 1000
+# A string column read as categorical whose distinct values are more than half its observed cells, and
+# more than this many, is warned of as an identifier: fewer values say nothing (three distinct values in
+# four cells fit a category as well as a key).
+_FEW_VALUES = 10
 
 
 def is_table(X):
@@ -158,6 +162,14 @@ class TableLayout:
                 f"category (more than {MAX_AUTO_CATEGORIES}). Drop it, or pass column_types={{{name!r}: "
                 f"'categorical'}} to model it anyway."
             )
+        observed = int(series.notna().sum())
+        mostly_distinct = len(categories) > max(observed / 2, _FEW_VALUES)
+        if not explicit and not isinstance(series.dtype, pd.CategoricalDtype) and mostly_distinct:
+            # skmpt impute's rule for a text column: a category's values repeat
+            warnings.warn(f"Column {name!r} holds {len(categories)} distinct values in {observed} observed cells: "
+                          f"more like an identifier (a name, a key) than a category, whose values repeat; its holes "
+                          f"get other rows' values. Drop it, or pass column_types={{{name!r}: 'categorical'}} to "
+                          f"model it as a category without this warning.", UserWarning, stacklevel=4)
         if len(categories) == 1:
             warnings.warn(f"Column {name!r} is categorical with one category ({categories[0]!r}): the model learns "
                           f"nothing from it, and fills its holes with that category.", UserWarning, stacklevel=4)
@@ -177,7 +189,8 @@ class TableLayout:
         if not (isinstance(self.missing_values, numbers.Real) and np.isnan(self.missing_values)):
             for j, name in enumerate(self.columns):
                 if j not in self.categorical:
-                    missing[:, j] |= (frame[name] == self.missing_values).to_numpy()
+                    # pandas' NA compares to NA (a nullable column): a hole already, not a match
+                    missing[:, j] |= (frame[name] == self.missing_values).to_numpy(dtype=bool, na_value=False)
         return missing
 
     def encode(self, frame):

@@ -449,7 +449,11 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         if self.indicator_ is not None:
             names = self.get_feature_names_out()[len(self.table_.columns):]
             indicator = self.indicator_.transform(X)
-            frame = frame.assign(**{str(name): indicator[:, i] for i, name in enumerate(names)})
+            import pandas as pd  # a DataFrame came in: pandas is imported already
+
+            # concatenated, not assigned: assigning a flat name to MultiIndex columns is deprecated in pandas
+            columns = pd.DataFrame(indicator, index=frame.index, columns=[str(name) for name in names])
+            frame = pd.concat([frame, columns], axis=1)
         return frame if self._output_container() == "pandas" else frame.to_numpy(dtype=object)
 
     def _check_marker(self, estimator):

@@ -140,6 +140,19 @@ def test_an_identifier_column_is_refused_by_name_unless_declared():
     assert len(TableLayout(frame, {"key": "categorical"}).categories[-1]) == MAX_AUTO_CATEGORIES + 1
 
 
+def test_a_column_of_mostly_distinct_text_is_warned_about_as_an_identifier_unless_declared():
+    frame = _frame(200)
+    frame["key"] = [f"person_{i:04d}" for i in range(len(frame))]
+    with pytest.warns(UserWarning, match=r"Column 'key' holds 200 distinct values in 200 observed cells: more like an "
+                                         r"identifier"):
+        TableLayout(frame)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        TableLayout(frame, {"key": "categorical"})  # declared: modelled without a word
+        TableLayout(frame.iloc[:8])  # eight values say nothing of a key
+        TableLayout(frame.assign(key=pd.Categorical(frame["key"])))  # categories the user gave
+
+
 def test_column_types_override_the_dtypes():
     frame = _frame()
     frame["rating"] = np.random.RandomState(0).randint(1, 4, len(frame))
@@ -254,6 +267,40 @@ def test_a_numeric_marker_in_a_table_of_one_dtype():
     out = MaskedImputer(MaskedPPCA(1), missing_values=-1.0).set_output(transform="pandas").fit_transform(
         pd.DataFrame(X, columns=list("abc")))
     assert (out["a"][:10] != -1.0).all() and np.array_equal(out.to_numpy()[10:], X[10:])
+
+
+def test_a_numeric_marker_beside_pandas_na_in_a_nullable_column():
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame({"a": rng.randn(60), "b": pd.array(rng.randint(0, 9, 60), dtype="Int64"),
+                          "c": pd.array(rng.randn(60), dtype="Float64")})
+    frame.loc[3, "a"], frame.loc[5, "b"], frame.loc[[6, 7], "c"] = -999, pd.NA, [pd.NA, -999]
+    out = MaskedImputer(MaskedPPCA(1), missing_values=-999).set_output(transform="pandas").fit_transform(frame)
+    filled = [(3, "a"), (5, "b"), (6, "c"), (7, "c")]
+    assert all(pd.notna(out.loc[row, name]) and out.loc[row, name] != -999 for row, name in filled)
+    assert out.dtypes.tolist() == frame.dtypes.tolist()
+    kept = frame.drop(index=[3, 5, 6, 7])
+    pd.testing.assert_frame_equal(out.drop(index=[3, 5, 6, 7]), kept)
+
+
+def test_text_columns_given_to_an_estimator_of_numbers_are_refused_by_name():
+    frame = pd.DataFrame({"x": np.arange(40.0), "c": ["red", "blue"] * 20, "d": pd.Categorical(["p", "q"] * 20)})
+    for estimator in (MaskedMixedMixture(2, categorical_features=[1]), MaskedPPCA(1)):
+        with pytest.raises(ValueError, match=r"X has column\(s\) that are not numbers: \[\('c', .*\), \('d', "
+                                             r"'category'\)\].*MaskedImputer reads"):
+            estimator.fit(frame)
+    codes = frame.assign(c=(frame["c"] == "red").astype(int), d=pd.Categorical([0, 1] * 20))
+    assert MaskedMixedMixture(2, categorical_features=[1, 2], random_state=0).fit(codes).n_features_in_ == 3
+
+
+def test_indicators_beside_multiindex_columns_raise_no_pandas_deprecation():
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame({("a", "x"): rng.randn(60), ("b", "c"): ["p", "q"] * 30})
+    frame.iloc[3, 0], frame.iloc[5, 1] = np.nan, None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        warnings.simplefilter("error", FutureWarning)
+        out = _imputer(add_indicator=True).set_output(transform="pandas").fit_transform(frame)
+    assert out.shape == (60, 4) and out.iloc[:, 2:].sum().tolist() == [1, 1]
 
 
 def test_a_category_the_given_dtype_cannot_hold_comes_back_in_the_fits_dtype():
