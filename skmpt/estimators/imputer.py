@@ -205,7 +205,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         ``set_output(transform="pandas")``, returns the table with its columns, index and dtypes
         (as an object array otherwise). A category not seen at fit, or a string column of more
         than 1000 distinct values (an identifier), is an error naming the column; a column of one
-        category is warned about.
+        category, or a string column whose distinct values are more than half its observed cells (and
+        more than 10), is warned about by name.
     fallback : "trees", imputer or None, default="trees"
         An imputer compared with the chosen model where the imputer chooses it (``estimator`` None or a
         :class:`MaskedModelSearch`), and blended with it by what each imputes on the user's own rows:
