@@ -318,7 +318,7 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """``(X_t, missing)`` of array-like ``X``: the tensor of ``dtype`` on ``device_`` with missing
         entries at zero, and the missing entries (a NumPy array, None when there are none)."""
         if is_table(X):
-            self._refuse_text_columns(X)
+            self._check_table_columns(X)
         # Fitting needs two samples to have any spread; scoring works sample by sample.
         X = validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=2 if reset else 1,
@@ -342,10 +342,15 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             X[missing] = 0.0
         return torch.from_numpy(X).to(dtype=dtype, device=self.device_), missing
 
-    def _refuse_text_columns(self, frame):
-        """Refuse a DataFrame with columns that are not numbers (text, categories of text, dates), by name,
-        before NumPy's conversion error, which names a value."""
+    def _check_table_columns(self, frame):
+        """Refuse a DataFrame without columns (scikit-learn's check of an array's features says NumPy's
+        "at least one array or dtype is required" of it), or with columns that are not numbers (text,
+        categories of text, dates), by name, before NumPy's conversion error, which names a value."""
         import pandas as pd  # a DataFrame came in: pandas is imported already
+
+        if not frame.shape[1]:
+            raise ValueError(f"Found array with 0 feature(s) (shape={frame.shape}) while a minimum of 1 is required "
+                             f"by {type(self).__name__}.")
 
         def numeric(dtype):
             if isinstance(dtype, pd.CategoricalDtype):

@@ -366,6 +366,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         """``X`` as float64 with NaN at the missing entries, and the missing mask (``missing_values``
         as it was at fit)."""
         missing_values = self.params_["missing_values"]
+        if is_table(X) and not all(X.shape):  # scikit-learn's check of an array's shape, which a table skips
+            raise ValueError(f"Found array with {X.shape[0]} sample(s) and {X.shape[1]} feature(s) (shape={X.shape}) "
+                             f"while a minimum of 1 of each is required by {type(self).__name__}.")
         if reset:
             self.table_ = self._layout(X)
         if self.table_ is not None and (is_table(X) or len(self.table_.categorical)):

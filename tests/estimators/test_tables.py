@@ -1,5 +1,6 @@
 """DataFrames in, the same DataFrame out: MaskedImputer on tables of numbers and categories."""
 
+import re
 import warnings
 
 import numpy as np
@@ -411,3 +412,13 @@ def test_a_date_declared_numeric_is_imputed_as_a_date():
     out = MaskedImputer(MaskedMixedMixture(1), column_types={"d": "numeric"}).set_output(
         transform="pandas").fit_transform(frame)
     assert out["d"].dtype == frame["d"].dtype and out["d"].notna().all() and out["d"][5:].equals(frame["d"][5:])
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (4, 0), (0, 2)])
+@pytest.mark.parametrize("estimator", [MaskedImputer(), MaskedPPCA(1), MaskedMixedMixture(1)])
+def test_a_table_without_rows_or_columns_is_refused_by_its_shape(estimator, shape):
+    # NumPy's "at least one array or dtype is required" (no columns), or the imputer's "missing in every
+    # training sample" (no rows), named something else.
+    table = pd.DataFrame(np.zeros(shape), columns=[f"x{j}" for j in range(shape[1])])
+    with pytest.raises(ValueError, match=rf"Found array with .*shape={re.escape(str(shape))}.* required by "):
+        clone(estimator).fit(table)
