@@ -12,7 +12,9 @@ value, ``-999`` matches ``-999.0``). Every column whose observed cells are all n
 and imputed (``--thousands`` reads ``1,234``; without it such a column is refused). A column of
 text whose values repeat (at most 1000 distinct values, each seen twice on average: a category,
 such as a species or a region) is modelled too, and its holes are filled with its most probable
-value given the row's other cells, written as the column's own text. A Parquet column of pandas
+value given the row's other cells, written as the column's own text. ``--categorical NAME`` models
+a column as categorical whatever its cells (codes written as numbers), its holes filled with one
+of its observed values as written. A Parquet column of pandas
 ``category`` dtype is categorical whatever its categories: a hole (null, or ``--missing-values``)
 takes one of the dtype's categories and the column keeps its dtype (a category ``"NA"`` is a
 category there, not a hole); so is a boolean column, whose holes take True or False. Other text
@@ -66,6 +68,9 @@ def add_arguments(parser):
     add("--index-col", action="append", default=None, metavar="NAME",
         help="a column kept as it is and not modelled (an id, a key); repeat for several. A first column with "
              "an empty name (the index DataFrame.to_csv writes) is kept so without it")
+    add("--categorical", action="append", default=None, metavar="NAME",
+        help="a column modelled as categorical whatever its cells (codes written as numbers: a zip code, an "
+             "occupation code), its holes filled with one of its observed values as written; repeat for several")
     add("--thousands", default=None, metavar="SEP",
         help="the thousands separator of numbers written with one ('1,234' with --thousands ','); without it "
              "such a column is refused")
@@ -285,22 +290,23 @@ def text_cells(column, marker):
     return text, missing, matched
 
 
-def categorical_columns(frame, positions, marker):
-    """The text columns among ``positions`` to model as categories: position -> their cells as
-    stripped text, None where missing.
+def categorical_columns(frame, positions, marker, declared=()):
+    """The columns among ``positions`` and ``declared`` to model as categories: position -> their
+    cells as stripped text, None where missing.
 
-    A column is categorical when its observed values repeat: at most :data:`MAX_CATEGORIES`
-    distinct ones, and at most half as many as its observed cells (a column of names or comments,
-    mostly distinct, is no category). Others are passed through.
+    A column at ``declared`` (``--categorical``) is categorical whatever its cells; a text column at
+    ``positions`` when its observed values repeat: at most :data:`MAX_CATEGORIES` distinct ones, and
+    at most half as many as its observed cells (a column of names or comments, mostly distinct, is no
+    category). Others are passed through.
     """
     import pandas as pd
 
     columns = {}
-    for j in positions:
+    for j in sorted({*positions, *declared}):
         text, missing, _ = text_cells(frame[j], marker)
         observed = text[~missing]
         distinct = observed.nunique()
-        if 0 < distinct <= min(MAX_CATEGORIES, len(observed) / 2):
+        if j in declared or 0 < distinct <= min(MAX_CATEGORIES, len(observed) / 2):
             columns[j] = pd.Series(np.where(missing, None, text.to_numpy(dtype=object)), dtype=object)
     return columns
 
@@ -368,6 +374,20 @@ def _formatted(value):
     return repr(float(value))
 
 
+def _declared_positions(header, names, index):
+    """Positions of the ``--categorical`` columns: each a column of IN, none kept as index."""
+    positions = []
+    for name in names or ():
+        found = [j for j, column in enumerate(header) if column.removeprefix("\ufeff") == name]
+        if not found:
+            raise UsageError(f"--categorical {name!r} is no column of IN; its columns are {header}")
+        if set(found) & set(index):
+            raise UsageError(f"--categorical {name!r} is a column kept as index too (--index-col, or a first column "
+                             f"with an empty name): it is either modelled or kept, not both")
+        positions += found
+    return sorted(set(positions))
+
+
 def _index_positions(header, names, fmt, stored=()):
     """Positions of the ``--index-col`` columns; for a CSV or TSV, a first column with an empty name too.
 
@@ -410,13 +430,22 @@ def run(args):
     index = _index_positions(header, args.index_col, fmt_in, stored)
     if fmt_out == "parquet" and len(set(header)) < len(header):
         raise UsageError(f"Parquet cannot hold the duplicate column names of IN {header}; write {fmt_in} instead")
+    declared = _declared_positions(header, args.categorical, index)
+    if declared and args.model not in ("auto", "mixed"):
+        raise UsageError(f"--categorical names columns to model as categories, and --model {args.model} models "
+                         f"numbers only: use --model auto or mixed")
     typed = category_columns(frame, index, args.missing_values)  # never numbers, whatever their categories
+    declared = [j for j in declared if j not in typed]  # categorical already
     X, positions, missing, report = numeric_columns(frame, header, args.missing_values, thousands=args.thousands,
-                                                    index=[*index, *typed])
+                                                    index=[*index, *typed, *declared])
     categorical = {}
     if args.model in ("auto", "mixed"):  # the numeric families model numbers only: text is passed through
-        categorical = categorical_columns(frame, sorted(report["text"]), args.missing_values)
+        categorical = categorical_columns(frame, sorted(report["text"]), args.missing_values, declared)
         categorical.update({j: cells for j, cells in typed.items() if cells.notna().any()})
+        empty = [header[j] for j in declared if categorical[j].isna().all()]
+        if empty:
+            raise ValueError(f"column(s) {empty} declared --categorical have no observed value: nothing can impute "
+                             f"them; drop them, or pass them through with --index-col")
     report["text"].update({j: int(cells.isna().sum()) for j, cells in typed.items() if j not in categorical})
     if not positions and not categorical:
         if args.model not in ("auto", "mixed"):

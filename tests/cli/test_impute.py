@@ -471,3 +471,62 @@ def test_model_mixed_on_numbers_is_a_gaussian_mixture_by_em(tmp_path):
     out = tmp_path / "out.csv"
     assert main(["impute", str(source), "-o", str(out), "--model", "mixed", "--quiet"]) == 0
     assert not pd.read_csv(out).isna().any().any()
+
+
+def _coded_table(n_rows=60):
+    """Two numeric columns and a group written as a number code ('10', '20', '30'), 15 % of it missing."""
+    rng = np.random.RandomState(0)
+    group = rng.randint(0, 3, n_rows)
+    code = np.array(["10", "20", "30"])[group].astype(object)
+    code[rng.rand(n_rows) < 0.15] = ""
+    lines = [f"{2.0 * g + 0.3 * a:.3f},{-g + 0.3 * b:.3f},{c}" for g, a, b, c in
+             zip(group, rng.randn(n_rows), rng.randn(n_rows), code, strict=True)]
+    return "x,y,code\n" + "\n".join(lines) + "\n", group
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_column_declared_categorical_is_filled_with_its_own_codes(tmp_path, fmt, capsys):
+    # Codes written as numbers were modelled as numbers: their holes got 9.43..., 21.05...
+    text, group = _coded_table()
+    source = _write(tmp_path / "in.csv", text)
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+        frame = pd.read_csv(source)
+        frame["code"] = frame["code"].astype("Int64")
+        source = tmp_path / "in.parquet"
+        frame.to_parquet(source)
+    out = tmp_path / f"out.{fmt}"
+    assert main(["impute", str(source), "-o", str(out), "--categorical", "code"]) == 0
+    assert "modelled: 1 categorical columns ['code']" in capsys.readouterr().err
+    if fmt == "csv":
+        before, after = _cells(source), _cells(out)
+        holes = [i for i, row in enumerate(before[1:]) if row[2] == ""]
+        for old_row, new_row in zip(before, after, strict=True):
+            assert [new for old, new in zip(old_row, new_row, strict=True) if old] == [old for old in old_row if old]
+        filled = [after[1 + i][2] for i in holes]
+    else:
+        before, after = pd.read_parquet(source), pd.read_parquet(out)
+        assert list(after.dtypes) == list(before.dtypes)
+        holes = np.flatnonzero(before["code"].isna().to_numpy())
+        assert after["code"][before["code"].notna()].equals(before["code"][before["code"].notna()])
+        filled = [str(value) for value in after["code"].to_numpy()[holes]]
+    assert set(filled) <= {"10", "20", "30"}
+    assert np.mean([value == str(10 * (group[i] + 1)) for value, i in zip(filled, holes, strict=True)]) >= 0.8
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--categorical", "nope"], "--categorical 'nope' is no column of IN"),
+    (["--categorical", "code", "--model", "ppca"], "--model ppca models numbers only"),
+    (["--categorical", "code", "--index-col", "code"], "is a column kept as index too"),
+])
+def test_bad_categorical_declarations_are_refused_before_fitting(tmp_path, capsys, options, message):
+    source = _write(tmp_path / "in.csv", _coded_table()[0])
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), *options]) != 0
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_a_column_declared_categorical_without_an_observed_value_is_refused(tmp_path, capsys):
+    source = _write(tmp_path / "in.csv", "a,b,c\n1,2,\n2,3,\n3,5,\n4,4,\n5,6,\n")
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), "--categorical", "c"]) != 0
+    assert "declared --categorical have no observed value" in capsys.readouterr().err
