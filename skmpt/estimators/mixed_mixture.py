@@ -31,7 +31,7 @@ from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
 from ._columns import TableColumnsMixin
 from ._data import standardization
 from ._docs import fill_docstring
-from .gaussian_mixture import floored, sklearn_covariances
+from .gaussian_mixture import em_converged, floored, sklearn_covariances
 
 __all__ = ["MaskedMixedMixture", "mixed_em", "resolution_floor"]
 
@@ -129,8 +129,9 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
              covariance_type, *, seed, tol, max_iter, count_features=(), count_units=None, start=None):
     """Fit a :class:`~skmpt.models.mixed.MixedMixtureModule` by EM on the observed entries.
 
-    Each step raises ``sum_i w_i log p(x_i,o)`` (exact; covariances at least ``resolution_floor``), until a step
-    gains less than ``tol`` nats per sample. The numeric columns are standardised for the run and mapped back.
+    Each step raises ``sum_i w_i log p(x_i,o)`` (exact; covariances at least ``resolution_floor``) until less than
+    ``tol`` nats per sample is left to gain (:func:`~skmpt.estimators.gaussian_mixture.em_converged`, the Gaussian
+    mixtures' rule); the numeric columns are standardised for the run and mapped back.
 
     Parameters
     ----------
@@ -207,7 +208,7 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
         return module
 
     rows = torch.cat([X_n, X[:, categorical], X[:, count]], 1)[:, _column_order(numeric, categorical, count)]
-    history, previous, converged = [], -math.inf, False
+    history, values, converged = [], [], False
     for step in range(1, max_iter + 1):
         start = time.perf_counter()
         module = build(*params)
@@ -217,10 +218,9 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
         resp = torch.softmax(log_joint, -1) * weights[:, None]
         params = _m_step(resp, mean, cov, holes, codes, observed_c, sizes, covariance_type, *counted, floor)
         history.append({"epoch": step, "objective": value - jacobian, "seconds": time.perf_counter() - start})
-        if value - previous < tol:
-            converged = True
+        values.append(value)
+        if converged := em_converged(values, tol):
             break
-        previous = value
     module = build(*params)
     with torch.no_grad():
         module.gaussian.unstandardize_(center, scale)
@@ -300,8 +300,9 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
     covariance_type : {"full", "tied", "diag", "spherical"}, default="full"
         Each component's covariance of the numeric columns, as in :class:`MaskedGaussianMixture`.
     algorithm : {"em", "mpt"}, default="em"
-        ``"em"``: EM on the observed entries until a step gains less than ``tol`` nats per sample,
-        at most ``max_epochs`` steps (each step is exact and raises the observed-data likelihood).
+        ``"em"``: EM on the observed entries until what is left to gain, extrapolated from the last
+        ten steps' gains, is less than ``tol`` nats per sample, at most ``max_epochs`` steps (each
+        step is exact and raises the observed-data likelihood).
         ``"mpt"``: 20 EM steps at most, then masked pre-training from there (the other training
         parameters apply to it).
     n_init : int, default=1
@@ -507,7 +508,7 @@ class MaskedMixedMixture(_InformationCriteriaMixin, TableColumnsMixin, _BaseMask
         self._set_fitted_attributes()
         if not converged:
             warnings.warn(f"{type(self).__name__}'s EM stopped after max_epochs={self.params_.max_epochs} steps "
-                          f"while the log-likelihood was still improving by more than tol={self.params_.tol}; "
+                          f"with more than tol={self.params_.tol} nats per sample left to gain; "
                           f"raise max_epochs.", ConvergenceWarning, stacklevel=2)
         return self
 

@@ -365,11 +365,12 @@ class GaussianMixtureModule(MaskedModel):
     def log_marginal(self, X, *, generator=None, observed=None):
         """Closed-form ``log sum_k pi_k N(x | mu_k, Sigma_k)`` per sample, shape ``(n_samples,)``.
 
-        With ``observed``, the density of each sample's observed sub-vector (zero when
-        nothing is observed).
+        With ``observed``, the density of each sample's observed sub-vector (zero exactly when
+        nothing is observed: the log-sum of the weights is zero up to rounding).
         """
         if observed is not None:
-            return torch.logsumexp(self._observed_component_log_prob(X, observed), -1)
+            values = torch.logsumexp(self._observed_component_log_prob(X, observed), -1)
+            return torch.where(observed.any(-1), values, torch.zeros_like(values))
         return torch.logsumexp(self.component_log_prob(X), -1)
 
     def posterior(self, X, *, observed=None):

@@ -237,8 +237,10 @@ class MixedMixtureModule(MaskedModel):
         return self.log_weights + self._conditionals(X, given)[0].squeeze(1)
 
     def log_marginal(self, X, *, generator=None, observed=None):
-        """Closed-form ``log p(x)`` (``log p(x_o)`` with ``observed``) per sample, ``(n_samples,)``."""
-        return torch.logsumexp(self._joint(X, observed), -1)
+        """Closed-form ``log p(x)`` (``log p(x_o)`` with ``observed``) per sample, ``(n_samples,)``: zero
+        exactly where nothing is observed (the log-sum of the weights is zero up to rounding)."""
+        values = torch.logsumexp(self._joint(X, observed), -1)
+        return values if observed is None else torch.where(observed.any(-1), values, torch.zeros_like(values))
 
     def posterior(self, X, *, observed=None):
         """Responsibilities ``p(k | x)`` (``p(k | x_o)``): a tuple holding one ``(n_samples, K)`` tensor."""
