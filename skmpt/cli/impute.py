@@ -374,13 +374,22 @@ def _formatted(value):
     return repr(float(value))
 
 
+def _named_positions(header, name, option, stored=()):
+    """The positions of the columns called ``name`` (given with ``option``), refused when there is none
+    and ``name`` is not in ``stored`` (a Parquet table's index). The first name of a file that begins
+    with a byte-order mark is matched without it (the file is written back with it)."""
+    header = [column.removeprefix("\ufeff") if j == 0 else column for j, column in enumerate(header)]
+    found = [j for j, column in enumerate(header) if column == name]
+    if not found and name not in stored:
+        raise UsageError(f"{option} {name!r} is no column of IN; its columns are {header}")
+    return found
+
+
 def _declared_positions(header, names, index):
     """Positions of the ``--categorical`` columns: each a column of IN, none kept as index."""
     positions = []
     for name in names or ():
-        found = [j for j, column in enumerate(header) if column.removeprefix("\ufeff") == name]
-        if not found:
-            raise UsageError(f"--categorical {name!r} is no column of IN; its columns are {header}")
+        found = _named_positions(header, name, "--categorical")
         if set(found) & set(index):
             raise UsageError(f"--categorical {name!r} is a column kept as index too (--index-col, or a first column "
                              f"with an empty name): it is either modelled or kept, not both")
@@ -391,16 +400,12 @@ def _declared_positions(header, names, index):
 def _index_positions(header, names, fmt, stored=()):
     """Positions of the ``--index-col`` columns; for a CSV or TSV, a first column with an empty name too.
 
-    A name of the ``stored`` index of a Parquet table is no column, and is kept anyway. The first name
-    of a file that begins with a byte-order mark is matched without it (the file is written back with it).
+    A name of the ``stored`` index of a Parquet table is no column, and is kept anyway
+    (:func:`_named_positions`).
     """
-    header = [column.removeprefix("\ufeff") if j == 0 else column for j, column in enumerate(header)]
-    positions = [0] if fmt != "parquet" and header and header[0] == "" else []
+    positions = [0] if fmt != "parquet" and header and header[0].removeprefix("\ufeff") == "" else []
     for name in names or ():
-        found = [j for j, column in enumerate(header) if column == name]
-        if not found and name not in stored:
-            raise UsageError(f"--index-col {name!r} is no column of IN; its columns are {header}")
-        positions += found
+        positions += _named_positions(header, name, "--index-col", stored)
     return sorted(set(positions))
 
 
