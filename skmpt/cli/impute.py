@@ -11,7 +11,8 @@ hole), or equal to ``--missing-values`` (a numeric marker: equal in
 value, ``-999`` matches ``-999.0``). Every column whose observed cells are all numbers is modelled
 and imputed (``--thousands`` reads ``1,234``; without it such a column is refused). A column of
 text whose values repeat (at most 1000 distinct values, each seen twice on average: a category,
-such as a species or a region) is modelled too, and its holes are filled with its most probable
+such as a species or a region; the Python API's rule, ``skmpt.estimators.tables.values_repeat``)
+is modelled too, and its holes are filled with its most probable
 value given the row's other cells, written as the column's own text. ``--categorical NAME`` models
 a column as categorical whatever its cells (codes written as numbers), its holes filled with one
 of its observed values as written. A Parquet column of pandas
@@ -47,8 +48,6 @@ DESCRIPTION = ("Fill the missing cells of the numeric and categorical columns of
                "model chosen by the held-out likelihood of the observed cells; other text columns and observed cells "
                "are kept as they are.")
 MODELS = ("auto", "mixed", "full", "fa", "ppca", "diag", "linear_vae", "vae")
-#: A text column is modelled as categorical with at most this many distinct values.
-MAX_CATEGORIES = 1000
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet"}
 #: Spellings of a missing cell besides the empty one (compared in lower case).
 MISSING_WORDS = ("nan", "na", "n/a", "null", "none")
@@ -295,18 +294,18 @@ def categorical_columns(frame, positions, marker, declared=()):
     cells as stripped text, None where missing.
 
     A column at ``declared`` (``--categorical``) is categorical whatever its cells; a text column at
-    ``positions`` when its observed values repeat: at most :data:`MAX_CATEGORIES` distinct ones, and
-    at most half as many as its observed cells (a column of names or comments, mostly distinct, is no
-    category). Others are passed through.
+    ``positions`` when its observed values repeat (:func:`~skmpt.estimators.tables.values_repeat`: a
+    column of names or comments, mostly distinct, is no category). Others are passed through.
     """
     import pandas as pd
+
+    from ..estimators.tables import values_repeat
 
     columns = {}
     for j in sorted({*positions, *declared}):
         text, missing, _ = text_cells(frame[j], marker)
         observed = text[~missing]
-        distinct = observed.nunique()
-        if j in declared or 0 < distinct <= min(MAX_CATEGORIES, len(observed) / 2):
+        if j in declared or values_repeat(observed.nunique(), len(observed)):
             columns[j] = pd.Series(np.where(missing, None, text.to_numpy(dtype=object)), dtype=object)
     return columns
 

@@ -69,7 +69,7 @@ from ._data import (
     weighted_mean,
 )
 from ._moments import MomentSolver
-from ._tables import is_table
+from .tables import is_table
 from ._trainer import (
     MiniBatchSolver,
     StreamState,

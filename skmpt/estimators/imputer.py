@@ -16,7 +16,7 @@ from .._utils import OutputChoiceMixin
 from .._validation import Options, validate_parameters
 from ..models.missingness import SelfMaskingGaussian
 from ._dask import as_dask_array, check_collection, is_dask_collection, map_rows, seeded_rows_of_block
-from ._tables import TableLayout, is_table
+from .tables import TableLayout, is_table
 from .mixed_mixture import MaskedMixedMixture
 from .ppca import MaskedPPCA
 from .selection import MaskedModelSearch, default_candidates
@@ -392,7 +392,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ tables (DataFrames)
     def _layout(self, X):
-        """The :class:`~skmpt.estimators._tables.TableLayout` of a DataFrame ``X`` at fit; None for an array."""
+        """The :class:`~skmpt.estimators.tables.TableLayout` of a DataFrame ``X`` at fit; None for an array."""
         column_types = self.params_["column_types"]
         if not is_table(X):
             if column_types is not None:

@@ -530,3 +530,21 @@ def test_a_column_declared_categorical_without_an_observed_value_is_refused(tmp_
     source = _write(tmp_path / "in.csv", "a,b,c\n1,2,\n2,3,\n3,5,\n4,4,\n5,6,\n")
     assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), "--categorical", "c"]) != 0
     assert "declared --categorical have no observed value" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("n_distinct", "n_rows"), [(11, 22), (12, 22), (21, 22), (11, 40)])
+def test_a_text_column_is_modelled_by_the_cli_where_the_api_reads_it_as_a_category(n_distinct, n_rows):
+    # One rule (values_repeat) for both: the CLI models a text column the Python API would take without
+    # calling it an identifier, and passes through one it would warn of.
+    from skmpt.cli.impute import categorical_columns
+    from skmpt.estimators.tables import TableLayout
+
+    cells = [f"v{i % n_distinct}" for i in range(n_rows)]
+    modelled = 0 in categorical_columns(pd.DataFrame({0: cells}, dtype=object), [0], None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        TableLayout(pd.DataFrame({"c": cells}))
+    warned = any("more like an identifier" in str(warning.message) for warning in caught)
+    assert modelled != warned
+    assert modelled == (n_distinct <= n_rows / 2)
+

@@ -16,7 +16,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder
 
 from skmpt import MaskedImputer, MaskedMixedMixture, MaskedPPCA
-from skmpt.estimators._tables import MAX_AUTO_CATEGORIES, TableLayout
+from skmpt.estimators.tables import MAX_AUTO_CATEGORIES, TableLayout
 
 pd = pytest.importorskip("pandas")
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -14,7 +14,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-__all__ = ["COLUMN_TYPES", "MAX_AUTO_CATEGORIES", "TableLayout", "is_table"]
+__all__ = ["COLUMN_TYPES", "MAX_AUTO_CATEGORIES", "TableLayout", "is_table", "values_repeat"]
 
 #: The values of ``column_types``: ``"count"`` (non-negative integers, a Poisson) is never read from a dtype.
 COLUMN_TYPES = ("numeric", "categorical", "count")
@@ -22,10 +22,31 @@ COLUMN_TYPES = ("numeric", "categorical", "count")
 #: A string column read as categorical with more distinct values than this is refused as an
 #: identifier (a name, a key), unless ``column_types`` names it categorical.
 MAX_AUTO_CATEGORIES = 1000
-# A string column read as categorical whose distinct values are more than half its observed cells, and
-# more than this many, is warned of as an identifier: fewer values say nothing (three distinct values in
-# four cells fit a category as well as a key).
+# A string column whose values do not repeat (:func:`values_repeat`) is warned of as an identifier only
+# with more distinct values than this: fewer say nothing (three distinct values in four cells fit a
+# category as well as a key).
 _FEW_VALUES = 10
+
+
+def values_repeat(n_distinct, n_observed):
+    """Whether a column of text with ``n_distinct`` distinct values in ``n_observed`` observed cells
+    reads as a category, whose values repeat, rather than as an identifier (a name, a key, a comment):
+    at most :data:`MAX_AUTO_CATEGORIES` distinct values, and at most half as many as the observed
+    cells. The one rule of :class:`~skmpt.MaskedImputer`, which warns of a string column that fails it
+    (with more than ten distinct values), and of ``skmpt impute``, which passes such a column through
+    untouched.
+
+    Examples
+    --------
+    >>> from skmpt.estimators.tables import values_repeat
+    >>> values_repeat(3, 150)  # a species
+    True
+    >>> values_repeat(140, 150)  # names
+    False
+    >>> values_repeat(1001, 5000)  # more than MAX_AUTO_CATEGORIES
+    False
+    """
+    return 0 < n_distinct <= min(MAX_AUTO_CATEGORIES, n_observed / 2)
 
 
 def is_table(X):
@@ -34,7 +55,7 @@ def is_table(X):
     Examples
     --------
     >>> import numpy as np
-    >>> from skmpt.estimators._tables import is_table
+    >>> from skmpt.estimators.tables import is_table
     >>> is_table(np.zeros((2, 2)))
     False
     """
@@ -98,7 +119,7 @@ class TableLayout:
     Examples
     --------
     >>> import pandas as pd
-    >>> from skmpt.estimators._tables import TableLayout
+    >>> from skmpt.estimators.tables import TableLayout
     >>> frame = pd.DataFrame({"size": [1.5, None, 2.0], "colour": ["red", "blue", None]})
     >>> layout = TableLayout(frame)
     >>> layout.categorical.tolist(), layout.categories
@@ -156,6 +177,8 @@ class TableLayout:
             categories = list(series.dtype.categories)
         else:
             categories = _sorted_categories(series.dropna().tolist(), name)
+        if not categories:
+            raise ValueError(f"Column {name!r} is categorical and has no observed value: no model can fill it.")
         if not explicit and len(categories) > MAX_AUTO_CATEGORIES:
             raise ValueError(
                 f"Column {name!r} holds {len(categories)} distinct values: an identifier (a name, a key), not a "
@@ -163,9 +186,8 @@ class TableLayout:
                 f"'categorical'}} to model it anyway."
             )
         observed = int(series.notna().sum())
-        mostly_distinct = len(categories) > max(observed / 2, _FEW_VALUES)
-        if not explicit and not isinstance(series.dtype, pd.CategoricalDtype) and mostly_distinct:
-            # skmpt impute's rule for a text column: a category's values repeat
+        if not explicit and not isinstance(series.dtype, pd.CategoricalDtype) and len(categories) > _FEW_VALUES and (
+                not values_repeat(len(categories), observed)):
             warnings.warn(f"Column {name!r} holds {len(categories)} distinct values in {observed} observed cells: "
                           f"more like an identifier (a name, a key) than a category, whose values repeat; its holes "
                           f"get other rows' values. Drop it, or pass column_types={{{name!r}: 'categorical'}} to "
@@ -173,8 +195,6 @@ class TableLayout:
         if len(categories) == 1:
             warnings.warn(f"Column {name!r} is categorical with one category ({categories[0]!r}): the model learns "
                           f"nothing from it, and fills its holes with that category.", UserWarning, stacklevel=4)
-        if not categories:
-            raise ValueError(f"Column {name!r} is categorical and has no observed value: no model can fill it.")
         return categories
 
     def check_columns(self, frame):
