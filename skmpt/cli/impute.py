@@ -3,7 +3,8 @@
 The table is a CSV (``.csv``), TSV (``.tsv``, ``.tab``) or Parquet (``.parquet``, needs pyarrow,
 checked before any work) file. A CSV or TSV is read and written with ``csv``: the header is kept
 exactly (duplicate and empty names), every observed cell keeps its text, and a blank line of a
-one-column table is a missing cell. A Parquet file is read and written with pandas: its stored
+one-column table is a missing cell; both in ``--encoding`` (UTF-8 by default, a byte-order mark
+kept as read). A Parquet file is read and written with pandas: its stored
 index is kept, and every column without a hole keeps its dtype; a numeric column with holes is
 written as float64 (the filled values are floats). A cell is missing when it is empty,
 ``NaN``, ``NA``, ``N/A``, ``null`` or ``None`` (any case: a category spelled so is read as a
@@ -70,6 +71,9 @@ def add_arguments(parser):
     add("--categorical", action="append", default=None, metavar="NAME",
         help="a column modelled as categorical whatever its cells (codes written as numbers: a zip code, an "
              "occupation code), its holes filled with one of its observed values as written; repeat for several")
+    add("--encoding", default="utf-8", metavar="NAME",
+        help="the text encoding of a CSV or TSV IN and OUT (default utf-8; e.g. cp1252 or latin-1 for a "
+             "spreadsheet's export): the file is written back in it")
     add("--thousands", default=None, metavar="SEP",
         help="the thousands separator of numbers written with one ('1,234' with --thousands ','); without it "
              "such a column is refused")
@@ -92,11 +96,11 @@ def _format(path, given):
     return fmt
 
 
-def read_table(path, fmt):
+def read_table(path, fmt, encoding="utf-8"):
     """``(header, frame)``: the column names exactly as written, and the cells in columns ``0, 1, ...``.
 
-    A CSV or TSV is read with ``csv``: every cell is its text as written (unquoted), the
-    header is kept as it is (duplicate names, an empty name), and a blank line of a one-column
+    A CSV or TSV is read with ``csv`` in ``encoding``: every cell is its text as written (unquoted),
+    the header is kept as it is (duplicate names, an empty name), and a blank line of a one-column
     table is a missing cell (in a wider table, an error). A Parquet file is read with
     pandas: its columns keep their dtypes and its stored index is the frame's index.
 
@@ -125,11 +129,14 @@ def read_table(path, fmt):
             frame = pd.read_parquet(path)
             header = list(frame.columns)
             return header, frame.set_axis(range(len(header)), axis=1)
-        with open(path, encoding="utf-8", newline="") as file:
+        with open(path, encoding=encoding, newline="") as file:
             rows = list(csv.reader(file, delimiter="," if fmt == "csv" else "\t", strict=True))
     except ImportError as exc:
         raise UsageError(f"reading {fmt} needs a package that is not installed: {exc}") from None
-    except (ValueError, UnicodeDecodeError, csv.Error, OSError) as exc:
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{str(path)!r} is not a {fmt} table in {encoding} ({' '.join(str(exc).split())}): if it "
+                         f"is text, pass its encoding with --encoding (e.g. cp1252 or latin-1)") from None
+    except (ValueError, csv.Error, OSError) as exc:
         raise ValueError(f"{str(path)!r} is not a {fmt} table: {' '.join(str(exc).split())}") from None
     if not rows or any("\0" in cell for row in rows for cell in row):
         raise ValueError(f"{str(path)!r} is not a {fmt} table: {'it is empty' if not rows else 'it holds NUL bytes'}")
@@ -147,18 +154,19 @@ def read_table(path, fmt):
     return header, pd.DataFrame(rows, columns=range(len(header)), dtype=object)
 
 
-def _line_end(path):
-    """``"\\r\\n"`` if the first line of the text file ``path`` ends so, else ``"\\n"``."""
-    with open(path, "rb") as file:
+def _line_end(path, encoding):
+    """``"\\r\\n"`` if the first line of the text file ``path`` (in ``encoding``) ends so, else ``"\\n"``."""
+    with open(path, encoding=encoding, newline="") as file:
         first = file.readline()
-    return "\r\n" if first.endswith(b"\r\n") else "\n"
+    return "\r\n" if first.endswith("\r\n") else "\n"
 
 
-def write_table(header, frame, path, fmt, overwrite, *, lineterminator="\n"):
+def write_table(header, frame, path, fmt, overwrite, *, lineterminator="\n", encoding="utf-8"):
     """Write ``frame`` (columns ``0, 1, ...``) under ``header``, as :func:`read_table` reads it back.
 
-    A CSV or TSV is written with ``csv`` (minimal quoting, lines ended by ``lineterminator``), cell
-    for cell; a Parquet file with pandas, its columns' dtypes and its index kept.
+    A CSV or TSV is written with ``csv`` (minimal quoting, lines ended by ``lineterminator``) in
+    ``encoding``, cell for cell (a cell it cannot encode is an error, and nothing is written); a
+    Parquet file with pandas, its columns' dtypes and its index kept.
     """
     import csv
     import io
@@ -171,7 +179,23 @@ def write_table(header, frame, path, fmt, overwrite, *, lineterminator="\n"):
             writer = csv.writer(text, delimiter="," if fmt == "csv" else "\t", lineterminator=lineterminator)
             writer.writerow(header)
             writer.writerows(frame.itertuples(index=False, name=None))
-            file.write(text.getvalue().encode("utf-8"))
+            try:
+                encoded = text.getvalue().encode(encoding)
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"{str(path)!r} cannot be written in {encoding}: {' '.join(str(exc).split())}; pass "
+                                 f"another --encoding (e.g. utf-8)") from None
+            file.write(encoded)
+
+
+def _check_encoding(encoding, fmt_in, fmt_out):
+    """Refuse an ``--encoding`` that Python does not know, or one given where no file is text."""
+    try:
+        "".encode(encoding), b"".decode(encoding)  # a text encoding: not a bytes codec (hex, zlib) nor unknown
+    except LookupError:
+        raise UsageError(f"--encoding {encoding!r} is no text encoding Python knows (e.g. utf-8, cp1252, "
+                         f"latin-1)") from None
+    if fmt_in == fmt_out == "parquet" and encoding != "utf-8":
+        raise UsageError(f"--encoding {encoding!r} applies to CSV and TSV files; IN and OUT are Parquet")
 
 
 def check_parquet():
@@ -427,7 +451,8 @@ def run(args):
         raise UsageError("skmpt impute needs pandas: pip install 'skmpt[impute]'") from None
     if "parquet" in (fmt_in, fmt_out):
         check_parquet()  # before any fit
-    header, frame = read_table(args.input, fmt_in)
+    _check_encoding(args.encoding, fmt_in, fmt_out)
+    header, frame = read_table(args.input, fmt_in, args.encoding)
     if len(frame) < 4:
         raise ValueError(f"{args.input!r} has {len(frame)} rows; at least 4 are needed to choose and fit a model")
     stored = [name for name in frame.index.names if name is not None] if fmt_in == "parquet" else []
@@ -506,7 +531,8 @@ def run(args):
         for j in positions:  # the numbers of the text, as pandas reads a column of numbers
             out[j] = _as_numbers(out[j].astype(str).str.strip(), args.thousands)
     write_table(header, out, args.out, fmt_out, args.force,
-                lineterminator="\n" if fmt_in == "parquet" else _line_end(args.input))
+                lineterminator="\n" if fmt_in == "parquet" else _line_end(args.input, args.encoding),
+                encoding=args.encoding)
 
 
 def _impute(X, positions, categorical, args):

@@ -548,3 +548,45 @@ def test_a_text_column_is_modelled_by_the_cli_where_the_api_reads_it_as_a_catego
     assert modelled != warned
     assert modelled == (n_distinct <= n_rows / 2)
 
+
+def test_a_table_in_another_encoding_is_read_and_written_back_in_it(tmp_path, capsys):
+    # A spreadsheet's cp1252 export was refused as "not a csv table"; with --encoding it is read, and
+    # written back in its own encoding, every observed cell's bytes as they were.
+    cities = ["Zürich", "São Paulo", "Zürich", "Málaga", "São Paulo", "Málaga"] * 3
+    rows = [f"{i},{city},{'' if i % 5 == 2 else 1.5 * i + (city == 'Zürich')},{'€' if i % 2 else 'kr'}"
+            for i, city in enumerate(cities)]
+    rows[4] = "4,,7.0,€"
+    text = "id,city,price,currency\r\n" + "\r\n".join(rows) + "\r\n"
+    source = tmp_path / "in.csv"
+    source.write_bytes(text.encode("cp1252"))
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), "--encoding", "cp1252", "--quiet"]) == 0
+    written = out.read_bytes().decode("cp1252").split("\r\n")
+    before = text.split("\r\n")
+    assert len(written) == len(before) and written[0] == before[0]
+    for old, new in zip(before[1:], written[1:], strict=True):
+        assert [n for o, n in zip(old.split(","), new.split(","), strict=True) if o] == [o for o in old.split(",") if o]
+    assert written[5].split(",")[1] in {"Zürich", "São Paulo", "Málaga"}
+
+
+def test_an_unreadable_encoding_says_so_and_writes_nothing(tmp_path, capsys):
+    source = tmp_path / "in.csv"
+    source.write_bytes("a,b\n1,Zürich\n2,\n3,Zürich\n4,Bern\n5,Bern\n".encode("cp1252"))
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out)]) != 0
+    assert "is not a csv table in utf-8" in capsys.readouterr().err
+    for encoding, message in [("no-such-codec", "is no text encoding"), ("hex", "is no text encoding")]:
+        assert main(["impute", str(source), "-o", str(out), "--encoding", encoding]) != 0
+        assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_cell_the_output_encoding_cannot_hold_is_an_error_and_nothing_is_written(tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    source = tmp_path / "in.parquet"
+    pd.DataFrame({"x": [1.0, None, 3.0, 4.0, 5.0], "y": [2.0, 3.0, None, 5.0, 6.0],
+                  "note": ["€", "a", "b", "c", "d"]}).to_parquet(source)
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), "--encoding", "ascii", *FAST]) != 0
+    assert "cannot be written in ascii" in capsys.readouterr().err
+    assert not out.exists()
