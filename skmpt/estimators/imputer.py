@@ -445,11 +445,13 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
 
     def _table_output(self, original, out, X):
         """``transform``'s output for a DataFrame: the table with its holes filled, columns, index and
-        dtypes as given (indicator columns after), or as an array (of objects with categories)."""
-        categorical = len(self.table_.categorical) > 0
-        if self._output_container() != "pandas" and not categorical:
-            return np.hstack([out, self.indicator_.transform(X)]) if self.indicator_ is not None else out
+        dtypes as given (indicator columns after), or as an array (of objects with categories). The
+        values are the table's whatever the container: a hole of an integer column is rounded in an
+        array too."""
         frame = self.table_.decode(original, out)
+        if self._output_container() != "pandas" and not len(self.table_.categorical):
+            values = frame.to_numpy(dtype=np.float64, na_value=np.nan)
+            return np.hstack([values, self.indicator_.transform(X)]) if self.indicator_ is not None else values
         if self.indicator_ is not None:
             names = self.get_feature_names_out()[len(self.table_.columns):]
             indicator = self.indicator_.transform(X)

@@ -207,6 +207,28 @@ def test_numeric_tables_keep_their_array_output():
     assert list(out.dtypes) == [np.float64] * 3 and np.array_equal(out.to_numpy(), array)
 
 
+
+@pytest.mark.parametrize("dtype", ["Int64", np.int64])
+def test_the_output_container_does_not_change_the_values(dtype):
+    # A hole of an integer column came back rounded in a DataFrame (its dtype) and unrounded in the
+    # array of the same transform: the container decided the number.
+    rng = np.random.RandomState(0)
+    a = rng.randn(80)
+    frame = pd.DataFrame({"a": a, "k": pd.array(np.round(10 + 3 * a + rng.randn(80)).astype(int), dtype=dtype)})
+    holes = frame.copy()
+    holes.loc[[4, 5], "a"] = np.nan
+    if dtype == "Int64":
+        holes.loc[[1, 2, 3], "k"] = pd.NA
+    imputer = MaskedImputer(random_state=0).fit(holes)
+    new = frame.assign(k=frame["k"].astype("Int64" if dtype == "Int64" else np.float64))  # int64 holds no NaN
+    new.loc[[1, 2, 3], "k"] = pd.NA if dtype == "Int64" else np.nan
+    for table in (holes, new):
+        array = imputer.set_output(transform="default").transform(table)
+        out = imputer.set_output(transform="pandas").transform(table)
+        assert array.dtype == np.float64
+        np.testing.assert_array_equal(array, out.to_numpy(dtype=np.float64))
+        assert np.array_equal(array[:, 1], np.round(array[:, 1]))
+
 def test_the_output_choice_survives_clone_and_pipelines_and_follows_the_global_configuration():
     frame = _holes(_frame(60))
     small = dict(estimator=MaskedMixedMixture(1, random_state=0), random_state=0)
