@@ -489,12 +489,14 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self._fitted_like(X)
         return self
 
-    def _fit(self, X, sample_weight, *, random_state, previous=None, at_optimum=False):
+    def _fit(self, X, sample_weight, *, random_state, previous=None, at_optimum=False, gap=None):
         """One training run from ``random_state``'s start, or from the ``previous`` fit's
         ``(module, offset)`` (a warm start); warns when it stops on its budget. ``at_optimum``: the
         ``previous`` start was computed to the optimum (EM's, which MPT with uniform mask sizes aims
         at too), so it has nothing left to learn: no epoch runs, and the check of the optimum
-        (:meth:`_train_to_optimum`) judges it, training on only if it fails."""
+        (:meth:`_train_to_optimum`) judges it, training on only if it fails; ``gap``: what that
+        computation's own verdict leaves to gain (EM's stopping rule and saddle probe), which the
+        check takes rather than measuring it again (None: the check measures it)."""
         self._fitted_like(None)  # a fit reads and writes NumPy attributes
         sample_weight = to_numpy(sample_weight)  # weights of any namespace are few: NumPy
         with training_mode(self.verbose):
@@ -523,14 +525,15 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 else:
                     self.n_iter_, self.converged_ = solver.fit(trainer, self.module_, data, generator, jacobian)
                 self._finish(trainer, data.units)
-                trainer, gap = self._train_to_optimum(X, sample_weight, solver, trainer, data, generator, jacobian)
+                trainer, gap = self._train_to_optimum(X, sample_weight, solver, trainer, data, generator, jacobian,
+                                                      gap if at_optimum else None)
             self.__dict__.pop("_partial_fit_state", None)
         self._warn_unconverged(trainer, gap)
 
-    def _train_to_optimum(self, X, sample_weight, solver, trainer, data, generator, jacobian):
+    def _train_to_optimum(self, X, sample_weight, solver, trainer, data, generator, jacobian, gap=None):
         """Where the optimum can be checked (:meth:`_optimality_gap`), train on until the fit is within
         ``tol`` of it; ``(trainer, gap)``: the trainer of the parameters kept and their gap (None where
-        there is no check).
+        there is no check). ``gap``: the start's, where already measured (:meth:`_fit`).
 
         The stopping rule ends a run when the stopping objective gains less than ``tol`` in
         ``n_iter_no_change`` epochs, which near the optimum can happen while the fit is still more than
@@ -552,7 +555,8 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         (not from one out of ``max_epochs``), and trains on only if that did not get there. The
         parameters nearest the optimum are kept; ``converged_`` is whether they are within ``tol`` of
         it."""
-        gap = self._optimality_gap(X, sample_weight)
+        if gap is None:
+            gap = self._optimality_gap(X, sample_weight)
         if gap is None:
             return trainer, None
         params = self.params_

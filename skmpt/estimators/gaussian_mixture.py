@@ -396,14 +396,15 @@ def saddle_probe(X, observed, weights, params, floor, covariance_type, tol):
 
 
 def em_climb(X, observed, weights, params, floor, covariance_type, tol, max_steps=_EM_MAX_STEPS):
-    """``(params, steps)``: EM from ``params`` on the observed entries (:func:`em_step`) until what is
-    left to gain (:func:`remaining_gain`) is less than ``tol`` and L-BFGS does not gain ``tol`` from
-    there (:func:`saddle_probe`), or after ``max_steps`` EM steps (an evaluation of the likelihood and
-    its gradient counts for ``_EVALUATION_STEPS``). Where ten EM steps leave more, L-BFGS
-    (:func:`quasi_newton`) goes on from the last and ten EM steps judge again: on nearly collinear
-    columns with holes plain EM needs thousands of steps, its rate near one. Every step raises the
-    likelihood; a round of L-BFGS that does not (it failed, or ended lower) is undone and plain EM
-    continues."""
+    """``(params, steps, left)``: EM from ``params`` on the observed entries (:func:`em_step`) until
+    what is left to gain (:func:`remaining_gain`) is less than ``tol`` and L-BFGS does not gain ``tol``
+    from there (:func:`saddle_probe`), or after ``max_steps`` EM steps (an evaluation of the likelihood
+    and its gradient counts for ``_EVALUATION_STEPS``); ``left`` is what that verdict leaves to gain
+    (the extrapolation's or the probe's gain, the larger), None where the steps ran out. Where ten EM
+    steps leave more, L-BFGS (:func:`quasi_newton`) goes on from the last and ten EM steps judge
+    again: on nearly collinear columns with holes plain EM needs thousands of steps, its rate near
+    one. Every step raises the likelihood; a round of L-BFGS that does not (it failed, or ended lower)
+    is undone and plain EM continues."""
     values, steps, accelerate = [], 0, True
     observed = hole_patterns(observed)
     while steps < max_steps:
@@ -411,10 +412,11 @@ def em_climb(X, observed, weights, params, floor, covariance_type, tol, max_step
         values.append(value)
         steps += 1
         if em_converged(values, tol):
+            rest = remaining_gain(values[-_EM_WINDOW:])
             following, gain, evaluations = saddle_probe(X, observed, weights, following, floor, covariance_type, tol)
             steps += _EVALUATION_STEPS * evaluations
             if gain < tol:
-                return following, steps
+                return following, steps, max(rest, gain)
             values = []
         params = following
         if len(values) >= _EM_WINDOW and accelerate:
@@ -429,22 +431,23 @@ def em_climb(X, observed, weights, params, floor, covariance_type, tol, max_step
                 params, values = climbed, []
             else:
                 accelerate = False
-    return params, steps
+    return params, steps, None
 
 
 def em_start(X, observed, weights, n_components, seed, tol, floor, covariance_type="full"):
-    """``(weights, means, covariances)`` of a mixture after EM (:func:`em_climb`, with the variance
-    ``floor``) from the k-means start on ``X`` (a tensor, any finite value at the entries not
+    """``(weights, means, covariances, left)`` of a mixture after EM (:func:`em_climb`, with the
+    variance ``floor``) from the k-means start on ``X`` (a tensor, any finite value at the entries not
     ``observed``), until what is left to gain is less than ``tol`` or after ``_EM_MAX_STEPS``;
-    covariances as full matrices ``(K, D, D)`` whatever ``covariance_type``."""
+    covariances as full matrices ``(K, D, D)`` whatever ``covariance_type``, and ``left`` what
+    :func:`em_climb`'s verdict leaves to gain (None where the steps ran out)."""
     filled = torch.where(observed, X, torch.zeros_like(X))
     start = initial_parameters(filled, n_components, covariance_type, "kmeans", seed)
     params = em_parameters(GaussianMixtureModule(*start, covariance_type))
     weights = weights.to(X.dtype) / weights.sum()
     with torch.no_grad():
         params = tuple(p.detach() for p in params)
-    (log_weights, means, covariances), _ = em_climb(X, observed, weights, params, floor, covariance_type, tol)
-    return log_weights.exp(), means, covariances
+    (log_weights, means, covariances), _, left = em_climb(X, observed, weights, params, floor, covariance_type, tol)
+    return log_weights.exp(), means, covariances, left
 
 
 def sklearn_covariances(module):
@@ -753,12 +756,13 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         """
         previous = self._warm_start_source(X, ("covariance_type", "n_components"), "mixture")
         if previous is not None:
-            start = self._em_source(X, sample_weight, self.random_state, previous)
+            start, left = self._em_source(X, sample_weight, self.random_state, previous)
             self._fit(X, sample_weight, random_state=self.random_state, previous=start or previous,
-                      at_optimum=start is not None)
+                      at_optimum=start is not None, gap=left)
         elif self.n_init == 1:
-            start = self._em_source(X, sample_weight, self.random_state)
-            self._fit(X, sample_weight, random_state=self.random_state, previous=start, at_optimum=start is not None)
+            start, left = self._em_source(X, sample_weight, self.random_state)
+            self._fit(X, sample_weight, random_state=self.random_state, previous=start, at_optimum=start is not None,
+                      gap=left)
         else:
             self._fit_best_of_inits(X, sample_weight)
         self._fitted_like(X)
@@ -770,41 +774,45 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         return standardized_rows(X, sample_weight, common_scale=self.covariance_type == "spherical")
 
     def _em_source(self, X, sample_weight, random_state, previous=None):
-        """With ``init_params="em"``, the ``(module, offset)`` EM reaches (on the data standardised per
-        feature, mapped back) from the k-means start, or from the ``previous`` fit ``(module, offset)``
-        of a warm start, for :meth:`_fit` to continue; else None."""
+        """``(start, left)``: with ``init_params="em"``, the ``(module, offset)`` EM reaches (on the data
+        standardised per feature, mapped back) from the k-means start, or from the ``previous`` fit
+        ``(module, offset)`` of a warm start, for :meth:`_fit` to continue, and what EM's verdict leaves
+        to gain (:func:`em_climb`), for the check of ``converged_`` to take rather than measure again
+        where it judges the likelihood (None where it does not, or the steps ran out); else
+        ``(None, None)``."""
         if self.init_params != "em":
-            return None
+            return None, None
         X_t, observed, weights, center, scale = self._standardized(X, sample_weight)
         if not bool(observed.any(0).all()) or len(X_t) < self.n_components:
-            return None  # refused by fit's own checks, with their messages
+            return None, None  # refused by fit's own checks, with their messages
         floor = variance_floor(X_t, self.reg_covar, self.covariance_type).expand(X_t.shape[1])
         # EM until less than tol is left to gain; the check of converged_ then judges the start. Chosen on
         # benchmarks/imputation_real.py's tuning tables (seed 0): to a tenth of tol, L-BFGS to a thousandth,
         # the default imputer took 1.3 to 4.1 times the CPU on fair, breast_cancer and wine, for RMSE within
         # 0.5 % of this rule's (one cell 3.4 % higher).
         with self._em_threads(X_t):
-            params = self._em_params(X_t, observed, weights, floor, random_state, previous, center, scale)
+            params, left = self._em_params(X_t, observed, weights, floor, random_state, previous, center, scale)
         module = module_of(params, floor, self.covariance_type)
         with torch.no_grad():
-            return module.unstandardize_(torch.zeros(len(scale), dtype=torch.float64), torch.as_tensor(scale)), center
+            module.unstandardize_(torch.zeros(len(scale), dtype=torch.float64), torch.as_tensor(scale))
+        return (module, center), left if self.mask_rate == "uniform" else None
 
     def _em_threads(self, X):
         """torch's threads for EM on ``X`` (a step handles ``n K D^2`` numbers), as a fit's steps have."""
         return intra_op_threads(fit_threads(X.shape[0] * self.n_components * X.shape[1] ** 2))
 
     def _em_params(self, X_t, observed, weights, floor, random_state, previous, center, scale):
-        """EM's parameters (:func:`em_parameters`' layout) on the standardised ``X_t``, from the k-means
-        start or from the ``previous`` fit ``(module, offset)``."""
+        """``(params, left)``: EM's parameters (:func:`em_parameters`' layout) on the standardised ``X_t``,
+        from the k-means start or from the ``previous`` fit ``(module, offset)``, and what its verdict
+        leaves to gain (:func:`em_climb`)."""
         if previous is None:
             seed = int(torch.randint(2**31 - 1, (1,), generator=check_generator(random_state)))
-            params = em_start(X_t, observed, weights, self.n_components, seed, self.tol, floor,
-                              self.covariance_type)
-            params = (params[0].log(), *params[1:])
-        else:
-            start = in_em_units(*previous, center, scale)[0]
-            params = em_climb(X_t, observed, weights, start, floor, self.covariance_type, self.tol)[0]
-        return params
+            *params, left = em_start(X_t, observed, weights, self.n_components, seed, self.tol, floor,
+                                     self.covariance_type)
+            return (params[0].log(), *params[1:]), left
+        start = in_em_units(*previous, center, scale)[0]
+        params, _, left = em_climb(X_t, observed, weights, start, floor, self.covariance_type, self.tol)
+        return params, left
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -885,8 +893,9 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         for random_state in [self.random_state, *seeds.tolist()]:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
-                start = self._em_source(X, sample_weight, random_state)
-                self._fit(X, sample_weight, random_state=random_state, previous=start, at_optimum=start is not None)
+                start, left = self._em_source(X, sample_weight, random_state)
+                self._fit(X, sample_weight, random_state=random_state, previous=start, at_optimum=start is not None,
+                          gap=left)
             convergence = [w.message for w in caught if issubclass(w.category, ConvergenceWarning)]
             for other in caught:  # any other warning as it came
                 if not issubclass(other.category, ConvergenceWarning):

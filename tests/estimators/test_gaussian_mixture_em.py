@@ -59,6 +59,25 @@ def test_an_em_start_at_its_optimum_runs_no_mpt_epoch():
     assert _em_gain(estimator, X, 200) <= estimator.tol
 
 
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_an_em_start_is_judged_by_ems_own_verdict_not_measured_again(monkeypatch, warm):
+    # EM stops where its rule and the saddle probe say less than tol is left: the check of converged_
+    # takes that verdict (it had run ten more EM steps and a second probe to learn the same).
+    X = incomplete_data("gmm", 120)
+    fitted = MaskedGaussianMixture(2, init_params="em", random_state=0).fit(X[:80])
+    checks = []
+    measured = MaskedGaussianMixture._optimality_gap
+    monkeypatch.setattr(MaskedGaussianMixture, "_optimality_gap",
+                        lambda self, *args: checks.append(1) or measured(self, *args))
+    estimator = copy.deepcopy(fitted).set_params(warm_start=True) if warm else MaskedGaussianMixture(
+        2, init_params="em", random_state=0)
+    estimator.fit(X)
+    assert checks == [] and estimator.converged_ and estimator.n_iter_ == 0
+    assert _em_gain(estimator, X, 200) <= estimator.tol
+    estimator.set_params(warm_start=False, mask_rate=0.5).fit(X)  # EM's target is not MPT's: its verdict is not
+    assert checks == [1]  # taken for the check's (which has none to give)
+
 def test_an_em_start_short_of_its_optimum_is_climbed_then_trained(monkeypatch):
     # The check judges the start: one short of the optimum is climbed by EM, and where that does not get
     # there either, trained by MPT from the full learning rate (no epoch has run to say otherwise).
@@ -77,8 +96,8 @@ def test_an_em_start_short_of_its_optimum_is_climbed_then_trained(monkeypatch):
 
 def test_em_start_on_complete_data_is_the_sample_mean_and_covariance():
     X = torch.as_tensor(np.random.default_rng(0).normal(size=(200, 4)) @ np.diag([1.0, 2.0, 0.5, 3.0]))
-    weights, means, covariances = em_start(X, torch.ones_like(X, dtype=torch.bool), torch.ones(200), 1, 0, 1e-3,
-                                           torch.full((4,), 1e-6, dtype=X.dtype))
+    weights, means, covariances, _ = em_start(X, torch.ones_like(X, dtype=torch.bool), torch.ones(200), 1, 0, 1e-3,
+                                              torch.full((4,), 1e-6, dtype=X.dtype))
     np.testing.assert_allclose(means[0].numpy(), X.mean(0).numpy(), atol=1e-12)
     np.testing.assert_allclose(covariances[0].numpy(), np.cov(X.numpy().T, bias=True), atol=1e-12)
     assert float(weights[0]) == pytest.approx(1.0)
@@ -89,7 +108,8 @@ def test_em_start_raises_the_observed_likelihood_of_its_kmeans_start():
     observed = torch.as_tensor(~np.isnan(X))
     X_t = torch.as_tensor(np.nan_to_num(X))
     start = initial_parameters(X_t, 2, "full", "kmeans", 0)
-    reached = em_start(X_t, observed, torch.ones(len(X)), 2, 0, 1e-3, torch.full((X.shape[1],), 1e-6, dtype=X_t.dtype))
+    floor = torch.full((X.shape[1],), 1e-6, dtype=X_t.dtype)
+    *reached, _ = em_start(X_t, observed, torch.ones(len(X)), 2, 0, 1e-3, floor)
     assert _observed_log_likelihood(X_t, observed, reached) > _observed_log_likelihood(X_t, observed, start) + 0.1
 
 
@@ -132,7 +152,7 @@ def _collinear_with_holes(n_samples, n_free, seed):
 def test_em_climb_on_nearly_collinear_columns_with_holes_beats_plain_em():
     # A direction of variance 1e-5 that the holes say little about: EM's rate there is near one.
     X_t, observed, weights, floor, start = _collinear_with_holes(80, 5, seed=0)
-    climbed, steps = em_climb(X_t, observed, weights, start, floor, "full", 1e-5)
+    climbed, steps, _ = em_climb(X_t, observed, weights, start, floor, "full", 1e-5)
     params, plain = start, []
     with torch.no_grad():
         for _ in range(steps):
@@ -157,7 +177,7 @@ def test_the_quasi_newton_climb_makes_no_torch_optimizer(monkeypatch):
     original = module.quasi_newton
     monkeypatch.setattr(module, "quasi_newton", lambda *a: calls.append(a[-1]) or original(*a))
     X_t, observed, weights, floor, start = _collinear_with_holes(60, 3, seed=1)
-    climbed, _ = em_climb(X_t, observed, weights, start, floor, "full", 1e-5)
+    climbed, _, _ = em_climb(X_t, observed, weights, start, floor, "full", 1e-5)
     with torch.no_grad():
         assert observed_log_likelihood(X_t, observed, weights, *climbed) > observed_log_likelihood(
             X_t, observed, weights, *start) + 0.1
