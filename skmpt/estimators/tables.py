@@ -84,6 +84,12 @@ def _sorted_categories(values, name):
     if unhashable:
         raise ValueError(f"Column {name!r} holds {type(unhashable[0]).__name__} values ({unhashable[0]!r}), which "
                          f"cannot be categories: turn each into a label (e.g. a string) or drop the column.")
+    first = {}
+    for value in values:  # True == 1 and hash alike: as categories they would be one, its holes filled with either
+        other = first.setdefault(value, value)
+        if isinstance(other, (bool, np.bool_)) != isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"Column {name!r} holds {other!r} and {value!r}, which Python takes for one value: as "
+                             f"categories they would be one. Give the column one type (e.g. strings, or booleans).")
     try:
         return sorted(set(values))
     except TypeError:

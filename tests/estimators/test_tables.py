@@ -444,3 +444,13 @@ def test_a_table_without_rows_or_columns_is_refused_by_its_shape(estimator, shap
     table = pd.DataFrame(np.zeros(shape), columns=[f"x{j}" for j in range(shape[1])])
     with pytest.raises(ValueError, match=rf"Found array with .*shape={re.escape(str(shape))}.* required by "):
         clone(estimator).fit(table)
+
+
+@pytest.mark.parametrize(("flag", "number"), [(True, 1), (False, 0.0), (np.True_, 1)])
+def test_a_boolean_and_a_number_python_takes_for_one_are_refused_as_categories(flag, number):
+    # True and 1 hash alike: they became one category, and a hole took either.
+    column = np.array([[flag, number, "x"][k % 3] for k in range(30)], dtype=object)
+    column[[2, 5]] = None
+    frame = pd.DataFrame({"a": np.arange(30.0), "m": column})
+    with pytest.raises(ValueError, match=r"Column 'm' holds .* which Python takes for one value"):
+        MaskedImputer(MaskedMixedMixture(1)).fit(frame)
