@@ -5,10 +5,11 @@ checked before any work) file. A CSV or TSV is read and written with ``csv``: th
 exactly (duplicate and empty names), every observed cell keeps its text, and a blank line of a
 one-column table is a missing cell; both in ``--encoding`` (UTF-8 by default, a byte-order mark
 kept as read). A Parquet file is read and written with pandas: its stored
-index is kept, and every column without a hole keeps its dtype; a numeric column with holes is
-written as float64 (the filled values are floats). A cell is missing when it is empty,
-``NaN``, ``NA``, ``N/A``, ``null`` or ``None`` (any case: a category spelled so is read as a
-hole), or equal to ``--missing-values`` (a numeric marker: equal in
+index is kept, and every column without a hole keeps its dtype; a float column with holes is
+written as float64, an integer one (``int64``, ``Int64``, ...) keeps its dtype and every observed
+value, its holes filled with the imputation rounded (as the Python API fills a DataFrame's). A
+cell is missing when it is empty, ``NaN``, ``NA``, ``N/A``, ``null`` or ``None`` (any case: a
+category spelled so is read as a hole), or equal to ``--missing-values`` (a numeric marker: equal in
 value, ``-999`` matches ``-999.0``). Every column whose observed cells are all numbers is modelled
 and imputed (``--thousands`` reads ``1,234``; without it such a column is refused). A column of
 text whose values repeat (at most 1000 distinct values, each seen twice on average: a category,
@@ -130,7 +131,10 @@ def read_table(path, fmt, encoding="utf-8"):
             header = list(frame.columns)
             return header, frame.set_axis(range(len(header)), axis=1)
         with open(path, encoding=encoding, newline="") as file:
-            rows = list(csv.reader(file, delimiter="," if fmt == "csv" else "\t", strict=True))
+            rows = list(csv.reader(file, **_dialect(fmt), strict=True))
+        if fmt == "tsv" and len({len(row) for row in rows if row}) > 1:  # quoted cells holding tabs or line
+            with open(path, encoding=encoding, newline="") as file:  # breaks: a TSV quoted as a CSV (pandas')
+                rows = list(csv.reader(file, delimiter="\t", strict=True))
     except ImportError as exc:
         raise UsageError(f"reading {fmt} needs a package that is not installed: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -152,6 +156,24 @@ def read_table(path, fmt, encoding="utf-8"):
             raise ValueError(f"{str(path)!r} is not a {fmt} table: data row {number} (1-based, the header not "
                              f"counted) has {len(row)} cells where the header has {len(header)}")
     return header, pd.DataFrame(rows, columns=range(len(header)), dtype=object)
+
+
+def _write_rows(text, header, frame, dialect, lineterminator):
+    import csv
+
+    writer = csv.writer(text, **dialect, lineterminator=lineterminator)
+    writer.writerow(header)
+    writer.writerows(frame.itertuples(index=False, name=None))
+
+
+def _dialect(fmt):
+    """``csv``'s options of ``fmt``: a CSV quoted where needed; a TSV has no quoting (a quote is text, a
+    cell holds no tab or line break), so every cell is read and written as it is. A TSV whose rows
+    are not all as long so read has cells quoted as a CSV's (tabs or line breaks in them, as pandas
+    writes them): it is read and written so."""
+    import csv
+
+    return {"delimiter": ","} if fmt == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "quotechar": None}
 
 
 def _line_end(path, encoding):
@@ -176,9 +198,11 @@ def write_table(header, frame, path, fmt, overwrite, *, lineterminator="\n", enc
             frame.set_axis(header, axis=1).to_parquet(file)
         else:
             text = io.StringIO()
-            writer = csv.writer(text, delimiter="," if fmt == "csv" else "\t", lineterminator=lineterminator)
-            writer.writerow(header)
-            writer.writerows(frame.itertuples(index=False, name=None))
+            try:
+                _write_rows(text, header, frame, _dialect(fmt), lineterminator)
+            except csv.Error:  # a tab or line break in a cell of a TSV: quoted as a CSV's (as pandas writes one)
+                text = io.StringIO()
+                _write_rows(text, header, frame, {"delimiter": "\t"}, lineterminator)
             try:
                 encoded = text.getvalue().encode(encoding)
             except UnicodeEncodeError as exc:
@@ -214,11 +238,18 @@ GROUPED = r"[+-]?\d{1,3}(?:[,_' " "\u00a0" r"]\d{3})+(?:\.\d*)?"
 
 
 def _as_numbers(text, thousands):
-    """``text`` (a Series of stripped cells) as floats, ``NaN`` where a cell is no number."""
+    """``text`` (a Series of stripped cells) as floats, ``NaN`` where a cell is no number; with
+    ``thousands``, a cell holding it is a number only when grouped by it in threes (``1,234``, not
+    ``1,5``, which would be read as 15)."""
+    import re
+
     import pandas as pd
 
     if thousands:
-        text = text.str.replace(thousands, "", regex=False)
+        separated = np.array(text.str.contains(thousands, regex=False), dtype=bool)
+        pattern = rf"[+-]?\d{{1,3}}(?:{re.escape(thousands)}\d{{3}})+(?:\.\d*)?(?:[eE][+-]?\d+)?"
+        grouped = np.array(text.str.fullmatch(pattern), dtype=bool)
+        text = text.str.replace(thousands, "", regex=False).where(~separated | grouped, "")
     return pd.to_numeric(text, errors="coerce")
 
 
@@ -277,7 +308,8 @@ def numeric_columns(frame, header, marker, *, thousands=None, index=()):
                 rows = np.flatnonzero(bad)[:3]
                 raise ValueError(f"column {name!r} mixes numbers and text: data row(s) {(rows + 1).tolist()} "
                                  f"(1-based, the header not counted) hold {[column.iloc[i] for i in rows]}; "
-                                 f"mark missing cells with --missing-values")
+                                 f"mark missing cells with --missing-values, or declare the column --categorical "
+                                 f"{name!r} if its values are labels (codes, yes/no/1/0)")
         numbers = numbers.to_numpy(dtype=np.float64)
         if missing.all():
             raise ValueError(f"column {name!r} has no observed value: nothing can impute it; drop it, or pass it "
@@ -390,7 +422,8 @@ def imputer_for(model, n_features, seed, *, max_epochs=None, verbose=0):
         for models in candidates.values():
             for candidate in models:
                 candidate.set_params(max_epochs=max_epochs or candidate.max_epochs)
-    return MaskedImputer(MaskedModelSearch(candidates, random_state=seed, verbose=verbose), random_state=seed)
+    search = MaskedModelSearch(candidates, random_state=seed, verbose=verbose, progress=verbose > 0)
+    return MaskedImputer(search, random_state=seed)
 
 
 def _formatted(value):
@@ -499,6 +532,8 @@ def run(args):
 
         warnings.warn(f"text column(s) {holes} (column: empty cells) are passed through with their empty cells "
                       f"left empty; only numeric columns are imputed", UserWarning, stacklevel=2)
+    if fmt_in == "parquet" and fmt_out != "parquet":  # a CSV read in the encoding can be written in it
+        _check_encodable(*_as_text(header, frame), args.out, args.encoding)  # before the fit, not after
     imputed, imputer, filled = _impute(X, positions, categorical, args)
     logger.info("imputed with %s", " ".join(repr(imputer.estimator_).split()))
     out = frame.copy()
@@ -521,7 +556,9 @@ def run(args):
         if out[j].dtype == object or pandas.api.types.is_string_dtype(out[j]):  # text cells: filled with text
             column = out[j].to_numpy(dtype=object).copy()
             column[holes] = [_formatted(v) for v in imputed[holes, k]]
-        else:  # a typed Parquet column: float64, as the filled values are
+        elif pandas.api.types.is_integer_dtype(out[j].dtype):  # a Parquet integer column keeps its dtype and
+            column = _integers_filled(out[j], holes, imputed[holes, k], header[j])  # values (ids above 2**53)
+        else:  # a typed Parquet float column: float64, as the filled values are
             column = out[j].to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
             column[holes] = imputed[holes, k]
         out[j] = column
@@ -533,6 +570,34 @@ def run(args):
     write_table(header, out, args.out, fmt_out, args.force,
                 lineterminator="\n" if fmt_in == "parquet" else _line_end(args.input, args.encoding),
                 encoding=args.encoding)
+
+
+def _check_encodable(header, cells, path, encoding):
+    """Refuse a table whose header or text ``cells`` the text encoding cannot hold (the filled cells are
+    numbers or categories among the cells)."""
+    for text in [*map(str, header), *(cell for column in cells.columns for cell in cells[column].unique())]:
+        try:
+            text.encode(encoding)
+        except UnicodeEncodeError:
+            raise ValueError(f"{str(path)!r} cannot be written in {encoding}: it cannot hold the cell {text!r}; pass "
+                             f"another --encoding (e.g. utf-8)") from None
+
+
+def _integers_filled(column, holes, values, name):
+    """The integer ``column`` (a pandas Series: int64, Int64, ...) with ``values`` rounded at ``holes``,
+    in its own dtype: its observed integers as read (a float64 column would change those above 2**53),
+    as the Python API fills an integer column of a DataFrame. A value the dtype cannot hold is an error."""
+    import pandas as pd
+
+    rounded = np.rint(values)
+    limits = np.iinfo(getattr(column.dtype, "numpy_dtype", column.dtype))
+    if ((rounded < limits.min) | (rounded > limits.max)).any():
+        raise ValueError(f"column {name!r} has dtype {column.dtype}, which holds {limits.min} to {limits.max}; the "
+                         f"model imputes {rounded[(rounded < limits.min) | (rounded > limits.max)][:5].tolist()} "
+                         f"there. Store it with a wider dtype (e.g. int64), or pass it through with --index-col")
+    filled = column.copy()
+    filled.iloc[np.flatnonzero(holes)] = pd.array(rounded.astype(np.int64)).astype(column.dtype)
+    return filled
 
 
 def _impute(X, positions, categorical, args):
@@ -548,12 +613,14 @@ def _impute(X, positions, categorical, args):
         imputer = imputer_for(args.model, len(positions), args.seed, max_epochs=args.max_epochs, verbose=verbose)
         if args.model == "mixed":  # numbers only: the mixed mixture is a Gaussian mixture fitted by EM
             candidates = {"mixed": [MaskedMixedMixture(k, random_state=args.seed) for k in (1, 2, 4, 8)]}
-            imputer.set_params(estimator=MaskedModelSearch(candidates, random_state=args.seed, verbose=verbose))
+            imputer.set_params(estimator=MaskedModelSearch(candidates, random_state=args.seed, verbose=verbose,
+                                                             progress=verbose > 0))
         return imputer.fit_transform(X), imputer, None
 
     columns = {**{j: X[:, k] for k, j in enumerate(positions)}, **categorical}
     table = pd.DataFrame({f"c{j}": columns[j] for j in sorted(columns)})
-    imputer = MaskedImputer(MaskedModelSearch(random_state=args.seed, verbose=verbose), random_state=args.seed,
+    imputer = MaskedImputer(MaskedModelSearch(random_state=args.seed, verbose=verbose,
+                                                                         progress=verbose > 0), random_state=args.seed,
                             column_types={f"c{j}": "categorical" for j in categorical})
     filled = imputer.set_output(transform="pandas").fit_transform(table)
     return filled[[f"c{j}" for j in positions]].to_numpy(dtype=np.float64), imputer, filled

@@ -259,7 +259,8 @@ def test_parquet_keeps_its_index_and_the_dtypes_of_complete_columns(tmp_path):
     result = pd.read_parquet(out)
     pd.testing.assert_index_equal(result.index, frame.index)
     pd.testing.assert_frame_equal(result[["id", "flag"]], frame[["id", "flag"]])
-    assert result["x"].dtype == result["n"].dtype == np.float64 and not result.isna().any().any()
+    assert result["x"].dtype == np.float64 and not result.isna().any().any()
+    assert result["n"].dtype == frame["n"].dtype and (result["n"].drop("q") == frame["n"].drop("q")).all()
     assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), *FAST]) == 0
     cells = _cells(tmp_path / "out.csv")
     assert cells[0] == ["key", "id", "flag", "x", "n"] and cells[1][:3] == ["p", str(2**60 + 1), "True"]
@@ -339,9 +340,9 @@ def test_any_table_comes_back_cell_for_cell_with_its_holes_filled(tmp_path, fmt,
             elif kind == "digits":  # text cells: the filled ones are numbers written as text
                 assert new.dtype == old.dtype and (new[observed] == old[observed]).all()
                 assert np.isfinite(new[~observed].astype(float)).all()
-            else:
-                assert new.dtype == np.float64 and np.isfinite(new).all()
-                np.testing.assert_array_equal(new[observed], old[observed].astype(np.float64))
+            else:  # float64, or an integer column in its dtype
+                assert new.dtype == (old.dtype if kind == "int" else np.float64) and new.notna().all()
+                np.testing.assert_array_equal(new[observed], old[observed])
         return
     delimiter = "," if fmt == "csv" else "\t"
     before, after = _cells(source, delimiter), _cells(out, delimiter)
@@ -581,12 +582,54 @@ def test_an_unreadable_encoding_says_so_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_a_cell_the_output_encoding_cannot_hold_is_an_error_and_nothing_is_written(tmp_path, capsys):
+def test_a_cell_the_output_encoding_cannot_hold_is_refused_before_the_fit(tmp_path, capsys, monkeypatch):
     pytest.importorskip("pyarrow")
     source = tmp_path / "in.parquet"
     pd.DataFrame({"x": [1.0, None, 3.0, 4.0, 5.0], "y": [2.0, 3.0, None, 5.0, 6.0],
                   "note": ["€", "a", "b", "c", "d"]}).to_parquet(source)
     out = tmp_path / "out.csv"
+    import skmpt.cli.impute as impute
+
+    monkeypatch.setattr(impute, "imputer_for", lambda *a, **k: pytest.fail("fitted before checking the encoding"))
     assert main(["impute", str(source), "-o", str(out), "--encoding", "ascii", *FAST]) != 0
-    assert "cannot be written in ascii" in capsys.readouterr().err
+    assert "cannot be written in ascii: it cannot hold the cell '€'" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_parquet_integer_columns_keep_their_dtype_and_every_observed_value(tmp_path):
+    # Written as float64 they lost their observed integers above 2**53 (9007199254740993 became ...992).
+    pytest.importorskip("pyarrow")
+    big = 2**53
+    source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    frame = pd.DataFrame({"a": [0.1, None, 0.3, 0.4, 0.5, 0.2, 0.7],
+                          "id": pd.array([big + 1, None, big + 3, big + 4, big + 5, big + 6, big + 7], dtype="Int64"),
+                          "n": np.array([1, 2, 3, 4, -999, 6, 7], dtype=np.int64)})
+    frame.to_parquet(source)
+    assert main(["impute", str(source), "-o", str(out), "--missing-values", "-999", *FAST]) == 0
+    written = pd.read_parquet(out)
+    assert list(written.dtypes) == list(frame.dtypes)
+    assert written["id"].notna().all() and (written["id"].drop(1) == frame["id"].drop(1)).all()
+    assert (written["n"].drop(4) == frame["n"].drop(4)).all() and written["n"][4] != -999
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), *FAST]) == 0
+    assert _cells(tmp_path / "out.csv")[1][1] == str(big + 1)
+
+
+def test_a_tsv_has_no_quoting_so_quotes_are_text_kept_as_written(tmp_path):
+    text = 'a\tb\tnote\n\t0.2\tHe said "hi"\n0.1\t0.2\t"quoted"\n0.3\t0.6\t5" screen\n0.4\t0.8\ty\n0.5\t1.0\tz\n'
+    source, out = _write(tmp_path / "in.tsv", text), tmp_path / "out.tsv"
+    assert main(["impute", str(source), "-o", str(out), *FAST]) == 0
+    written = [line.split("\t") for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [row[2] for row in written] == [line.split("\t")[2] for line in text.splitlines()]
+
+
+def test_a_thousands_separator_read_only_where_it_groups_digits_by_three(tmp_path, capsys):
+    # "1,5" was read as 15 with --thousands ','
+    source = _write(tmp_path / "in.csv", 'a,b\n"1,234",2\n"1,5",3\n"2,000",\n"3,100",5\n"4,000",6\n')
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), "--thousands", ",", *FAST]) != 0
+    assert "column 'a' mixes numbers and text" in capsys.readouterr().err
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_quiet_turns_the_search_progress_bar_off():
+    assert imputer_for("auto", 3, 0, verbose=0).estimator.progress is False
+    assert imputer_for("auto", 3, 0, verbose=1).estimator.progress is True
