@@ -534,14 +534,14 @@ def run(args):
                       f"left empty; only numeric columns are imputed", UserWarning, stacklevel=2)
     if fmt_in == "parquet" and fmt_out != "parquet":  # a CSV read in the encoding can be written in it
         _check_encodable(*_as_text(header, frame), args.out, args.encoding)  # before the fit, not after
-    imputed, imputer, filled = _impute(X, positions, categorical, args)
+    imputed, imputer, filled = _impute(X, positions, categorical, header, args)
     logger.info("imputed with %s", " ".join(repr(imputer.estimator_).split()))
     out = frame.copy()
     for j, cells in categorical.items():  # a hole takes a category's text; observed cells stay as read
         holes = cells.isna().to_numpy()
         if holes.any():
             column = out[j].to_numpy(dtype=object).copy()
-            values = filled[f"c{j}"].to_numpy(dtype=object)[holes]
+            values = filled[j].to_numpy(dtype=object)[holes]
             if j not in typed:  # a category read as text from cells that are no text (a Parquet column of
                 # Python booleans with nulls) is written as the value read, which a Parquet column can hold
                 read = {text: cell for text, cell in zip(cells[~holes], column[~holes], strict=True)
@@ -600,10 +600,12 @@ def _integers_filled(column, holes, values, name):
     return filled
 
 
-def _impute(X, positions, categorical, args):
+def _impute(X, positions, categorical, header, args):
     """``(imputed numbers, imputer, filled table or None)``: the numeric columns ``X`` imputed as the
-    Python API imputes them, or, with ``categorical`` columns, the DataFrame of both (columns named
-    ``c<position>``) imputed by the default imputer."""
+    Python API imputes them, or, with ``categorical`` columns, the DataFrame of both imputed by the
+    default imputer, its columns named as in ``header`` (so are they in its warnings and errors;
+    a name that is empty or not unique among them gets its position) and numbered ``0, 1, ...`` by
+    their positions in the table on return."""
     import pandas as pd
 
     verbose = 0 if args.quiet else 1
@@ -618,12 +620,18 @@ def _impute(X, positions, categorical, args):
         return imputer.fit_transform(X), imputer, None
 
     columns = {**{j: X[:, k] for k, j in enumerate(positions)}, **categorical}
-    table = pd.DataFrame({f"c{j}": columns[j] for j in sorted(columns)})
-    imputer = MaskedImputer(MaskedModelSearch(random_state=args.seed, verbose=verbose,
-                                                                         progress=verbose > 0), random_state=args.seed,
-                            column_types={f"c{j}": "categorical" for j in categorical})
-    filled = imputer.set_output(transform="pandas").fit_transform(table)
-    return filled[[f"c{j}" for j in positions]].to_numpy(dtype=np.float64), imputer, filled
+    order = sorted(columns)
+    names = [str(header[j]).lstrip("\ufeff") for j in order]  # as written, without a byte-order mark
+    labels = [name if name and names.count(name) == 1 else f"{name} (column {j + 1})" for j, name in zip(
+        order, names, strict=True)]
+    if len(set(labels)) < len(labels):
+        labels = [f"column {j + 1}" for j in order]
+    label = dict(zip(order, labels, strict=True))
+    table = pd.DataFrame({label[j]: columns[j] for j in order})
+    search = MaskedModelSearch(random_state=args.seed, verbose=verbose, progress=verbose > 0)
+    imputer = MaskedImputer(search, random_state=args.seed, column_types={label[j]: "categorical" for j in categorical})
+    filled = imputer.set_output(transform="pandas").fit_transform(table).set_axis(order, axis=1)
+    return filled[positions].to_numpy(dtype=np.float64), imputer, filled
 
 
 def _as_text(header, frame):

@@ -633,3 +633,12 @@ def test_a_thousands_separator_read_only_where_it_groups_digits_by_three(tmp_pat
 def test_quiet_turns_the_search_progress_bar_off():
     assert imputer_for("auto", 3, 0, verbose=0).estimator.progress is False
     assert imputer_for("auto", 3, 0, verbose=1).estimator.progress is True
+
+
+def test_warnings_about_a_column_name_it_as_the_table_does(tmp_path, capsys):
+    # They named the imputer's internal column ('c1'), not the user's.
+    source = _write(tmp_path / "in.csv", "\ufeffa,flag,flag\n1.5,yes,u\n2.5,yes,v\n3.5,,u\n4.5,yes,v\n5.5,yes,\n")
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), "--quiet"]) == 0
+    messages = capsys.readouterr().err
+    assert "Column 'flag (column 2)' is categorical with one category ('yes')" in messages
+    assert "'c1'" not in messages
