@@ -550,18 +550,8 @@ def run(args):
             column[holes] = values
             out[j] = pandas.Series(column, index=out.index).astype(out[j].dtype)
     for k, j in enumerate(positions):
-        holes = missing[:, k]
-        if not holes.any():
-            continue  # written back as read, dtype included
-        if out[j].dtype == object or pandas.api.types.is_string_dtype(out[j]):  # text cells: filled with text
-            column = out[j].to_numpy(dtype=object).copy()
-            column[holes] = [_formatted(v) for v in imputed[holes, k]]
-        elif pandas.api.types.is_integer_dtype(out[j].dtype):  # a Parquet integer column keeps its dtype and
-            column = _integers_filled(out[j], holes, imputed[holes, k], header[j])  # values (ids above 2**53)
-        else:  # a typed Parquet float column: float64, as the filled values are
-            column = out[j].to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
-            column[holes] = imputed[holes, k]
-        out[j] = column
+        if missing[:, k].any():  # else written back as read, dtype included
+            out[j] = _numbers_filled(out[j], missing[:, k], imputed[missing[:, k], k], header[j])
     if fmt_in == "parquet" and fmt_out != "parquet":
         header, out = _as_text(header, out)
     elif fmt_in != "parquet" and fmt_out == "parquet":
@@ -581,6 +571,22 @@ def _check_encodable(header, cells, path, encoding):
         except UnicodeEncodeError:
             raise ValueError(f"{str(path)!r} cannot be written in {encoding}: it cannot hold the cell {text!r}; pass "
                              f"another --encoding (e.g. utf-8)") from None
+
+
+def _numbers_filled(column, holes, values, name):
+    """The numeric column ``column`` (named ``name``) with ``values`` at ``holes``: text cells filled
+    with text, a Parquet integer column in its dtype (:func:`_integers_filled`), a float one as float64."""
+    import pandas as pd
+
+    if column.dtype == object or pd.api.types.is_string_dtype(column):  # text cells: filled with text
+        filled = column.to_numpy(dtype=object).copy()
+        filled[holes] = [_formatted(v) for v in values]
+        return filled
+    if pd.api.types.is_integer_dtype(column.dtype):  # its dtype and values kept (ids above 2**53)
+        return _integers_filled(column, holes, values, name)
+    filled = column.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)  # float64, as the filled values are
+    filled[holes] = values
+    return filled
 
 
 def _integers_filled(column, holes, values, name):
