@@ -595,12 +595,10 @@ def _integers_filled(column, holes, values, name):
     as the Python API fills an integer column of a DataFrame. A value the dtype cannot hold is an error."""
     import pandas as pd
 
+    from ..estimators.tables import check_integer_range
+
     rounded = np.rint(values)
-    limits = np.iinfo(getattr(column.dtype, "numpy_dtype", column.dtype))
-    if ((rounded < limits.min) | (rounded > limits.max)).any():
-        raise ValueError(f"column {name!r} has dtype {column.dtype}, which holds {limits.min} to {limits.max}; the "
-                         f"model imputes {rounded[(rounded < limits.min) | (rounded > limits.max)][:5].tolist()} "
-                         f"there. Store it with a wider dtype (e.g. int64), or pass it through with --index-col")
+    check_integer_range(rounded, column.dtype, name)
     filled = column.copy()
     filled.iloc[np.flatnonzero(holes)] = pd.array(rounded.astype(np.int64)).astype(column.dtype)
     return filled

@@ -14,7 +14,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-__all__ = ["COLUMN_TYPES", "MAX_AUTO_CATEGORIES", "TableLayout", "is_table", "values_repeat"]
+__all__ = ["COLUMN_TYPES", "MAX_AUTO_CATEGORIES", "TableLayout", "check_integer_range", "is_table", "values_repeat"]
 
 #: The values of ``column_types``: ``"count"`` (non-negative integers, a Poisson) is never read from a dtype.
 COLUMN_TYPES = ("numeric", "categorical", "count")
@@ -288,7 +288,7 @@ class TableLayout:
                         j in self.counts):
                     column = np.rint(column)
                 if pd.api.types.is_integer_dtype(dtype):
-                    _check_range(column, dtype, name)
+                    check_integer_range(column, dtype, name)
                 column = pd.array(column).astype(dtype)
             try:
                 filled[name] = _filled(frame[name], rows, column)
@@ -312,12 +312,24 @@ def _filled(series, rows, column):
     return series.astype(dtype)
 
 
-def _check_range(column, dtype, name):
-    """Refuse integers ``column`` beyond what the integer ``dtype`` of the column ``name`` holds: a
-    cast would wrap them around (143 as an int8 is -113)."""
+def check_integer_range(values, dtype, name):
+    """Refuse integers ``values`` beyond what the integer ``dtype`` of the column ``name`` holds: a
+    cast would wrap them around (143 as an int8 is -113). :meth:`TableLayout.decode` and ``skmpt
+    impute`` check an integer column's filled holes with it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.estimators.tables import check_integer_range
+    >>> check_integer_range(np.array([3.0, 120.0]), np.dtype("int8"), "age")
+    >>> check_integer_range(np.array([143.0]), np.dtype("int8"), "age")
+    Traceback (most recent call last):
+    ...
+    ValueError: Column 'age' has dtype int8, which holds -128 to 127; the model imputes [143.0] there...
+    """
     limits = np.iinfo(getattr(dtype, "numpy_dtype", dtype))
-    outside = (column < limits.min) | (column > limits.max)
+    outside = (values < limits.min) | (values > limits.max)
     if outside.any():
         raise ValueError(f"Column {name!r} has dtype {dtype}, which holds {limits.min} to {limits.max}; the model "
-                         f"imputes {column[outside][:5].tolist()} there. Give the column a wider dtype (e.g. "
+                         f"imputes {values[outside][:5].tolist()} there. Give the column a wider dtype (e.g. "
                          f"int64 or Int64).")
