@@ -134,7 +134,7 @@ def read_table(path, fmt, encoding="utf-8"):
             rows = list(csv.reader(file, **_dialect(fmt), strict=True))
         if fmt == "tsv" and len({len(row) for row in rows if row}) > 1:  # quoted cells holding tabs or line
             with open(path, encoding=encoding, newline="") as file:  # breaks: a TSV quoted as a CSV (pandas')
-                rows = list(csv.reader(file, delimiter="\t", strict=True))
+                rows = list(csv.reader(file, **_dialect(fmt, quoted=True), strict=True))
     except ImportError as exc:
         raise UsageError(f"reading {fmt} needs a package that is not installed: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -166,14 +166,16 @@ def _write_rows(text, header, frame, dialect, lineterminator):
     writer.writerows(frame.itertuples(index=False, name=None))
 
 
-def _dialect(fmt):
+def _dialect(fmt, quoted=False):
     """``csv``'s options of ``fmt``: a CSV quoted where needed; a TSV has no quoting (a quote is text, a
     cell holds no tab or line break), so every cell is read and written as it is. A TSV whose rows
     are not all as long so read has cells quoted as a CSV's (tabs or line breaks in them, as pandas
-    writes them): it is read and written so."""
+    writes them): it is read and written so (``quoted``)."""
     import csv
 
-    return {"delimiter": ","} if fmt == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "quotechar": None}
+    if fmt == "csv" or quoted:
+        return {"delimiter": "," if fmt == "csv" else "\t"}
+    return {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "quotechar": None}
 
 
 def _line_end(path, encoding):
@@ -202,7 +204,7 @@ def write_table(header, frame, path, fmt, overwrite, *, lineterminator="\n", enc
                 _write_rows(text, header, frame, _dialect(fmt), lineterminator)
             except csv.Error:  # a tab or line break in a cell of a TSV: quoted as a CSV's (as pandas writes one)
                 text = io.StringIO()
-                _write_rows(text, header, frame, {"delimiter": "\t"}, lineterminator)
+                _write_rows(text, header, frame, _dialect(fmt, quoted=True), lineterminator)
             try:
                 encoded = text.getvalue().encode(encoding)
             except UnicodeEncodeError as exc:
@@ -412,7 +414,7 @@ def imputer_for(model, n_features, seed, *, max_epochs=None, verbose=0):
 
     ``auto`` without ``max_epochs`` is ``MaskedImputer(random_state=seed)``, the default one.
     """
-    from ..estimators import MaskedImputer, MaskedModelSearch
+    from ..estimators import MaskedImputer
     from ..estimators.selection import default_candidates
 
     candidates = None
@@ -422,8 +424,15 @@ def imputer_for(model, n_features, seed, *, max_epochs=None, verbose=0):
         for models in candidates.values():
             for candidate in models:
                 candidate.set_params(max_epochs=max_epochs or candidate.max_epochs)
-    search = MaskedModelSearch(candidates, random_state=seed, verbose=verbose, progress=verbose > 0)
-    return MaskedImputer(search, random_state=seed)
+    return MaskedImputer(_search(candidates, seed, verbose), random_state=seed)
+
+
+def _search(candidates, seed, verbose):
+    """The :class:`skmpt.MaskedModelSearch` of ``candidates`` (None: the default ones), its progress bar
+    shown unless ``--quiet`` (``verbose`` 0)."""
+    from ..estimators import MaskedModelSearch
+
+    return MaskedModelSearch(candidates, random_state=seed, verbose=verbose, progress=verbose > 0)
 
 
 def _formatted(value):
@@ -613,27 +622,26 @@ def _impute(X, positions, categorical, header, args):
     import pandas as pd
 
     verbose = 0 if args.quiet else 1
-    from ..estimators import MaskedImputer, MaskedMixedMixture, MaskedModelSearch
+    from ..estimators import MaskedImputer, MaskedMixedMixture
 
     if not categorical:
         imputer = imputer_for(args.model, len(positions), args.seed, max_epochs=args.max_epochs, verbose=verbose)
         if args.model == "mixed":  # numbers only: the mixed mixture is a Gaussian mixture fitted by EM
             candidates = {"mixed": [MaskedMixedMixture(k, random_state=args.seed) for k in (1, 2, 4, 8)]}
-            imputer.set_params(estimator=MaskedModelSearch(candidates, random_state=args.seed, verbose=verbose,
-                                                             progress=verbose > 0))
+            imputer.set_params(estimator=_search(candidates, args.seed, verbose))
         return imputer.fit_transform(X), imputer, None
 
     columns = {**{j: X[:, k] for k, j in enumerate(positions)}, **categorical}
     order = sorted(columns)
-    names = [str(header[j]).lstrip("\ufeff") for j in order]  # as written, without a byte-order mark
+    names = [str(header[j]).removeprefix("\ufeff") for j in order]  # as written, without a byte-order mark
     labels = [name if name and names.count(name) == 1 else f"{name} (column {j + 1})" for j, name in zip(
         order, names, strict=True)]
     if len(set(labels)) < len(labels):
         labels = [f"column {j + 1}" for j in order]
     label = dict(zip(order, labels, strict=True))
     table = pd.DataFrame({label[j]: columns[j] for j in order})
-    search = MaskedModelSearch(random_state=args.seed, verbose=verbose, progress=verbose > 0)
-    imputer = MaskedImputer(search, random_state=args.seed, column_types={label[j]: "categorical" for j in categorical})
+    imputer = MaskedImputer(_search(None, args.seed, verbose), random_state=args.seed,
+                            column_types={label[j]: "categorical" for j in categorical})
     filled = imputer.set_output(transform="pandas").fit_transform(table).set_axis(order, axis=1)
     return filled[positions].to_numpy(dtype=np.float64), imputer, filled
 
