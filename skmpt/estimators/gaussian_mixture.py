@@ -17,12 +17,11 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from scipy.optimize import minimize
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .._utils import check_generator, flat_objective
+from .._utils import check_generator, lbfgs_descent
 from .._validation import Interval, Options, check_positive_int
 from ..models import GaussianMixtureModule
 from ..models.imputation import expected_scatter, hole_patterns, pattern_conditional
@@ -306,25 +305,16 @@ def expected_log_likelihood(statistics, anchor, log_weights, means, covariances)
     return counts @ log_weights - 0.5 * (counts @ log_det + trace.sum())
 
 
-class _Stalled(Exception):
-    """Raised by :func:`quasi_newton`'s callback to end SciPy's L-BFGS-B at its stopping rule."""
-
-
 def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, evaluations):
-    """``(params, evaluations)``: L-BFGS from EM's ``params`` on the observed entries' log-likelihood
-    (its gradient from :func:`expected_log_likelihood`), until an iteration after its first gains less
-    than ``tol / 10`` (or after ``evaluations`` of it and its gradient), in the parameters of
-    :func:`module_of` anchored at ``params``: steps in each component's whitened units, where EM's own
-    steps are nearly the gradient's. Where the holes say little about a direction EM's steps shrink by
-    a rate near one (EM's rate is one minus the fraction of the information that is observed); the
-    quasi-Newton steps learn that curvature (Jamshidian and Jennrich 1997). The first iteration has
-    not: it is a gradient step of unit length, whose gain says nothing of the next ones' (judged too,
-    it ended round after round of a refit on ``star98`` with 40 % of entries self-masked after that
-    one step, about 50 rounds of 3 evaluations and 10 EM steps each). ``params`` as :func:`em_step` returns
-    them. SciPy's L-BFGS-B runs it: a ``torch.optim`` optimizer would import ``torch._dynamo`` on its
-    first call, about 1 s of CPU that a process's first fit would pay."""
+    """``(params, evaluations)``: L-BFGS (:func:`~skmpt._utils.lbfgs_descent`) from EM's ``params`` on
+    the observed entries' log-likelihood (its gradient from :func:`expected_log_likelihood`), until an
+    iteration after its first gains less than ``tol / 10`` (or after ``evaluations`` of it and its
+    gradient), in the parameters of :func:`module_of` anchored at ``params``: steps in each component's
+    whitened units, where EM's own steps are nearly the gradient's. Where the holes say little about a
+    direction EM's steps shrink by a rate near one (EM's rate is one minus the fraction of the
+    information that is observed); the quasi-Newton steps learn that curvature (Jamshidian and
+    Jennrich 1997). ``params`` as :func:`em_step` returns them."""
     module = module_of(params, floor, covariance_type)
-    count, last = [0], [None]
 
     def evaluate():
         current = em_parameters(module)
@@ -332,36 +322,11 @@ def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, eval
             statistics = expected_statistics(X, observed, weights, *current)
         loss = -expected_log_likelihood(statistics, current[1].detach(), *current)
         loss.backward()
-        count[0] += 1
         return -float(statistics[0])
 
-    objective, start, load = flat_objective(list(module.parameters()), evaluate)
-
-    def value_and_gradient(x):
-        value = objective(x)
-        last[0] = (x.copy(), value[0])
-        return value
-
-    if evaluations >= 2:
-        at_start = value_and_gradient(start)
-        losses, iterate = [at_start[0]], [start]
-
-        def callback(x):  # after each iteration, at the point SciPy's line search accepted: its last evaluation
-            losses.append(last[0][1] if np.array_equal(last[0][0], x) else value_and_gradient(x)[0])
-            iterate[0] = np.array(x, copy=True)
-            if len(losses) > 2 and losses[-2] - losses[-1] < tol / 10:
-                raise _Stalled
-
-        try:
-            start = minimize(lambda x: at_start if np.array_equal(x, start) else value_and_gradient(x), start,
-                             jac=True, method="L-BFGS-B", callback=callback, options={
-                                 "maxiter": evaluations, "maxfun": evaluations - 1, "maxcor": _QUASI_NEWTON_HISTORY,
-                                 "gtol": 0.0, "ftol": 0.0}).x
-        except _Stalled:  # SciPy's own ftol would judge the first iteration too
-            start = iterate[0]
-    load(start)
+    count = lbfgs_descent(list(module.parameters()), evaluate, tol, evaluations, _QUASI_NEWTON_HISTORY)
     with torch.no_grad():
-        return tuple(p.detach() for p in em_parameters(module)), count[0]
+        return tuple(p.detach() for p in em_parameters(module)), count
 
 
 #: EM steps that one evaluation of L-BFGS counts for in :func:`em_climb`'s budget: an E-step, the
@@ -370,16 +335,17 @@ def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, eval
 _EVALUATION_STEPS = 2
 
 
-#: Evaluations of the likelihood and its gradient that :func:`saddle_probe` spends at most, and the
-#: fraction of ``tol`` its L-BFGS runs with (:func:`quasi_newton` stops at an iteration that gains a
-#: tenth of that: a thousandth of ``tol``).
-_PROBE_EVALUATIONS, _PROBE_TOL = 15, 1e-2
+#: Evaluations of the likelihood and its gradient that a saddle probe (:func:`saddle_probe`, and the
+#: mixed mixture's EM) spends at most, and the fraction of ``tol`` its L-BFGS runs with
+#: (:func:`~skmpt._utils.lbfgs_descent` stops at an iteration that gains a tenth of that: a
+#: thousandth of ``tol``).
+PROBE_EVALUATIONS, PROBE_TOL = 15, 1e-2
 
 
 def saddle_probe(X, observed, weights, params, floor, covariance_type, tol):
     """``(params, gain, evaluations)``: L-BFGS (:func:`quasi_newton`) from ``params``, where EM's gains
     say less than ``tol`` is left, until an iteration gains less than a thousandth of ``tol`` (or after
-    ``_PROBE_EVALUATIONS``), and what it gained. Near a saddle EM's gains shrink as they do near a
+    ``PROBE_EVALUATIONS``), and what it gained. Near a saddle EM's gains shrink as they do near a
     maximum, then grow as it leaves (a tied mixture on 300 rows with 40 % of entries missing: 1e-6
     nats a step for 100 steps, then 0.0072 nats), which no extrapolation of them can foresee;
     quasi-Newton steps learn the curvature that EM's crawl along and leave in tens of evaluations. At
@@ -388,10 +354,10 @@ def saddle_probe(X, observed, weights, params, floor, covariance_type, tol):
     try:
         with torch.enable_grad():  # the check of converged_ calls it under no_grad
             probed, evaluations = quasi_newton(X, observed, weights, params, floor, covariance_type,
-                                               _PROBE_TOL * tol, _PROBE_EVALUATIONS)
+                                               PROBE_TOL * tol, PROBE_EVALUATIONS)
         gain = float(observed_log_likelihood(X, observed, weights, *probed)) - before
     except torch.linalg.LinAlgError:  # a covariance no longer positive definite
-        return params, 0.0, _PROBE_EVALUATIONS
+        return params, 0.0, PROBE_EVALUATIONS
     return (probed, gain, evaluations) if gain > 0 else (params, 0.0, evaluations)
 
 
