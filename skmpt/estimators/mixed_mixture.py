@@ -12,7 +12,6 @@ cumulative MPT score is the log-marginal likelihood (Moreno-Muñoz, Recasens and
 """
 
 import copy
-import math
 import time
 import warnings
 from numbers import Integral
@@ -23,15 +22,16 @@ from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from .._utils import check_generator
+from .._utils import check_generator, lbfgs_descent
 from .._validation import Interval, Options, check_positive_int
 from ..models.imputation import hole_patterns
 from ..models.mixed import MixedMixtureModule
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
 from ._columns import TableColumnsMixin
-from ._data import standardization
+from ._data import check_scale, standardization
 from ._docs import fill_docstring
-from .gaussian_mixture import em_converged, floored, sklearn_covariances
+from .gaussian_mixture import (PROBE_EVALUATIONS, PROBE_TOL, em_converged, floored, module_of,
+                               sklearn_covariances)
 
 __all__ = ["MaskedMixedMixture", "mixed_em", "resolution_floor"]
 
@@ -90,6 +90,58 @@ def resolution_floor(X, observed):
     return torch.stack(floors) if floors else X.new_zeros(0)
 
 
+def _column_spreads(X, center, observed):
+    """Each column's root-mean-square deviation from ``center`` over its ``observed`` entries (one where
+    it has none, or they are all equal), checked as :func:`~skmpt.estimators._data.check_scale` checks
+    an overall scale."""
+    seen = observed.to(X.dtype)
+    deviation = (X - center) * seen
+    largest = deviation.abs().amax(0) if len(X) else X.new_zeros(X.shape[1])
+    unit = torch.where(largest > 0, largest, torch.ones_like(largest))  # divided before squaring: no underflow
+    spread = torch.where(largest > 0, unit * ((deviation / unit).square().sum(0) / seen.sum(0).clamp_min(1)).sqrt(),
+                         torch.ones_like(largest))
+    for value in spread:
+        check_scale(value, X.dtype)
+    return spread
+
+
+def _category_codes(X, category_values, numeric, categorical, count):
+    """Each categorical entry's index among its column's ``category_values`` by the module's own
+    nearest-value rule (:meth:`~skmpt.models.mixed.MixedMixtureModule.codes`), so that EM and the
+    likelihood see one table."""
+    sizes = [len(v) for v in category_values]
+    reader = MixedMixtureModule(
+        X.new_ones(1), X.new_zeros(1, len(numeric)), X.new_ones(1), [X.new_ones(1, s) / s for s in sizes],
+        category_values, numeric, categorical, "spherical", count_features=count)
+    return reader.codes(X)
+
+
+def _numeric_units(X, observed, weights, covariance_type):
+    """``(center, scale, X_n, jacobian, floor)`` of EM's run on the numeric columns ``X``: each centred
+    and divided by its observed spread (all by one scale for ``"spherical"``, whose variance is one for
+    every column), ``X_n`` the table so standardised (zero at the holes), ``jacobian`` the weighted mean
+    over the rows of the log-scales of their observed entries, and the columns' resolution floors in
+    those units. Each column in its own units, EM, its k-means start and its floors are equivariant to
+    each column's scale, as the model is."""
+    center, scale = standardization(X, "gaussian", observed)
+    if covariance_type != "spherical":
+        scale = _column_spreads(X, center, observed)
+    X_n = torch.where(observed, (X - center) / scale, torch.zeros_like(X))
+    jacobian = float(weights @ (observed.to(X.dtype) @ scale.log().expand(X.shape[1]))) / float(weights.sum())
+    return center, scale, X_n, jacobian, resolution_floor(X, observed) / scale**2
+
+
+def _k_means_start(X_n, observed_n, codes, observed_c, sizes, n_components, covariance_type, seed, counted, weights,
+                   floor):
+    """EM's first parameters as :func:`_given_start` gives them, from the M-step of the k-means labels of
+    :func:`_initial_responsibilities` (a missing number at its component's mean, with unit variance)."""
+    holes = hole_patterns(observed_n)
+    missing = torch.diag_embed((~holes.patterns).to(X_n.dtype)).expand(n_components, -1, -1, -1)
+    resp = _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed, counted)
+    return _m_step(resp * weights[:, None], X_n.expand(n_components, *X_n.shape), missing, holes, codes, observed_c,
+                   sizes, covariance_type, *counted, floor)
+
+
 def _m_step(resp, mean, cov, holes, codes, observed_c, sizes, covariance_type, counts, observed_p, floor):
     """Closed-form maximisation given responsibilities ``resp`` (``(n, K)``, sample weights in),
     the numeric entries' conditional means ``(K, n, D_N)`` and each pattern of holes' conditional
@@ -131,7 +183,10 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
 
     Each step raises ``sum_i w_i log p(x_i,o)`` (exact; covariances at least ``resolution_floor``) until less than
     ``tol`` nats per sample is left to gain (:func:`~skmpt.estimators.gaussian_mixture.em_converged`, the Gaussian
-    mixtures' rule); the numeric columns are standardised for the run and mapped back.
+    mixtures' rule) and L-BFGS from there gains less than ``tol`` too (a saddle probe, whose evaluations count
+    two steps each of ``max_iter``; EM goes on from where it got otherwise). Each numeric column is centred and
+    divided by its observed spread for the run (all by one scale for ``"spherical"``), and mapped back: the fit
+    is equivariant to each column's scale, as the model is.
 
     Parameters
     ----------
@@ -180,25 +235,13 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
     """
     numeric, categorical, count = list(numeric_features), list(categorical_features), list(count_features)
     sizes = [len(v) for v in category_values]
-    # The same nearest-value rule as the module's, so that EM and the likelihood see one table.
-    probe = MixedMixtureModule(
-        X.new_ones(1), X.new_zeros(1, len(numeric)), X.new_ones(1), [X.new_ones(1, s) / s for s in sizes],
-        category_values, numeric, categorical, "spherical", count_features=count)
-    codes = probe.codes(X)
+    codes = _category_codes(X, category_values, numeric, categorical, count)
     zero, unit, counted = _count_table(X, observed, count, count_units)
     observed_n, observed_c = observed[:, numeric], observed[:, categorical].to(X.dtype)
-    center, scale = standardization(X[:, numeric], "gaussian", observed_n)
-    X_n = torch.where(observed_n, (X[:, numeric] - center) / scale, torch.zeros_like(X[:, numeric]))
-    jacobian = float(weights @ observed_n.sum(1).to(X.dtype)) / float(weights.sum()) * math.log(float(scale))
+    center, scale, X_n, jacobian, floor = _numeric_units(X[:, numeric], observed_n, weights, covariance_type)
     weights = weights / weights.sum()
-    floor = resolution_floor(X[:, numeric], observed_n) / scale**2  # in the standardised units
-    holes = hole_patterns(observed_n)
-    missing = torch.diag_embed((~holes.patterns).to(X.dtype)).expand(n_components, -1, -1, -1)  # the start's cov
-    params = (_given_start(start, center, scale, sizes) if start is not None else _m_step(
-        _initial_responsibilities(X_n, observed_n, codes, observed_c, sizes, n_components, seed, counted)
-        * weights[:, None],
-        X_n.expand(n_components, *X_n.shape), missing, holes, codes, observed_c, sizes, covariance_type, *counted,
-        floor))
+    params = (_given_start(start, center, scale, sizes) if start is not None else _k_means_start(
+        X_n, observed_n, codes, observed_c, sizes, n_components, covariance_type, seed, counted, weights, floor))
 
     def build(weights, means, covariances, probabilities, rates):
         module = MixedMixtureModule(weights, means, covariances, probabilities, category_values, numeric, categorical,
@@ -208,8 +251,8 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
         return module
 
     rows = torch.cat([X_n, X[:, categorical], X[:, count]], 1)[:, _column_order(numeric, categorical, count)]
-    history, values, converged = [], [], False
-    for step in range(1, max_iter + 1):
+    history, values, converged, spent = [], [], False, 0
+    while spent < max_iter:
         start = time.perf_counter()
         module = build(*params)
         with torch.no_grad():
@@ -217,14 +260,65 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
         value = float(weights @ torch.logsumexp(log_joint, -1))
         resp = torch.softmax(log_joint, -1) * weights[:, None]
         params = _m_step(resp, mean, cov, holes, codes, observed_c, sizes, covariance_type, *counted, floor)
-        history.append({"epoch": step, "objective": value - jacobian, "seconds": time.perf_counter() - start})
+        history.append({"epoch": len(history) + 1, "objective": value - jacobian,
+                        "seconds": time.perf_counter() - start})
         values.append(value)
-        if converged := em_converged(values, tol):
-            break
+        spent += 1
+        if em_converged(values, tol):
+            probed, gain, evaluations = _saddle_probe(build(*params), rows, observed, weights, floor, tol)
+            spent += _EVALUATION_STEPS * evaluations
+            if converged := gain < tol:
+                break
+            params, values = _given_start(probed, center.new_zeros(center.shape), scale.new_ones(()), sizes), []
     module = build(*params)
     with torch.no_grad():
         module.gaussian.unstandardize_(center, scale)
     return module, history, converged
+
+
+#: EM steps that one evaluation of the likelihood and its gradient counts for in :func:`mixed_em`'s
+#: ``max_iter`` (a forward and a backward pass of the exact likelihood against an E-step and an M-step).
+_EVALUATION_STEPS = 2
+
+
+def _saddle_probe(module, rows, observed, weights, floor, tol):
+    """``(module, gain, evaluations)``: L-BFGS on the exact log-likelihood of the observed entries from
+    the mixture ``module`` that EM says is within ``tol`` of the optimum, at most ``PROBE_EVALUATIONS``
+    of it and its gradient, covariances kept at least ``floor`` (EM's, with ``_REG_COVAR``), and what it
+    gained (zero where it did not gain: the module then unchanged). Near a saddle EM's gains shrink as
+    they do near a maximum, then grow as it leaves, which no extrapolation of them can foresee (the
+    Gaussian mixtures' :func:`~skmpt.estimators.gaussian_mixture.saddle_probe`); quasi-Newton steps
+    learn the curvature that EM crawls along."""
+    gaussian = module.gaussian
+    covariances = gaussian.covariances()
+    if gaussian.covariance_type == "tied":
+        covariances = covariances.expand(gaussian.n_components, -1, -1)
+    elif gaussian.covariance_type in ("diag", "spherical"):
+        covariances = torch.diag_embed(covariances.expand(gaussian.n_components, gaussian.n_features))
+    floor = floor.clamp_min(_REG_COVAR)  # as the M-step keeps it: a spherical variance at least the largest
+    if gaussian.covariance_type == "spherical" and len(floor):
+        floor = floor.max().expand(len(floor))
+    probed = copy.deepcopy(module)
+    probed.gaussian = module_of((gaussian.log_weights, gaussian.means, covariances), floor, gaussian.covariance_type)
+
+    def value():
+        return weights @ probed.log_marginal(rows, observed=observed)
+
+    def evaluate():
+        loss = -value()
+        loss.backward()
+        return float(loss.detach())
+
+    with torch.no_grad():
+        before = float(value())
+    try:
+        with torch.enable_grad():
+            evaluations = lbfgs_descent(list(probed.parameters()), evaluate, PROBE_TOL * tol, PROBE_EVALUATIONS)
+        with torch.no_grad():
+            gain = float(value()) - before
+    except torch.linalg.LinAlgError:  # a covariance no longer positive definite
+        return module, 0.0, PROBE_EVALUATIONS
+    return (probed, gain, evaluations) if gain > 0 else (module, 0.0, evaluations)
 
 
 def _given_start(start, center, scale, sizes):

@@ -14,6 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedPPCA
 from skmpt.estimators.gaussian_mixture import em_step, floored, remaining_gain
+from support.helpers import saddle_table
 
 
 def _awkward_data(n_samples, holes, seed=0):
@@ -81,12 +82,7 @@ def test_a_mixture_whose_em_crawls_past_a_saddle_is_not_said_converged_there():
     # A tied mixture on rank-2 data with 40 % of entries missing: EM from its k-means start gains about
     # 1e-6 nats a step for 100 steps, which its extrapolation took for the optimum (converged_, 0.0072
     # nats short), then leaves the saddle. L-BFGS from there leaves it in about 40 evaluations.
-    rng = np.random.RandomState(0)
-    W = rng.randn(2, 5)
-    X = rng.randn(300, 2) @ W + rng.randn(300, 5) * rng.uniform(0.3, 1.0, 5) + rng.randn(5)
-    X = (X - X.mean(0)) / X.std(0)
-    X[np.random.RandomState(1).rand(*X.shape) < 0.4] = np.nan
-    X[np.isnan(X).all(1), 0] = 0.0
+    X = saddle_table()
     estimator = MaskedGaussianMixture(3, covariance_type="tied", random_state=0).fit(X)
     assert estimator.converged_
     assert _em_gain(estimator, X, 300) <= estimator.tol

@@ -454,3 +454,16 @@ def test_a_boolean_and_a_number_python_takes_for_one_are_refused_as_categories(f
     frame = pd.DataFrame({"a": np.arange(30.0), "m": column})
     with pytest.raises(ValueError, match=r"Column 'm' holds .* which Python takes for one value"):
         MaskedImputer(MaskedMixedMixture(1)).fit(frame)
+
+
+def test_a_constant_columns_holes_are_filled_with_its_value_exactly():
+    # The mixed mixture's EM divided every numeric column by one scale shared with the others, and a
+    # column of 5.0 beside a category came back 5.0 and 4.999999999999999.
+    rng = np.random.RandomState(1)
+    frame = pd.DataFrame({"a": rng.randn(60), "c": 5.0, "b": rng.randn(60) * 3 + 1,
+                          "k": pd.Categorical(rng.choice(["x", "y"], 60))})
+    holed = frame.mask(rng.rand(*frame.shape) < 0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        filled = MaskedImputer(random_state=0).set_output(transform="pandas").fit_transform(holed)
+    assert (filled["c"] == 5.0).all()
