@@ -260,9 +260,13 @@ def _squarem_climb(step, params, floor, tol, n_steps):
     point ``p0 - 2 a r + a^2 v`` of step length ``a = -|r| / |v|`` (at most -1, which is ``p2``),
     stabilised by one more EM step and kept where it is no lower than ``p1`` (else ``p2``, as plain
     EM). ``step`` as :func:`_em_gap` takes it. Iterations until four and the rest extrapolated
-    would gain less than ``tol``, or about ``n_steps`` EM steps; ``(values, parameters, steps)``:
-    each iteration's value at its start, the parameters reached (those of the last value, or past
-    it when the steps ran out) and the EM steps taken."""
+    would gain less than ``tol``, or until, at the pace of those four, what they leave
+    would take more EM steps than are left of about ``n_steps``: SQUAREM then crawls along a ridge
+    (on ``breast_cancer`` with 40 % of entries missing, 16 factors: 0.43 nats in its first 31 steps,
+    0.0046 in the other 468), and the check of ``converged_`` (at ten times this ``tol``) or
+    quasi-Newton steps take over. ``(values, parameters, steps)``: each iteration's value
+    at its start, the parameters reached (those of the last value, or past it when the steps ran
+    out) and the EM steps taken."""
     def flat(p):
         return torch.cat([p[0].reshape(-1), p[1], p[2].log().reshape(-1)])
 
@@ -277,7 +281,14 @@ def _squarem_climb(step, params, floor, tol, n_steps):
         values.append(value)  # at ``params``
         spent += 1
         recent = values[-window:]
-        if spent + 2 > n_steps or len(recent) == window and recent[-1] - recent[0] + remaining_gain(recent) < tol:
+        if len(recent) == window:
+            left = recent[-1] - recent[0] + remaining_gain(recent)
+            pace = (recent[-1] - recent[0]) / (window - 1)  # per iteration: three EM steps
+            if left < tol:
+                return values, params, spent
+            if pace > 0 and 3 * left / pace > n_steps - spent:
+                return values, params, spent
+        if spent + 2 > n_steps:
             return values, params, spent
         at_first, second = step(*first)
         start, r = flat(params), flat(first) - flat(params)
