@@ -30,7 +30,7 @@ from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
 from ._columns import TableColumnsMixin
 from ._data import check_scale, standardization
 from ._docs import fill_docstring
-from .gaussian_mixture import (PROBE_EVALUATIONS, PROBE_TOL, em_converged, floored, module_of,
+from .gaussian_mixture import (PROBE_EVALUATIONS, PROBE_TOL, em_converged, em_parameters, floored, module_of,
                                sklearn_covariances)
 
 __all__ = ["MaskedMixedMixture", "mixed_em", "resolution_floor"]
@@ -289,17 +289,12 @@ def _saddle_probe(module, rows, observed, weights, floor, tol):
     they do near a maximum, then grow as it leaves, which no extrapolation of them can foresee (the
     Gaussian mixtures' :func:`~skmpt.estimators.gaussian_mixture.saddle_probe`); quasi-Newton steps
     learn the curvature that EM crawls along."""
-    gaussian = module.gaussian
-    covariances = gaussian.covariances()
-    if gaussian.covariance_type == "tied":
-        covariances = covariances.expand(gaussian.n_components, -1, -1)
-    elif gaussian.covariance_type in ("diag", "spherical"):
-        covariances = torch.diag_embed(covariances.expand(gaussian.n_components, gaussian.n_features))
+    covariance_type = module.gaussian.covariance_type
     floor = floor.clamp_min(_REG_COVAR)  # as the M-step keeps it: a spherical variance at least the largest
-    if gaussian.covariance_type == "spherical" and len(floor):
+    if covariance_type == "spherical" and len(floor):
         floor = floor.max().expand(len(floor))
     probed = copy.deepcopy(module)
-    probed.gaussian = module_of((gaussian.log_weights, gaussian.means, covariances), floor, gaussian.covariance_type)
+    probed.gaussian = module_of(em_parameters(module.gaussian), floor, covariance_type)
 
     def value():
         return weights @ probed.log_marginal(rows, observed=observed)
