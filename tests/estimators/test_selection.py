@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from sklearn.decomposition import PCA
+from sklearn.decomposition import PCA, FactorAnalysis
 from sklearn.exceptions import ConvergenceWarning
 
 from skmpt import MaskedFactorAnalysis, MaskedGaussianMixture, MaskedLinearVAE, MaskedModelSearch, MaskedPPCA
@@ -333,6 +333,33 @@ def test_linear_candidates_are_fitted_to_the_gaussians_moments():
     assert list(first.fit(X).cv_results_["fitted_by"]) == ["fit", "fit"]
     with pytest.raises(ValueError, match="linear_fit"):
         MaskedModelSearch(families, linear_fit="em").fit(X)
+
+
+def test_a_factor_analysis_fitted_to_the_moments_ends_within_candidate_tol_of_their_optimum():
+    # EM on the moments stops where what is left to gain is less than candidate_tol (nats per
+    # sample), not where one iteration gains little: features whose noise spans two decades, where
+    # factor analysis' EM crawls.
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(500, 3)) @ rng.normal(size=(3, 10)) + rng.normal(size=(500, 10)) * np.geomspace(0.02, 1, 10)
+    gaussian = MaskedGaussianMixture(1, init_params="em", **{**FAST, "max_epochs": 2})
+    # The same split: the Gaussian alone is the training rows' mean and covariance.
+    moments = MaskedModelSearch({"full": [gaussian]}, refit=False, random_state=0).fit(X).best_estimator_
+    families = {"full": [gaussian], "fa": [MaskedFactorAnalysis(3, **FAST)]}
+    search = MaskedModelSearch(families, refit=False, random_state=0).fit(X)
+    assert list(search.cv_results_["fitted_by"]) == ["fit", "moments"] and search.best_index_ == 1
+    mean, covariance = moments.means_[0], moments.covariances_[0]
+    d = len(mean)
+    values, vectors = np.linalg.eigh(covariance)
+    spread = vectors * np.sqrt(values * d)  # 2 d rows of exactly this mean and covariance
+    rows = np.vstack([mean + spread.T, mean - spread.T])
+    optimum = FactorAnalysis(3, tol=1e-12, max_iter=100_000).fit(rows)
+
+    def log_likelihood(model_covariance):  # per sample, of data of these moments
+        return -0.5 * (d * np.log(2 * np.pi) + np.linalg.slogdet(model_covariance)[1]
+                       + np.trace(np.linalg.solve(model_covariance, covariance)))
+
+    gap = log_likelihood(optimum.get_covariance()) - log_likelihood(search.best_estimator_.get_covariance())
+    assert -1e-6 < gap < 2 * search.candidate_tol  # the check extrapolates what is left
 
 
 def test_the_refit_of_a_factor_analysis_fitted_to_the_moments_continues_it_by_em_with_holes():
