@@ -103,18 +103,22 @@ def check_observed_features(counts):
         )
 
 
-def standardization(X, likelihood, observed=None):
+def standardization(X, likelihood, observed=None, *, per_feature=False):
     """Centre and overall scale that training divides out (zero and one when it does not).
 
     Gaussian models are closed under such maps, so training on ``(X - centre) / scale`` and
     mapping the module back is exact; binary data must stay binary and are left alone. With
-    ``observed`` (a boolean tensor of ``X``'s shape), the statistics of the observed entries.
+    ``observed`` (a boolean tensor of ``X``'s shape), the statistics of the observed entries, and
+    with ``per_feature=True`` too, each feature's own spread (one where it has no two different
+    observed values) instead of one overall scale: for models closed under a scale per feature.
     """
     n_features = X.shape[1]
     if likelihood != "gaussian":
         return X.new_zeros(n_features), X.new_ones(())
     if observed is not None:
-        return _observed_standardization(X, observed)
+        return _observed_standardization(X, observed, per_feature)
+    if per_feature:
+        raise ValueError("per_feature=True reads the observed entries: pass observed.")
     center = X.mean(0)
     deviation = X - center
     # Divided by the largest deviation before squaring, so that no square under- or overflows.
@@ -125,7 +129,7 @@ def standardization(X, likelihood, observed=None):
     return center, check_scale(scale, X.dtype)
 
 
-def _observed_standardization(X, observed):
+def _observed_standardization(X, observed, per_feature):
     """:func:`standardization` from the observed entries only (each feature's own mean).
 
     A feature with no observed entry (possible in a ``partial_fit`` chunk of an already fitted
@@ -134,6 +138,14 @@ def _observed_standardization(X, observed):
     seen = observed.to(X.dtype)
     center = (X * seen).sum(0) / seen.sum(0).clamp_min(1)
     deviation = (X - center) * seen
+    if per_feature:
+        largest = deviation.abs().amax(0) if len(X) else X.new_zeros(X.shape[1])
+        unit = torch.where(largest > 0, largest, torch.ones_like(largest))  # divided before squaring
+        spread = unit * ((deviation / unit).square().sum(0) / seen.sum(0).clamp_min(1)).sqrt()
+        spread = torch.where(largest > 0, spread, torch.ones_like(largest))
+        for value in spread:
+            check_scale(value, X.dtype)
+        return center, spread
     largest = deviation.abs().max() if deviation.numel() else X.new_zeros(())  # no numeric feature: no scale
     if largest == 0:
         return center, X.new_ones(())

@@ -28,7 +28,7 @@ from ..models.imputation import hole_patterns
 from ..models.mixed import MixedMixtureModule
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
 from ._columns import TableColumnsMixin
-from ._data import check_scale, standardization
+from ._data import standardization
 from ._docs import fill_docstring
 from .gaussian_mixture import (PROBE_EVALUATIONS, PROBE_TOL, em_converged, em_parameters, floored, module_of,
                                sklearn_covariances)
@@ -94,21 +94,6 @@ def resolution_floor(X, observed):
     return torch.stack(floors) if floors else X.new_zeros(0)
 
 
-def _column_spreads(X, center, observed):
-    """Each column's root-mean-square deviation from ``center`` over its ``observed`` entries (one where
-    it has none, or they are all equal), checked as :func:`~skmpt.estimators._data.check_scale` checks
-    an overall scale."""
-    seen = observed.to(X.dtype)
-    deviation = (X - center) * seen
-    largest = deviation.abs().amax(0) if len(X) else X.new_zeros(X.shape[1])
-    unit = torch.where(largest > 0, largest, torch.ones_like(largest))  # divided before squaring: no underflow
-    spread = torch.where(largest > 0, unit * ((deviation / unit).square().sum(0) / seen.sum(0).clamp_min(1)).sqrt(),
-                         torch.ones_like(largest))
-    for value in spread:
-        check_scale(value, X.dtype)
-    return spread
-
-
 def _category_codes(X, category_values, numeric, categorical, count):
     """Each categorical entry's index among its column's ``category_values`` by the module's own
     nearest-value rule (:meth:`~skmpt.models.mixed.MixedMixtureModule.codes`), so that EM and the
@@ -127,9 +112,7 @@ def _numeric_units(X, observed, weights, covariance_type):
     over the rows of the log-scales of their observed entries, and the columns' resolution floors in
     those units. Each column in its own units, EM, its k-means start and its floors are equivariant to
     each column's scale, as the model is."""
-    center, scale = standardization(X, "gaussian", observed)
-    if covariance_type != "spherical":
-        scale = _column_spreads(X, center, observed)
+    center, scale = standardization(X, "gaussian", observed, per_feature=covariance_type != "spherical")
     X_n = torch.where(observed, (X - center) / scale, torch.zeros_like(X))
     jacobian = float(weights @ (observed.to(X.dtype) @ scale.log().expand(X.shape[1]))) / float(weights.sum())
     return center, scale, X_n, jacobian, resolution_floor(X, observed) / scale**2

@@ -33,6 +33,20 @@ def test_standardization_of_observed_entries_ignores_the_missing_ones():
     assert filled[1, 1] == 0 and filled[0, 1] == 2.0 and fill_missing(X, None) is X
 
 
+def test_standardization_per_feature_gives_each_observed_column_its_own_spread():
+    X = torch.tensor([[1.0, 2.0, 7.0], [3.0, 1e9, 7.0], [5.0, 6.0, 7.0]], dtype=torch.float64)
+    observed = torch.tensor([[True, True, True], [True, False, True], [True, True, False]])
+    center, scale = standardization(X, "gaussian", observed, per_feature=True)
+    torch.testing.assert_close(center, torch.tensor([3.0, 4.0, 7.0], dtype=torch.float64))
+    # Root-mean-square deviations of the observed entries; one for the constant column.
+    torch.testing.assert_close(scale, torch.tensor([math.sqrt(8 / 3), 2.0, 1.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match="observed"):
+        standardization(X, "gaussian", per_feature=True)
+    tiny = torch.tensor([[0.0, 1.0], [1e-200, 2.0]], dtype=torch.float64)  # a spread float64's variances cannot hold
+    with pytest.raises(ValueError, match="spread"):
+        standardization(tiny, "gaussian", torch.ones_like(tiny, dtype=torch.bool), per_feature=True)
+
+
 def test_binary_data_are_not_rescaled():
     center, scale = standardization(torch.tensor([[0.0, 1.0], [1.0, 1.0]]), "bernoulli")
     assert center.tolist() == [0.0, 0.0] and float(scale) == 1.0
