@@ -329,10 +329,11 @@ def quasi_newton(X, observed, weights, params, floor, covariance_type, tol, eval
         return tuple(p.detach() for p in em_parameters(module)), count
 
 
-#: EM steps that one evaluation of L-BFGS counts for in :func:`em_climb`'s budget: an E-step, the
-#: line search's and L-BFGS's own work (about 1.5 times an EM step's CPU time on star98 with 40 %
-#: of entries missing, rounded up), so that the climb costs at most about what plain EM's would.
-_EVALUATION_STEPS = 2
+#: EM steps that one evaluation of the likelihood and its gradient by L-BFGS counts for in an EM
+#: budget (:func:`em_climb`'s, and the mixed mixture's ``max_iter`` with its saddle probe): an E-step,
+#: the line search's and L-BFGS's own work (about 1.5 times an EM step's CPU time on star98 with 40 %
+#: of entries missing, rounded up), so that a climb costs at most about what plain EM's would.
+EVALUATION_STEPS = 2
 
 
 #: Evaluations of the likelihood and its gradient that a saddle probe (:func:`saddle_probe`, and the
@@ -365,7 +366,7 @@ def em_climb(X, observed, weights, params, floor, covariance_type, tol, max_step
     """``(params, steps, left)``: EM from ``params`` on the observed entries (:func:`em_step`) until
     what is left to gain (:func:`remaining_gain`) is less than ``tol`` and L-BFGS does not gain ``tol``
     from there (:func:`saddle_probe`), or after ``max_steps`` EM steps (an evaluation of the likelihood
-    and its gradient counts for ``_EVALUATION_STEPS``); ``left`` is what that verdict leaves to gain
+    and its gradient counts for ``EVALUATION_STEPS``); ``left`` is what that verdict leaves to gain
     (the extrapolation's or the probe's gain, the larger), None where the steps ran out. Where ten EM
     steps leave more, L-BFGS (:func:`quasi_newton`) goes on from the last and ten EM steps judge
     again: on nearly collinear columns with holes plain EM needs thousands of steps, its rate near
@@ -380,7 +381,7 @@ def em_climb(X, observed, weights, params, floor, covariance_type, tol, max_step
         if em_converged(values, tol):
             rest = remaining_gain(values[-_EM_WINDOW:])
             following, gain, evaluations = saddle_probe(X, observed, weights, following, floor, covariance_type, tol)
-            steps += _EVALUATION_STEPS * evaluations
+            steps += EVALUATION_STEPS * evaluations
             if gain < tol:
                 return following, steps, max(rest, gain)
             values = []
@@ -388,8 +389,8 @@ def em_climb(X, observed, weights, params, floor, covariance_type, tol, max_step
         if len(values) >= _EM_WINDOW and accelerate:
             try:
                 climbed, evaluations = quasi_newton(X, observed, weights, params, floor, covariance_type, tol,
-                                                    (max_steps - steps) // _EVALUATION_STEPS)
-                steps += _EVALUATION_STEPS * evaluations
+                                                    (max_steps - steps) // EVALUATION_STEPS)
+                steps += EVALUATION_STEPS * evaluations
                 better = float(observed_log_likelihood(X, observed, weights, *climbed)) > values[-1]
             except torch.linalg.LinAlgError:  # a covariance no longer positive definite
                 better = False

@@ -30,8 +30,8 @@ from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
 from ._columns import TableColumnsMixin
 from ._data import standardization
 from ._docs import fill_docstring
-from .gaussian_mixture import (PROBE_EVALUATIONS, PROBE_TOL, em_converged, em_parameters, floored, module_of,
-                               sklearn_covariances)
+from .gaussian_mixture import (EVALUATION_STEPS, PROBE_EVALUATIONS, PROBE_TOL, em_converged, em_parameters, floored,
+                               module_of, sklearn_covariances)
 
 __all__ = ["MaskedMixedMixture", "mixed_em", "resolution_floor"]
 
@@ -258,19 +258,14 @@ def mixed_em(X, observed, weights, category_values, numeric_features, categorica
         spent += 1
         if em_converged(values, tol):
             probed, gain, evaluations = _saddle_probe(build(*params), rows, observed, weights, floor, tol)
-            spent += _EVALUATION_STEPS * evaluations
+            spent += EVALUATION_STEPS * evaluations
             if converged := gain < tol:
                 break
-            params, values = _given_start(probed, center.new_zeros(center.shape), scale.new_ones(()), sizes), []
+            params, values = _em_parameters_of(probed, sizes), []  # the probe ran in EM's units
     module = build(*params)
     with torch.no_grad():
         module.gaussian.unstandardize_(center, scale)
     return module, history, converged
-
-
-#: EM steps that one evaluation of the likelihood and its gradient counts for in :func:`mixed_em`'s
-#: ``max_iter`` (a forward and a backward pass of the exact likelihood against an E-step and an M-step).
-_EVALUATION_STEPS = 2
 
 
 def _saddle_probe(module, rows, observed, weights, floor, tol):
@@ -314,6 +309,13 @@ def _given_start(start, center, scale, sizes):
     module = copy.deepcopy(start)
     with torch.no_grad():
         module.gaussian.unstandardize_(-center / scale, 1 / scale)
+    return _em_parameters_of(module, sizes)
+
+
+def _em_parameters_of(module, sizes):
+    """``(weights, means, covariances, probabilities, rates)`` of the mixture ``module`` as :func:`_m_step`
+    returns them (covariances in ``covariance_type``'s layout, each categorical column's ``sizes`` kept)."""
+    with torch.no_grad():
         covariances = module.gaussian.covariances()
         if module.covariance_type == "tied":
             covariances = covariances[0]
