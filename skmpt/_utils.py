@@ -402,7 +402,10 @@ class OutputChoiceMixin:
     :func:`~sklearn.base.clone`, for a transformer that builds its DataFrame output itself.
 
     Listed before scikit-learn's :class:`~sklearn.base.TransformerMixin` among the bases; scikit-learn
-    still wraps the output as it does for every transformer.
+    still wraps the output as it does for every transformer, unless the class is declared with
+    ``auto_wrap_output_keys=None`` (then ``transform`` returns the container itself: scikit-learn's
+    wrapper assigns ``get_feature_names_out`` to a DataFrame's columns, which loses their name and
+    turns integer labels into objects).
 
     Examples
     --------
@@ -433,9 +436,13 @@ class OutputChoiceMixin:
         -------
         self : estimator instance
         """
+        if transform not in (None, "default", "pandas", "polars"):
+            raise ValueError(
+                f"set_output(transform=...) takes 'default', 'pandas', 'polars' or None, not {transform!r}.")
         if transform is not None:
             self._transform_output = transform
-        return super().set_output(transform=transform)
+        wrapped = getattr(super(), "set_output", None)  # absent where scikit-learn does not wrap the output
+        return self if wrapped is None else wrapped(transform=transform)
 
     def __sklearn_clone__(self):
         new = super().__sklearn_clone__()

@@ -138,7 +138,7 @@ def _missing_mask(X, missing_values):
     return np.isnan(X) if _is_nan(missing_values) else X == missing_values
 
 
-class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
+class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):
     """Impute missing values with a latent-variable model fitted to the observed entries.
 
     The ``estimator`` (an skmpt array estimator) is fitted to the incomplete data: masked
@@ -460,6 +460,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
             # concatenated, not assigned: assigning a flat name to MultiIndex columns is deprecated in pandas
             columns = pd.DataFrame(indicator, index=frame.index, columns=[str(name) for name in names])
             frame = pd.concat([frame, columns], axis=1)
+            frame.columns = self.get_feature_names_out()  # scikit-learn's x0, ... where labels are not strings
         return frame if self._output_container() == "pandas" else frame.to_numpy(dtype=object)
 
     def _check_marker(self, estimator):
@@ -711,9 +712,25 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator):
         else:
             out[:, self._valid] = self._impute_categories(self.estimator_.impute(part), missing[:, self._valid])
         if self.table_ is not None and is_table(original):
-            return self._table_output(original, out, X)
-        if self.indicator_ is not None:
+            out = self._table_output(original, out, X)
+        elif self.indicator_ is not None:
             out = np.hstack([out, self.indicator_.transform(X)])
+        return self._in_container(out, original)
+
+    def _in_container(self, out, original):
+        """``transform``'s output ``out`` in the container ``set_output`` chose, as scikit-learn's wrapper
+        would give it (columns ``get_feature_names_out``, ``original``'s index), except a DataFrame built
+        from the table given, which is returned as it is: its columns keep their labels' type and name."""
+        container = self._output_container()
+        if container == "pandas" and not is_table(out):
+            import pandas as pd
+
+            index = original.index if is_table(original) else None
+            return pd.DataFrame(out, index=index, columns=self.get_feature_names_out())
+        if container == "polars":
+            import polars as pl
+
+            return pl.DataFrame(out, schema=[str(name) for name in self.get_feature_names_out()], orient="row")
         return out
 
     def _impute_categories(self, imputed, missing):

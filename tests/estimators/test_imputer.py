@@ -163,6 +163,18 @@ def test_masked_imputer_api_pipeline_and_persistence():
     assert np.isfinite(pipeline.fit_transform(X_missing)).all()
 
 
+def test_polars_output_is_scikit_learns():
+    # transform builds its containers itself (to keep a table's columns as they were): polars as
+    # scikit-learn's wrapper gives it, the output's names and values.
+    polars = pytest.importorskip("polars")
+    _, X_missing = _data()
+    imputer = MaskedImputer(MaskedPPCA(1, max_epochs=5, random_state=0), add_indicator=True)
+    default = imputer.fit_transform(X_missing)
+    frame = imputer.set_output(transform="polars").transform(X_missing)
+    assert isinstance(frame, polars.DataFrame) and frame.columns == list(imputer.get_feature_names_out())
+    np.testing.assert_array_equal(frame.to_numpy(), default)
+
+
 def test_grid_search_chooses_n_components_by_held_out_likelihood():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 2)) @ rng.normal(size=(2, 6)) * 2 + 0.3 * rng.normal(size=(200, 6))

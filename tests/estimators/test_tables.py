@@ -68,6 +68,30 @@ def test_the_same_table_comes_back_with_its_holes_filled():
     assert (out["count"][holed["count"].isna()] >= 0).all()
 
 
+@pytest.mark.parametrize("columns", [pd.Index(["a", "b", "c"], name="feature"), pd.RangeIndex(3),
+                                     pd.Index([10, 20, 30], name="year")])
+def test_the_columns_keep_their_labels_type_and_name(columns):
+    # scikit-learn's set_output wrapper assigns get_feature_names_out to the columns: their name was
+    # lost and integer labels became objects.
+    rng = np.random.RandomState(0)
+    values = np.where(rng.rand(60, 3) < 0.2, np.nan, rng.randn(60, 3))
+    holed = pd.DataFrame(values, columns=columns, index=pd.Index(np.arange(60) + 100, name="id"))
+    imputer = MaskedImputer(MaskedPPCA(1, random_state=0), random_state=0, fallback=None)
+    out = imputer.set_output(transform="pandas").fit_transform(holed)
+    pd.testing.assert_index_equal(out.columns, holed.columns, exact=True)
+    pd.testing.assert_index_equal(out.index, holed.index, exact=True)
+    pd.testing.assert_frame_equal(out[holed.notna()], holed)
+    np.testing.assert_array_equal(out.to_numpy(), clone(imputer).set_output(transform="default").fit_transform(holed))
+    with config_context(transform_output="pandas"):  # the global choice too
+        pd.testing.assert_frame_equal(clone(imputer).set_output(transform=None).fit_transform(holed), out)
+    with warnings.catch_warnings():  # scikit-learn's "X does not have valid feature names", for string labels
+        warnings.simplefilter("ignore", UserWarning)
+        array = imputer.transform(values)  # fitted on a table, given an array: the names of the fit, no index
+    assert list(array.columns) == list(holed.columns) and array.index.equals(pd.RangeIndex(60))
+    with pytest.raises(ValueError, match="'default', 'pandas', 'polars' or None"):
+        imputer.set_output(transform="numpy")
+
+
 def test_default_output_is_an_object_array_and_the_choice_is_a_mixed_mixture():
     holed = _holes(_frame())
     imputer = MaskedImputer(random_state=0).fit(holed)
