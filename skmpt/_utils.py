@@ -170,15 +170,16 @@ class _Stalled(Exception):
     """Raised by :func:`lbfgs_descent`'s callback to end SciPy's L-BFGS-B at its stopping rule."""
 
 
-def lbfgs_descent(parameters, evaluate, tol, evaluations, history=10):
+def lbfgs_descent(parameters, evaluate, tol, evaluations, history=10, bounds=None):
     """L-BFGS on a loss of torch ``parameters``, set in place to where it ends; the evaluations made.
 
-    SciPy's L-BFGS-B (no bounds) runs on :func:`flat_objective`'s vector until an iteration after its
-    first lowers the loss by less than ``tol / 10``, or after ``evaluations`` of the loss and its
-    gradient (none where fewer than two). The first iteration is not judged: it is a gradient step of
-    unit length, whose gain says nothing of the next ones' (judged too, it ended round after round of a
-    Gaussian mixture's refit on ``star98`` with 40 % of entries self-masked after that one step). The
-    parameters end at the last point an iteration accepted. SciPy rather than a ``torch.optim``
+    SciPy's L-BFGS-B runs on :func:`flat_objective`'s vector until an iteration after its first
+    lowers the loss by less than ``tol / 10`` (at ``tol=0``, until SciPy finds no lower point), or
+    after ``evaluations`` of the loss and its gradient (none where fewer than two). The first
+    iteration is not judged: it is a gradient step of unit length, whose gain says nothing of the next
+    ones' (judged too, it ended round after round of a Gaussian mixture's refit on ``star98`` with
+    40 % of entries self-masked after that one step). The parameters end at the last point an
+    iteration accepted. SciPy rather than a ``torch.optim``
     optimizer: one imports ``torch._dynamo`` on its first call, about 1 s of CPU that a process's
     first fit would pay.
 
@@ -192,6 +193,8 @@ def lbfgs_descent(parameters, evaluate, tol, evaluations, history=10):
     evaluations : int
     history : int, default=10
         Pairs of steps and gradient changes kept (L-BFGS-B's ``maxcor``).
+    bounds : list of (float or None, float or None) or None, default=None
+        Lower and upper bounds of each entry of the flattened vector, as SciPy takes them; None: none.
 
     Returns
     -------
@@ -233,7 +236,7 @@ def lbfgs_descent(parameters, evaluate, tol, evaluations, history=10):
 
         try:
             start = minimize(lambda x: at_start if np.array_equal(x, start) else value_and_gradient(x), start,
-                             jac=True, method="L-BFGS-B", callback=callback, options={
+                             jac=True, method="L-BFGS-B", bounds=bounds, callback=callback, options={
                                  "maxiter": evaluations, "maxfun": evaluations - 1, "maxcor": history,
                                  "gtol": 0.0, "ftol": 0.0}).x
         except _Stalled:  # SciPy's own ftol would judge the first iteration too

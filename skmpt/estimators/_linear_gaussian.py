@@ -11,10 +11,9 @@ from numbers import Integral
 
 import numpy as np
 import torch
-from scipy.optimize import minimize
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .._utils import flat_objective, inverse_from_cholesky
+from .._utils import inverse_from_cholesky, lbfgs_descent
 from .._validation import Options
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin, linear_gaussian_parameter_count
 from ._dask import is_dask_collection
@@ -129,6 +128,8 @@ _CLIMB_STEPS = 500
 # quasi-Newton steps, where EM's stopped short. Set by CPU time: the closed-form gradient costs a third
 # to a half of the autograd one it replaced (which had 200), so 400 cost no more.
 _QUASI_NEWTON_EVALUATIONS = 400
+# Pairs of steps and gradient changes that those quasi-Newton steps keep.
+_QUASI_NEWTON_HISTORY = 20
 
 
 def _factor_analysis_em(covariance, components, noise, floor, n_steps=_FA_START_STEPS):
@@ -233,12 +234,10 @@ def _quasi_newton_with_holes(X, observed, weights, params, floor, evaluations=_Q
             parameter.grad = -gradient
         return -float(value)
 
-    objective, start, load = flat_objective([components, mean, noise], evaluate)
     lower = torch.as_tensor(floor, dtype=X.dtype).log().expand(noise.shape).reshape(-1).tolist()
     bounds = [(None, None)] * (components.numel() + mean.numel()) + [(bound, None) for bound in lower]
-    options = {"maxfun": evaluations, "maxiter": evaluations, "maxcor": 20, "ftol": 1e-15, "gtol": 1e-10}
+    lbfgs_descent([components, mean, noise], evaluate, 0.0, evaluations, _QUASI_NEWTON_HISTORY, bounds)
     with torch.no_grad():
-        load(minimize(objective, start, jac=True, method="L-BFGS-B", bounds=bounds, options=options).x)
         return components.detach().clone(), mean.detach().clone(), noise.exp().clamp_min(floor).detach()
 
 
