@@ -218,13 +218,14 @@ def _gradient_with_holes(X, seen, weights, components, mean, noise):
 
 
 def _quasi_newton_with_holes(X, observed, weights, params, floor, evaluations=_QUASI_NEWTON_EVALUATIONS):
-    """SciPy's L-BFGS-B from ``params`` ``(components, mean, noise)`` on the weighted mean of
-    ``log p(x_o)`` and its gradient (:func:`_gradient_with_holes`), in the loadings, the mean and the
-    logarithm of the noise bounded below by that of ``floor``, for at most ``evaluations`` of them; the
-    parameters reached. Where the noise nears its floor EM's steps shrink by a rate near one (on
-    ``crabs`` with 40 % of entries missing, 4 factors of 5 features, 500 accelerated EM steps stopped
-    0.003 nats per sample short, every noise at the floor at the optimum); the bounds hold the floor
-    exactly and the quasi-Newton steps learn the curvature (81 evaluations)."""
+    """L-BFGS-B (:func:`~skmpt._utils.lbfgs_descent`) from ``params`` ``(components, mean, noise)`` on
+    the weighted mean of ``log p(x_o)`` and its gradient (:func:`_gradient_with_holes`), in the
+    loadings, the mean and the logarithm of the noise bounded below by that of ``floor``, until it
+    finds no higher point or after ``evaluations`` of them; the parameters reached. Where the noise
+    nears its floor EM's steps shrink by a rate near one (on ``crabs`` with 40 % of entries missing, 4
+    factors of 5 features, 500 accelerated EM steps stopped 0.003 nats per sample short, every noise
+    at the floor at the optimum); the bounds hold the floor exactly and the quasi-Newton steps learn
+    the curvature (81 evaluations)."""
     seen = observed.to(X.dtype)
     components, mean, noise = (torch.nn.Parameter(p.clone()) for p in (params[0], params[1], params[2].log()))
 

@@ -453,14 +453,15 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             values = frame.to_numpy(dtype=np.float64, na_value=np.nan)
             return np.hstack([values, self.indicator_.transform(X)]) if self.indicator_ is not None else values
         if self.indicator_ is not None:
-            names = self.get_feature_names_out()[len(self.table_.columns):]
+            names = self.get_feature_names_out()  # scikit-learn's x0, ... where labels are not strings
             indicator = self.indicator_.transform(X)
             import pandas as pd  # a DataFrame came in: pandas is imported already
 
             # concatenated, not assigned: assigning a flat name to MultiIndex columns is deprecated in pandas
-            columns = pd.DataFrame(indicator, index=frame.index, columns=[str(name) for name in names])
+            columns = pd.DataFrame(indicator, index=frame.index,
+                                   columns=[str(name) for name in names[len(self.table_.columns):]])
             frame = pd.concat([frame, columns], axis=1)
-            frame.columns = self.get_feature_names_out()  # scikit-learn's x0, ... where labels are not strings
+            frame.columns = names
         return frame if self._output_container() == "pandas" else frame.to_numpy(dtype=object)
 
     def _check_marker(self, estimator):

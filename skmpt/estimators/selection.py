@@ -799,10 +799,9 @@ class MaskedModelSearch(BaseEstimator):
         size = candidate.get_params().get("n_components")
         by_moments = (gaussian is not None and type(candidate) in _MOMENT_MODELS
                       and isinstance(size, numbers.Integral) and size < X_train.shape[1])
-        tol = candidate.get_params().get("tol")
-        loose = self.candidate_tol is not None and isinstance(tol, numbers.Real)
-        if loose:
-            tol = max(tol, self.candidate_tol)
+        own_tol = candidate.get_params().get("tol")
+        loose = self.candidate_tol is not None and isinstance(own_tol, numbers.Real)
+        tol = max(own_tol, self.candidate_tol) if loose else own_tol
         if by_moments:
             fitted = _moment_fit(candidate, gaussian, tol)
         else:
@@ -814,7 +813,7 @@ class MaskedModelSearch(BaseEstimator):
                     fitted.set_params(tol=tol)
                 fitted.fit(X_train)
                 if loose:  # its parameters stay the candidate's (params_ holds the tol it was fitted to)
-                    fitted.set_params(tol=candidate.get_params()["tol"])
+                    fitted.set_params(tol=own_tol)
         fit_time = time.process_time() - start
         start = time.process_time()
         values, checks = scorer(fitted), scorer.check(fitted)
