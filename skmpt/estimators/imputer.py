@@ -221,8 +221,11 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         :class:`~sklearn.impute.IterativeImputer` with an :class:`~sklearn.ensemble.ExtraTreesRegressor`
         of 10 trees (leaves of at least 3 rows) and 2 rounds, a lighter missForest, seeded by
         ``random_state``; it follows the nonlinear and skewed relations no Gaussian model does. An
-        imputer (with ``fit_transform`` and ``transform``, all columns out, e.g. ``KNNImputer()``) is
-        compared as given; None switches the comparison off (the model imputes, as in skmpt 0.1.0).
+        imputer (with ``fit_transform`` and ``transform``, all columns out, e.g. ``KNNImputer()``), or
+        a list of them, lighter first (a later one fitted only where the best so far beats the
+        model, and kept where it imputes significantly better; see :class:`MaskedModelSearch`'s
+        ``fallback``), is compared as given; None switches the comparison off (the model imputes,
+        as in skmpt 0.1.0).
         Never used with ``sample_posterior=True`` (the trees give no draws),
         ``missingness="self-masking"`` or a table with categorical or count columns; with a dask
         collection the fallback is fitted to the search's sample of rows and imputes each chunk.
@@ -257,8 +260,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         Where the fallback was compared: ``model_error`` and ``fallback_error``, the mean squared
         errors of the entries hidden again (features scaled to unit variance), ``std_error``, the
         standard error of their difference paired over the held-out rows, ``chosen`` (the fallback
-        alone imputed them better), ``model_weight`` (``w`` of the blend) and ``blend_error`` (the
-        blend's mean squared error there, at most the lower of the two); else None.
+        alone imputed them better), ``model_weight`` (``w`` of the blend), ``blend_error`` (the
+        blend's mean squared error there, at most the lower of the two), ``fallback_errors`` (the
+        mean squared error of each imputer of the fallback fitted, in order) and ``fallback_index``
+        (the position in a list of fallbacks of the one kept; 0 for one imputer); else None.
     categorical_fallback_ : dict or None
         With ``fallback="trees"``, ``sample_posterior=False`` and a search that chose a
         :class:`MaskedMixedMixture`, on a DataFrame with categorical columns: for each such column (of
@@ -323,7 +328,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         "random_state": ["random_state"],
         "missingness": [Options({"mar", "self-masking"})],
         "column_types": [None, dict],
-        "fallback": [None, Options({"trees"}), TransformerMixin],
+        "fallback": [None, Options({"trees"}), TransformerMixin, list],
     }
 
     def __init__(

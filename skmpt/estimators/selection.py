@@ -227,6 +227,10 @@ _REFIT_TOLERANCE = 3.0
 # choice aside for a candidate of lower remask error (Bonferroni over the candidates compared; fixed
 # before any table was measured with it).
 _REMASK_LEVEL = 0.05
+# Level of the one-sided paired test by which a later (costlier) imputer of a list of fallbacks
+# replaces the best so far: the usual 5 %, fixed before any table was measured with it (a lower mean
+# alone kept missForest's trees where a stray leaf of one row had imputed worse).
+_FALLBACK_LEVEL = 0.05
 
 
 def _remask(X, rate, n_draws, rng):
@@ -290,17 +294,20 @@ class _Scorer:
         return values.reshape(self.n_draws, len(self.X)).mean(0)
 
 
+def _significantly_higher(values, reference, level):
+    """Whether the mean of ``values`` exceeds that of ``reference`` by a one-sided test at ``level`` of
+    their difference paired over the rows (z statistic)."""
+    gain, error = _mean_and_error(values - reference)
+    return gain > 0 and error > 0 and gain / error > norm.isf(level)
+
+
 def _lower_remask_error(checks, chosen):
     """``chosen``, or the candidate of highest mean remask value among those whose remask values
     exceed ``chosen``'s significantly: a one-sided test of the mean difference paired over the
     held-out rows (z statistic), at level ``_REMASK_LEVEL`` divided by the candidates compared."""
     others = [i for i in range(len(checks)) if i != chosen]
-    threshold = norm.isf(_REMASK_LEVEL / max(len(others), 1))
-    better = []
-    for i in others:
-        gain, error = _mean_and_error(checks[i] - checks[chosen])
-        if gain > 0 and error > 0 and gain / error > threshold:
-            better.append(i)
+    level = _REMASK_LEVEL / max(len(others), 1)
+    better = [i for i in others if _significantly_higher(checks[i], checks[chosen], level)]
     return max(better, key=lambda i: checks[i].mean()) if better else chosen
 
 
@@ -451,7 +458,7 @@ class MaskedModelSearch(BaseEstimator):
         Once the search has run three seconds, or when it refits to more than twice the rows the
         candidates were fitted to, show its progress on stderr (a tqdm bar where tqdm is
         installed, else a line per fit).
-    fallback : imputer or None, default=None
+    fallback : imputer, list of imputers or None, default=None
         An imputer (``fit_transform`` and ``transform``, every column out, e.g. scikit-learn's
         :class:`~sklearn.impute.IterativeImputer`) compared with the chosen candidate before the
         refit: a share of the held-out rows' observed entries (the table's missing rate, one draw) is
@@ -460,7 +467,11 @@ class MaskedModelSearch(BaseEstimator):
         weight ``w`` in [0, 1] of the candidate's imputations in their blend with the fallback's is
         the one of least squared error there (features scaled by their variance), and
         ``fallback_`` is the fitted fallback where ``w < 1``; where the fallback's mean squared
-        error is lower than the candidate's, the candidate is not refitted (see ``refit``).
+        error is lower than the candidate's, the candidate is not refitted (see ``refit``). A list
+        of imputers, lighter first: each is fitted in turn to the same blanked rows while the best
+        so far imputes those entries better than the candidate alone (a costlier imputer only
+        where a lighter one has already beaten the model), and replaces it where its mean squared
+        error there is lower by a one-sided paired test at 5 % over the held-out rows.
         :class:`MaskedImputer` sets it from its own ``fallback`` and imputes with the blend.
 
     Attributes
@@ -494,8 +505,10 @@ class MaskedModelSearch(BaseEstimator):
         With a ``fallback``: ``model_error`` and ``fallback_error`` (mean squared errors of the
         entries hidden again, features scaled to unit variance), ``std_error`` (of their
         difference, paired over the held-out rows), ``chosen`` (the fallback's error is the lower),
-        ``model_weight`` (the candidate's weight ``w`` in the blend) and ``blend_error`` (the
-        blend's mean squared error); else None.
+        ``model_weight`` (the candidate's weight ``w`` in the blend), ``blend_error`` (the
+        blend's mean squared error), ``fallback_errors`` (the mean squared error of each imputer of
+        ``fallback`` fitted, in order) and ``fallback_index`` (the position of the one kept in
+        ``fallback`` as a list; 0 for one imputer); else None.
     refits_model_ : bool
         Whether the chosen candidate is worth refitting to every row: it imputes, alone or blended,
         at least as much as the fallback (no ``fallback``, or the comparison did not choose the
@@ -590,9 +603,11 @@ class MaskedModelSearch(BaseEstimator):
         """
         validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
         methods = ("fit_transform", "transform")
-        if self.fallback is not None and not all(hasattr(self.fallback, name) for name in methods):
-            raise ValueError(f"fallback must be None or an imputer with fit_transform and transform (e.g. "
-                             f"scikit-learn's IterativeImputer); got {self.fallback!r}.")
+        fallbacks = self._fallbacks()
+        if fallbacks is not None and not (fallbacks and all(hasattr(imputer, name) for imputer in fallbacks
+                                                            for name in methods)):
+            raise ValueError(f"fallback must be None, an imputer with fit_transform and transform (e.g. "
+                             f"scikit-learn's IterativeImputer) or a non-empty list of them; got {self.fallback!r}.")
         X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", ensure_min_samples=4)
         observed = ~np.isnan(X)
         empty = ~observed.any(0)
@@ -626,7 +641,7 @@ class MaskedModelSearch(BaseEstimator):
         self.best_estimator_, self.rejected_refits_ = fitted[self.best_index_], []
         self.fallback_, self.fallback_comparison_ = None, None
         if self.fallback is not None:
-            progress.update(len(rows) + 1, len(rows) + 1, f"fallback {type(self.fallback).__name__}")
+            progress.update(len(rows) + 1, len(rows) + 1, f"fallback {type(fallbacks[0]).__name__}")
             self._compare_fallback(X_search, train, held_out, fitted[self.best_index_], rng)
         # Where the fallback alone imputes better the model has the lesser weight in the blend, if any:
         # its refit (on College at 40 % holes, 2 of the imputer's 3 CPU seconds) is not worth its cost.
@@ -670,25 +685,42 @@ class MaskedModelSearch(BaseEstimator):
             f"selection score on the held-out rows; best_estimator_ is the chosen candidate fitted to the "
             f"training rows only.", ConvergenceWarning, stacklevel=3)
 
+    def _fallbacks(self):
+        """``fallback`` as a list of imputers (None without one)."""
+        if self.fallback is None:
+            return None
+        return list(self.fallback) if isinstance(self.fallback, (list, tuple)) else [self.fallback]
+
     def _compare_fallback(self, X, train, held_out, model, rng):
-        """Fit ``fallback`` once, to ``X`` with a share of the held-out rows' observed entries hidden
-        again (the table's missing rate, as ``criterion="remask"``; one draw), and compare its
-        imputations of those entries with ``model``'s (the chosen candidate fitted to the training
-        rows only), paired over the held-out rows: ``fallback_`` is the fitted fallback where its
-        mean error is lower, else None."""
+        """Fit ``fallback`` (each of a list in turn while the best so far imputes better than
+        ``model``, a later one kept where it imputes significantly better) to ``X`` with a share of
+        the held-out rows' observed entries hidden again (the table's missing rate, as
+        ``criterion="remask"``; one draw), and compare its imputations of those entries with
+        ``model``'s (the chosen candidate fitted to the training rows only), paired over the
+        held-out rows: ``fallback_`` is the fitted fallback kept where it has a weight in their
+        blend, else None."""
         scorer = _Scorer("remask", X[train], X[held_out], rng, n_draws=1)
         blanked = X.copy()
         blanked[held_out] = scorer.masked
-        fallback = clone(self.fallback)
-        with warnings.catch_warnings():
-            # e.g. IterativeImputer's max_iter: the fallback is judged by its error on the user's rows.
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            imputed = np.asarray(fallback.fit_transform(blanked), dtype=np.float64)
-        if imputed.shape != X.shape:
-            raise ValueError(f"fallback {self.fallback!r} returned {imputed.shape[1]} columns for {X.shape[1]}: it "
-                             f"must impute every column (keep_empty_features=True, no indicator columns).")
         ours_imputed = model.impute(scorer.masked)
-        theirs, ours = scorer.imputed_values(imputed[held_out]), scorer.imputed_values(ours_imputed)
+        ours = scorer.imputed_values(ours_imputed)
+        kept, errors = None, []
+        for index, candidate in enumerate(self._fallbacks()):
+            fallback = clone(candidate)
+            with warnings.catch_warnings():
+                # e.g. IterativeImputer's max_iter: the fallback is judged by its error on the user's rows.
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                imputed = np.asarray(fallback.fit_transform(blanked), dtype=np.float64)
+            if imputed.shape != X.shape:
+                raise ValueError(f"fallback {candidate!r} returned {imputed.shape[1]} columns for {X.shape[1]}: it "
+                                 f"must impute every column (keep_empty_features=True, no indicator columns).")
+            values = scorer.imputed_values(imputed[held_out])
+            errors.append(-float(values.mean()))
+            if kept is None or _significantly_higher(values, kept[2], _FALLBACK_LEVEL):
+                kept = (index, fallback, values, imputed[held_out])
+            if not kept[2].mean() > ours.mean():  # the model alone imputes better: no costlier fallback
+                break
+        index, fallback, theirs, theirs_imputed = kept
         gain, error = _mean_and_error(theirs - ours)
         # The lower mean decides which one alone imputes better (and so whether the model is refitted),
         # not a significance test: chosen on the tuning tables of benchmarks/imputation_real.py, where
@@ -699,11 +731,12 @@ class MaskedModelSearch(BaseEstimator):
         # The two blended, at the weight of least error on the same entries: on the tuning tables the
         # blend's RMSE was 2.0 % (MCAR) and 1.4 % (self-masking) below the choice of one (geometric
         # means over 24 fits each), the ratio to the best of scikit-learn's four 0.971 -> 0.955.
-        weight = scorer.blend_weight(ours_imputed, imputed[held_out])
-        blended = scorer.imputed_values(weight * ours_imputed + (1 - weight) * imputed[held_out])
+        weight = scorer.blend_weight(ours_imputed, theirs_imputed)
+        blended = scorer.imputed_values(weight * ours_imputed + (1 - weight) * theirs_imputed)
         self.fallback_comparison_ = {"model_error": -float(ours.mean()), "fallback_error": -float(theirs.mean()),
                                      "std_error": error, "chosen": chosen, "model_weight": weight,
-                                     "blend_error": -float(blended.mean())}
+                                     "blend_error": -float(blended.mean()), "fallback_errors": errors,
+                                     "fallback_index": index}
         self.fallback_ = fallback if weight < 1 else None
 
     @staticmethod

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401
-from sklearn.impute import IterativeImputer, KNNImputer
+from sklearn.ensemble import ExtraTreesRegressor
+from sklearn.impute import IterativeImputer, KNNImputer, SimpleImputer
 
 from skmpt import MaskedImputer, MaskedMixedMixture, MaskedModelSearch, MaskedPPCA, MaskedVAE
 
@@ -121,6 +122,53 @@ def test_an_imputer_given_as_fallback_is_compared_as_given():
     assert imputer.fallback_ is None and imputer.fallback_comparison_["fallback_error"] > 0
 
 
+def _trees(seed=0):
+    return IterativeImputer(ExtraTreesRegressor(n_estimators=10, min_samples_leaf=3, random_state=seed),
+                            max_iter=2, random_state=seed)
+
+
+def _forest(seed=0):
+    return IterativeImputer(ExtraTreesRegressor(n_estimators=20, random_state=seed), max_iter=3, random_state=seed)
+
+
+def test_a_list_fits_the_next_imputer_only_where_the_first_beats_the_model():
+    for table, both_fitted in ((_curve, True), (_plane, False)):
+        _, X_missing = table()
+        default = MaskedImputer(random_state=0).fit(X_missing).fallback_comparison_
+        comparison = MaskedImputer(random_state=0, fallback=[_trees(), _forest()]).fit(X_missing).fallback_comparison_
+        assert len(comparison["fallback_errors"]) == (2 if both_fitted else 1)
+        assert comparison["fallback_errors"][0] == default["fallback_error"]  # the first is "trees"
+        assert comparison["fallback_errors"][comparison["fallback_index"]] == comparison["fallback_error"]
+        assert comparison["chosen"] == default["chosen"] == both_fitted
+        assert default["fallback_errors"] == [default["fallback_error"]] and default["fallback_index"] == 0
+
+
+def test_a_later_fallback_replaces_the_first_only_where_significantly_better():
+    X, X_missing = _curve()
+    weak = MaskedModelSearch([MaskedPPCA(1, max_epochs=5, random_state=0)], random_state=0)
+    # KNN beats the weak model, so the trees are fitted too, and impute the re-hidden entries far better.
+    imputer = MaskedImputer(weak, random_state=0, fallback=[KNNImputer(), _trees()]).fit(X_missing)
+    comparison = imputer.fallback_comparison_
+    knn, trees = comparison["fallback_errors"]
+    assert comparison["fallback_index"] == 1 and comparison["fallback_error"] == trees < 0.5 * knn
+    assert isinstance(imputer.fallback_, IterativeImputer)
+    alone = MaskedImputer(weak, random_state=0, fallback=_trees()).fit(X_missing)
+    np.testing.assert_array_equal(imputer.transform(X_missing), alone.transform(X_missing))
+    # The same trees twice: the second is no better, the first is kept.
+    twice = MaskedImputer(random_state=0, fallback=[_trees(), _trees()]).fit(X_missing).fallback_comparison_
+    assert twice["fallback_errors"][0] == twice["fallback_errors"][1] and twice["fallback_index"] == 0
+    # The mean loses to the weak model: KNN, after it, is never fitted.
+    mean_first = MaskedImputer(weak, random_state=0, fallback=[SimpleImputer(), KNNImputer()]).fit(X_missing)
+    assert len(mean_first.fallback_comparison_["fallback_errors"]) == 1 and mean_first.fallback_ is None
+
+
+@pytest.mark.parametrize("fallback", [[], [KNNImputer(), 3]])
+def test_a_bad_list_of_fallbacks_is_refused_before_fitting(fallback, monkeypatch):
+    monkeypatch.setattr(MaskedModelSearch, "_run", lambda *args: pytest.fail("fitted"))
+    with pytest.raises(ValueError, match="fallback must be None, an imputer .* or a non-empty list of them"):
+        MaskedImputer(fallback=fallback).fit(_plane(20)[1])
+
+
 @pytest.mark.parametrize("fallback", ["tree", 3, object()])
 def test_a_bad_fallback_is_refused_by_name_before_fitting(fallback, monkeypatch):
     monkeypatch.setattr(MaskedModelSearch, "fit", lambda *args: pytest.fail("fitted"))
@@ -129,7 +177,7 @@ def test_a_bad_fallback_is_refused_by_name_before_fitting(fallback, monkeypatch)
 
 
 def test_the_search_refuses_a_fallback_that_is_not_an_imputer():
-    with pytest.raises(ValueError, match="fallback must be None or an imputer"):
+    with pytest.raises(ValueError, match="fallback must be None, an imputer"):
         MaskedModelSearch([MaskedPPCA(1)], fallback="trees").fit(_plane(20)[1])
     with pytest.raises(ValueError, match="returned 1 columns for 6: it must impute every column"):
         MaskedModelSearch([MaskedPPCA(1, max_epochs=2)], fallback=MaskedPPCA(1)).fit(_plane(20)[1])
