@@ -222,10 +222,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         of 10 trees (leaves of at least 3 rows) and 2 rounds, a lighter missForest, seeded by
         ``random_state``; it follows the nonlinear and skewed relations no Gaussian model does. An
         imputer (with ``fit_transform`` and ``transform``, all columns out, e.g. ``KNNImputer()``), or
-        a list of them, lighter first (a later one fitted only where the best so far beats the
-        model, and kept where it imputes significantly better; see :class:`MaskedModelSearch`'s
-        ``fallback``), is compared as given; None switches the comparison off (the model imputes,
-        as in skmpt 0.1.0).
+        a list of them (``"trees"`` among them), lighter first (a later one fitted only where the
+        best so far beats the model, and kept where it imputes significantly better; see
+        :class:`MaskedModelSearch`'s ``fallback``), is compared as given; None switches the
+        comparison off (the model imputes, as in skmpt 0.1.0).
         Never used with ``sample_posterior=True`` (the trees give no draws),
         ``missingness="self-masking"`` or a table with categorical or count columns; with a dask
         collection the fallback is fitted to the search's sample of rows and imputes each chunk.
@@ -560,6 +560,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             fallback = None
         elif isinstance(fallback, str):  # "trees"
             fallback = _chained_trees(self._seed(random_state))
+        elif isinstance(fallback, list) and "trees" in fallback:
+            seed = self._seed(random_state)
+            fallback = [_chained_trees(seed) if imputer == "trees" else imputer for imputer in fallback]
         return clone(estimator).set_params(fallback=fallback)
 
     def _keep_fallback(self):
