@@ -222,7 +222,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         of 10 trees (leaves of at least 3 rows) and 2 rounds, a lighter missForest, seeded by
         ``random_state``; it follows the nonlinear and skewed relations no Gaussian model does. An
         imputer (with ``fit_transform`` and ``transform``, all columns out, e.g. ``KNNImputer()``), or
-        a list of them (``"trees"`` among them), lighter first (a later one fitted only where the
+        a list of them (``"trees"`` may be one), lighter first (a later one fitted only where the
         best so far beats the model, and kept where it imputes significantly better; see
         :class:`MaskedModelSearch`'s ``fallback``), is compared as given; None switches the
         comparison off (the model imputes, as in skmpt 0.1.0).
