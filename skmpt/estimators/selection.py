@@ -640,9 +640,9 @@ class MaskedModelSearch(BaseEstimator):
         start = time.process_time()
         self.best_estimator_, self.rejected_refits_ = fitted[self.best_index_], []
         self.fallback_, self.fallback_comparison_ = None, None
-        if self.fallback is not None:
+        if fallbacks is not None:
             progress.update(len(rows) + 1, len(rows) + 1, f"fallback {type(fallbacks[0]).__name__}")
-            self._compare_fallback(X_search, train, held_out, fitted[self.best_index_], rng)
+            self._compare_fallback(fallbacks, X_search, train, held_out, fitted[self.best_index_], rng)
         # Where the fallback alone imputes better the model has the lesser weight in the blend, if any:
         # its refit (on College at 40 % holes, 2 of the imputer's 3 CPU seconds) is not worth its cost.
         self.refits_model_ = self.fallback_comparison_ is None or not self.fallback_comparison_["chosen"]
@@ -691,11 +691,11 @@ class MaskedModelSearch(BaseEstimator):
             return None
         return list(self.fallback) if isinstance(self.fallback, (list, tuple)) else [self.fallback]
 
-    def _compare_fallback(self, X, train, held_out, model, rng):
-        """Fit ``fallback`` (each of a list in turn while the best so far imputes better than
-        ``model``, a later one kept where it imputes significantly better) to ``X`` with a share of
-        the held-out rows' observed entries hidden again (the table's missing rate, as
-        ``criterion="remask"``; one draw), and compare its imputations of those entries with
+    def _compare_fallback(self, fallbacks, X, train, held_out, model, rng):
+        """Fit the imputers ``fallbacks`` (:meth:`_fallbacks`; each in turn while the best so far
+        imputes better than ``model``, a later one kept where it imputes significantly better) to
+        ``X`` with a share of the held-out rows' observed entries hidden again (the table's missing
+        rate, as ``criterion="remask"``; one draw), and compare its imputations of those entries with
         ``model``'s (the chosen candidate fitted to the training rows only), paired over the
         held-out rows: ``fallback_`` is the fitted fallback kept where it has a weight in their
         blend, else None."""
@@ -705,7 +705,7 @@ class MaskedModelSearch(BaseEstimator):
         ours_imputed = model.impute(scorer.masked)
         ours = scorer.imputed_values(ours_imputed)
         kept, errors = None, []
-        for index, candidate in enumerate(self._fallbacks()):
+        for index, candidate in enumerate(fallbacks):
             fallback = clone(candidate)
             with warnings.catch_warnings():
                 # e.g. IterativeImputer's max_iter: the fallback is judged by its error on the user's rows.
