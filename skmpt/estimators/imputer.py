@@ -56,6 +56,11 @@ def _chained_trees(random_state):
     return IterativeImputer(trees, max_iter=_TREE_ROUNDS, random_state=random_state)
 
 
+def _is_trees(imputer):
+    """Whether an entry of ``fallback`` is the string ``"trees"`` (an imputer is not, whatever its ``__eq__``)."""
+    return isinstance(imputer, str) and imputer == "trees"
+
+
 def _halves(observed, seed):
     """Which rows are in the second of two random halves that each observe every feature (``observed``:
     the observed entries), or None where a feature is observed in fewer than two rows."""
@@ -222,7 +227,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         of 10 trees (leaves of at least 3 rows) and 2 rounds, a lighter missForest, seeded by
         ``random_state``; it follows the nonlinear and skewed relations no Gaussian model does. An
         imputer (with ``fit_transform`` and ``transform``, all columns out, e.g. ``KNNImputer()``), or
-        a list of them (``"trees"`` may be one), lighter first (a later one fitted only where the
+        a list (or tuple) of them (``"trees"`` may be one), lighter first (a later one fitted only where the
         best so far beats the model, and kept where it imputes significantly better; see
         :class:`MaskedModelSearch`'s ``fallback``), is compared as given; None switches the
         comparison off (the model imputes, as in skmpt 0.1.0).
@@ -231,8 +236,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         collection the fallback is fitted to the search's sample of rows and imputes each chunk.
         On a table with categorical columns where the search chose a :class:`MaskedMixedMixture`
         (not a :class:`MaskedVAE`, whose conditionals by importance sampling would make the comparison
-        cost more than the model), ``"trees"`` is compared per categorical column instead
-        (``categorical_fallback_``): missForest's classifier, an
+        cost more than the model), ``"trees"`` (alone or in a list) is compared per categorical column
+        instead (``categorical_fallback_``): missForest's classifier, an
         :class:`~sklearn.ensemble.ExtraTreesClassifier` of 50 trees on the other columns (the model's
         imputations in their holes), out of bag, against the model's most probable category given the
         rest of the row (the model refitted from its start to the other half of the rows, so that
@@ -265,17 +270,16 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         mean squared error of each imputer of the fallback fitted, in order) and ``fallback_index``
         (the position in a list of fallbacks of the one kept; 0 for one imputer); else None.
     categorical_fallback_ : dict or None
-        With ``fallback="trees"``, ``sample_posterior=False`` and a search that chose a
-        :class:`MaskedMixedMixture`, on a DataFrame with categorical columns: for each such column (of
-        two categories or more) its comparison, a dict of ``model_error`` (the share of the column's
-        observed entries the model guesses wrong from the rest of the row, each guessed by a refit to
-        the other half of the rows, to the search's ``candidate_tol``: two refits in all),
-        ``fallback_error`` (the classifier's share, each entry guessed by the trees whose bootstrap
-        sample left it out), ``std_error`` (of their difference paired over the entries),
+        With ``fallback="trees"`` (or ``"trees"`` in a list of fallbacks), ``sample_posterior=False``
+        and a search that chose a :class:`MaskedMixedMixture`, on a DataFrame with categorical columns:
+        for each such column (of two categories or more) its comparison, a dict of ``model_error`` (the
+        share of the column's observed entries the model guesses wrong from the rest of the row, each
+        guessed by a refit to the other half of the rows, to the search's ``candidate_tol``: two refits
+        in all), ``fallback_error`` (the classifier's share, each entry guessed by the trees whose
+        bootstrap sample left it out), ``std_error`` (of their difference paired over the entries),
         ``n_entries``, ``chosen`` and ``classifier`` (the fitted classifier that fills the column's
-        holes at ``transform``, where chosen; else None). None
-        otherwise, and where a feature is observed in fewer than two rows (no two halves of the rows
-        both observe it).
+        holes at ``transform``, where chosen; else None). None otherwise, and where a feature is
+        observed in fewer than two rows (no two halves of the rows both observe it).
     indicator_ : MissingIndicator or None
         With ``add_indicator=True``.
     table_ : TableLayout or None
@@ -328,7 +332,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         "random_state": ["random_state"],
         "missingness": [Options({"mar", "self-masking"})],
         "column_types": [None, dict],
-        "fallback": [None, Options({"trees"}), TransformerMixin, list],
+        "fallback": [None, Options({"trees"}), TransformerMixin, list, tuple],
     }
 
     def __init__(
@@ -560,10 +564,16 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             fallback = None
         elif isinstance(fallback, str):  # "trees"
             fallback = _chained_trees(self._seed(random_state))
-        elif isinstance(fallback, list) and "trees" in fallback:
+        elif isinstance(fallback, (list, tuple)) and self._uses_trees():
             seed = self._seed(random_state)
-            fallback = [_chained_trees(seed) if imputer == "trees" else imputer for imputer in fallback]
+            fallback = [_chained_trees(seed) if _is_trees(imputer) else imputer for imputer in fallback]
         return clone(estimator).set_params(fallback=fallback)
+
+    def _uses_trees(self):
+        """Whether ``fallback`` is ``"trees"`` or a list (or tuple) of imputers with ``"trees"`` in it."""
+        if isinstance(self.fallback, (list, tuple)):
+            return any(map(_is_trees, self.fallback))
+        return _is_trees(self.fallback)
 
     def _keep_fallback(self):
         """``fallback_`` and ``fallback_comparison_`` from the fitted search (None without one)."""
@@ -572,7 +582,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         self.fallback_comparison_ = None if search is None else search.fallback_comparison_
 
     def _compare_classifiers(self, X, random_state):
-        """``categorical_fallback_``: with ``fallback="trees"`` and a search, each categorical column (of
+        """``categorical_fallback_``: with ``"trees"`` as (or in) ``fallback`` and a search, each categorical column (of
         two categories or more) of the table ``X`` (the modelled features) compared with a classifier.
 
         Only where the model is a :class:`MaskedMixedMixture`, whose conditionals are exact and cheap: a
@@ -580,7 +590,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         (one imputation of the table per column) took the imputer's CPU time above missForest's on the
         held-out table HousePrices (1.07 to 1.30 times, six categorical columns) and the fresh Wage."""
         table = self.table_
-        if (self.fallback != "trees" or self.search_ is None or self.sample_posterior or table is None
+        if (not self._uses_trees() or self.search_ is None or self.sample_posterior or table is None
                 or not len(table.categorical) or not isinstance(self.estimator_, MaskedMixedMixture)):
             return None
         if X.shape[1] < 2:

@@ -257,6 +257,24 @@ def test_a_category_a_classifier_predicts_is_filled_by_it_on_the_fit_rows_and_ne
         assert off.fit(frame.iloc[:100]).categorical_fallback_ is None
 
 
+def test_trees_in_a_list_or_tuple_of_fallbacks_compare_the_categories_as_trees_alone_do():
+    _, frame = _checkerboard(200)
+    alone = MaskedImputer(random_state=0).fit(frame).categorical_fallback_["side"]
+    for fallback in (["trees", KNNImputer()], (KNNImputer(), "trees")):
+        listed = MaskedImputer(random_state=0, fallback=fallback).fit(frame).categorical_fallback_["side"]
+        assert {key: value for key, value in listed.items() if key != "classifier"} == {
+            key: value for key, value in alone.items() if key != "classifier"}
+    assert MaskedImputer(random_state=0, fallback=(KNNImputer(),)).fit(frame).categorical_fallback_ is None
+
+
+def test_a_tuple_of_fallbacks_is_a_list_of_them():
+    _, X_missing = _curve(150)
+    listed = MaskedImputer(random_state=0, fallback=["trees", KNNImputer()]).fit(X_missing)
+    tupled = MaskedImputer(random_state=0, fallback=("trees", KNNImputer())).fit(X_missing)
+    assert tupled.fallback_comparison_ == listed.fallback_comparison_
+    np.testing.assert_array_equal(tupled.transform(X_missing), listed.transform(X_missing))
+
+
 def test_a_coin_toss_category_keeps_the_model():
     chosen = [MaskedImputer(random_state=seed).fit(_checkerboard(200, seed, predictable=False)[1])
               .categorical_fallback_["side"]["chosen"] for seed in range(3)]
