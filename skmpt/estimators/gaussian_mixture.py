@@ -26,7 +26,7 @@ from .._validation import Interval, Options, check_positive_int
 from ..models import GaussianMixtureModule
 from ..models.imputation import expected_scatter, hole_patterns, pattern_conditional
 from ._base import _BaseMaskedEstimator, _InformationCriteriaMixin
-from ._data import as_torch, to_numpy, weighted_mean
+from ._data import as_torch, check_values, to_numpy, weighted_mean
 from ._docs import fill_docstring
 from ._trainer import fit_threads, intra_op_threads
 
@@ -259,6 +259,7 @@ def standardized_rows(X, sample_weight, *, common_scale=False):
     missing, and the weights summing to one: EM's data, on the host."""
     X = check_array(to_numpy(X), dtype=np.float64, ensure_all_finite="allow-nan")
     observed = ~np.isnan(X)
+    check_values(torch.as_tensor(np.where(observed, X, 0.0)), "gaussian")  # before their squares overflow
     center, scale = np.nanmean(X, 0), np.nanstd(X, 0)
     scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
     if common_scale:

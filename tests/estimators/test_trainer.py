@@ -12,7 +12,7 @@ from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
-from skmpt import MaskedLinearVAE, MaskedPPCA, MaskedVAE
+from skmpt import MaskedGaussianMixture, MaskedLinearVAE, MaskedPPCA, MaskedVAE
 from skmpt.datasets import make_ppca
 from skmpt.estimators._trainer import AdamOnPlateau, Trainer
 
@@ -86,6 +86,12 @@ def test_tiny_scale_changes_scores_by_the_jacobian(ppca_data, estimator):
         scaled = estimator.fit(c * X).score(c * X)
     assert np.isfinite(scaled)
     np.testing.assert_allclose(scaled, plain - X.shape[1] * np.log(c), rtol=1e-7)
+
+
+def test_huge_scale_is_a_clear_error_before_em_starts_a_mixture(ppca_data):
+    # EM's start (the imputer's mixtures) standardises the data: the check comes first, not a Cholesky error.
+    with pytest.raises(ValueError, match=r"as large as .*e\+155.*overflows float64.*Rescale X"):
+        MaskedGaussianMixture(init_params="em").fit(1e155 * ppca_data[:50])
 
 
 @pytest.mark.parametrize("Estimator", [MaskedPPCA, MaskedLinearVAE, MaskedVAE])
