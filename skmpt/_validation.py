@@ -23,7 +23,8 @@ from numbers import Integral, Real
 
 import numpy as np
 
-__all__ = ["Interval", "InvalidParameterError", "Options", "check_positive_int", "validate_parameters", "validated"]
+__all__ = ["Interval", "InvalidParameterError", "Options", "check_positive_int", "is_imputer", "validate_parameters",
+           "validated"]
 
 
 class InvalidParameterError(ValueError, TypeError):
@@ -77,6 +78,20 @@ class Options:
         return "a str among {" + ", ".join(repr(option) for option in sorted(self.options, key=str)) + "}"
 
 
+def is_imputer(value):
+    """Whether ``value`` is an imputer: an instance (not a class) with ``fit_transform`` and ``transform``.
+
+    Examples
+    --------
+    >>> from sklearn.impute import KNNImputer
+    >>> from skmpt._validation import is_imputer
+    >>> is_imputer(KNNImputer()), is_imputer(KNNImputer), is_imputer("trees")
+    (True, False, False)
+    """
+    return not isinstance(value, type) and all(callable(getattr(value, name, None))
+                                                for name in ("fit_transform", "transform"))
+
+
 def _is_satisfied(constraint, value):
     if constraint is None:
         return value is None
@@ -94,6 +109,11 @@ def _is_satisfied(constraint, value):
             or isinstance(value, np.random.RandomState | np.random.Generator | torch.Generator)
             or (isinstance(value, Integral) and not isinstance(value, bool) and 0 <= value < 2**64)
         )
+    if constraint == "numpy_random_state":  # what scikit-learn's check_random_state takes
+        return (value is None or isinstance(value, np.random.RandomState)
+                or (isinstance(value, Integral) and not isinstance(value, bool) and 0 <= value < 2**32))
+    if constraint == "imputer":
+        return is_imputer(value)
     if constraint == "verbose":
         return isinstance(value, Integral | bool | np.bool_) and value >= 0
     if constraint == "array-like":
@@ -112,6 +132,8 @@ def _describe(constraint):
         "boolean": "an instance of bool",
         "random_state": "an int in the range [0, 2**64), an instance of numpy RandomState or Generator, "
         "a torch.Generator or None",
+        "numpy_random_state": "an int in the range [0, 2**32), an instance of numpy RandomState or None",
+        "imputer": "an imputer (an instance with fit_transform and transform)",
         "verbose": "a non-negative int or a bool",
         "array-like": "an array-like",
         "callable": "a callable",

@@ -13,7 +13,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._utils import OutputChoiceMixin
-from .._validation import Options, validate_parameters
+from .._validation import Options, is_imputer, validate_parameters
 from ..models.missingness import SelfMaskingGaussian
 from ._dask import as_dask_array, check_collection, is_dask_collection, map_rows, seeded_rows_of_block
 from .tables import TableLayout, is_table
@@ -329,10 +329,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         "sample_posterior": ["boolean"],
         "add_indicator": ["boolean"],
         "keep_empty_features": ["boolean"],
-        "random_state": ["random_state"],
+        "random_state": ["numpy_random_state"],
         "missingness": [Options({"mar", "self-masking"})],
         "column_types": [None, dict],
-        "fallback": [None, Options({"trees"}), TransformerMixin, list, tuple],
+        "fallback": [None, Options({"trees"}), "imputer", list, tuple],
     }
 
     def __init__(
@@ -503,6 +503,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         """
         params = self.get_params(deep=False)
         validate_parameters(params, self._parameter_constraints, type(self).__name__)
+        if isinstance(self.fallback, (list, tuple)) and not (
+                self.fallback and all(_is_trees(imputer) or is_imputer(imputer) for imputer in self.fallback)):
+            raise ValueError(f"fallback must be None, \"trees\", an imputer (an instance with fit_transform and "
+                             f"transform) or a non-empty list of them; got {self.fallback!r}.")
         self.params_ = params
         self_masking = self.missingness == "self-masking"
         if self_masking and (self.estimator is not None or self.sample_posterior):
@@ -723,7 +727,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             seed = int(self.random_state_.randint(np.iinfo(np.int32).max))
             out[:, self._valid] = self.estimator_.sample_missing(part, 1, random_state=seed)[0]
         elif self.fallback_ is not None:
-            imputed = np.asarray(self.fallback_.transform(part), dtype=np.float64)
+            # A copy: an imputer with copy=False fills its input, which the model must still see with holes.
+            imputed = np.asarray(self.fallback_.transform(part.copy()), dtype=np.float64)
             weight = self.fallback_comparison_["model_weight"]
             if weight > 0:  # the blend of the two, at the weight measured on the held-out rows
                 imputed = weight * self.estimator_.impute(part) + (1 - weight) * imputed

@@ -40,7 +40,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import Interval, Options, validate_parameters
+from .._validation import Interval, Options, is_imputer, validate_parameters
 from .factor_analysis import MaskedFactorAnalysis
 from .gaussian_mixture import MaskedGaussianMixture, em_converged
 from .linear_vae import MaskedLinearVAE
@@ -294,6 +294,24 @@ class _Scorer:
         return values.reshape(self.n_draws, len(self.X)).mean(0)
 
 
+def _check_imputed(imputer, imputed, X):
+    """A ``ValueError`` naming the fallback ``imputer`` unless its output ``imputed`` for ``X`` (NaN
+    where missing) has ``X``'s shape, a finite value in every hole and ``X``'s observed entries (up to
+    float32 rounding): a fallback that drops columns, leaves holes or transforms the data (a scaler
+    in its pipeline) would be blended into the imputations as if it imputed them."""
+    if imputed.shape != X.shape:
+        raise ValueError(f"fallback {imputer!r} returned {imputed.shape[1]} columns for {X.shape[1]}: it "
+                         f"must impute every column (keep_empty_features=True, no indicator columns).")
+    holes = np.isnan(X)
+    unfilled = int((~np.isfinite(imputed[holes])).sum())
+    if unfilled:
+        raise ValueError(f"fallback {imputer!r} left {unfilled} of {int(holes.sum())} missing entries without a "
+                         f"finite value: it must fill every hole.")
+    if not np.allclose(imputed[~holes], X[~holes], rtol=1e-6, atol=0.0):
+        raise ValueError(f"fallback {imputer!r} changed observed entries: it must return them as given (an "
+                         f"imputer, not a transformer of the data).")
+
+
 def _significantly_higher(values, reference, level):
     """Whether the mean of ``values`` exceeds that of ``reference`` by a one-sided test at ``level`` of
     their difference paired over the rows (z statistic)."""
@@ -459,8 +477,9 @@ class MaskedModelSearch(BaseEstimator):
         candidates were fitted to, show its progress on stderr (a tqdm bar where tqdm is
         installed, else a line per fit).
     fallback : imputer, list of imputers or None, default=None
-        An imputer (``fit_transform`` and ``transform``, every column out, e.g. scikit-learn's
-        :class:`~sklearn.impute.IterativeImputer`) compared with the chosen candidate before the
+        An imputer (an instance with ``fit_transform`` and ``transform`` that returns every column,
+        the observed entries as given and a finite value in every hole, else a ``ValueError``; e.g.
+        scikit-learn's :class:`~sklearn.impute.IterativeImputer`) compared with the chosen candidate before the
         refit: a share of the held-out rows' observed entries (the table's missing rate, one draw) is
         hidden again, the fallback is fitted once to the search's rows with those entries blanked,
         and the chosen candidate as fitted to the training rows imputes the same entries; the
@@ -543,7 +562,7 @@ class MaskedModelSearch(BaseEstimator):
         "candidate_tol": [None, Interval(numbers.Real, 0, None, closed="neither")],
         "refit_max_samples": [None, Interval(numbers.Integral, 4, None, closed="left")],
         "refit": ["boolean"],
-        "random_state": ["random_state"],
+        "random_state": ["numpy_random_state"],
         "verbose": ["verbose"],
         "progress": ["boolean"],
         "fallback": [None, object],
@@ -602,12 +621,11 @@ class MaskedModelSearch(BaseEstimator):
         self : MaskedModelSearch
         """
         validate_parameters(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
-        methods = ("fit_transform", "transform")
         fallbacks = self._fallbacks()
-        if fallbacks is not None and not (fallbacks and all(hasattr(imputer, name) for imputer in fallbacks
-                                                            for name in methods)):
-            raise ValueError(f"fallback must be None, an imputer with fit_transform and transform (e.g. "
-                             f"scikit-learn's IterativeImputer) or a non-empty list of them; got {self.fallback!r}.")
+        if fallbacks is not None and not (fallbacks and all(map(is_imputer, fallbacks))):
+            raise ValueError(f"fallback must be None, an imputer (an instance with fit_transform and transform, "
+                             f"e.g. scikit-learn's IterativeImputer()) or a non-empty list of them; got "
+                             f"{self.fallback!r}.")
         X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", ensure_min_samples=4)
         observed = ~np.isnan(X)
         empty = ~observed.any(0)
@@ -710,10 +728,9 @@ class MaskedModelSearch(BaseEstimator):
             with warnings.catch_warnings():
                 # e.g. IterativeImputer's max_iter: the fallback is judged by its error on the user's rows.
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                imputed = np.asarray(fallback.fit_transform(blanked), dtype=np.float64)
-            if imputed.shape != X.shape:
-                raise ValueError(f"fallback {candidate!r} returned {imputed.shape[1]} columns for {X.shape[1]}: it "
-                                 f"must impute every column (keep_empty_features=True, no indicator columns).")
+                # A copy: an imputer with copy=False fills its input, which the next one must see with holes.
+                imputed = np.asarray(fallback.fit_transform(blanked.copy()), dtype=np.float64)
+            _check_imputed(candidate, imputed, blanked)
             values = scorer.imputed_values(imputed[held_out])
             errors.append(-float(values.mean()))
             if kept is None or _significantly_higher(values, kept[2], _FALLBACK_LEVEL):

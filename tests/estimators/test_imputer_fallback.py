@@ -5,6 +5,8 @@ import pytest
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401
 from sklearn.ensemble import ExtraTreesRegressor
 from sklearn.impute import IterativeImputer, KNNImputer, SimpleImputer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from skmpt import MaskedImputer, MaskedMixedMixture, MaskedModelSearch, MaskedPPCA, MaskedVAE
 
@@ -163,14 +165,14 @@ def test_a_later_fallback_replaces_the_first_only_where_significantly_better():
     assert len(mean_first.fallback_comparison_["fallback_errors"]) == 1 and mean_first.fallback_ is None
 
 
-@pytest.mark.parametrize("fallback", [[], [KNNImputer(), 3]])
+@pytest.mark.parametrize("fallback", [[], [KNNImputer(), 3], [KNNImputer], ["trees", KNNImputer], ["tree"]])
 def test_a_bad_list_of_fallbacks_is_refused_before_fitting(fallback, monkeypatch):
-    monkeypatch.setattr(MaskedModelSearch, "_run", lambda *args: pytest.fail("fitted"))
-    with pytest.raises(ValueError, match="fallback must be None, an imputer .* or a non-empty list of them"):
+    monkeypatch.setattr(MaskedModelSearch, "fit", lambda *args: pytest.fail("fitted"))
+    with pytest.raises(ValueError, match="fallback must be None, .*an imputer .* or a non-empty list of them"):
         MaskedImputer(fallback=fallback).fit(_plane(20)[1])
 
 
-@pytest.mark.parametrize("fallback", ["tree", 3, object()])
+@pytest.mark.parametrize("fallback", ["tree", 3, object(), KNNImputer])
 def test_a_bad_fallback_is_refused_by_name_before_fitting(fallback, monkeypatch):
     monkeypatch.setattr(MaskedModelSearch, "fit", lambda *args: pytest.fail("fitted"))
     with pytest.raises(ValueError, match="'fallback' parameter of MaskedImputer"):
@@ -178,10 +180,43 @@ def test_a_bad_fallback_is_refused_by_name_before_fitting(fallback, monkeypatch)
 
 
 def test_the_search_refuses_a_fallback_that_is_not_an_imputer():
-    with pytest.raises(ValueError, match="fallback must be None, an imputer"):
-        MaskedModelSearch([MaskedPPCA(1)], fallback="trees").fit(_plane(20)[1])
+    for fallback in ("trees", KNNImputer, [KNNImputer(), KNNImputer]):
+        with pytest.raises(ValueError, match="fallback must be None, an imputer"):
+            MaskedModelSearch([MaskedPPCA(1)], fallback=fallback).fit(_plane(20)[1])
     with pytest.raises(ValueError, match="returned 1 columns for 6: it must impute every column"):
         MaskedModelSearch([MaskedPPCA(1, max_epochs=2)], fallback=MaskedPPCA(1)).fit(_plane(20)[1])
+
+
+def test_a_fallback_that_leaves_holes_or_changes_observed_entries_is_an_error():
+    _, X_missing = _plane(60)
+    with pytest.raises(ValueError, match=r"StandardScaler\(\) left \d+ of \d+ missing entries without a finite"):
+        MaskedImputer(random_state=0, fallback=StandardScaler()).fit(X_missing)
+    with pytest.raises(ValueError, match="changed observed entries: it must return them as given"):
+        MaskedImputer(random_state=0, fallback=make_pipeline(StandardScaler(), KNNImputer())).fit(X_missing)
+    # An imputer that is not a TransformerMixin (a pipeline) is one.
+    piped = MaskedImputer(random_state=0, fallback=make_pipeline(KNNImputer())).fit(X_missing)
+    plain = MaskedImputer(random_state=0, fallback=KNNImputer()).fit(X_missing)
+    np.testing.assert_array_equal(piped.transform(X_missing), plain.transform(X_missing))
+
+
+def test_a_fallback_that_fills_its_input_in_place_is_blended_as_any_other():
+    _, X_missing = _curve(200)
+    copied = MaskedImputer(random_state=0, fallback=SimpleImputer()).fit(X_missing)
+    in_place = MaskedImputer(random_state=0, fallback=SimpleImputer(copy=False)).fit(X_missing)
+    assert 0 < in_place.fallback_comparison_["model_weight"] < 1
+    assert in_place.fallback_comparison_ == copied.fallback_comparison_
+    np.testing.assert_array_equal(in_place.transform(X_missing), copied.transform(X_missing))
+    # In a list, the next imputer still sees the holes.
+    listed = MaskedImputer(random_state=0, fallback=[SimpleImputer(copy=False), KNNImputer()]).fit(X_missing)
+    assert listed.fallback_comparison_ == MaskedImputer(
+        random_state=0, fallback=[SimpleImputer(), KNNImputer()]).fit(X_missing).fallback_comparison_
+
+
+@pytest.mark.parametrize("Estimator", [MaskedImputer, MaskedModelSearch])
+@pytest.mark.parametrize("random_state", [np.random.default_rng(0), 2**40])
+def test_a_seed_numpy_random_state_cannot_take_is_refused_by_name(Estimator, random_state):
+    with pytest.raises(ValueError, match=r"'random_state' parameter of .* must be an int in the range \[0, 2\*\*32\)"):
+        Estimator(random_state=random_state).fit(_plane(20)[1])
 
 
 def test_draws_self_masking_and_a_given_model_never_use_the_fallback():
