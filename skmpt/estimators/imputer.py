@@ -230,7 +230,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         a list (or tuple) of them (``"trees"`` may be one), lighter first (a later one fitted only where the
         best so far beats the model, and kept where it imputes significantly better; see
         :class:`MaskedModelSearch`'s ``fallback``), is compared as given; None switches the
-        comparison off (the model imputes, as in skmpt 0.1.0).
+        comparison off (the model imputes, as in skmpt 0.1.0). A :class:`MaskedModelSearch` given
+        as ``estimator`` with a ``fallback`` of its own keeps it where this one is its default
+        ``"trees"``; any other value beside it is a ``ValueError`` (set it on one).
         Never used with ``sample_posterior=True`` (the trees give no draws),
         ``missingness="self-masking"`` or a table with categorical or count columns; with a dask
         collection the fallback is fitted to the search's sample of rows and imputes each chunk.
@@ -563,21 +565,34 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         if not isinstance(estimator, MaskedModelSearch):
             return estimator
         table = self.table_
-        fallback = self.fallback
+        fallback = self._fallback_in_effect(estimator)
         if self.sample_posterior or (table is not None and (len(table.categorical) or len(table.counts))):
             fallback = None
         elif isinstance(fallback, str):  # "trees"
             fallback = _chained_trees(self._seed(random_state))
-        elif isinstance(fallback, (list, tuple)) and self._uses_trees():
+        elif isinstance(fallback, (list, tuple)) and any(map(_is_trees, fallback)):
             seed = self._seed(random_state)
             fallback = [_chained_trees(seed) if _is_trees(imputer) else imputer for imputer in fallback]
         return clone(estimator).set_params(fallback=fallback)
 
+    def _fallback_in_effect(self, estimator):
+        """The fallback a :class:`MaskedModelSearch` ``estimator`` compares: the imputer's, or the
+        search's own where the imputer's is its default ``"trees"`` (a ``ValueError`` where both are set)."""
+        own = estimator.get_params()["fallback"] if isinstance(estimator, MaskedModelSearch) else None
+        if own is None:
+            return self.fallback
+        if _is_trees(self.fallback):
+            return own
+        raise ValueError(f"fallback is set on both the MaskedImputer ({self.fallback!r}) and its MaskedModelSearch "
+                         f"({own!r}): set it on one (the imputer's fallback='trees', its default, leaves the "
+                         f"search's own).")
+
     def _uses_trees(self):
-        """Whether ``fallback`` is ``"trees"`` or a list (or tuple) of imputers with ``"trees"`` in it."""
-        if isinstance(self.fallback, (list, tuple)):
-            return any(map(_is_trees, self.fallback))
-        return _is_trees(self.fallback)
+        """Whether the fallback in effect is ``"trees"`` or a list (or tuple) of imputers with ``"trees"`` in it."""
+        fallback = self._fallback_in_effect(self.estimator)
+        if isinstance(fallback, (list, tuple)):
+            return any(map(_is_trees, fallback))
+        return _is_trees(fallback)
 
     def _keep_fallback(self):
         """``fallback_`` and ``fallback_comparison_`` from the fitted search (None without one)."""

@@ -491,7 +491,8 @@ class MaskedModelSearch(BaseEstimator):
         so far imputes those entries better than the candidate alone (a costlier imputer only
         where a lighter one has already beaten the model), and replaces it where its mean squared
         error there is lower by a one-sided paired test at 5 % over the held-out rows.
-        :class:`MaskedImputer` sets it from its own ``fallback`` and imputes with the blend.
+        :class:`MaskedImputer` imputes with the blend, and sets it from its own ``fallback`` where
+        the search has none.
 
     Attributes
     ----------

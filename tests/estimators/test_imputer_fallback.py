@@ -219,6 +219,18 @@ def test_a_seed_numpy_random_state_cannot_take_is_refused_by_name(Estimator, ran
         Estimator(random_state=random_state).fit(_plane(20)[1])
 
 
+def test_a_search_keeps_its_own_fallback_and_a_second_one_is_refused(monkeypatch):
+    _, X_missing = _curve(150)
+    search = MaskedModelSearch(fallback=KNNImputer(), random_state=0)
+    imputer = MaskedImputer(search, random_state=0).fit(X_missing)  # the imputer's fallback: its default
+    assert isinstance(imputer.search_.get_params()["fallback"], KNNImputer)
+    assert isinstance(imputer.fallback_, KNNImputer) or imputer.fallback_comparison_["model_weight"] == 1
+    monkeypatch.setattr(MaskedModelSearch, "fit", lambda *args: pytest.fail("fitted"))
+    for fallback in (None, SimpleImputer(), ["trees", SimpleImputer()]):
+        with pytest.raises(ValueError, match=r"fallback is set on both the MaskedImputer .* and its MaskedModelSearch"):
+            MaskedImputer(search, fallback=fallback).fit(X_missing)
+
+
 def test_draws_self_masking_and_a_given_model_never_use_the_fallback():
     _, X_missing = _curve(100)
     for imputer in (MaskedImputer(sample_posterior=True, random_state=0),
