@@ -56,6 +56,26 @@ def _chained_trees(random_state):
     return IterativeImputer(trees, max_iter=_TREE_ROUNDS, random_state=random_state)
 
 
+def _check_for_trees(X):
+    """Before any fit: a ``ValueError`` where the rows ``X`` (NaN where missing; None: not checked)
+    hold values beyond float32's range, which scikit-learn's trees read their inputs in, and a warning
+    naming the columns whose observed values span less than 1e-7, which the trees take for constant
+    (the comparison then gives them little weight, and the imputer loses what they add)."""
+    if X is None or not X.size:
+        return
+    largest = float(np.nanmax(np.abs(X), initial=0.0))
+    if largest > float(np.finfo(np.float32).max):
+        raise ValueError(f"X holds values as large as {largest:.3g}, beyond float32's range, in which the trees of "
+                         f"fallback='trees' read them: rescale X (e.g. with StandardScaler; the model's likelihood "
+                         f"of c * X is that of X minus n_features * log(c)) or pass fallback=None.")
+    span = np.nanmax(X, axis=0, initial=-np.inf) - np.nanmin(X, axis=0, initial=np.inf)
+    narrow = np.flatnonzero((span > 0) & (span < 1e-7))
+    if narrow.size:
+        warnings.warn(f"Feature(s) {narrow[:10].tolist()} span less than 1e-7, which the trees of fallback='trees' "
+                      f"take for constant: rescale X (e.g. with StandardScaler) for them to help impute.",
+                      UserWarning, stacklevel=4)
+
+
 def _is_trees(imputer):
     """Whether an entry of ``fallback`` is the string ``"trees"`` (an imputer is not, whatever its ``__eq__``)."""
     return isinstance(imputer, str) and imputer == "trees"
@@ -538,7 +558,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             taken = sorted(set(self.indicator_.get_feature_names_out(columns)) & set(columns))
             if taken:  # the output's indicator column would overwrite the user's
                 raise ValueError(f"add_indicator=True names columns {taken}, which X has already: rename them.")
-        estimator = self._with_fallback(self._for_table(estimator, len(X)), random_state)
+        estimator = self._with_fallback(self._for_table(estimator, len(X)), random_state, X[:, self._valid])
         fitted = SelfMaskingGaussian.fit(X[:, self._valid]) if self_masking else clone(estimator).fit(X[:, self._valid])
         if isinstance(fitted, MaskedModelSearch):
             self.search_, self.estimator_ = fitted, fitted.best_estimator_
@@ -558,10 +578,11 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             return seed
         return int(random_state.randint(np.iinfo(np.int32).max))
 
-    def _with_fallback(self, estimator, random_state):
+    def _with_fallback(self, estimator, random_state, X=None):
         """A :class:`MaskedModelSearch` ``estimator`` given the ``fallback`` to compare with its choice:
         None where it is never used (``sample_posterior=True``, categorical or count columns); any
-        other ``estimator`` as it is."""
+        other ``estimator`` as it is. The rows ``X`` (NaN where missing; None for a dask collection)
+        are checked for what the trees of ``"trees"`` can read (:func:`_check_for_trees`)."""
         if not isinstance(estimator, MaskedModelSearch):
             return estimator
         table = self.table_
@@ -569,8 +590,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         if self.sample_posterior or (table is not None and (len(table.categorical) or len(table.counts))):
             fallback = None
         elif isinstance(fallback, str):  # "trees"
+            _check_for_trees(X)
             fallback = _chained_trees(self._seed(random_state))
         elif isinstance(fallback, (list, tuple)) and any(map(_is_trees, fallback)):
+            _check_for_trees(X)
             seed = self._seed(random_state)
             fallback = [_chained_trees(seed) if _is_trees(imputer) else imputer for imputer in fallback]
         return clone(estimator).set_params(fallback=fallback)

@@ -199,6 +199,19 @@ def test_a_fallback_that_leaves_holes_or_changes_observed_entries_is_an_error():
     np.testing.assert_array_equal(piped.transform(X_missing), plain.transform(X_missing))
 
 
+def test_values_the_trees_cannot_read_are_an_error_before_fitting_and_narrow_columns_a_warning(monkeypatch):
+    _, X_missing = _plane(60)
+    with monkeypatch.context() as patched:
+        patched.setattr(MaskedModelSearch, "fit", lambda *args: pytest.fail("fitted"))
+        with pytest.raises(ValueError, match=r"as large as .*e\+50, beyond float32's range, .* or pass fallback=None"):
+            MaskedImputer(random_state=0).fit(1e50 * X_missing)
+        with pytest.raises(ValueError, match="beyond float32's range"):
+            MaskedImputer(random_state=0, fallback=[KNNImputer(), "trees"]).fit(1e50 * X_missing)
+    MaskedImputer(random_state=0, fallback=KNNImputer()).fit(1e50 * X_missing)  # the model and KNN read float64
+    with pytest.warns(UserWarning, match=r"Feature\(s\) \[0, 1, 2, 3, 4, 5\] span less than 1e-7"):
+        MaskedImputer(random_state=0).fit(1e-9 * X_missing)
+
+
 def test_a_fallback_that_fills_its_input_in_place_is_blended_as_any_other():
     _, X_missing = _curve(200)
     copied = MaskedImputer(random_state=0, fallback=SimpleImputer()).fit(X_missing)
