@@ -206,8 +206,9 @@ def check_outputs(inputs, outputs, *, overwrite=False):
     """Check, before any work, that every output may be written; a ``UsageError`` names the first that may not.
 
     An output may be written when its folder exists (for a symbolic link, the folder of the file it
-    points to, which is the file written), it is not a folder, it is none of the inputs and no
-    other output, and it does not exist yet unless ``overwrite``. :func:`atomic_output` checks again
+    points to, which is the file written), it is not a folder nor another file that is not a regular
+    one (a device such as ``/dev/null``, a pipe: the output would replace it), it is none of the
+    inputs and no other output, and it does not exist yet unless ``overwrite``. :func:`atomic_output` checks again
     at the end that no output appeared meanwhile.
 
     Parameters
@@ -222,8 +223,8 @@ def check_outputs(inputs, outputs, *, overwrite=False):
     Raises
     ------
     UsageError
-        If an output's folder is missing, or it is a folder, an input, another output, or an
-        existing file while ``overwrite`` is false.
+        If an output's folder is missing, or it is a folder, not a regular file, an input, another
+        output, or an existing file while ``overwrite`` is false.
 
     Examples
     --------
@@ -244,6 +245,9 @@ def check_outputs(inputs, outputs, *, overwrite=False):
             raise UsageError(f"{option} {path!r}: the directory {directory!r} does not exist")
         if os.path.isdir(path):
             raise UsageError(f"{option} {path!r} is a directory")
+        if os.path.exists(path) and not os.path.isfile(path):  # a device, a pipe, a socket: never replaced
+            raise UsageError(f"{option} {path!r} is not a regular file (a device, a pipe or a socket), which "
+                             f"the output would replace; name a file")
         for input_option, input_path in inputs:
             if _same_file(path, input_path):
                 raise UsageError(f"{option} {path!r} is the {input_option} input; it is never written to")

@@ -90,7 +90,15 @@ def add_arguments(parser):
 
 
 def _format(path, given):
-    fmt = given or FORMATS.get(os.path.splitext(str(path))[1].lower())
+    """The format of ``path``: its extension's, else ``given`` (``--format``); an extension that says
+    another format than ``given`` is a ``UsageError`` (a CSV written into ``out.parquet`` would be a
+    mislabelled file)."""
+    extension = os.path.splitext(str(path))[1].lower()
+    fmt = FORMATS.get(extension)
+    if fmt is not None and given is not None and given != fmt:
+        raise UsageError(f"{str(path)!r} has the extension of {fmt}, and --format says {given}: --format names the "
+                         f"format of a file whose extension does not say; drop it, or rename the file")
+    fmt = fmt or given
     if fmt is None:
         raise UsageError(f"cannot tell the format of {str(path)!r} from its extension; pass --format "
                          f"({', '.join(sorted(set(FORMATS.values())))})")
@@ -482,6 +490,9 @@ def run(args):
     """Read ``args.input``, impute it, write ``args.out``."""
     if not os.path.isfile(args.input):
         raise UsageError(f"IN {args.input!r} is not a file")
+    if args.out == "-":
+        raise UsageError("--out '-': skmpt impute writes a file (written whole or not at all), not standard output; "
+                         "name a file")
     fmt_in, fmt_out = _format(args.input, args.format), _format(args.out, args.format)
     check_outputs({"IN": args.input}, {"--out": args.out}, overwrite=args.force)
     if args.thousands is not None and (len(args.thousands) != 1 or args.thousands in "0123456789.+-eE"):

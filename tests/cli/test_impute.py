@@ -1,5 +1,6 @@
 """``skmpt impute``: tables read and written as they were, holes filled as the Python API fills them."""
 
+import os
 import importlib.util
 import warnings
 
@@ -133,6 +134,26 @@ def test_output_never_replaces_its_input_and_is_not_overwritten_without_force(tm
     assert out.read_text(encoding="utf-8") == "keep"
     assert main(["impute", str(source), "-o", str(tmp_path / "out.xyz"), *FAST]) == 2
     assert "--format" in capsys.readouterr().err
+
+
+def test_an_extension_that_says_another_format_than_format_is_refused(tmp_path, capsys):
+    text = _write(tmp_path / "data.txt", TABLE)  # a CSV whose extension does not say
+    assert main(["impute", str(text), "-o", str(tmp_path / "out.parquet"), "--format", "csv", *FAST]) == 2
+    assert "'...out.parquet' has the extension of parquet, and --format says csv" in capsys.readouterr().err.replace(
+        str(tmp_path) + os.sep, "...")
+    assert main(["impute", str(text), "-o", str(tmp_path / "out.txt"), "--format", "csv", *FAST]) == 0
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_an_output_that_is_no_regular_file_or_is_standard_output_is_refused(tmp_path, capsys):
+    source = _write(tmp_path / "in.csv", TABLE)
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    assert main(["impute", str(source), "-o", str(fifo), "--force", *FAST]) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+    assert fifo.is_fifo()
+    assert main(["impute", str(source), "-o", "-", "--format", "csv", *FAST]) == 2
+    assert "--out '-'" in capsys.readouterr().err
 
 
 CELLS = st.one_of(st.integers(-99, 99).map(str), st.floats(-50, 50, allow_nan=False).map(lambda v: f"{v:.3f}"))
