@@ -634,11 +634,13 @@ def _impute(X, positions, categorical, header, args):
 
     verbose = 0 if args.quiet else 1
     from ..estimators import MaskedImputer, MaskedMixedMixture
+    from ..estimators.imputer import table_candidates
 
+    epochs = {} if args.max_epochs is None else {"max_epochs": args.max_epochs}
     if not categorical:
         imputer = imputer_for(args.model, len(positions), args.seed, max_epochs=args.max_epochs, verbose=verbose)
         if args.model == "mixed":  # numbers only: the mixed mixture is a Gaussian mixture fitted by EM
-            candidates = {"mixed": [MaskedMixedMixture(k, random_state=args.seed) for k in (1, 2, 4, 8)]}
+            candidates = {"mixed": [MaskedMixedMixture(k, random_state=args.seed, **epochs) for k in (1, 2, 4, 8)]}
             imputer.set_params(estimator=_search(candidates, args.seed, verbose))
         return imputer.fit_transform(X), imputer, None
 
@@ -651,7 +653,13 @@ def _impute(X, positions, categorical, header, args):
         labels = [f"column {j + 1}" for j in order]
     label = dict(zip(order, labels, strict=True))
     table = pd.DataFrame({label[j]: columns[j] for j in order})
-    imputer = MaskedImputer(_search(None, args.seed, verbose), random_state=args.seed,
+    candidates = None  # the default imputer's, unless --model mixed leaves out the VAE or --max-epochs caps them
+    if args.model == "mixed" or epochs:
+        candidates = table_candidates(len(table), table.shape[1], random_state=args.seed)
+        if args.model == "mixed":
+            candidates.pop("vae", None)  # none on tables of more than 20,000 rows
+        candidates = {family: [model.set_params(**epochs) for model in models] for family, models in candidates.items()}
+    imputer = MaskedImputer(_search(candidates, args.seed, verbose), random_state=args.seed,
                             column_types={label[j]: "categorical" for j in categorical})
     filled = imputer.set_output(transform="pandas").fit_transform(table).set_axis(order, axis=1)
     return filled[positions].to_numpy(dtype=np.float64), imputer, filled

@@ -22,7 +22,7 @@ from .ppca import MaskedPPCA
 from .selection import MaskedModelSearch, default_candidates
 from .vae import MaskedVAE
 
-__all__ = ["MaskedImputer"]
+__all__ = ["MaskedImputer", "table_candidates"]
 
 # Components of the mixed mixtures MaskedImputer() tries on a table with categorical columns (the
 # search stops at the first that does not raise the held-out likelihood).
@@ -54,6 +54,44 @@ def _chained_trees(random_state):
     """The imputer of ``fallback="trees"``: scikit-learn's IterativeImputer with an ExtraTreesRegressor."""
     trees = ExtraTreesRegressor(**_TREES, random_state=random_state, n_jobs=1)
     return IterativeImputer(trees, max_iter=_TREE_ROUNDS, random_state=random_state)
+
+
+def table_candidates(n_samples, n_features, *, random_state=None):
+    """The candidates ``MaskedImputer(estimator=None)`` chooses among on a table with categorical or
+    count columns: mixtures of 1, 2, 4, 8 and 16 components (a size only where the table has ten rows
+    per component) and, on tables of at most 20,000 rows, a VAE of 2 latent dimensions.
+
+    They are not yet told which columns are categorical: :class:`MaskedImputer` tells each candidate
+    of a :class:`MaskedModelSearch` its table's columns, so a search of these, their parameters set
+    (e.g. ``max_epochs``) or a family left out, is the default search so changed.
+
+    Parameters
+    ----------
+    n_samples : int
+        Rows of the table.
+    n_features : int
+        Its columns the model imputes.
+    random_state : int or None, default=None
+        Each candidate's.
+
+    Returns
+    -------
+    candidates : dict of str to list
+        ``{"mixed": [MaskedMixedMixture, ...], "vae": [MaskedVAE]}`` (no ``"vae"`` on more rows).
+
+    Examples
+    --------
+    >>> from skmpt.estimators.imputer import table_candidates
+    >>> candidates = table_candidates(50, 3, random_state=0)
+    >>> [model.n_components for model in candidates["mixed"]], list(candidates)
+    ([1, 2, 4], ['mixed', 'vae'])
+    """
+    sizes = [k for k in _MIXED_SIZES if k == 1 or 10 * k <= n_samples]
+    families = {"mixed": [MaskedMixedMixture(k, random_state=random_state) for k in sizes]}
+    if n_samples <= _VAE_MAX_ROWS:
+        families["vae"] = default_candidates(n_features, families=("vae",), n_samples=n_samples,
+                                             random_state=random_state)["vae"][:1]
+    return families
 
 
 def _check_for_trees(X):
@@ -464,14 +502,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             return clone(estimator).set_params(candidates={family: [told(model) for model in models]
                                                            for family, models in given.items()})
         if given is None:
-            sizes = [k for k in _MIXED_SIZES if k == 1 or 10 * k <= n_samples]
-            candidates = [MaskedMixedMixture(k, **mixed, random_state=estimator.random_state) for k in sizes]
-            families = {"mixed": candidates}
-            if n_samples <= _VAE_MAX_ROWS:
-                vaes = default_candidates(len(position), families=("vae",), n_samples=n_samples,
-                                          random_state=estimator.random_state)["vae"]
-                families["vae"] = [vaes[0].set_params(**mixed)]
-            return clone(estimator).set_params(candidates=families)
+            families = table_candidates(n_samples, len(position), random_state=estimator.random_state)
+            return clone(estimator).set_params(candidates={family: [model.set_params(**mixed) for model in models]
+                                                           for family, models in families.items()})
         return estimator  # candidates the search refuses by name
 
     def _table_output(self, original, out, X):

@@ -495,6 +495,22 @@ def test_model_mixed_on_numbers_is_a_gaussian_mixture_by_em(tmp_path):
     assert not pd.read_csv(out).isna().any().any()
 
 
+def test_model_mixed_and_max_epochs_reach_the_candidates_of_a_table_with_categories(tmp_path, capsys):
+    # both were dropped with a categorical column: the default search (mixtures and a VAE, their own epochs) ran
+    rng = np.random.RandomState(0)
+    group = rng.randint(0, 2, 80)
+    lines = [f"{g * 3 + a:.3f},{'' if r < 0.15 else ('hi' if g else 'lo')}" for g, a, r in
+             zip(group, rng.randn(80), rng.rand(80), strict=True)]
+    source = _write(tmp_path / "in.csv", "x,level\n" + "\n".join(lines) + "\n")
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), "--model", "mixed", "--max-epochs", "3"]) == 0
+    log = capsys.readouterr().err
+    assert "vae(" not in log and "imputed with MaskedMixedMixture(" in log and "max_epochs=3" in log
+    assert main(["impute", str(source), "-o", str(out), "--force", "--max-epochs", "3"]) == 0
+    log = capsys.readouterr().err
+    assert "vae(" in log and "max_epochs=3" in log.split("imputed with")[1]
+
+
 def _coded_table(n_rows=60):
     """Two numeric columns and a group written as a number code ('10', '20', '30'), 15 % of it missing."""
     rng = np.random.RandomState(0)
