@@ -15,9 +15,10 @@ and imputed (``--thousands`` reads ``1,234``; without it such a column is refuse
 text whose values repeat (at most 1000 distinct values, each seen twice on average: a category,
 such as a species or a region; the Python API's rule, ``skmpt.estimators.tables.values_repeat``)
 is modelled too, and its holes are filled with its most probable
-value given the row's other cells, written as the column's own text. ``--categorical NAME`` models
-a column as categorical whatever its cells (codes written as numbers), its holes filled with one
-of its observed values as written. A Parquet column of pandas
+value given the row's other cells, written as the column's own text (its most frequent spelling
+as read: `` red`` stays `` red``). Written as Parquet, a missing text cell of a CSV is a null.
+``--categorical NAME`` models a column as categorical whatever its cells (codes written as
+numbers), its holes filled with one of its observed values as written. A Parquet column of pandas
 ``category`` dtype is categorical whatever its categories: a hole (null, or ``--missing-values``)
 takes one of the dtype's categories and the column keeps its dtype (a category ``"NA"`` is a
 category there, not a hole); so is a boolean column, whose holes take True or False. Other text
@@ -39,6 +40,7 @@ temporary file beside ``OUT`` and renamed when complete; ``OUT`` may not be ``IN
 
 import logging
 import os
+from collections import Counter
 
 import numpy as np
 
@@ -562,10 +564,12 @@ def run(args):
         if holes.any():
             column = out[j].to_numpy(dtype=object).copy()
             values = filled[j].to_numpy(dtype=object)[holes]
-            if j not in typed:  # a category read as text from cells that are no text (a Parquet column of
-                # Python booleans with nulls) is written as the value read, which a Parquet column can hold
-                read = {text: cell for text, cell in zip(cells[~holes], column[~holes], strict=True)
-                        if not isinstance(cell, str)}
+            if j not in typed:  # a category read as stripped text is written as its cells were read, in
+                # their most frequent spelling: " red" of a CSV written with ", " between its fields (not a new
+                # category "red"), a Python boolean of a Parquet column of them (which Parquet can hold)
+                read = {}
+                for (text, cell), _ in Counter(zip(cells[~holes], column[~holes], strict=True)).most_common():
+                    read.setdefault(text, cell)
                 values = [read.get(value, value) for value in values]
             column[holes] = values
             out[j] = pandas.Series(column, index=out.index).astype(out[j].dtype)
@@ -577,6 +581,8 @@ def run(args):
     elif fmt_in != "parquet" and fmt_out == "parquet":
         for j in positions:  # the numbers of the text, as pandas reads a column of numbers
             out[j] = _as_numbers(out[j].astype(str).str.strip(), args.thousands)
+        for j in [*passed, *index]:  # a missing text cell (empty, "NA", ...) is a null, not the text ""
+            out[j] = out[j].where(~text_cells(out[j], None)[1], None)
     write_table(header, out, args.out, fmt_out, args.force,
                 lineterminator="\n" if fmt_in == "parquet" else _line_end(args.input, args.encoding),
                 encoding=args.encoding)

@@ -511,6 +511,19 @@ def test_model_mixed_and_max_epochs_reach_the_candidates_of_a_table_with_categor
     assert "vae(" in log and "max_epochs=3" in log.split("imputed with")[1]
 
 
+def test_a_filled_category_is_spelled_as_read_and_a_missing_text_cell_is_a_parquet_null(tmp_path):
+    # ", red" had been filled as "red", a new category; empty text cells had become the text "" in Parquet
+    source = _write(tmp_path / "in.csv", "v, g,note\n1, red,a\n2, blue,\n3,,NA\n4, red,b\n5, blue,c\n6, red,d\n"
+                                         "7, blue,e\n8, red,f\n")
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), "--quiet"]) == 0
+    assert set(pd.read_csv(out)[" g"]) == {" red", " blue"}
+    pytest.importorskip("pyarrow")
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.parquet"), "--quiet"]) == 0
+    note = pd.read_parquet(tmp_path / "out.parquet")["note"]
+    assert note.isna().tolist() == [False, True, True, False, False, False, False, False]
+
+
 def _coded_table(n_rows=60):
     """Two numeric columns and a group written as a number code ('10', '20', '30'), 15 % of it missing."""
     rng = np.random.RandomState(0)
