@@ -38,6 +38,7 @@ numeric and no categorical column is refused. The output is written to a
 temporary file beside ``OUT`` and renamed when complete; ``OUT`` may not be ``IN``.
 """
 
+import decimal
 import logging
 import os
 from collections import Counter
@@ -601,12 +602,19 @@ def _check_encodable(header, cells, path, encoding):
 
 def _numbers_filled(column, holes, values, name):
     """The numeric column ``column`` (named ``name``) with ``values`` at ``holes``: text cells filled
-    with text, a Parquet integer column in its dtype (:func:`_integers_filled`), a float one as float64."""
+    with text, a Parquet integer column in its dtype (:func:`_integers_filled`), a decimal one with
+    decimals of its most decimal places, a float one as float64."""
     import pandas as pd
 
-    if column.dtype == object or pd.api.types.is_string_dtype(column):  # text cells: filled with text
+    if column.dtype == object or pd.api.types.is_string_dtype(column):
         filled = column.to_numpy(dtype=object).copy()
-        filled[holes] = [_formatted(v) for v in values]
+        read = filled[~holes]
+        if len(read) and all(isinstance(cell, decimal.Decimal) for cell in read):  # a Parquet decimal column:
+            # decimals at its most decimal places, which its type can hold (text would be an error at the end)
+            places = decimal.Decimal(1).scaleb(-max(max(-cell.as_tuple().exponent, 0) for cell in read))
+            filled[holes] = [decimal.Decimal(_formatted(v)).quantize(places) for v in values]
+        else:  # text cells: filled with text
+            filled[holes] = [_formatted(v) for v in values]
         return filled
     if pd.api.types.is_integer_dtype(column.dtype):  # its dtype and values kept (ids above 2**53)
         return _integers_filled(column, holes, values, name)

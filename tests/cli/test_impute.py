@@ -524,6 +524,25 @@ def test_a_filled_category_is_spelled_as_read_and_a_missing_text_cell_is_a_parqu
     assert note.isna().tolist() == [False, True, True, False, False, False, False, False]
 
 
+def test_a_parquet_decimal_column_is_filled_with_decimals_of_its_places(tmp_path):
+    # its holes had been filled with text, which pyarrow refused after the whole fit
+    parquet = pytest.importorskip("pyarrow.parquet")
+    import decimal
+
+    rng = np.random.RandomState(0)
+    a = rng.randn(30)
+    cells = [decimal.Decimal(f"{2 * v:.2f}") for v in a]
+    cells[3] = cells[7] = None
+    source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pd.DataFrame({"price": cells, "x": a + 0.1 * rng.randn(30)}).to_parquet(source)
+    assert main(["impute", str(source), "-o", str(out), "--quiet"]) == 0
+    filled = pd.read_parquet(out)["price"]
+    assert parquet.read_schema(out).types == parquet.read_schema(source).types
+    assert [filled[i].as_tuple().exponent for i in (3, 7)] == [-2, -2]
+    assert [filled[i] for i in range(30) if i not in (3, 7)] == [cells[i] for i in range(30) if i not in (3, 7)]
+    assert abs(float(filled[3]) - 2 * a[3]) < 1.0  # the other column says where it is
+
+
 def _coded_table(n_rows=60):
     """Two numeric columns and a group written as a number code ('10', '20', '30'), 15 % of it missing."""
     rng = np.random.RandomState(0)
