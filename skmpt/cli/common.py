@@ -5,7 +5,7 @@ A command (a module named in :data:`skmpt.cli.COMMANDS`) builds on these instead
 - :class:`skmpt.cli.UsageError` (raised here, defined beside :func:`skmpt.cli.main` that catches it):
   a bad argument or a missing or protected file, reported on one line with exit status 2 (any
   other exception exits with 1).
-- :func:`integer`, :func:`positive_int`, :func:`non_negative_int`: ``type=`` of an ``argparse``
+- :func:`integer`, :func:`positive_int`, :func:`non_negative_int`, :func:`random_seed`: ``type=`` of an ``argparse``
   option, whose message names the value (``'2.7' is not an integer``, ``must be a positive
   integer; got 0``).
 - :func:`read_lines`: a UTF-8 file of one item per line (``-``: standard input), checked to exist.
@@ -35,6 +35,7 @@ __all__ = [
     "integer",
     "positive_int",
     "non_negative_int",
+    "random_seed",
     "read_lines",
     "check_outputs",
     "atomic_output",
@@ -139,6 +140,39 @@ def non_negative_int(text):
     value = integer(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {value}")
+    return value
+
+
+def random_seed(text):
+    """A seed argument (``type=random_seed``): an integer in ``[0, 2**32)``, what NumPy's ``RandomState`` takes.
+
+    Parameters
+    ----------
+    text : str
+        The argument as written on the command line.
+
+    Returns
+    -------
+    value : int
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If ``text`` is not an integer in that range; the message gives the value.
+
+    Examples
+    --------
+    >>> from skmpt.cli.common import random_seed
+    >>> random_seed("4294967295")
+    4294967295
+    >>> random_seed("4294967296")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be an integer in [0, 2**32); got 4294967296
+    """
+    value = integer(text)
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**32); got {value}")
     return value
 
 

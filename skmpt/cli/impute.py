@@ -46,7 +46,7 @@ from collections import Counter
 import numpy as np
 
 from . import UsageError
-from .common import atomic_output, check_outputs, non_negative_int, positive_int
+from .common import atomic_output, check_outputs, positive_int, random_seed
 
 HELP = "fill the missing cells of a CSV, TSV or Parquet table"
 DESCRIPTION = ("Fill the missing cells of the numeric and categorical columns of a table with a latent-variable "
@@ -86,7 +86,7 @@ def add_arguments(parser):
              "Gaussians and categoricals; the other families model numbers only and pass text columns through)")
     add("--max-epochs", type=positive_int, default=None,
         help="most epochs of each candidate's fit (default: the candidates' own, 200)")
-    add("--seed", type=non_negative_int, default=0, help="random_state of the imputer")
+    add("--seed", type=random_seed, default=0, help="random_state of the imputer, in [0, 2**32)")
     add("--force", action="store_true", help="overwrite OUT if it exists")
     add("--quiet", action="store_true", help="no progress messages")
     add("--debug", action="store_true", help="show the traceback of an error")

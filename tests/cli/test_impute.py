@@ -136,6 +136,12 @@ def test_output_never_replaces_its_input_and_is_not_overwritten_without_force(tm
     assert "--format" in capsys.readouterr().err
 
 
+def test_a_seed_numpy_cannot_take_is_a_usage_error_naming_seed(tmp_path, capsys):
+    source = _write(tmp_path / "in.csv", TABLE)
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), "--seed", str(2**32), *FAST]) == 2
+    assert "argument --seed: must be an integer in [0, 2**32)" in capsys.readouterr().err
+
+
 def test_an_extension_that_says_another_format_than_format_is_refused(tmp_path, capsys):
     text = _write(tmp_path / "data.txt", TABLE)  # a CSV whose extension does not say
     assert main(["impute", str(text), "-o", str(tmp_path / "out.parquet"), "--format", "csv", *FAST]) == 2
