@@ -327,8 +327,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         standard error of their difference paired over the held-out rows, ``chosen`` (the fallback
         alone imputed them better), ``model_weight`` (``w`` of the blend), ``blend_error`` (the
         blend's mean squared error there, at most the lower of the two), ``fallback_errors`` (the
-        mean squared error of each imputer of the fallback fitted, in order) and ``fallback_index``
-        (the position in a list of fallbacks of the one kept; 0 for one imputer); else None.
+        mean squared error of each imputer of the fallback fitted, in order), ``fallback_index``
+        (the position in a list of fallbacks of the one kept; 0 for one imputer) and ``n_entries``
+        (the entries hidden again); else None, and where no entry could be hidden again (one column;
+        held-out rows of one observed entry each).
     categorical_fallback_ : dict or None
         With ``fallback="trees"`` (or ``"trees"`` in a list of fallbacks), ``sample_posterior=False``
         and a search that chose a :class:`MaskedMixedMixture`, on a DataFrame with categorical columns:

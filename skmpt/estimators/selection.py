@@ -527,8 +527,10 @@ class MaskedModelSearch(BaseEstimator):
         difference, paired over the held-out rows), ``chosen`` (the fallback's error is the lower),
         ``model_weight`` (the candidate's weight ``w`` in the blend), ``blend_error`` (the
         blend's mean squared error), ``fallback_errors`` (the mean squared error of each imputer of
-        ``fallback`` fitted, in order) and ``fallback_index`` (the position of the one kept in
-        ``fallback`` as a list; 0 for one imputer); else None.
+        ``fallback`` fitted, in order), ``fallback_index`` (the position of the one kept in
+        ``fallback`` as a list; 0 for one imputer) and ``n_entries`` (the entries hidden again); else
+        None, and where no entry could be hidden again (one column; held-out rows of one observed
+        entry each).
     refits_model_ : bool
         Whether the chosen candidate is worth refitting to every row: it imputes, alone or blended,
         at least as much as the fallback (no ``fallback``, or the comparison did not choose the
@@ -717,8 +719,12 @@ class MaskedModelSearch(BaseEstimator):
         rate, as ``criterion="remask"``; one draw), and compare its imputations of those entries with
         ``model``'s (the chosen candidate fitted to the training rows only), paired over the
         held-out rows: ``fallback_`` is the fitted fallback kept where it has a weight in their
-        blend, else None."""
+        blend, else None. Where no entry can be hidden again (one column; held-out rows of one
+        observed entry each) nothing is compared, nor any fallback fitted: both stay None."""
         scorer = _Scorer("remask", X[train], X[held_out], rng, n_draws=1)
+        n_entries = int(scorer.hidden.sum())
+        if not n_entries:
+            return
         blanked = X.copy()
         blanked[held_out] = scorer.masked
         ours_imputed = model.impute(scorer.masked)
@@ -754,7 +760,7 @@ class MaskedModelSearch(BaseEstimator):
         self.fallback_comparison_ = {"model_error": -float(ours.mean()), "fallback_error": -float(theirs.mean()),
                                      "std_error": error, "chosen": chosen, "model_weight": weight,
                                      "blend_error": -float(blended.mean()), "fallback_errors": errors,
-                                     "fallback_index": index}
+                                     "fallback_index": index, "n_entries": n_entries}
         self.fallback_ = fallback if weight < 1 else None
 
     @staticmethod

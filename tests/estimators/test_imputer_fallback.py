@@ -212,6 +212,17 @@ def test_values_the_trees_cannot_read_are_an_error_before_fitting_and_narrow_col
         MaskedImputer(random_state=0).fit(1e-9 * X_missing)
 
 
+def test_nothing_is_compared_where_no_entry_can_be_hidden_again():
+    # a column alone: every held-out row keeps its one observed entry (the comparison had reported errors of -0.0
+    # and a NaN standard error after fitting the fallback for nothing)
+    _, X_missing = _curve(120)
+    imputer = MaskedImputer(random_state=0).fit(X_missing[:, :1])
+    assert imputer.fallback_comparison_ is None and imputer.fallback_ is None
+    assert np.isfinite(imputer.transform(X_missing[:, :1])).all()
+    comparison = MaskedImputer(random_state=0).fit(X_missing).fallback_comparison_
+    assert comparison["n_entries"] > 0
+
+
 def test_a_fallback_that_fills_its_input_in_place_is_blended_as_any_other():
     _, X_missing = _curve(200)
     copied = MaskedImputer(random_state=0, fallback=SimpleImputer()).fit(X_missing)
