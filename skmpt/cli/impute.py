@@ -11,7 +11,8 @@ value, its holes filled with the imputation rounded (as the Python API fills a D
 cell is missing when it is empty, ``NaN``, ``NA``, ``N/A``, ``null`` or ``None`` (any case: a
 category spelled so is read as a hole), or equal to ``--missing-values`` (a numeric marker: equal in
 value, ``-999`` matches ``-999.0``). Every column whose observed cells are all numbers is modelled
-and imputed (``--thousands`` reads ``1,234``; without it such a column is refused). A column of
+and imputed (``--thousands`` reads ``1,234``; without it such a column is refused; one with holes
+whose numbers are written with leading zeros, as codes are, is warned about). A column of
 text whose values repeat (at most 1000 distinct values, each seen twice on average: a category,
 such as a species or a region; the Python API's rule, ``skmpt.estimators.tables.values_repeat``)
 is modelled too, and its holes are filled with its most probable
@@ -41,6 +42,7 @@ temporary file beside ``OUT`` and renamed when complete; ``OUT`` may not be ``IN
 import decimal
 import logging
 import os
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -141,11 +143,9 @@ def read_table(path, fmt, encoding="utf-8"):
             frame = pd.read_parquet(path)
             header = list(frame.columns)
             return header, frame.set_axis(range(len(header)), axis=1)
-        with open(path, encoding=encoding, newline="") as file:
-            rows = list(csv.reader(file, **_dialect(fmt), strict=True))
+        rows = _csv_rows(path, encoding, _dialect(fmt))
         if fmt == "tsv" and len({len(row) for row in rows if row}) > 1:  # quoted cells holding tabs or line
-            with open(path, encoding=encoding, newline="") as file:  # breaks: a TSV quoted as a CSV (pandas')
-                rows = list(csv.reader(file, **_dialect(fmt, quoted=True), strict=True))
+            rows = _csv_rows(path, encoding, _dialect(fmt, quoted=True))  # breaks: a TSV quoted as a CSV (pandas')
     except ImportError as exc:
         raise UsageError(f"reading {fmt} needs a package that is not installed: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -167,6 +167,19 @@ def read_table(path, fmt, encoding="utf-8"):
             raise ValueError(f"{str(path)!r} is not a {fmt} table: data row {number} (1-based, the header not "
                              f"counted) has {len(row)} cells where the header has {len(header)}")
     return header, pd.DataFrame(rows, columns=range(len(header)), dtype=object)
+
+
+def _csv_rows(path, encoding, dialect):
+    """Every row of the text table ``path`` read by ``csv`` with ``dialect``; a malformed one is a
+    ``csv.Error`` that says on which line of the file it ends."""
+    import csv
+
+    with open(path, encoding=encoding, newline="") as file:
+        reader = csv.reader(file, **dialect, strict=True)
+        try:
+            return list(reader)
+        except csv.Error as exc:
+            raise csv.Error(f"{exc} (line {reader.line_num} of the file)") from None
 
 
 def _write_rows(text, header, frame, dialect, lineterminator):
@@ -323,6 +336,14 @@ def numeric_columns(frame, header, marker, *, thousands=None, index=()):
                                  f"(1-based, the header not counted) hold {[column.iloc[i] for i in rows]}; "
                                  f"mark missing cells with --missing-values, or declare the column --categorical "
                                  f"{name!r} if its values are labels (codes, yes/no/1/0)")
+            coded = ~missing & np.array(text.str.match(r"[+-]?0\d"), dtype=bool)
+            if coded.any() and missing.any():
+                rows = np.flatnonzero(coded)[:3]
+                warnings.warn(f"column {name!r} holds numbers written with leading zeros (data row(s) "
+                              f"{(rows + 1).tolist()}, 1-based: {[column.iloc[i] for i in rows]}), as codes are (a zip "
+                              f"code, an account): its holes are filled with numbers; pass --categorical {name!r} to "
+                              f"fill them with one of its codes, or --index-col {name!r} to leave them",
+                              UserWarning, stacklevel=2)
         numbers = numbers.to_numpy(dtype=np.float64)
         if missing.all():
             raise ValueError(f"column {name!r} has no observed value: nothing can impute it; drop it, or pass it "
@@ -536,8 +557,12 @@ def run(args):
         if args.model not in ("auto", "mixed"):
             raise ValueError(f"the table has no numeric column to impute, and --model {args.model} models numbers "
                              f"only (text columns are passed through): use --model auto or mixed for categories")
+        hint = ""
+        if fmt_in != "parquet" and len(header) == 1 and any(separator in str(header[0]) for separator in ";|\t"):
+            hint = (f"; its one column is named {header[0]!r}: a table whose cells are separated otherwise than its "
+                    f"format's ({fmt_in}) is read as one column (save it as CSV with commas, or as TSV)")
         raise ValueError("the table has no numeric column to impute, and no categorical one (text whose values "
-                         "repeat, a category or boolean Parquet column)")
+                         "repeat, a category or boolean Parquet column)" + hint)
     passed = [j for j in range(len(header)) if j not in positions and j not in index and j not in categorical]
     logger.info("read %d data rows (numbered 1-based in messages, the header not counted)", len(frame))
     logger.info("modelled: %d numeric columns %s, %d missing cells to fill", len(positions),
@@ -551,8 +576,6 @@ def run(args):
         logger.info("--missing-values %r matched the cells %s", args.missing_values, sorted(report["marker"]))
     holes = {header[j]: n for j, n in report["text"].items() if n and j not in categorical}
     if holes:
-        import warnings
-
         warnings.warn(f"text column(s) {holes} (column: empty cells) are passed through with their empty cells "
                       f"left empty; only numeric columns are imputed", UserWarning, stacklevel=2)
     if fmt_in == "parquet" and fmt_out != "parquet":  # a CSV read in the encoding can be written in it

@@ -136,6 +136,18 @@ def test_output_never_replaces_its_input_and_is_not_overwritten_without_force(tm
     assert "--format" in capsys.readouterr().err
 
 
+def test_codes_a_foreign_separator_and_a_malformed_line_are_named(tmp_path, capsys):
+    codes = _write(tmp_path / "zip.csv", "zip,v\n00501,1\n01002,2\n,3\n02134,4\n10001,5\n02139,6\n")
+    assert main(["impute", str(codes), "-o", str(tmp_path / "out.csv"), *FAST]) == 0
+    assert "column 'zip' holds numbers written with leading zeros" in capsys.readouterr().err
+    semicolons = _write(tmp_path / "semi.csv", "a;b\n1;2\n3;\n5;6\n7;8\n")
+    assert main(["impute", str(semicolons), "-o", str(tmp_path / "semi_out.csv"), "--quiet"]) == 1
+    assert "its one column is named 'a;b'" in capsys.readouterr().err
+    malformed = _write(tmp_path / "bad.csv", 'a,b\n1,2\n3,"x"y\n5,6\n7,8\n')
+    assert main(["impute", str(malformed), "-o", str(tmp_path / "bad_out.csv"), "--quiet"]) == 1
+    assert "(line 3 of the file)" in capsys.readouterr().err
+
+
 def test_a_seed_numpy_cannot_take_is_a_usage_error_naming_seed(tmp_path, capsys):
     source = _write(tmp_path / "in.csv", TABLE)
     assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), "--seed", str(2**32), *FAST]) == 2
