@@ -61,9 +61,9 @@ def table_candidates(n_samples, n_features, *, random_state=None):
     count columns: mixtures of 1, 2, 4, 8 and 16 components (a size only where the table has ten rows
     per component) and, on tables of at most 20,000 rows, a VAE of 2 latent dimensions.
 
-    They are not yet told which columns are categorical: :class:`MaskedImputer` tells each candidate
-    of a :class:`MaskedModelSearch` its table's columns, so a search of these, their parameters set
-    (e.g. ``max_epochs``) or a family left out, is the default search so changed.
+    They are not yet told which columns are categorical: :class:`~skmpt.MaskedImputer` tells each
+    candidate of a :class:`~skmpt.MaskedModelSearch` its table's columns, so a search of these, their
+    parameters set (e.g. ``max_epochs``) or a family left out, is the default search so changed.
 
     Parameters
     ----------
