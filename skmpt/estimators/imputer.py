@@ -119,6 +119,11 @@ def _is_trees(imputer):
     return isinstance(imputer, str) and imputer == "trees"
 
 
+def _has_trees(fallback):
+    """Whether ``fallback`` is ``"trees"`` or a list (or tuple) of imputers with ``"trees"`` in it."""
+    return any(map(_is_trees, fallback)) if isinstance(fallback, (list, tuple)) else _is_trees(fallback)
+
+
 def _halves(observed, seed):
     """Which rows are in the second of two random halves that each observe every feature (``observed``:
     the observed entries), or None where a feature is observed in fewer than two rows."""
@@ -624,13 +629,11 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         fallback = self._fallback_in_effect(estimator)
         if self.sample_posterior or (table is not None and (len(table.categorical) or len(table.counts))):
             fallback = None
-        elif isinstance(fallback, str):  # "trees"
-            _check_for_trees(X)
-            fallback = _chained_trees(self._seed(random_state))
-        elif isinstance(fallback, (list, tuple)) and any(map(_is_trees, fallback)):
+        elif _has_trees(fallback):
             _check_for_trees(X)
             seed = self._seed(random_state)
-            fallback = [_chained_trees(seed) if _is_trees(imputer) else imputer for imputer in fallback]
+            fallback = (_chained_trees(seed) if _is_trees(fallback) else
+                        [_chained_trees(seed) if _is_trees(imputer) else imputer for imputer in fallback])
         return clone(estimator).set_params(fallback=fallback)
 
     def _fallback_in_effect(self, estimator):
@@ -646,11 +649,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
                          f"search's own).")
 
     def _uses_trees(self):
-        """Whether the fallback in effect is ``"trees"`` or a list (or tuple) of imputers with ``"trees"`` in it."""
-        fallback = self._fallback_in_effect(self.estimator)
-        if isinstance(fallback, (list, tuple)):
-            return any(map(_is_trees, fallback))
-        return _is_trees(fallback)
+        """Whether the fallback in effect has ``"trees"`` (:func:`_has_trees`)."""
+        return _has_trees(self._fallback_in_effect(self.estimator))
 
     def _keep_fallback(self):
         """``fallback_`` and ``fallback_comparison_`` from the fitted search (None without one)."""
