@@ -16,7 +16,7 @@ import logging
 import os
 from pathlib import Path
 
-from .common import non_negative_int, positive_int
+from .common import non_negative_int, positive_int, random_seed
 
 __all__ = ["DESCRIPTION", "HELP", "add_arguments", "run"]
 
@@ -49,7 +49,7 @@ def add_arguments(parser):
     add("--limit", type=_limit, default=None, help="documents per task (or a fraction of them)")
     add("--num_fewshot", type=non_negative_int, default=None, help="examples in each prompt")
     add("--batch_size", type=positive_int, default=None, help="masked copies per forward pass")
-    add("--seed", type=non_negative_int, default=0, help="seeds lm-eval's sampling and the masks")
+    add("--seed", type=random_seed, default=0, help="seeds lm-eval's sampling and the masks, in [0, 2**32)")
     add("--quiet", action="store_true", help="no progress messages")
     add("--debug", action="store_true", help="show the traceback of an error")
 

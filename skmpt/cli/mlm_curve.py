@@ -35,6 +35,7 @@ from skmpt.cli.common import (
     positive_int,
     library_bars,
     process_group,
+    random_seed,
     read_lines,
 )
 
@@ -106,7 +107,7 @@ def add_arguments(parser):
     add("--shift-logits", action="store_true", help="the logits at position i predict token i + 1 (Dream)")
     add("--timestep-arg", default=None, metavar="NAME",
         help="pass each masked copy's masking rate M/L to the model's forward as NAME (a time-conditioned model)")
-    add("--random-state", type=int, default=0, help="seed of the masks")
+    add("--random-state", type=random_seed, default=0, help="seed of the masks, in [0, 2**32)")
     add("--quiet", action="store_true", help="no progress bar and no messages")
     add("--debug", action="store_true", help="show the traceback of an error")
 

@@ -97,6 +97,7 @@ def test_the_summary_counts_the_requests_that_reached_target_se(model_dir, inclu
     (["--include_path", "no/such/folder"], "is not a folder"),
     (["--log_samples"], "--log_samples needs --output_path"),
     (["--limit", "0"], "--limit must be positive"),
+    (["--seed", str(2**32)], "argument --seed: must be an integer in [0, 2**32); got 4294967296"),
 ])
 def test_bad_arguments_are_usage_errors(extra, message, capsys):
     assert main(["lm-eval", "--tasks", "toy_mc", *extra]) == 2

@@ -102,6 +102,8 @@ def test_existing_outputs_and_the_input_are_never_overwritten(model_dir, texts_f
         (["--n-masks", "2"], "unrecognized arguments: --n-masks"),
         (["--plot", "-"], "--plot must be a file"),
         (["--max-length", "1"], "argument --max-length: must be at least 2"),
+        (["--random-state", "-1"], r"argument --random-state: must be an integer in \[0, 2\*\*32\); got -1"),
+        (["--random-state", str(2**32)], r"argument --random-state: must be an integer in \[0, 2\*\*32\)"),
         (["--model", "./no-such-model"], "--model='./no-such-model' is a path that does not exist"),
         (["--device", "tpu"], None),  # checked by the scorer: a runtime error, exit 1
     ],
