@@ -297,18 +297,20 @@ def numeric_columns(frame, header, marker, *, thousands=None, index=()):
     missing : ndarray of bool of shape (n_rows, n_numeric)
     report : dict
         ``"text"``: position -> number of empty cells of each text column passed through;
+        ``"other"``: the same for each column neither numeric nor text (a Parquet date or time);
         ``"marker"``: the distinct spellings ``marker`` matched.
     """
     import pandas as pd
 
     value = _as_number(marker)
-    positions, values, infinite, report = [], [], {}, {"text": {}, "marker": set()}
+    positions, values, infinite, report = [], [], {}, {"text": {}, "other": {}, "marker": set()}
     for j in range(frame.shape[1]):
         if j in index:
             continue
         name, column = header[j], frame[j]
         is_text = column.dtype == object or pd.api.types.is_string_dtype(column)
         if not is_text and not pd.api.types.is_numeric_dtype(column):
+            report["other"][j] = int(column.isna().sum())
             continue
         if not is_text:
             numbers = column.astype(np.float64)
@@ -578,6 +580,10 @@ def run(args):
     if holes:
         warnings.warn(f"text column(s) {holes} (column: empty cells) are passed through with their empty cells "
                       f"left empty; only numeric columns are imputed", UserWarning, stacklevel=2)
+    holes = {header[j]: n for j, n in report["other"].items() if n}
+    if holes:
+        warnings.warn(f"column(s) {holes} (column: empty cells) hold neither numbers nor text (dates, times) and are "
+                      f"passed through with their empty cells left empty", UserWarning, stacklevel=2)
     if fmt_in == "parquet" and fmt_out != "parquet":  # a CSV read in the encoding can be written in it
         _check_encodable(*_as_text(header, frame), args.out, args.encoding)  # before the fit, not after
     imputed, imputer, filled = _impute(X, positions, categorical, header, args)

@@ -305,6 +305,24 @@ def test_parquet_keeps_its_index_and_the_dtypes_of_complete_columns(tmp_path):
     assert cells[0] == ["key", "id", "flag", "x", "n"] and cells[1][:3] == ["p", str(2**60 + 1), "True"]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow is not installed")
+def test_date_columns_with_holes_are_passed_through_and_said_so(tmp_path, capsys):
+    rng = np.random.RandomState(0)
+    x = rng.randn(12)
+    frame = pd.DataFrame({"when": pd.date_range("2026-01-01", periods=12), "x": x, "y": x + 0.1 * rng.randn(12)})
+    frame.loc[[2, 5], "when"] = pd.NaT
+    frame.loc[[1, 7], "y"] = np.nan
+    source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    frame.to_parquet(source)
+    assert main(["impute", str(source), "-o", str(out), *FAST]) == 0
+    assert "column(s) {'when': 2} (column: empty cells) hold neither numbers nor text" in capsys.readouterr().err
+    result = pd.read_parquet(out)
+    pd.testing.assert_series_equal(result["when"], frame["when"])
+    assert not result["y"].isna().any()
+    assert main(["impute", str(source), "-o", str(out), "--force", "--index-col", "when", *FAST]) == 0
+    assert "hold neither" not in capsys.readouterr().err  # an index column is kept as read, holes included
+
+
 def test_a_parquet_engine_is_checked_before_any_fit(tmp_path, monkeypatch, capsys):
     import skmpt.cli.impute as impute
 
