@@ -622,15 +622,18 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         """A :class:`MaskedModelSearch` ``estimator`` given the ``fallback`` to compare with its choice:
         None where it is never used (``sample_posterior=True``, categorical or count columns); any
         other ``estimator`` as it is. The rows ``X`` (NaN where missing; None for a dask collection)
-        are checked for what the trees of ``"trees"`` can read (:func:`_check_for_trees`)."""
+        are checked for what the trees of ``"trees"`` can read (:func:`_check_for_trees`), and so are a
+        table's with categorical columns, which the classifiers of ``categorical_fallback_`` read."""
         if not isinstance(estimator, MaskedModelSearch):
             return estimator
         table = self.table_
         fallback = self._fallback_in_effect(estimator)
+        trees = not self.sample_posterior and _has_trees(fallback)
+        if trees and (table is None or len(table.categorical) or not len(table.counts)):
+            _check_for_trees(X)
         if self.sample_posterior or (table is not None and (len(table.categorical) or len(table.counts))):
             fallback = None
-        elif _has_trees(fallback):
-            _check_for_trees(X)
+        elif trees:
             seed = self._seed(random_state)
             fallback = (_chained_trees(seed) if _is_trees(fallback) else
                         [_chained_trees(seed) if _is_trees(imputer) else imputer for imputer in fallback])

@@ -212,6 +212,25 @@ def test_values_the_trees_cannot_read_are_an_error_before_fitting_and_narrow_col
         MaskedImputer(random_state=0).fit(1e-9 * X_missing)
 
 
+def test_a_table_with_categories_is_checked_for_its_classifiers_before_fitting(monkeypatch):
+    # the classifiers of categorical_fallback_ read the numeric columns in float32 too: 1e50 had failed in
+    # scikit-learn after the whole fit
+    pd = pytest.importorskip("pandas")
+    rng = np.random.RandomState(0)
+    x = rng.randn(80)
+    frame = pd.DataFrame({"x": 1e50 * x, "y": x + rng.randn(80),
+                          "c": pd.Categorical(np.where(x + 0.3 * rng.randn(80) > 0, "a", "b"))})
+    frame.loc[rng.rand(80) < 0.2, "c"] = np.nan
+    with monkeypatch.context() as patched:
+        patched.setattr(MaskedModelSearch, "fit", lambda *args: pytest.fail("fitted"))
+        with pytest.raises(ValueError, match="beyond float32's range"):
+            MaskedImputer(random_state=0).fit(frame)
+    frame["x"] = 1e-9 * x
+    with pytest.warns(UserWarning, match=r"Feature\(s\) \[0\] span less than 1e-7"):
+        MaskedImputer(MaskedModelSearch({"mixed": [MaskedMixedMixture(1, random_state=0)]}), random_state=0,
+                      fallback="trees").fit(frame)
+
+
 def test_nothing_is_compared_where_no_entry_can_be_hidden_again():
     # a column alone: every held-out row keeps its one observed entry (the comparison had reported errors of -0.0
     # and a NaN standard error after fitting the fallback for nothing)
