@@ -586,6 +586,7 @@ def run(args):
                       f"passed through with their empty cells left empty", UserWarning, stacklevel=2)
     if fmt_in == "parquet" and fmt_out != "parquet":  # a CSV read in the encoding can be written in it
         _check_encodable(*_as_text(header, frame), args.out, args.encoding)  # before the fit, not after
+        _warn_spelled_missing(header, frame, fmt_out)
     imputed, imputer, filled = _impute(X, positions, categorical, header, args)
     logger.info("imputed with %s", " ".join(repr(imputer.estimator_).split()))
     out = frame.copy()
@@ -627,6 +628,26 @@ def _check_encodable(header, cells, path, encoding):
         except UnicodeEncodeError:
             raise ValueError(f"{str(path)!r} cannot be written in {encoding}: it cannot hold the cell {text!r}; pass "
                              f"another --encoding (e.g. utf-8)") from None
+
+
+def _warn_spelled_missing(header, frame, fmt):
+    """Warn of a Parquet table's observed text cells that a CSV or TSV (``fmt``) would read back as holes: empty, or
+    a word of :data:`MISSING_WORDS` (a category ``"NA"``), which this command and pandas take for missing."""
+    import pandas as pd
+
+    found, types = {}, pd.api.types
+    for j in range(frame.shape[1]):
+        column = frame[j]
+        dtype = column.dtype
+        if types.is_object_dtype(dtype) or types.is_string_dtype(dtype) or isinstance(dtype, pd.CategoricalDtype):
+            text = column[column.notna()].astype(str).str.strip()
+            spelled = sorted(set(text[(text == "") | text.str.lower().isin(MISSING_WORDS)]))
+            if spelled:
+                found[header[j]] = spelled
+    if found:
+        warnings.warn(f"column(s) {found} (column: spellings) hold observed cells that a {fmt.upper()} spells as "
+                      f"missing: read back (by this command or pandas), they are holes; write Parquet to keep them",
+                      UserWarning, stacklevel=3)
 
 
 def _numbers_filled(column, holes, values, name):

@@ -323,6 +323,23 @@ def test_date_columns_with_holes_are_passed_through_and_said_so(tmp_path, capsys
     assert "hold neither" not in capsys.readouterr().err  # an index column is kept as read, holes included
 
 
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow is not installed")
+def test_parquet_cells_a_csv_would_read_as_holes_are_warned_about(tmp_path, capsys):
+    rng = np.random.RandomState(0)
+    x = rng.randn(12)
+    frame = pd.DataFrame({"region": pd.Categorical(["NA", "EU"] * 6), "note": ["ok"] * 11 + ["null"],
+                          "x": x, "y": x + 0.1 * rng.randn(12)})
+    frame.loc[[1, 7], "y"] = np.nan
+    source = tmp_path / "in.parquet"
+    frame.to_parquet(source)
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), *FAST]) == 0
+    err = capsys.readouterr().err
+    assert "column(s) {'region': ['NA'], 'note': ['null']} (column: spellings) hold observed cells" in err
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.parquet"), *FAST]) == 0
+    assert "spells as missing" not in capsys.readouterr().err
+    assert pd.read_parquet(tmp_path / "out.parquet")["region"].tolist() == frame["region"].tolist()
+
+
 def test_a_parquet_engine_is_checked_before_any_fit(tmp_path, monkeypatch, capsys):
     import skmpt.cli.impute as impute
 
