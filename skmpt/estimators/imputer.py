@@ -192,6 +192,12 @@ def _compare_classifier(model, guesses, X, j, seed):
     return comparison, classifier
 
 
+def _feature_set(features):
+    """The positions a model's ``categorical_features`` or ``count_features`` name (indices or a boolean mask)."""
+    features = np.asarray(features)
+    return set((np.flatnonzero(features) if features.dtype == bool else features.ravel()).tolist())
+
+
 def _is_nan(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and value != value
 
@@ -233,7 +239,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         The marker of a missing entry. A numeric marker is taken as missing wherever it occurs
         (as scikit-learn's imputers do), so it must not also be a value the data can take: a
         binary-likelihood estimator with a marker of 0 or 1 is refused, since every real 0
-        (or 1) would become missing; with a numeric marker, NaN in ``X`` is an error.
+        (or 1) would become missing; with a numeric marker, NaN in an array ``X`` is an error. In
+        a DataFrame, whose columns of text or categories hold their holes as ``NaN``, ``None`` or
+        ``pd.NA``, those are holes beside the marker, which marks numeric cells of categorical
+        columns too (a code ``-1``; never a boolean).
     sample_posterior : bool, default=False
         Draw each missing entry from ``p(x_mis | x_obs)`` instead of taking its mean.
     add_indicator : bool, default=False
@@ -495,6 +504,18 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
 
         def told(model):
             if isinstance(model, (MaskedMixedMixture, MaskedVAE)):
+                for key in ("categorical_features", "count_features"):
+                    own = model.get_params()[key]
+                    if own is not None and _feature_set(own) != set(mixed[key]):
+                        kind = "categorical" if key == "categorical_features" else "count"
+                        theirs = [table.columns[position[j]] if -len(position) <= j < len(position) else j
+                                  for j in sorted(_feature_set(own))]
+                        read = [table.columns[j] for j in position[mixed[key]]]
+                        example = f"{{{(theirs or read)[0]!r}: {kind!r}}}"
+                        raise ValueError(
+                            f"{type(model).__name__}({key}={own!r}) makes column(s) {theirs[:10]} {kind}, where the "
+                            f"table's dtypes and column_types make {read[:10]} so: declare the columns' kinds with "
+                            f"MaskedImputer's column_types (e.g. column_types={example}) and leave {key} unset.")
                 return clone(model).set_params(**mixed)
             raise ValueError(f"Column(s) {names[:10]} of X are categorical or counts, and {type(model).__name__} "
                              f"models numbers only: impute them with MaskedMixedMixture or MaskedVAE (or "

@@ -67,7 +67,7 @@ def _read_kind(series):
     import pandas as pd
 
     dtype = series.dtype
-    if pd.api.types.is_bool_dtype(dtype) or isinstance(dtype, pd.CategoricalDtype):
+    if pd.api.types.is_bool_dtype(dtype) or isinstance(dtype, pd.CategoricalDtype) or _is_dictionary(dtype):
         return "categorical"
     if pd.api.types.is_numeric_dtype(dtype):
         return "numeric"
@@ -75,6 +75,17 @@ def _read_kind(series):
         return "categorical"
     raise ValueError(f"Column {series.name!r} has dtype {dtype}, neither numeric nor categorical: convert it (e.g. "
                      f"a date to a number) or drop it.")
+
+
+def _is_dictionary(dtype):
+    """Whether ``dtype`` is pyarrow's dictionary type (``read_parquet(dtype_backend="pyarrow")``'s category)."""
+    import pandas as pd
+
+    if not isinstance(dtype, pd.ArrowDtype):
+        return False
+    import pyarrow
+
+    return pyarrow.types.is_dictionary(dtype.pyarrow_dtype)
 
 
 def _sorted_categories(values, name):
@@ -107,7 +118,8 @@ class TableLayout:
         Overrides the kind read from a column's dtype (e.g. an integer code as categorical, a
         number of visits as a count).
     missing_values : float, default=np.nan
-        A numeric marker of missing cells in numeric columns, besides ``NaN``.
+        A numeric marker of missing cells, besides ``NaN``, ``None`` and ``pd.NA``: in numeric
+        columns and in categorical ones whose cells are numbers (a code ``-1``; never a boolean).
 
     Attributes
     ----------
@@ -170,38 +182,51 @@ class TableLayout:
                                  f"model imputes: convert it to numbers first, or leave it categorical.")
             kinds.append(kind)
             if kind == "categorical":
-                self.categories.append(self._learn(series, explicit=name in column_types))
+                self.categories.append(self._learn(series, self._marked(series), explicit=name in column_types))
         self.categorical = np.flatnonzero(np.array(kinds) == "categorical")
         self.counts = np.flatnonzero(np.array(kinds) == "count")
 
-    def _learn(self, series, *, explicit):
-        """A categorical column's categories, with the warnings and errors that name it."""
+    def _learn(self, series, marked, *, explicit):
+        """A categorical column's categories (its dtype's, but the marker; else its observed values but
+        those ``marked``), with the warnings and errors that name it, which count the values observed."""
         import pandas as pd
 
         name = series.name
-        if isinstance(series.dtype, pd.CategoricalDtype):
-            categories = list(series.dtype.categories)
-        else:
-            categories = _sorted_categories(series.dropna().tolist(), name)
+        values = _sorted_categories(series[~marked].dropna().tolist(), name)
+        categories = values
+        if isinstance(series.dtype, pd.CategoricalDtype):  # unused categories kept: a later table may hold them
+            categories = [value for value in series.dtype.categories if not self._is_marker(value)]
         if not categories:
             raise ValueError(f"Column {name!r} is categorical and has no observed value: no model can fill it.")
-        if not explicit and len(categories) > MAX_AUTO_CATEGORIES:
+        if not explicit and len(values) > MAX_AUTO_CATEGORIES:
             raise ValueError(
-                f"Column {name!r} holds {len(categories)} distinct values: an identifier (a name, a key), not a "
+                f"Column {name!r} holds {len(values)} distinct values: an identifier (a name, a key), not a "
                 f"category (more than {MAX_AUTO_CATEGORIES}). Drop it, or pass column_types={{{name!r}: "
                 f"'categorical'}} to model it anyway."
             )
-        observed = int(series.notna().sum())
-        if not explicit and not isinstance(series.dtype, pd.CategoricalDtype) and len(categories) > _FEW_VALUES and (
-                not values_repeat(len(categories), observed)):
-            warnings.warn(f"Column {name!r} holds {len(categories)} distinct values in {observed} observed cells: "
+        observed = int((series.notna() & ~marked).sum())
+        if not explicit and not isinstance(series.dtype, pd.CategoricalDtype) and len(values) > _FEW_VALUES and (
+                not values_repeat(len(values), observed)):
+            warnings.warn(f"Column {name!r} holds {len(values)} distinct values in {observed} observed cells: "
                           f"more like an identifier (a name, a key) than a category, whose values repeat; its holes "
                           f"get other rows' values. Drop it, or pass column_types={{{name!r}: 'categorical'}} to "
                           f"model it as a category without this warning.", UserWarning, stacklevel=4)
-        if len(categories) == 1:
-            warnings.warn(f"Column {name!r} is categorical with one category ({categories[0]!r}): the model learns "
+        if len(values) == 1:
+            warnings.warn(f"Column {name!r} is categorical with one category ({values[0]!r}): the model learns "
                           f"nothing from it, and fills its holes with that category.", UserWarning, stacklevel=4)
         return categories
+
+    def _is_marker(self, value):
+        """Whether a cell's ``value`` is the numeric ``missing_values`` (never NaN, a boolean or text)."""
+        marker = self.missing_values
+        return (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+                and not np.isnan(marker) and bool(value == marker))
+
+    def _marked(self, series):
+        """Where a categorical column's cells are the numeric ``missing_values`` (a code ``-1``): holes."""
+        if np.isnan(self.missing_values):
+            return np.zeros(len(series), dtype=bool)
+        return np.array([self._is_marker(value) for value in series.tolist()], dtype=bool)
 
     def check_columns(self, frame):
         """Refuse a table whose columns are not those seen at fit, in order."""
@@ -214,8 +239,9 @@ class TableLayout:
         missing = frame.isna().to_numpy().copy()  # pandas' may be read-only (copy-on-write)
         if not (isinstance(self.missing_values, numbers.Real) and np.isnan(self.missing_values)):
             for j, name in enumerate(self.columns):
-                if j not in self.categorical:
-                    # pandas' NA compares to NA (a nullable column): a hole already, not a match
+                if j in self.categorical:
+                    missing[:, j] |= self._marked(frame[name])
+                else:  # pandas' NA compares to NA (a nullable column): a hole already, not a match
                     missing[:, j] |= (frame[name] == self.missing_values).to_numpy(dtype=bool, na_value=False)
         return missing
 

@@ -15,7 +15,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from skmpt import MaskedImputer, MaskedMixedMixture, MaskedPPCA
+from skmpt import MaskedImputer, MaskedMixedMixture, MaskedModelSearch, MaskedPPCA
 from skmpt.estimators.tables import MAX_AUTO_CATEGORIES, TableLayout
 
 pd = pytest.importorskip("pandas")
@@ -327,6 +327,75 @@ def test_a_numeric_marker_beside_pandas_na_in_a_nullable_column():
     assert out.dtypes.tolist() == frame.dtypes.tolist()
     kept = frame.drop(index=[3, 5, 6, 7])
     pd.testing.assert_frame_equal(out.drop(index=[3, 5, 6, 7]), kept)
+
+
+def test_a_numeric_marker_is_a_hole_in_categorical_columns_too_but_never_a_boolean():
+    # it had been learned as a category: its cells came back as the marker, and NaN holes could take it
+    rng = np.random.RandomState(2)
+    group = rng.randint(0, 2, 200)
+    frame = pd.DataFrame({"x": group * 3.0 + rng.randn(200), "code": np.where(group == 1, 20, 10),
+                          "kind": pd.Categorical(np.where(group == 1, 7, 3)), "flag": group == 1})
+    marked = rng.rand(200) < 0.3
+    frame.loc[marked, "code"] = -1
+    frame["kind"] = frame["kind"].cat.add_categories([-1])
+    frame.loc[marked, "kind"] = -1
+    imputer = MaskedImputer(MaskedMixedMixture(2, random_state=0), missing_values=-1, random_state=0,
+                            column_types={"code": "categorical"}).set_output(transform="pandas")
+    out = imputer.fit_transform(frame)
+    assert imputer.table_.categories[:2] == [[10, 20], [3, 7]]
+    assert set(out.loc[marked, "code"]) <= {10, 20} and set(out.loc[marked, "kind"]) <= {3, 7}
+    assert (out.loc[marked, "code"] == np.where(group[marked] == 1, 20, 10)).mean() > 0.9  # x tells the group
+    pd.testing.assert_frame_equal(out[~marked], frame[~marked])  # True == 1, and flag is no marker's
+    assert out["flag"].tolist() == frame["flag"].tolist()
+
+
+def test_column_kinds_a_given_model_names_otherwise_than_the_table_are_refused():
+    # the table's kinds had replaced the model's in silence: a count modelled as a Gaussian, filled with fractions
+    rng = np.random.RandomState(0)
+    group = rng.randint(0, 2, 100)
+    frame = pd.DataFrame({"x": group * 3.0 + rng.randn(100), "visits": rng.poisson(0.5 + 3 * group).astype(float),
+                          "grp": np.array(["a", "b"])[group]})
+    frame.loc[rng.rand(100) < 0.2, "visits"] = np.nan
+    with pytest.raises(ValueError, match=r"count_features=\[1\]\) makes column\(s\) \['visits'\] count, where the "
+                                         r"table's dtypes and column_types make \[\] so: .* column_types=\{'visits': "
+                                         r"'count'\}"):
+        MaskedImputer(MaskedMixedMixture(2, count_features=[1])).fit(frame)
+    with pytest.raises(ValueError, match=r"categorical_features=\[0\]\) makes column\(s\) \['x'\] categorical"):
+        MaskedImputer(MaskedModelSearch([MaskedMixedMixture(2, categorical_features=[0])])).fit(frame)
+    agreeing = MaskedMixedMixture(2, count_features=[1], categorical_features=[2], random_state=0)
+    out = MaskedImputer(agreeing, column_types={"visits": "count"}).set_output(transform="pandas").fit_transform(frame)
+    assert (out["visits"] == np.round(out["visits"])).all()
+
+
+def test_categories_are_counted_by_the_values_observed():
+    # a category dtype keeping 1500 categories of a larger table was refused as an identifier; one observed
+    # category among its dtype's was not warned about
+    rng = np.random.RandomState(0)
+    zones = pd.Categorical(rng.choice(["z1", "z2", "z3"], 300), categories=[f"z{i}" for i in range(1500)])
+    frame = pd.DataFrame({"zone": zones, "x": rng.randn(300)})
+    frame.loc[rng.rand(300) < 0.2, "zone"] = np.nan
+    imputer = MaskedImputer(MaskedMixedMixture(1, random_state=0)).set_output(transform="pandas")
+    out = imputer.fit_transform(frame)
+    assert len(imputer.table_.categories[0]) == 1500 and out["zone"].dtype == frame["zone"].dtype
+    assert set(out["zone"]) <= {"z1", "z2", "z3"}
+    frame["zone"] = pd.Categorical(["z1"] * 300, categories=["z0", "z1"])
+    frame.loc[::5, "zone"] = np.nan
+    with pytest.warns(UserWarning, match=r"Column 'zone' is categorical with one category \('z1'\)"):
+        MaskedImputer(MaskedMixedMixture(1, random_state=0)).fit(frame)
+
+
+def test_a_pyarrow_dictionary_column_is_categorical():
+    # read_parquet(dtype_backend="pyarrow")'s category: it had been refused as neither numeric nor categorical
+    pa = pytest.importorskip("pyarrow")
+    rng = np.random.RandomState(0)
+    group = rng.randint(0, 2, 120)
+    frame = pd.DataFrame({"x": group * 3.0 + rng.randn(120), "colour": np.array(["red", "blue"])[group]})
+    frame.loc[rng.rand(120) < 0.2, "colour"] = None
+    frame = frame.astype({"x": "double[pyarrow]", "colour": pd.ArrowDtype(pa.dictionary(pa.int8(), pa.string()))})
+    out = MaskedImputer(MaskedMixedMixture(2, random_state=0), random_state=0).set_output(
+        transform="pandas").fit_transform(frame)
+    assert out["colour"].dtype == frame["colour"].dtype and out["colour"].notna().all()
+    assert out["colour"][frame["colour"].notna()].tolist() == frame["colour"].dropna().tolist()
 
 
 def test_text_columns_given_to_an_estimator_of_numbers_are_refused_by_name():
