@@ -313,6 +313,11 @@ class TableLayout:
                 if pd.api.types.is_integer_dtype(dtype) or pd.api.types.is_integer_dtype(self.dtypes[j]) or (
                         j in self.counts):
                     column = np.rint(column)
+                if pd.api.types.is_unsigned_integer_dtype(dtype) and (column < 0).any() and j not in self.counts:
+                    raise ValueError(f"Column {name!r} has dtype {dtype}, which holds no negative number; the "
+                                     f"model imputes {column[column < 0][:5].tolist()} there, as a Gaussian can. "
+                                     f"Declare it a count, non-negative integers (column_types={{{name!r}: "
+                                     f"'count'}}).")
                 if pd.api.types.is_integer_dtype(dtype):
                     check_integer_range(column, dtype, name)
                 column = pd.array(column).astype(dtype)

@@ -367,6 +367,22 @@ def test_column_kinds_a_given_model_names_otherwise_than_the_table_are_refused()
     assert (out["visits"] == np.round(out["visits"])).all()
 
 
+def test_negative_imputations_in_an_unsigned_column_point_to_a_count():
+    # the advice had been a wider dtype (Int64), which then held the negative number of children drawn
+    rng = np.random.RandomState(16)
+    group = rng.randint(0, 2, 150)
+    frame = pd.DataFrame({"x": group * 3.0 + rng.randn(150), "c": np.array(["a", "b"])[group],
+                          "kids": pd.array(rng.poisson(0.3 + 2 * group), dtype="UInt8")})
+    frame.loc[rng.rand(150) < 0.3, "kids"] = pd.NA
+    imputer = MaskedImputer(MaskedMixedMixture(2, random_state=0), sample_posterior=True, random_state=0)
+    with pytest.raises(ValueError, match=r"Column 'kids' has dtype UInt8, which holds no negative number; .* "
+                                         r"Declare it a count, non-negative integers \(column_types=\{'kids': 'count'"):
+        for seed in range(5):  # a draw below zero, in one of these
+            imputer.set_params(random_state=seed).set_output(transform="pandas").fit_transform(frame)
+    out = imputer.set_params(column_types={"kids": "count"}).fit_transform(frame)
+    assert out["kids"].dtype == frame["kids"].dtype and (out["kids"] >= 0).all()
+
+
 def test_categories_are_counted_by_the_values_observed():
     # a category dtype keeping 1500 categories of a larger table was refused as an identifier; one observed
     # category among its dtype's was not warned about
