@@ -198,11 +198,14 @@ class TableLayout:
             categories = [value for value in series.dtype.categories if not self._is_marker(value)]
         if not categories:
             raise ValueError(f"Column {name!r} is categorical and has no observed value: no model can fill it.")
+        as_numbers = all(isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_) for value in values)
+        numeric = (f" Its values are numbers (an object column, as pd.NA among floats makes one): pass "
+                   f"column_types={{{name!r}: 'numeric'}} to model them so." if as_numbers else "")
         if not explicit and len(values) > MAX_AUTO_CATEGORIES:
             raise ValueError(
                 f"Column {name!r} holds {len(values)} distinct values: an identifier (a name, a key), not a "
                 f"category (more than {MAX_AUTO_CATEGORIES}). Drop it, or pass column_types={{{name!r}: "
-                f"'categorical'}} to model it anyway."
+                f"'categorical'}} to model it anyway.{numeric}"
             )
         observed = int((series.notna() & ~marked).sum())
         if not explicit and not isinstance(series.dtype, pd.CategoricalDtype) and len(values) > _FEW_VALUES and (
@@ -210,7 +213,7 @@ class TableLayout:
             warnings.warn(f"Column {name!r} holds {len(values)} distinct values in {observed} observed cells: "
                           f"more like an identifier (a name, a key) than a category, whose values repeat; its holes "
                           f"get other rows' values. Drop it, or pass column_types={{{name!r}: 'categorical'}} to "
-                          f"model it as a category without this warning.", UserWarning, stacklevel=4)
+                          f"model it as a category without this warning.{numeric}", UserWarning, stacklevel=4)
         if len(values) == 1:
             warnings.warn(f"Column {name!r} is categorical with one category ({values[0]!r}): the model learns "
                           f"nothing from it, and fills its holes with that category.", UserWarning, stacklevel=4)

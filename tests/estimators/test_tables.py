@@ -176,6 +176,12 @@ def test_a_column_of_mostly_distinct_text_is_warned_about_as_an_identifier_unles
         TableLayout(frame, {"key": "categorical"})  # declared: modelled without a word
         TableLayout(frame.iloc[:8])  # eight values say nothing of a key
         TableLayout(frame.assign(key=pd.Categorical(frame["key"])))  # categories the user gave
+    # numbers in an object column (pd.NA among floats makes one): the warning says how to model them as numbers
+    numbers = pd.Series([pd.NA, *np.random.RandomState(0).randn(199).round(3)], dtype=object)
+    with pytest.warns(UserWarning, match=r"Its values are numbers .* column_types=\{'key': 'numeric'\}"):
+        TableLayout(frame.assign(key=numbers))
+    layout = TableLayout(frame.assign(key=numbers), {"key": "numeric"})
+    assert layout.columns.index("key") not in layout.categorical
 
 
 def test_column_types_override_the_dtypes():
