@@ -324,12 +324,15 @@ class TableLayout:
                 if pd.api.types.is_integer_dtype(dtype):
                     check_integer_range(column, dtype, name)
                 column = pd.array(column).astype(dtype)
+            source = frame[name]
+            if j in codes and rows.all():  # nothing observed (a column read as float64 NaN): the dtype of fit
+                source = source.astype(self.dtypes[j])
             try:
-                filled[name] = _filled(frame[name], rows, column)
+                filled[name] = _filled(source, rows, column)
             except (TypeError, ValueError):
-                # a dtype that cannot hold the categories: a column of text missing in every row given
-                # (read as float64), a category dtype without a category seen at fit; the fit's dtype can
-                filled[name] = _filled(frame[name].astype(self.dtypes[j]), rows, column)
+                # a dtype that cannot hold the categories (a category dtype without a category seen at fit); the
+                # fit's dtype can
+                filled[name] = _filled(source.astype(self.dtypes[j]), rows, column)
         return filled
 
 

@@ -451,6 +451,12 @@ def test_a_category_the_given_dtype_cannot_hold_comes_back_in_the_fits_dtype():
     assert out["c"].tolist() == ["z"] and out["c"].dtype == frame["c"].dtype
     out = imputer.transform(pd.DataFrame({"a": [3.0, -3.0], "c": [np.nan, np.nan]}))
     assert out["c"].tolist() == ["z", "x"] and out["c"].dtype == frame["c"].dtype
+    # a boolean column and one of integer categories, missing in every new row: they had come back as floats
+    flags = frame.assign(b=a > 0, k=pd.Categorical(np.where(a > 0, 2, 1)))
+    imputer = MaskedImputer(MaskedMixedMixture(2, random_state=0)).set_output(transform="pandas").fit(flags)
+    out = imputer.transform(pd.DataFrame({"a": [3.0, -3.0], "c": ["z", "x"], "b": np.nan, "k": np.nan}))
+    assert out["b"].tolist() == [True, False] and out["b"].dtype == bool
+    assert out["k"].tolist() == [2, 1] and out["k"].dtype == flags["k"].dtype
     floats = pd.DataFrame({"a": a, "k": np.where(a < 0, 1.0, 2.0)})
     floats.loc[:9, "k"] = np.nan
     out = MaskedImputer(MaskedMixedMixture(2, random_state=0), column_types={"k": "categorical"}).set_output(
