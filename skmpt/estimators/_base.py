@@ -262,6 +262,11 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         further from it has not."""
         return None
 
+    def _start_advice(self):
+        """What the warnings of an unconverged fit add to their advice: a start nearer the optimum that
+        the estimator offers and the fit did not take (``""`` by default)."""
+        return ""
+
     def _climb_to_optimum(self, X, sample_weight):
         """Where the model has an exact ascent of its likelihood from given parameters (EM), run it
         from the fitted parameters, keep the better of the two and return their
@@ -852,14 +857,15 @@ class _BaseMaskedEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 f"{type(self).__name__}'s training stopped short of the optimum, so it has not converged: the "
                 f"optimum (EM from its parameters, or the closed form) is about {gap:.3g} nats per sample higher "
                 f"(more than tol={self.params_.tol}). Raise n_iter_no_change (now {self.params_.n_iter_no_change}) "
-                f"or max_epochs (now {self.params_.max_epochs}).",
+                f"or max_epochs (now {self.params_.max_epochs}){self._start_advice()}.",
                 ConvergenceWarning,
                 stacklevel=4,
             )
         elif not self.converged_:
             warnings.warn(
                 f"{type(self).__name__} stopped after max_epochs={self.params_.max_epochs} epochs while the "
-                f"objective was still improving by more than tol={self.params_.tol}; raise max_epochs.",
+                f"objective was still improving by more than tol={self.params_.tol}; raise max_epochs"
+                f"{self._start_advice()}.",
                 ConvergenceWarning,
                 stacklevel=4,
             )

@@ -805,6 +805,13 @@ class MaskedGaussianMixture(_InformationCriteriaMixin, _BaseMaskedEstimator):
         with self._em_threads(X_t):
             return self._em_gap(X_t, observed, weights, fitted, floor)
 
+    def _start_advice(self):
+        """A fit out of ``max_epochs`` is not climbed by EM (MPT's budget is the user's): EM's optimum as
+        the start (``init_params="em"``) is the advice, where the fit did not start there."""
+        if self.params_.init_params == "em" or self.params_.mask_rate != "uniform":
+            return ""
+        return ", or start from EM's optimum with init_params='em'"
+
     def _climb_to_optimum(self, X, sample_weight):
         """EM (:func:`em_climb`) from the fitted parameters on ``X``; the better of the two kept (in
         ``module_``, in place) and its :meth:`_optimality_gap` returned: MPT's gradient steps, like EM's,

@@ -1,10 +1,12 @@
 """MaskedGaussianMixture(init_params="em"): EM steps on the observed entries, then MPT."""
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
 import torch
+from sklearn.exceptions import ConvergenceWarning
 from support.em_missing import gmm_em, incomplete_data
 
 from skmpt import MaskedGaussianMixture
@@ -235,3 +237,20 @@ def test_a_quasi_newton_round_is_not_judged_by_its_first_iteration():
             params = em_step(X_t, observed, weights, *params, floor)[1]
     _, evaluations = quasi_newton(X_t, observed, weights, params, floor, "full", 1e-2, 400)
     assert evaluations >= 4  # the start, the first iteration and a second one at least (3 when the first judged)
+
+
+def test_a_fit_out_of_epochs_short_of_the_optimum_is_told_of_the_em_start():
+    # one binary column: MPT from k-means crawls towards its spikes (0.13 nats short after 300 epochs), EM gets
+    # there in a few steps; the warning had said only to raise max_epochs
+    rng = np.random.RandomState(0)
+    X = rng.randn(500, 2) @ rng.randn(2, 5) + rng.randn(500, 5) * rng.uniform(0.2, 1.0, 5)
+    X[:, 0] = X[:, 0] > 0
+    X = (X - X.mean(0)) / X.std(0)
+    with pytest.warns(ConvergenceWarning, match=r"max_epochs \(now 20\), or start from EM's optimum with "
+                                                r"init_params='em'") as record:
+        MaskedGaussianMixture(2, max_epochs=20, random_state=0).fit(X)
+    assert len(record) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        em = MaskedGaussianMixture(2, init_params="em", max_epochs=20, random_state=0).fit(X)
+    assert em.converged_
