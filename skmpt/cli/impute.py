@@ -576,14 +576,7 @@ def run(args):
                 _names(header, index) + stored)
     if report["marker"]:
         logger.info("--missing-values %r matched the cells %s", args.missing_values, sorted(report["marker"]))
-    holes = {header[j]: n for j, n in report["text"].items() if n and j not in categorical}
-    if holes:
-        warnings.warn(f"text column(s) {holes} (column: empty cells) are passed through with their empty cells "
-                      f"left empty; only numeric columns are imputed", UserWarning, stacklevel=2)
-    holes = {header[j]: n for j, n in report["other"].items() if n}
-    if holes:
-        warnings.warn(f"column(s) {holes} (column: empty cells) hold neither numbers nor text (dates, times) and are "
-                      f"passed through with their empty cells left empty", UserWarning, stacklevel=2)
+    _warn_holes_left(header, report, categorical)
     if fmt_in == "parquet" and fmt_out != "parquet":  # a CSV read in the encoding can be written in it
         _check_encodable(*_as_text(header, frame), args.out, args.encoding)  # before the fit, not after
         _warn_spelled_missing(header, frame, fmt_out)
@@ -628,6 +621,19 @@ def _check_encodable(header, cells, path, encoding):
         except UnicodeEncodeError:
             raise ValueError(f"{str(path)!r} cannot be written in {encoding}: it cannot hold the cell {text!r}; pass "
                              f"another --encoding (e.g. utf-8)") from None
+
+
+def _warn_holes_left(header, report, categorical):
+    """Warn of the columns passed through with holes (:func:`numeric_columns`' ``report``), which stay empty: text
+    columns not modelled as ``categorical``, and columns neither numeric nor text (a Parquet date or time)."""
+    holes = {header[j]: n for j, n in report["text"].items() if n and j not in categorical}
+    if holes:
+        warnings.warn(f"text column(s) {holes} (column: empty cells) are passed through with their empty cells "
+                      f"left empty; only numeric columns are imputed", UserWarning, stacklevel=3)
+    holes = {header[j]: n for j, n in report["other"].items() if n}
+    if holes:
+        warnings.warn(f"column(s) {holes} (column: empty cells) hold neither numbers nor text (dates, times) and are "
+                      f"passed through with their empty cells left empty", UserWarning, stacklevel=3)
 
 
 def _warn_spelled_missing(header, frame, fmt):
