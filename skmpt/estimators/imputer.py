@@ -619,8 +619,15 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             taken = sorted(set(self.indicator_.get_feature_names_out(columns)) & set(columns))
             if taken:  # the output's indicator column would overwrite the user's
                 raise ValueError(f"add_indicator=True names columns {taken}, which X has already: rename them.")
-        estimator = self._with_fallback(self._for_table(estimator, len(X)), random_state, X[:, self._valid])
-        fitted = SelfMaskingGaussian.fit(X[:, self._valid]) if self_masking else clone(estimator).fit(X[:, self._valid])
+        if self_masking:  # its own model, without the search or its fallback
+            fitted = SelfMaskingGaussian.fit(X[:, self._valid])
+            if not fitted.converged_:
+                warnings.warn(f"The self-masking model's fit stopped after {fitted.n_iter_} L-BFGS iterations, short "
+                              f"of its optimum (converged_ False); its imputations may be off. Nearly collinear "
+                              f"columns slow it: drop duplicates.", ConvergenceWarning, stacklevel=2)
+        else:
+            estimator = self._with_fallback(self._for_table(estimator, len(X)), random_state, X[:, self._valid])
+            fitted = clone(estimator).fit(X[:, self._valid])
         if isinstance(fitted, MaskedModelSearch):
             self.search_, self.estimator_ = fitted, fitted.best_estimator_
             self._check_marker(self.estimator_)
@@ -874,7 +881,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         The held-out observed-data log-likelihood, ``log p(x_o)`` per sample (the estimator's
         own ``score`` on ``X`` with its missing entries marginalised out): what
         :class:`~sklearn.model_selection.GridSearchCV` maximises to choose, e.g.,
-        ``estimator__n_components``.
+        ``estimator__n_components``. With ``missingness="self-masking"`` it is ``log p(x_o, m)``,
+        the observed entries *and* which entries are missing, which the other models leave out: the
+        two are not on one scale, so a search over ``missingness`` by this score compares nothing
+        (nor could the rows alone tell the two apart; see the user guide).
 
         Parameters
         ----------

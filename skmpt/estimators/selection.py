@@ -607,6 +607,12 @@ class MaskedModelSearch(BaseEstimator):
         if not families or not all(isinstance(models, list | tuple) and models for models in families.values()):
             raise ValueError(f"candidates must be a non-empty list of estimators or a dict of such lists; "
                              f"got {self.candidates!r}.")
+        for family, models in families.items():  # before any fit, not at the first that is no model
+            for model in models:
+                if isinstance(model, type) or not all(hasattr(model, name) for name in ("get_params", "fit",
+                                                                                         "score_samples")):
+                    raise ValueError(f"candidates must be estimators with fit, get_params and score_samples (such "
+                                     f"as MaskedPPCA(2)); {family!r} holds {model!r}.")
         return {family: list(models) for family, models in families.items()}
 
     def fit(self, X, y=None):
@@ -642,6 +648,10 @@ class MaskedModelSearch(BaseEstimator):
         families = self._families(X_search)
         train, held_out = _split_rows(~np.isnan(X_search), self.validation_fraction, rng)
         scorer = _Scorer(self.criterion, X_search[train], X_search[held_out], rng)
+        if self.criterion in ("conditional", "remask") and not scorer.hidden.any():
+            raise ValueError(f"criterion={self.criterion!r} scores the entries of held-out rows hidden again, and none "
+                             f"of the {int(held_out.sum())} held-out rows has two observed entries to hide one of: "
+                             f"every candidate would score 0. Use criterion='likelihood'.")
         progress = _Progress(self.progress)
         rows, scores, fitted, candidates, checks = self._run(families, X_search[train], scorer, progress)
         means = np.array([row["mean_test_score"] for row in rows])

@@ -292,12 +292,20 @@ class SelfMaskingGaussian(torch.nn.Module):
         center, scale = np.nanmean(X, 0), np.nanstd(X, 0)
         scale = np.where(scale > 0, scale, 1.0)
         Z = (X - center) / scale
-        pairwise = np.ma.cov(np.ma.masked_invalid(Z), rowvar=False).filled(0.0)
+        pairwise = np.atleast_2d(np.ma.cov(np.ma.masked_invalid(Z), rowvar=False).filled(0.0))  # one feature: 0-d
+        rate = np.clip(1 - observed.mean(0), 1e-3, 1 - 1e-3)
+        intercept = np.log(rate / (1 - rate))
+        if X.shape[1] == 1:  # zero slope is a stationary point of one feature's fit: from each sign of it
+            return max((cls._climb(cls(center, scale, [0.0], [[1.0]], [sign], intercept, n_nodes=n_nodes), X,
+                                   max_iter, tol) for sign in (-1.0, 1.0)), key=lambda model: model.score(X))
         values, vectors = np.linalg.eigh((pairwise + pairwise.T) / 2)
         covariance = (vectors * np.clip(values, 1e-3, None)) @ vectors.T
-        rate = np.clip(1 - observed.mean(0), 1e-3, 1 - 1e-3)
-        model = cls(center, scale, np.zeros(X.shape[1]), covariance, np.zeros(X.shape[1]),
-                    np.log(rate / (1 - rate)), n_nodes=n_nodes)
+        model = cls(center, scale, np.zeros(X.shape[1]), covariance, np.zeros(X.shape[1]), intercept, n_nodes=n_nodes)
+        return cls._climb(model, X, max_iter, tol)
+
+    @staticmethod
+    def _climb(model, X, max_iter, tol):
+        """``model`` after SciPy's L-BFGS-B on the mean ``log p(x_o, m)`` of ``X`` (:meth:`fit`'s)."""
 
         def evaluate():
             loss = -model.log_likelihood(X).mean()

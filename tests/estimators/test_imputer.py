@@ -8,6 +8,7 @@ import torch
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.impute import SimpleImputer
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
@@ -310,6 +311,25 @@ def test_self_masking_refuses_an_estimator_or_posterior_draws_before_fitting():
         MaskedImputer(missingness="self-masking", sample_posterior=True).fit(X_missing)
     with pytest.raises(ValueError, match="missingness"):
         MaskedImputer(missingness="mnar").fit(X_missing)
+
+
+def test_self_masking_on_one_feature_on_huge_values_and_out_of_iterations():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 1))
+    x_missing = np.where(rng.random(x.shape) < 1 / (1 + np.exp(-(3 * x - 1))), np.nan, x)
+    hidden = np.isnan(x_missing)
+    # one feature (an income column) had failed in NumPy's cov of one column, a 0-d array
+    imputed = MaskedImputer(missingness="self-masking").fit_transform(x_missing)
+    assert imputed[hidden].mean() > np.nanmean(x_missing) + 0.5  # the holes are large values
+    # the trees of fallback="trees", which it never uses, had refused values beyond float32's range
+    X, X_missing = _self_masked(n=300)
+    huge = MaskedImputer(missingness="self-masking").fit_transform(1e39 * X_missing)
+    np.testing.assert_allclose(huge, 1e39 * MaskedImputer(missingness="self-masking").fit_transform(X_missing))
+    # a fit out of its L-BFGS iterations had said nothing
+    duplicated = np.column_stack([X_missing, X_missing[:, :1]])
+    with pytest.warns(ConvergenceWarning, match=r"self-masking model's fit stopped after \d+ L-BFGS iterations"):
+        imputer = MaskedImputer(missingness="self-masking").fit(duplicated)
+    assert not imputer.estimator_.converged_
 
 
 def test_self_masking_refuses_a_table_with_categorical_columns_naming_them():

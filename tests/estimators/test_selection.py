@@ -398,3 +398,23 @@ def test_candidates_rank_at_candidate_tol_and_the_refit_trains_to_its_own_on_at_
         MaskedModelSearch([MaskedPPCA(1)], refit_max_samples=2).fit(X)
     with pytest.raises(ValueError, match="candidate_tol"):
         MaskedModelSearch([MaskedPPCA(1)], candidate_tol=0).fit(X)
+
+
+def test_a_candidate_that_is_no_model_is_refused_before_any_fit(monkeypatch):
+    # it had failed with an AttributeError on its get_params after the models before it were fitted
+    X = np.random.RandomState(0).randn(40, 3)
+    monkeypatch.setattr(MaskedPPCA, "fit", lambda *args, **kwargs: pytest.fail("fitted"))
+    for candidates in ([MaskedPPCA(1), "ppca"], {"linear": [MaskedPPCA(1)], "other": [MaskedPPCA]}):
+        with pytest.raises(ValueError, match=r"candidates must be estimators with fit, get_params and score_samples"):
+            MaskedModelSearch(candidates).fit(X)
+
+
+@pytest.mark.parametrize("criterion", ["conditional", "remask"])
+def test_a_criterion_of_entries_hidden_again_needs_rows_with_two_observed_entries(criterion):
+    # one feature: no held-out entry could be hidden, every candidate had scored 0 and the first was kept
+    rng = np.random.default_rng(3)
+    x = np.r_[rng.normal(-3, 0.5, 60), rng.normal(3, 0.5, 60)][:, None]
+    x[rng.random(x.shape) < 0.2] = np.nan
+    with pytest.raises(ValueError, match=f"criterion='{criterion}' scores the entries of held-out rows hidden "
+                                         f"again, and none of the 24 held-out rows has two observed entries"):
+        MaskedModelSearch(criterion=criterion, random_state=0).fit(x)

@@ -139,3 +139,15 @@ def test_fit_reaches_torch_lbfgs_optimum_and_makes_no_torch_optimizer(monkeypatc
     model = SelfMaskingGaussian.fit(X_missing)
     assert model.converged_ and 0 < model.n_iter_ < 200
     assert model.score(X_missing) == pytest.approx(start.score(X_missing), abs=1e-6)
+
+
+def test_one_feature_leaves_the_stationary_point_of_zero_slope():
+    # a zero slope is a stationary point of one feature's likelihood: the fit had stayed there (imputing the mean
+    # of the observed values), after NumPy's cov of one column had failed first
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2000, 1))
+    x_missing = np.where(rng.random(x.shape) < 1 / (1 + np.exp(-(3 * x - 1))), np.nan, x)
+    model = SelfMaskingGaussian.fit(x_missing)
+    assert 2.5 < float(model.slope.detach()[0] / model.scale[0]) < 3.5  # the truth: 3 in the data's units
+    hidden = np.isnan(x_missing)
+    assert abs(model.impute(x_missing)[hidden].mean() - x[hidden].mean()) < 0.15
