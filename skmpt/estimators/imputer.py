@@ -556,8 +556,9 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             frame.columns = names
         return frame if self._output_container() == "pandas" else frame.to_numpy(dtype=object)
 
-    def _check_marker(self, estimator):
-        likelihood = getattr(estimator, "likelihood", "gaussian")
+    def _check_marker(self, estimator, likelihood=None):
+        """Refuse a marker of 0 or 1 for a model of binary data (``estimator``'s likelihood, or ``likelihood``)."""
+        likelihood = likelihood or getattr(estimator, "likelihood", "gaussian")
         if not _is_nan(self.missing_values) and likelihood == "bernoulli" and self.missing_values in (0, 1):
             raise ValueError(
                 f"missing_values={self.missing_values!r} is also a value of binary data: with "
@@ -606,6 +607,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             return self._fit_collection(X, estimator, random_state)
         X, missing = self._validate(X, reset=True)
         self._valid = self._features_to_model(missing.all(0))
+        numbers = self.table_ is None or not (len(self.table_.categorical) or len(self.table_.counts))
+        if isinstance(estimator, MaskedModelSearch) and estimator.candidates is None and numbers and np.isin(
+                X[~missing], (0.0, 1.0)).all():  # the search will choose among models of binary data: before it
+            self._check_marker(estimator, "bernoulli")
         if self_masking and self.table_ is not None and (len(self.table_.categorical) or len(self.table_.counts)):
             names = [self.table_.columns[j] for j in [*self.table_.categorical, *self.table_.counts]]
             raise ValueError(f"missingness='self-masking' models numeric columns only; column(s) {names[:10]} of X "

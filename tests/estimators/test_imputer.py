@@ -313,6 +313,14 @@ def test_self_masking_refuses_an_estimator_or_posterior_draws_before_fitting():
         MaskedImputer(missingness="mnar").fit(X_missing)
 
 
+def test_a_marker_of_binary_data_is_refused_before_the_search(monkeypatch):
+    # with estimator=None the search chooses models of binary data, and the marker 0 had been refused after it
+    binary = (np.random.RandomState(0).randn(60, 4) > 0).astype(float)
+    monkeypatch.setattr(MaskedModelSearch, "fit", lambda *args: pytest.fail("searched"))
+    with pytest.raises(ValueError, match="missing_values=0 is also a value of binary data"):
+        MaskedImputer(missing_values=0).fit(binary)
+
+
 def test_self_masking_on_one_feature_on_huge_values_and_out_of_iterations():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(500, 1))
