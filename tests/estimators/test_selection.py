@@ -418,3 +418,15 @@ def test_a_criterion_of_entries_hidden_again_needs_rows_with_two_observed_entrie
     with pytest.raises(ValueError, match=f"criterion='{criterion}' scores the entries of held-out rows hidden "
                                          f"again, and none of the 24 held-out rows has two observed entries"):
         MaskedModelSearch(criterion=criterion, random_state=0).fit(x)
+
+
+def test_held_out_rows_that_alone_observe_features_are_an_error_naming_them():
+    # every held-out row was the only one observing a feature: all went to training, and the first candidate's fit
+    # had failed on "0 sample(s)"
+    rng = np.random.default_rng(0)
+    X = np.full((12, 13), np.nan)
+    X[np.arange(12), np.arange(12)] = rng.normal(size=12)
+    X[:, 12] = rng.normal(size=12)
+    with pytest.raises(ValueError, match=r"Of 2 held-out rows, 0 remain .* Features observed in fewer than two "
+                                         r"rows: \[0, 1, 2"):
+        MaskedModelSearch(random_state=0).fit(X)
