@@ -370,7 +370,7 @@ def _split_rows(observed, validation_fraction, random_state):
     for feature in np.flatnonzero(~observed[~held_out].any(0)):
         # A feature seen only in held-out rows: move one such row to training.
         held_out[np.flatnonzero(held_out & observed[:, feature])[0]] = False
-    if held_out.sum() < 2:  # a standard error needs two rows
+    if not held_out.any():
         rare = np.flatnonzero(observed.sum(0) < 2)
         raise ValueError(f"Of {n_held_out} held-out rows, {int(held_out.sum())} remain once the rows that alone "
                          f"observe a feature are moved to training: candidates cannot be scored. Features observed "
