@@ -16,7 +16,7 @@ from .._utils import OutputChoiceMixin
 from .._validation import Options, is_imputer, validate_parameters
 from ..models.missingness import SelfMaskingGaussian
 from ._dask import as_dask_array, check_collection, is_dask_collection, map_rows, seeded_rows_of_block
-from .tables import TableLayout, is_table
+from .tables import TableLayout, from_polars, is_polars, is_table
 from .mixed_mixture import MaskedMixedMixture
 from .ppca import MaskedPPCA
 from .selection import MaskedModelSearch, default_candidates
@@ -280,10 +280,11 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         error. ``transform`` fills a categorical
         hole with its most probable category (a draw with ``sample_posterior=True``) and, with
         ``set_output(transform="pandas")``, returns the table with its columns, index and dtypes
-        (as an object array otherwise). A category not seen at fit, or a string column of more
-        than 1000 distinct values (an identifier), is an error naming the column; a column of one
-        category, or a string column whose distinct values are more than half its observed cells (and
-        more than 10), is warned about by name.
+        (as an object array otherwise). A polars DataFrame is read as the pandas one of the same
+        dtypes, and ``set_output(transform="polars")`` gives it back in its own schema. A category
+        not seen at fit, or a string column of more than 1000 distinct values (an identifier), is an
+        error naming the column; a column of one category, or a string column whose distinct values
+        are more than half its observed cells (and more than 10), is warned about by name.
     fallback : "trees", imputer or None, default="trees"
         An imputer compared with the chosen model where the imputer chooses it (``estimator`` None or a
         :class:`MaskedModelSearch`), and blended with it by what each imputes on the user's own rows:
@@ -541,7 +542,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         values are the table's whatever the container: a hole of an integer column is rounded in an
         array too."""
         frame = self.table_.decode(original, out)
-        if self._output_container() != "pandas" and not len(self.table_.categorical):
+        container = self._output_container()
+        if container not in ("pandas", "polars") and not len(self.table_.categorical):
             values = frame.to_numpy(dtype=np.float64, na_value=np.nan)
             return np.hstack([values, self.indicator_.transform(X)]) if self.indicator_ is not None else values
         if self.indicator_ is not None:
@@ -554,7 +556,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
                                    columns=[str(name) for name in names[len(self.table_.columns):]])
             frame = pd.concat([frame, columns], axis=1)
             frame.columns = names
-        return frame if self._output_container() == "pandas" else frame.to_numpy(dtype=object)
+        return frame if container in ("pandas", "polars") else frame.to_numpy(dtype=object)
 
     def _check_marker(self, estimator, likelihood=None):
         """Refuse a marker of 0 or 1 for a model of binary data (``estimator``'s likelihood, or ``likelihood``)."""
@@ -605,7 +607,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             self._check_marker(estimator)
         if is_dask_collection(X):
             return self._fit_collection(X, estimator, random_state)
-        X, missing = self._validate(X, reset=True)
+        X, missing = self._validate(from_polars(X), reset=True)
         self._valid = self._features_to_model(missing.all(0))
         numbers = self.table_ is None or not (len(self.table_.categorical) or len(self.table_.counts))
         if isinstance(estimator, MaskedModelSearch) and estimator.candidates is None and numbers and np.isin(
@@ -828,8 +830,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             seed = int(self.random_state_.randint(np.iinfo(np.int32).max))
             width = self.n_features_in_ + (0 if self.indicator_ is None else len(self.indicator_.features_))
             return map_rows(self, "transform", X, (width,), function=seeded_rows_of_block, seed=seed)
-        original = X
-        X, missing = self._validate(X, reset=False)
+        given, original = X, from_polars(X)  # a polars table read as pandas, its output given back in polars
+        X, missing = self._validate(original, reset=False)
         out = np.where(missing, 0.0, X)
         part = X[:, self._valid]
         if self.params_["sample_posterior"]:
@@ -848,22 +850,27 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             out = self._table_output(original, out, X)
         elif self.indicator_ is not None:
             out = np.hstack([out, self.indicator_.transform(X)])
-        return self._in_container(out, original)
+        return self._in_container(out, given)
 
-    def _in_container(self, out, original):
+    def _in_container(self, out, given):
         """``transform``'s output ``out`` in the container ``set_output`` chose, as scikit-learn's wrapper
-        would give it (columns ``get_feature_names_out``, ``original``'s index), except a DataFrame built
-        from the table given, which is returned as it is: its columns keep their labels' type and name."""
+        would give it (columns ``get_feature_names_out``, the index of ``given``, the input), except a
+        DataFrame built from the table given, which is returned as it is: its columns keep their labels'
+        type and name, and their dtypes (in polars, the dtypes of a polars table given)."""
         container = self._output_container()
         if container == "pandas" and not is_table(out):
             import pandas as pd
 
-            index = original.index if is_table(original) else None
+            index = given.index if is_table(given) else None
             return pd.DataFrame(out, index=index, columns=self.get_feature_names_out())
         if container == "polars":
             import polars as pl
 
-            return pl.DataFrame(out, schema=[str(name) for name in self.get_feature_names_out()], orient="row")
+            if not is_table(out):
+                return pl.DataFrame(out, schema=[str(name) for name in self.get_feature_names_out()], orient="row")
+            frame = pl.from_pandas(out.set_axis([str(name) for name in out.columns], axis=1))
+            # polars' dtypes that pandas has not (an Enum, a Categorical read as a dictionary) back as given
+            return frame.cast(dict(given.schema)) if is_polars(given) else frame
         return out
 
     def _impute_categories(self, imputed, missing):
@@ -903,7 +910,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             Nats per sample.
         """
         check_is_fitted(self)
-        X, _ = self._validate(X, reset=False)
+        X, _ = self._validate(from_polars(X), reset=False)
         return self.estimator_.score(X[:, self._valid])
 
     def get_feature_names_out(self, input_features=None):

@@ -14,7 +14,8 @@ from collections.abc import Hashable
 
 import numpy as np
 
-__all__ = ["COLUMN_TYPES", "MAX_AUTO_CATEGORIES", "TableLayout", "check_integer_range", "is_table", "values_repeat"]
+__all__ = ["COLUMN_TYPES", "MAX_AUTO_CATEGORIES", "TableLayout", "check_integer_range", "from_polars", "is_polars",
+           "is_table", "values_repeat"]
 
 #: The values of ``column_types``: ``"count"`` (non-negative integers, a Poisson) is never read from a dtype.
 COLUMN_TYPES = ("numeric", "categorical", "count")
@@ -60,6 +61,47 @@ def is_table(X):
     False
     """
     return type(X).__module__.startswith("pandas") and type(X).__name__ == "DataFrame"
+
+
+def is_polars(X):
+    """Whether ``X`` is a polars DataFrame (polars is not imported unless it already is).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.estimators.tables import is_polars
+    >>> is_polars(np.zeros((2, 2)))
+    False
+    """
+    return type(X).__module__.startswith("polars") and type(X).__name__ == "DataFrame"
+
+
+def from_polars(X):
+    """A polars DataFrame ``X`` as a pandas DataFrame whose dtypes are polars' own (nullable integers,
+    floats and booleans, strings: pyarrow-backed columns), its ``Categorical`` and ``Enum`` columns
+    pandas ``category`` ones of the same categories, unused ones included, so that
+    :class:`TableLayout` reads its columns as it reads a pandas table's; anything else as it is.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.estimators.tables import from_polars
+    >>> from_polars(np.zeros((2, 2))).shape
+    (2, 2)
+    """
+    if not is_polars(X):
+        return X
+    try:
+        frame = X.to_pandas(use_pyarrow_extension_array=True)
+    except ModuleNotFoundError as error:  # polars converts through pyarrow
+        raise ImportError(f"A polars DataFrame is read as a pandas one through pyarrow, which is not installed "
+                          f"({error}): pip install pandas pyarrow.") from error
+    import polars as pl  # a polars table came in: polars is imported already
+
+    for name, dtype in X.schema.items():
+        if isinstance(dtype, (pl.Categorical, pl.Enum)):  # as a dictionary, its categories would be its chunks'
+            frame[name] = X[name].to_pandas()
+    return frame
 
 
 def _read_kind(series):

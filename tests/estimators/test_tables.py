@@ -588,3 +588,47 @@ def test_a_constant_columns_holes_are_filled_with_its_value_exactly():
         warnings.simplefilter("ignore", ConvergenceWarning)
         filled = MaskedImputer(random_state=0).set_output(transform="pandas").fit_transform(holed)
     assert (filled["c"] == 5.0).all()
+
+
+def _polars_frame(pl, n=150, seed=1):
+    """A polars table with a column of each dtype, about 20 % of each column's cells null."""
+    rng = np.random.RandomState(seed)
+    group = rng.randint(0, 2, n)
+
+    def holed(values):
+        return [None if hole else value for value, hole in zip(values.tolist(), rng.rand(n) < 0.2, strict=True)]
+
+    return pl.DataFrame({
+        "length": holed(group * 4 + rng.randn(n)),
+        "kids": pl.Series(holed(rng.poisson(1 + 2 * group)), dtype=pl.UInt8),
+        "width": pl.Series(holed(group * 2 + rng.randn(n)), dtype=pl.Float32),
+        "ok": holed(group == 1),
+        "island": holed(np.where(group, "biscoe", "dream")),
+        "species": pl.Series(holed(np.where(group, "adelie", "gentoo")), dtype=pl.Categorical),
+        "sex": pl.Series(holed(np.where(rng.rand(n) < 0.5, "f", "m")), dtype=pl.Enum(["m", "f", "x"])),
+    })
+
+
+def test_a_polars_table_comes_back_in_polars_with_its_dtypes_and_the_pandas_tables_imputations():
+    # a polars table had been refused ("could not convert string to float"), and a polars output
+    # held its numeric columns as polars Object
+    pl = pytest.importorskip("polars")
+    pytest.importorskip("pyarrow")
+    table = _polars_frame(pl)
+    imputer = _imputer().set_output(transform="polars")
+    out = imputer.fit_transform(table)
+    assert isinstance(out, pl.DataFrame) and out.schema == table.schema
+    assert out.null_count().sum_horizontal().item() == 0
+    for name in table.columns:
+        observed = table[name].is_not_null()
+        assert out[name].filter(observed).equals(table[name].filter(observed)), name
+    # the same table in pandas: the same model, imputations and score
+    frame = table.to_pandas()
+    reference = _imputer().set_output(transform="pandas").fit(frame)
+    expected = reference.transform(frame)
+    np.testing.assert_allclose(out["length"].to_numpy(), expected["length"].to_numpy())
+    assert out["species"].cast(pl.String).to_list() == expected["species"].astype(str).tolist()
+    assert imputer.score(table) == pytest.approx(reference.score(frame), rel=1e-9)
+    # a pandas table with set_output(transform="polars"): the columns' dtypes, not polars Object
+    numbers = _imputer().set_output(transform="polars").fit_transform(_holes(_frame())[["length", "width", "count"]])
+    assert numbers.dtypes == [pl.Float64, pl.Float32, pl.Int64]
