@@ -847,8 +847,11 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         else:
             out[:, self._valid] = self._impute_categories(self.estimator_.impute(part), missing[:, self._valid])
         if self.table_ is not None and is_table(original):
-            out = self._table_output(original, out, X)
-        elif self.indicator_ is not None:
+            return self._in_container(self._table_output(original, out, X), given)
+        if self.table_ is not None:  # an array after a table's fit: its whole-number columns' holes rounded as there
+            whole = self.table_.integers
+            out[:, whole] = np.where(missing[:, whole], np.rint(out[:, whole]), out[:, whole])
+        if self.indicator_ is not None:
             out = np.hstack([out, self.indicator_.transform(X)])
         return self._in_container(out, given)
 

@@ -173,6 +173,8 @@ class TableLayout:
         The categorical columns' positions.
     counts : ndarray of int
         The count columns' positions.
+    integers : ndarray of int
+        The positions of the columns of whole numbers: counts, and numeric columns of an integer dtype.
     categories : list of list
         Each categorical column's categories (their index is the code a model sees).
 
@@ -227,6 +229,8 @@ class TableLayout:
                 self.categories.append(self._learn(series, self._marked(series), explicit=name in column_types))
         self.categorical = np.flatnonzero(np.array(kinds) == "categorical")
         self.counts = np.flatnonzero(np.array(kinds) == "count")
+        self.integers = np.flatnonzero([kind == "count" or (kind == "numeric" and pd.api.types.is_integer_dtype(dtype))
+                                        for kind, dtype in zip(kinds, self.dtypes, strict=True)])
 
     def _learn(self, series, marked, *, explicit):
         """A categorical column's categories (its dtype's, but the marker; else its observed values but
@@ -355,8 +359,7 @@ class TableLayout:
                 column = categories[np.rint(column).astype(np.intp)]
             else:  # in the column's own (float or integer) dtype, an integer or a count rounded
                 # an integer column at fit comes as floats where it has holes (int64 holds no NaN)
-                if pd.api.types.is_integer_dtype(dtype) or pd.api.types.is_integer_dtype(self.dtypes[j]) or (
-                        j in self.counts):
+                if j in self.integers or pd.api.types.is_integer_dtype(dtype):
                     column = np.rint(column)
                 if pd.api.types.is_unsigned_integer_dtype(dtype) and (column < 0).any() and j not in self.counts:
                     raise ValueError(f"Column {name!r} has dtype {dtype}, which holds no negative number; the "

@@ -541,6 +541,22 @@ def test_an_integer_column_at_fit_is_filled_with_integers_where_it_comes_as_floa
     assert (filled == np.round(filled)).all() and filled.dtype == np.float64
 
 
+@pytest.mark.parametrize("estimator", [MaskedPPCA(1, random_state=0), MaskedMixedMixture(2, random_state=0)])
+def test_an_array_after_a_tables_fit_gets_whole_numbers_in_its_integer_and_count_columns(estimator):
+    # they had come back as the model's fractions (an array took none of the table's rounding)
+    rng = np.random.RandomState(0)
+    a = rng.randn(200)
+    frame = pd.DataFrame({"a": a, "k": np.round(3 * a).astype(np.int64) + 10, "v": rng.poisson(np.exp(a))})
+    kinds = {"v": "count"} if isinstance(estimator, MaskedMixedMixture) else None
+    imputer = MaskedImputer(estimator, column_types=kinds).fit(frame)
+    new = np.array([[0.33, np.nan, np.nan], [np.nan, 12.0, np.nan], [-0.71, np.nan, 1.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # scikit-learn's: X has no feature names
+        filled = imputer.transform(new)
+    assert np.array_equal(filled[:, 1:], np.round(filled[:, 1:]))
+    assert filled[1, 0] != np.round(filled[1, 0]) and filled[1, 1] == 12.0 and filled[2, 2] == 1.0
+
+
 def test_errors_about_columns_name_them():
     frame = pd.DataFrame({"a": np.arange(20.0), "s": ["u", "v"] * 10, "e": [np.nan] * 20, "c": ["x", "y"] * 10})
     with pytest.raises(ValueError, match=r"Column 's' is read as numbers"):
