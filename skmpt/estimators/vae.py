@@ -340,6 +340,12 @@ class MaskedVAE(TableColumnsMixin, _BaseMaskedEstimator):
             with torch.no_grad():
                 module.decoder[-1].bias[start + unseen] = math.log(1e-6 / max(counts.sum(), 1))
             start += len(counts)
+        if len(self.count_features_):
+            # The log-rates (after the logits) start at the log of each count column's mean (its holes at the
+            # column's centre), as the numeric heads start at the columns' means: from exp(0) = 1, counts
+            # of about 1e4 were still imputed as 33 to 50 after 100 epochs.
+            with torch.no_grad():
+                module.decoder[-1].bias[start:] = likelihood.counts(X).mean(0).clamp_min(1e-6).log()
         return module
 
     def _objective(self):
