@@ -130,6 +130,15 @@ def _is_dictionary(dtype):
     return pyarrow.types.is_dictionary(dtype.pyarrow_dtype)
 
 
+def _holds_numbers(dtype):
+    """Whether a column of ``dtype`` can hold any number: not a boolean, a category, a pyarrow dictionary or
+    a string one (an object column can)."""
+    import pandas as pd
+
+    return not (pd.api.types.is_bool_dtype(dtype) or isinstance(dtype, pd.CategoricalDtype) or _is_dictionary(dtype)
+                or (pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype)))
+
+
 def _sorted_categories(values, name):
     """Distinct observed values, sorted (by their text when they are of mixed types); a value that
     cannot be a category (a list, a dict) is an error naming the column."""
@@ -304,6 +313,10 @@ class TableLayout:
         for j, name in enumerate(self.columns):
             series = frame[name]
             if j not in codes:
+                if _holds_numbers(self.dtypes[j]) and not _holds_numbers(series.dtype):
+                    raise ValueError(f"Column {name!r} was numeric at fit ({self.dtypes[j]}) and has dtype "
+                                     f"{series.dtype} here, which cannot hold the numbers imputed in its holes: "
+                                     f"give it a numeric dtype (e.g. X.astype({{{name!r}: 'float64'}})).")
                 try:
                     numbers = series.to_numpy(dtype=np.float64, na_value=np.nan)
                 except (TypeError, ValueError) as error:
@@ -370,8 +383,11 @@ class TableLayout:
                     check_integer_range(column, dtype, name)
                 column = pd.array(column).astype(dtype)
             source = frame[name]
-            if j in codes and rows.all():  # nothing observed (a column read as float64 NaN): the dtype of fit
-                source = source.astype(self.dtypes[j])
+            if j in codes and rows.all():
+                # nothing observed (a column read as float64 NaN, an Int64 or boolean one of NA): the column is
+                # its fills, in the dtype of fit (whose integers or booleans hold no hole)
+                filled[name] = pd.Series(column, index=frame.index, name=source.name).astype(self.dtypes[j])
+                continue
             try:
                 filled[name] = _filled(source, rows, column)
             except (TypeError, ValueError):

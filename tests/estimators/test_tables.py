@@ -464,6 +464,37 @@ def test_a_category_the_given_dtype_cannot_hold_comes_back_in_the_fits_dtype():
     assert set(out["k"][:10]) <= {1.0, 2.0} and out["k"].dtype == np.float64
 
 
+@pytest.mark.parametrize("blank", [np.nan, pd.NA])
+def test_a_category_missing_in_every_new_row_comes_back_in_a_fits_dtype_that_holds_no_hole(blank):
+    # the fit's int64, bool or pyarrow dictionary dtype, cast a column of holes, had failed in pandas
+    rng = np.random.RandomState(0)
+    a = rng.randn(100)
+    frame = pd.DataFrame({"a": a, "code": np.where(a > 0, 20, 10), "b": a > 0, "d": np.where(a > 0, "u", "v")})
+    if blank is pd.NA:
+        pa = pytest.importorskip("pyarrow")
+        frame["d"] = frame["d"].astype(pd.ArrowDtype(pa.dictionary(pa.int32(), pa.string())))
+    imputer = MaskedImputer(MaskedMixedMixture(2, random_state=0), column_types={"code": "categorical"})
+    imputer.set_output(transform="pandas").fit(frame)
+    new = pd.DataFrame({"a": [3.0, -3.0], "code": [blank, blank], "b": [blank, blank], "d": [blank, blank]})
+    if blank is pd.NA:
+        new = new.astype({"code": "Int64", "b": "boolean"})
+    out = imputer.transform(new)
+    assert out["code"].tolist() == [20, 10] and out["b"].tolist() == [True, False]
+    assert out["d"].tolist() == ["u", "v"] and list(out.dtypes) == list(frame.dtypes)
+
+
+@pytest.mark.parametrize("dtype", ["boolean", "category", "string"])
+def test_a_numeric_column_given_a_dtype_that_cannot_hold_numbers_is_refused_by_name(dtype):
+    # a float 0/1 column given as boolean had its holes filled with True for any mean but 0, as a category
+    # it kept its holes, as strings it got '0.42'
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame({"a": rng.randn(100), "smoker": (rng.rand(100) < 0.3).astype(float)})
+    imputer = MaskedImputer(MaskedPPCA(1, random_state=0)).fit(frame)
+    new = pd.DataFrame({"a": [0.1, 0.2], "smoker": [1.0, None]}).astype({"smoker": dtype})
+    with pytest.raises(ValueError, match="Column 'smoker' was numeric at fit"):
+        imputer.transform(new)
+
+
 def test_an_empty_categorical_column_kept_leaves_the_others_their_kinds():
     rng = np.random.RandomState(0)
     frame = pd.DataFrame({"e": pd.Categorical([None] * 60, categories=["u", "v"]), "n": rng.randint(0, 2, 60) * 1.0,
