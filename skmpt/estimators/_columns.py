@@ -95,6 +95,7 @@ class TableColumnsMixin:
                                  f"{column[bad][:5].tolist()}.")
         if reset:
             self.categories_ = self._learn_categories(values)
+            self._check_categories_apart(X_t.dtype)
             return X_t, observed
         for j, categories in zip(self.categorical_features_, self.categories_, strict=True):
             column = values[:, j]
@@ -123,6 +124,18 @@ class TableColumnsMixin:
                                  f"categories {values_given[:10].tolist()} (which must be finite numbers).")
             categories.append(values_given)
         return categories
+
+    def _check_categories_apart(self, dtype):
+        """Refuse categories that the module's ``dtype`` holds as one number (1e8 and 1e8 + 1 in float32):
+        every entry of either would be read as the first."""
+        for j, categories in zip(self.categorical_features_, self.categories_, strict=True):
+            held = torch.as_tensor(categories, dtype=dtype).cpu().numpy()
+            same = np.flatnonzero(held[1:] == held[:-1])  # categories_ are sorted
+            if same.size:
+                a, b = float(categories[same[0]]), float(categories[same[0] + 1])
+                name = str(dtype).removeprefix("torch.")
+                raise ValueError(f"{feature_label(self, j)} has categories {a!r} and {b!r}, which dtype={name!r} "
+                                 f"holds as one number: fit with dtype='float64', or code the categories 0, 1, 2, ...")
 
     def _category_values(self, center=None, scale=None):
         """The categories as tensors in the module's units: ``(categories - offset_ - center) / scale``."""

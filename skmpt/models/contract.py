@@ -36,6 +36,7 @@ __all__ = [
     "has_own_weighted_sum",
     "importance_log_weights",
     "model_name",
+    "poisson_log_prob",
     "provides",
     "reference_chain_log_prob",
     "standard_normal",
@@ -87,6 +88,33 @@ def gaussian_log_prob(error, variance):
     tensor([-0.9189, -0.9189], dtype=torch.float64)
     """
     return -0.5 * (math.log(2 * math.pi) + variance.log() + error.square() / variance)
+
+
+def poisson_log_prob(counts, log_rate):
+    """``log Poisson(counts | exp(log_rate))`` elementwise, computed in float64 and returned in
+    ``log_rate``'s dtype: its three terms grow as the counts (about 1e7 at counts of 1e6) and cancel
+    to a few nats, which float32 arithmetic left up to a nat off.
+
+    Parameters
+    ----------
+    counts : torch.Tensor
+        Non-negative integers (as floats).
+    log_rate : torch.Tensor
+        Broadcasts against ``counts``.
+
+    Returns
+    -------
+    log_prob : torch.Tensor
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models.contract import poisson_log_prob
+    >>> poisson_log_prob(torch.tensor([0.0, 2.0]), torch.zeros(2)).exp()
+    tensor([0.3679, 0.1839])
+    """
+    k, log_rate64 = counts.double(), log_rate.double()
+    return (k * log_rate64 - log_rate64.exp() - torch.lgamma(k + 1)).to(log_rate.dtype)
 
 
 def standard_normal_log_prob(Z):

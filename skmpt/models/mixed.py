@@ -34,7 +34,7 @@ likelihood of the categories is unchanged by it. A count column is read the same
 
 import torch
 
-from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
+from .contract import MaskedModel, conditioning_set, gaussian_log_prob, poisson_log_prob, standard_normal
 from .gaussian_mixture import GaussianMixtureModule
 from .imputation import hole_patterns, pattern_conditional, pattern_covariance, pattern_draws, pick_components
 
@@ -167,7 +167,7 @@ class MixedMixtureModule(MaskedModel):
     def _count_token_log_prob(self, X):
         """``log Poisson(x_j | lambda_kj)`` of each count entry, shape ``(n, K, n_count)``."""
         x = self.counts(X).unsqueeze(1)
-        return x * self.log_rates - self.log_rates.exp() - torch.lgamma(x + 1)
+        return poisson_log_prob(x, self.log_rates)
 
     def _full_covariances(self):
         """Every component's covariance as a full matrix, ``(K, D_N, D_N)``."""

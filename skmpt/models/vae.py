@@ -30,7 +30,8 @@ import math
 import torch
 
 from .._utils import chunk_budget
-from .contract import MaskedModel, conditioning_set, importance_log_weights, standard_normal, standard_normal_log_prob
+from .contract import (MaskedModel, conditioning_set, importance_log_weights, poisson_log_prob, standard_normal,
+                       standard_normal_log_prob)
 from .imputation import pick_components
 from .likelihoods import Likelihood, make_likelihood
 
@@ -554,7 +555,7 @@ class TableLikelihood(Likelihood):
         parts += [torch.log_softmax(a, -1).expand(*shape, size).gather(-1, codes[..., j : j + 1].expand(*shape, 1))
                   for j, (a, size) in enumerate(zip(logits, self.sizes, strict=True))]
         k = self.counts(X)
-        parts.append(k * log_rate - log_rate.exp() - torch.lgamma(k + 1))
+        parts.append(poisson_log_prob(k, log_rate))
         return torch.cat(parts, -1)[..., self.column_order]
 
     def _values(self, codes):
