@@ -465,10 +465,12 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             missing_values = np.nan  # encode marks every missing cell with NaN
         else:
             X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False, copy=True)
-        infinite = np.flatnonzero(np.isinf(X).any(0))
-        if len(infinite):
-            raise ValueError(f"Input X contains infinity in feature(s) {infinite[:10].tolist()}: no model can fit "
-                             f"or impute it. Replace it, or mark it missing.")
+        infinite = np.flatnonzero(np.isinf(X).any(0)).tolist()
+        if infinite:
+            where = (f"column(s) {[self.table_.columns[j] for j in infinite[:10]]}" if self.table_ is not None
+                     else f"feature(s) {infinite[:10]}")
+            raise ValueError(f"Input X contains infinity in {where}: no model can fit or impute it. Replace it, or "
+                             f"mark it missing.")
         if not _is_nan(missing_values) and np.isnan(X).any():
             raise ValueError(f"Input X contains NaN in feature(s) {np.flatnonzero(np.isnan(X).any(0))[:10].tolist()}"
                              f", but missing_values={missing_values!r}: mark every missing entry with that marker.")

@@ -594,6 +594,9 @@ def test_errors_about_columns_name_them():
         MaskedImputer(MaskedMixedMixture(1), column_types={"s": "numeric"}).fit(frame.drop(columns="e"))
     with pytest.raises(ValueError, match=r"Feature\(s\) \['e'\] are missing in every training sample"):
         MaskedImputer(MaskedMixedMixture(1)).fit(frame.drop(columns="s"))
+    infinite = frame.drop(columns=["s", "e"]).assign(b=np.inf)
+    with pytest.raises(ValueError, match=r"contains infinity in column\(s\) \['b'\]"):
+        MaskedImputer(MaskedMixedMixture(1)).fit(infinite)
 
 
 def test_a_date_declared_numeric_is_imputed_as_a_date():
