@@ -520,8 +520,11 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
                             f"table's dtypes and column_types make {read[:10]} so: declare the columns' kinds with "
                             f"MaskedImputer's column_types (e.g. column_types={example}) and leave {key} unset.")
                 return clone(model).set_params(**mixed)
+            nested = (" (set_params(estimator__...) on an imputer without an estimator makes it a MaskedPPCA: set "
+                      "estimator=MaskedMixedMixture() first, whose n_components a search can then vary)"
+                      if isinstance(model, MaskedPPCA) else "")
             raise ValueError(f"Column(s) {names[:10]} of X are categorical or counts, and {type(model).__name__} "
-                             f"models numbers only: impute them with MaskedMixedMixture or MaskedVAE (or "
+                             f"models numbers only{nested}: impute them with MaskedMixedMixture or MaskedVAE (or "
                              f"estimator=None), or declare them numeric with column_types.")
 
         if not isinstance(estimator, MaskedModelSearch):

@@ -202,6 +202,9 @@ def test_column_types_override_the_dtypes():
 def test_a_numeric_only_estimator_is_refused_for_categories():
     with pytest.raises(ValueError, match=r"Column\(s\) \['species', 'island', 'name', 'ok'\] of X are categorical"):
         MaskedImputer(MaskedPPCA(1)).fit(_holes(_frame()))
+    # a search's estimator__n_components on MaskedImputer() makes it a MaskedPPCA: the error says how it came there
+    with pytest.raises(ValueError, match=r"makes it a MaskedPPCA: set estimator=MaskedMixedMixture"):
+        MaskedImputer().set_params(estimator__n_components=2).fit(_holes(_frame()))
 
 
 def test_feature_names_indicator_column_transformer_and_pipeline():
