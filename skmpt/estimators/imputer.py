@@ -488,13 +488,19 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             return None
         return TableLayout(X, column_types, self.params_["missing_values"])
 
+    def _mixed_columns(self):
+        """The names of the table's categorical and count columns, which only the mixed families model
+        (an empty list for an array, or a table of numbers)."""
+        table = self.table_
+        return [] if table is None else [table.columns[j] for j in [*table.categorical, *table.counts]]
+
     def _for_table(self, estimator, n_samples):
         """``estimator`` (or each candidate of a :class:`MaskedModelSearch` given) told the table's
         categorical columns (and their categories, all of them, so that a split missing a rare one
         still knows it), a model of numbers only an error; for a search without candidates, the mixed
         mixtures and the smallest VAE told them, for tables of at most ``_VAE_MAX_ROWS`` rows."""
         table = self.table_
-        if table is None or not (len(table.categorical) or len(table.counts)):
+        if not self._mixed_columns():
             return estimator
         position = np.flatnonzero(self._valid)
         # the model's columns are the valid ones (keep_empty_features=True keeps an empty column out of it)
@@ -503,7 +509,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
                  "count_features": np.searchsorted(position, table.counts[self._valid[table.counts]]).tolist(),
                  "categories": [np.arange(len(c), dtype=np.float64)
                                 for c, modelled in zip(table.categories, kept, strict=True) if modelled]}
-        names = [table.columns[j] for j in [*table.categorical, *table.counts]]
+        names = self._mixed_columns()
 
         def told(model):
             if isinstance(model, (MaskedMixedMixture, MaskedVAE)):
@@ -614,13 +620,12 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             return self._fit_collection(X, estimator, random_state)
         X, missing = self._validate(from_polars(X), reset=True)
         self._valid = self._features_to_model(missing.all(0))
-        numbers = self.table_ is None or not (len(self.table_.categorical) or len(self.table_.counts))
-        if isinstance(estimator, MaskedModelSearch) and estimator.candidates is None and numbers and np.isin(
+        mixed = self._mixed_columns()
+        if isinstance(estimator, MaskedModelSearch) and estimator.candidates is None and not mixed and np.isin(
                 X[~missing], (0.0, 1.0)).all():  # the search will choose among models of binary data: before it
             self._check_marker(estimator, "bernoulli")
-        if self_masking and self.table_ is not None and (len(self.table_.categorical) or len(self.table_.counts)):
-            names = [self.table_.columns[j] for j in [*self.table_.categorical, *self.table_.counts]]
-            raise ValueError(f"missingness='self-masking' models numeric columns only; column(s) {names[:10]} of X "
+        if self_masking and mixed:
+            raise ValueError(f"missingness='self-masking' models numeric columns only; column(s) {mixed[:10]} of X "
                              f"are categorical or counts. Use missingness='mar', or declare them numeric with "
                              f"column_types.")
         self.indicator_ = (
@@ -666,12 +671,12 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         table's with categorical columns, which the classifiers of ``categorical_fallback_`` read."""
         if not isinstance(estimator, MaskedModelSearch):
             return estimator
-        table = self.table_
+        mixed = self._mixed_columns()
         fallback = self._fallback_in_effect(estimator)
         trees = not self.sample_posterior and _has_trees(fallback)
-        if trees and (table is None or len(table.categorical) or not len(table.counts)):
+        if trees and (not mixed or len(self.table_.categorical)):  # the fallback's trees, or the classifiers
             _check_for_trees(X)
-        if self.sample_posterior or (table is not None and (len(table.categorical) or len(table.counts))):
+        if self.sample_posterior or mixed:
             fallback = None
         elif trees:
             seed = self._seed(random_state)
