@@ -6,8 +6,9 @@ exactly (duplicate and empty names), every observed cell keeps its text, and a b
 one-column table is a missing cell; both in ``--encoding`` (UTF-8 by default, a byte-order mark
 kept as read). A Parquet file is read and written with pandas: its stored
 index is kept, and every column without a hole keeps its dtype; a float column with holes is
-written as float64, an integer one (``int64``, ``Int64``, ...) keeps its dtype and every observed
-value, its holes filled with the imputation rounded (as the Python API fills a DataFrame's). A
+written as float64, an integer one (``int64``, ``Int64``, ...; written by pandas, pyarrow or polars) keeps
+its dtype and every observed value, its holes filled with the imputation rounded (as the Python API
+fills a DataFrame's). A
 cell is missing when it is empty, ``NaN``, ``NA``, ``N/A``, ``null`` or ``None`` (any case: a
 category spelled so is read as a hole), or equal to ``--missing-values`` (a numeric marker: equal in
 value, ``-999`` matches ``-999.0``). Every column whose observed cells are all numbers is modelled
@@ -140,7 +141,7 @@ def read_table(path, fmt, encoding="utf-8"):
 
     try:
         if fmt == "parquet":
-            frame = pd.read_parquet(path)
+            frame = _nullable_integers(path, pd.read_parquet(path))
             header = list(frame.columns)
             return header, frame.set_axis(range(len(header)), axis=1)
         rows = _csv_rows(path, encoding, _dialect(fmt))
@@ -167,6 +168,29 @@ def read_table(path, fmt, encoding="utf-8"):
             raise ValueError(f"{str(path)!r} is not a {fmt} table: data row {number} (1-based, the header not "
                              f"counted) has {len(row)} cells where the header has {len(header)}")
     return header, pd.DataFrame(rows, columns=range(len(header)), dtype=object)
+
+
+def _nullable_integers(path, frame):
+    """``frame``, read by pandas from the Parquet file ``path``, with each integer column that pandas
+    read as float64 (one with nulls, written without pandas' metadata: by pyarrow or polars) as the
+    nullable integer of its Parquet type, whose values are the file's: float64 rounds integers
+    above 2**53 and would be written back as floats."""
+    import pandas as pd
+    import pyarrow
+    import pyarrow.parquet
+
+    fields = [field for field in pyarrow.parquet.read_schema(path) if pyarrow.types.is_integer(field.type)]
+    names = list(frame.columns)
+    floats = [field for field in fields if names.count(field.name) == 1 and frame[field.name].dtype.kind == "f"]
+    if not floats:
+        return frame
+    table = pyarrow.parquet.read_table(path, columns=[field.name for field in floats])
+    frame = frame.copy()
+    for field in floats:
+        unsigned = pyarrow.types.is_unsigned_integer(field.type)
+        dtype = pd.api.types.pandas_dtype(f"{'U' if unsigned else ''}Int{field.type.bit_width}")
+        frame[field.name] = pd.array(table.column(field.name).to_pylist(), dtype=dtype)
+    return frame
 
 
 def _csv_rows(path, encoding, dialect):

@@ -306,6 +306,32 @@ def test_parquet_keeps_its_index_and_the_dtypes_of_complete_columns(tmp_path):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow is not installed")
+def test_integer_columns_with_nulls_of_a_parquet_file_without_pandas_metadata_keep_their_type_and_values(tmp_path):
+    # written by pyarrow (or polars), pandas read them as float64: 2**60 + 7 became 1.152921504606847e+18, the
+    # holes were filled with fractions, and the columns were written back as doubles (an --index-col one too)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.RandomState(0)
+    x = rng.randn(40)
+    holes = rng.rand(40) < 0.2
+    table = pa.table({"id": pa.array([None if h else 2**60 + 7 * i for i, h in enumerate(holes)], pa.int64()),
+                      "x": pa.array(x), "kids": pa.array([None if h else int(abs(v) * 3) for v, h in
+                                                          zip(x, holes[::-1], strict=True)], pa.uint8())})
+    source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(table, source)
+    assert main(["impute", str(source), "-o", str(out), *FAST]) == 0
+    result = pq.read_table(out)
+    assert result.schema.field("id").type == pa.int64() and result.schema.field("kids").type == pa.uint8()
+    for name in ("id", "kids"):
+        read, written = table.column(name).to_pylist(), result.column(name).to_pylist()
+        assert all(w == r for r, w in zip(read, written, strict=True) if r is not None)
+        assert all(isinstance(w, int) for w in written)
+    assert main(["impute", str(source), "-o", str(out), "--force", "--index-col", "id", *FAST]) == 0
+    assert pq.read_table(out).column("id").to_pylist() == table.column("id").to_pylist()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow is not installed")
 def test_date_columns_with_holes_are_passed_through_and_said_so(tmp_path, capsys):
     rng = np.random.RandomState(0)
     x = rng.randn(12)
