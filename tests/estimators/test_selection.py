@@ -362,6 +362,24 @@ def test_a_factor_analysis_fitted_to_the_moments_ends_within_candidate_tol_of_th
     assert -1e-6 < gap < 2 * search.candidate_tol  # the check extrapolates what is left
 
 
+def test_factor_analyses_of_the_moments_are_equivariant_to_each_features_scale():
+    # scikit-learn's EM had started from a noise of one in every unit: columns on scales 1e-2 ... 1e2 ended at
+    # another optimum (one factor 1.04 nats per row lower) and the search chose another model
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 2)) @ rng.normal(size=(2, 5)) + rng.uniform(0.1, 2.0, 5) * rng.normal(size=(200, 5))
+    X[rng.random(X.shape) < 0.2] = np.nan
+    scale = np.array([1, 10, 0.1, 100, 0.01])
+    families = {"full": [MaskedGaussianMixture(1, init_params="em", **FAST)],
+                "fa": [MaskedFactorAnalysis(k, **FAST) for k in (1, 2)]}
+    results = [MaskedModelSearch(families, refit=False, greedy=False, random_state=0).fit(X * c).cv_results_
+               for c in (1.0, scale)]
+    held_out = np.zeros(len(X), dtype=bool)
+    held_out[np.random.RandomState(0).permutation(len(X))[:40]] = True  # validation_fraction=0.2
+    shift = np.mean(~np.isnan(X[held_out]) @ np.log(scale))  # the log-Jacobian of the held-out rows
+    assert list(results[0]["fitted_by"]) == ["fit", "moments", "moments"]
+    np.testing.assert_allclose(results[1]["mean_test_score"] + shift, results[0]["mean_test_score"], atol=1e-6)
+
+
 def test_the_refit_of_a_factor_analysis_fitted_to_the_moments_continues_it_by_em_with_holes():
     X = _low_rank(n=400, d=8, k=2, missing=0.2)
     gaussian = MaskedGaussianMixture(1, init_params="em", **{**FAST, "max_epochs": 2})
