@@ -680,10 +680,10 @@ class MaskedModelSearch(BaseEstimator):
         self.cv_results_["rank_test_score"] = ranks
         start = time.process_time()
         self.best_estimator_, self.rejected_refits_ = fitted[self.best_index_], []
-        self.fallback_, self.fallback_comparison_ = None, None
+        self.fallback_, self.fallback_comparison_, weigh = None, None, None
         if fallbacks is not None:
             progress.update(len(rows) + 1, len(rows) + 1, f"fallback {type(fallbacks[0]).__name__}")
-            self._compare_fallback(fallbacks, X_search, train, held_out, fitted[self.best_index_], rng)
+            weigh = self._compare_fallback(fallbacks, X_search, train, held_out, fitted[self.best_index_], rng)
         # Where the fallback alone imputes better the model has the lesser weight in the blend, if any:
         # its refit (on College at 40 % holes, 2 of the imputer's 3 CPU seconds) is not worth its cost.
         self.refits_model_ = self.fallback_comparison_ is None or not self.fallback_comparison_["chosen"]
@@ -694,7 +694,10 @@ class MaskedModelSearch(BaseEstimator):
             # A refit to many more rows than the candidates saw can take long after a quick search.
             progress.update(len(rows) + 1, len(rows) + 1, f"refit to {len(X_refit)} rows",
                             force=len(X_refit) > 2 * train.sum())
+            chosen = self.best_index_
             self._refit(X_refit, rows, candidates, fitted, scorer, ranks, unseen=X_refit is not X_search)
+            if weigh is not None and self.best_index_ != chosen:  # the blend's weight is the model's now used
+                weigh(fitted[self.best_index_])
         progress.close()
         self.best_score_ = float(means[self.best_index_])
         self.refit_time_ = time.process_time() - start
@@ -740,11 +743,15 @@ class MaskedModelSearch(BaseEstimator):
         ``model``'s (the chosen candidate fitted to the training rows only), paired over the
         held-out rows: ``fallback_`` is the fitted fallback kept where it has a weight in their
         blend, else None. Where no entry can be hidden again (one column; held-out rows of one
-        observed entry each) nothing is compared, nor any fallback fitted: both stay None."""
+        observed entry each) nothing is compared, nor any fallback fitted: both stay None.
+
+        Returns the function that compares another model with the same fallback's imputations
+        (``fallback_comparison_`` and ``fallback_`` set again; None where nothing is compared): the
+        refit of another candidate, where the chosen one's was set aside, is blended at its own weight."""
         scorer = _Scorer("remask", X[train], X[held_out], rng, n_draws=1)
         n_entries = int(scorer.hidden.sum())
         if not n_entries:
-            return
+            return None
         blanked = X.copy()
         blanked[held_out] = scorer.masked
         ours_imputed = model.impute(scorer.masked)
@@ -765,6 +772,18 @@ class MaskedModelSearch(BaseEstimator):
             if not kept[2].mean() > ours.mean():  # the model alone imputes better: no costlier fallback
                 break
         index, fallback, theirs, theirs_imputed = kept
+
+        def weigh(model):
+            ours_imputed = model.impute(scorer.masked)
+            self._weigh(scorer, scorer.imputed_values(ours_imputed), ours_imputed, theirs, theirs_imputed,
+                        fallback, index, errors)
+
+        self._weigh(scorer, ours, ours_imputed, theirs, theirs_imputed, fallback, index, errors)
+        return weigh
+
+    def _weigh(self, scorer, ours, ours_imputed, theirs, theirs_imputed, fallback, index, errors):
+        """``fallback_comparison_`` and ``fallback_`` from the model's and the fallback's imputations of
+        the entries hidden again (:meth:`_compare_fallback`)."""
         gain, error = _mean_and_error(theirs - ours)
         # The lower mean decides which one alone imputes better (and so whether the model is refitted),
         # not a significance test: chosen on the tuning tables of benchmarks/imputation_real.py, where
@@ -780,7 +799,7 @@ class MaskedModelSearch(BaseEstimator):
         self.fallback_comparison_ = {"model_error": -float(ours.mean()), "fallback_error": -float(theirs.mean()),
                                      "std_error": error, "chosen": chosen, "model_weight": weight,
                                      "blend_error": -float(blended.mean()), "fallback_errors": errors,
-                                     "fallback_index": index, "n_entries": n_entries}
+                                     "fallback_index": index, "n_entries": int(scorer.hidden.sum())}
         self.fallback_ = fallback if weight < 1 else None
 
     @staticmethod

@@ -176,6 +176,22 @@ def test_a_refit_far_below_its_selection_score_is_not_used(criterion):
     assert np.isfinite(search.best_estimator_.score(X)) and search.best_estimator_.score(X) > -50
 
 
+def test_the_fallbacks_weight_is_that_of_the_candidate_whose_refit_is_used():
+    # the blend's weight had been measured with the chosen candidate, whose refit was set aside, and applied to
+    # the next candidate's
+    from sklearn.impute import SimpleImputer
+
+    X = _low_rank(n=300, d=6, k=2, missing=0.2)
+    both = {"wild": [_WildOnEveryRow(2, **FAST)], "ppca": [MaskedPPCA(1, **FAST)]}
+    search = MaskedModelSearch(both, greedy=False, fallback=SimpleImputer(), random_state=0).fit(X)
+    assert search.rejected_refits_ == [0] and search.best_index_ == 1
+    alone = MaskedModelSearch({"ppca": [MaskedPPCA(1, **FAST)]}, fallback=SimpleImputer(), random_state=0).fit(X)
+    for key in ("model_error", "model_weight", "blend_error"):
+        assert search.fallback_comparison_[key] == pytest.approx(alone.fallback_comparison_[key], rel=1e-12)
+    chosen = MaskedModelSearch(both, greedy=False, fallback=SimpleImputer(), refit=False, random_state=0).fit(X)
+    assert chosen.fallback_comparison_["model_error"] < 0.9 * search.fallback_comparison_["model_error"]
+
+
 class _ImputesOffByThree(MaskedPPCA):
     """A PPCA whose likelihood is its own but whose imputations are three off in every entry."""
 
