@@ -239,10 +239,11 @@ def _same_file(a, b):
 def check_outputs(inputs, outputs, *, overwrite=False):
     """Check, before any work, that every output may be written; a ``UsageError`` names the first that may not.
 
-    An output may be written when its folder exists (for a symbolic link, the folder of the file it
-    points to, which is the file written), it is not a folder nor another file that is not a regular
-    one (a device such as ``/dev/null``, a pipe: the output would replace it), it is none of the
-    inputs and no other output, and it does not exist yet unless ``overwrite``. :func:`atomic_output` checks again
+    An output may be written when its folder exists and a file can be made in it (for a symbolic
+    link, the folder of the file it points to, which is the file written), it is not a folder nor
+    another file that is not a regular one (a device such as ``/dev/null``, a pipe: the output would
+    replace it), it is none of the inputs and no other output, and it does not exist yet unless
+    ``overwrite``. :func:`atomic_output` checks again
     at the end that no output appeared meanwhile.
 
     Parameters
@@ -257,8 +258,8 @@ def check_outputs(inputs, outputs, *, overwrite=False):
     Raises
     ------
     UsageError
-        If an output's folder is missing, or it is a folder, not a regular file, an input, another
-        output, or an existing file while ``overwrite`` is false.
+        If an output's folder is missing or cannot be written to, or it is a folder, not a regular
+        file, an input, another output, or an existing file while ``overwrite`` is false.
 
     Examples
     --------
@@ -277,6 +278,12 @@ def check_outputs(inputs, outputs, *, overwrite=False):
         directory = os.path.dirname(os.path.realpath(path))  # a symbolic link's target is written
         if not os.path.isdir(directory):
             raise UsageError(f"{option} {path!r}: the directory {directory!r} does not exist")
+        try:  # a file made there and removed: a read-only folder or file system is known before the work
+            with tempfile.TemporaryFile(dir=directory):
+                pass
+        except OSError as error:
+            raise UsageError(f"{option} {path!r}: no file can be written in the directory {directory!r} "
+                             f"({error.strerror or error})") from None
         if os.path.isdir(path):
             raise UsageError(f"{option} {path!r} is a directory")
         if os.path.exists(path) and not os.path.isfile(path):  # a device, a pipe, a socket: never replaced

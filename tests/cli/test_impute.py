@@ -136,6 +136,15 @@ def test_output_never_replaces_its_input_and_is_not_overwritten_without_force(tm
     assert "--format" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, where no file can be made")
+def test_an_output_folder_no_file_can_be_written_in_is_refused_before_fitting(tmp_path, capsys, monkeypatch):
+    # it had been found after the whole fit, by the temporary file's name
+    source = _write(tmp_path / "in.csv", TABLE)
+    monkeypatch.setattr("skmpt.cli.impute._impute", lambda *args: pytest.fail("the imputer ran"))
+    assert main(["impute", str(source), "-o", "/proc/out.csv", *FAST]) == 2
+    assert "no file can be written in the directory '/proc'" in capsys.readouterr().err
+
+
 def test_codes_a_foreign_separator_and_a_malformed_line_are_named(tmp_path, capsys):
     codes = _write(tmp_path / "zip.csv", "zip,v\n00501,1\n01002,2\n,3\n02134,4\n10001,5\n02139,6\n")
     assert main(["impute", str(codes), "-o", str(tmp_path / "out.csv"), *FAST]) == 0
