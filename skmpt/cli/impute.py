@@ -42,6 +42,7 @@ temporary file beside ``OUT`` and renamed when complete; ``OUT`` may not be ``IN
 
 import decimal
 import logging
+import numbers
 import os
 import warnings
 from collections import Counter
@@ -321,7 +322,8 @@ def numeric_columns(frame, header, marker, *, thousands=None, index=()):
     missing : ndarray of bool of shape (n_rows, n_numeric)
     report : dict
         ``"text"``: position -> number of empty cells of each text column passed through;
-        ``"other"``: the same for each column neither numeric nor text (a Parquet date or time);
+        ``"other"``: the same for each column neither numeric nor text (a Parquet date, time, list
+        or struct);
         ``"marker"``: the distinct spellings ``marker`` matched.
     """
     import pandas as pd
@@ -333,7 +335,7 @@ def numeric_columns(frame, header, marker, *, thousands=None, index=()):
             continue
         name, column = header[j], frame[j]
         is_text = column.dtype == object or pd.api.types.is_string_dtype(column)
-        if not is_text and not pd.api.types.is_numeric_dtype(column):
+        if not (pd.api.types.is_numeric_dtype(column) or is_text and _plain_cells(column)):
             report["other"][j] = int(column.isna().sum())
             continue
         if not is_text:
@@ -386,6 +388,12 @@ def numeric_columns(frame, header, marker, *, thousands=None, index=()):
                          f"--missing-values")
     X = np.column_stack(values) if values else np.empty((len(frame), 0))
     return X, positions, np.isnan(X), report
+
+
+def _plain_cells(column):
+    """Whether every observed cell of a column of objects is text, bytes, a number or a boolean: a
+    Parquet date (``date32``), time, list, struct or map column is none of them, and is passed through."""
+    return all(isinstance(cell, (str, bytes, numbers.Number)) for cell in column[column.notna()])
 
 
 def text_cells(column, marker):
@@ -656,8 +664,8 @@ def _warn_holes_left(header, report, categorical):
                       f"left empty; only numeric columns are imputed", UserWarning, stacklevel=3)
     holes = {header[j]: n for j, n in report["other"].items() if n}
     if holes:
-        warnings.warn(f"column(s) {holes} (column: empty cells) hold neither numbers nor text (dates, times) and are "
-                      f"passed through with their empty cells left empty", UserWarning, stacklevel=3)
+        warnings.warn(f"column(s) {holes} (column: empty cells) hold neither numbers nor text (dates, times, lists) "
+                      f"and are passed through with their empty cells left empty", UserWarning, stacklevel=3)
 
 
 def _warn_spelled_missing(header, frame, fmt):

@@ -359,6 +359,37 @@ def test_date_columns_with_holes_are_passed_through_and_said_so(tmp_path, capsys
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow is not installed")
+def test_parquet_dates_times_and_lists_with_holes_are_passed_through_and_said_so(tmp_path, capsys):
+    # date32 and time64 columns (objects in pandas) had been imputed as categories, and a list column whose
+    # values repeat had failed after the fit ("unhashable type: 'numpy.ndarray'")
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.RandomState(0)
+    x = rng.randn(30)
+    pick = rng.randint(0, 3, 30)
+    hole = rng.rand(30) < 0.2
+    table = pa.table({"x": pa.array([None if h else v for v, h in zip(x, hole, strict=True)]),
+                      "y": pa.array(x + 0.1 * rng.randn(30)),
+                      "day": pa.array([None if h else datetime.date(2026, 1, 1 + int(i)) for i, h in
+                                       zip(pick, hole[::-1], strict=True)], pa.date32()),
+                      "at": pa.array([datetime.time(int(i)) for i in pick], pa.time64("us")),
+                      "tags": pa.array([None if h else [int(i)] for i, h in zip(pick, hole, strict=True)],
+                                       pa.list_(pa.int64()))})
+    source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(table, source)
+    assert main(["impute", str(source), "-o", str(out), *FAST]) == 0
+    n = int(hole.sum())
+    assert f"{{'day': {n}, 'tags': {n}}} (column: empty cells) hold neither numbers nor text" in capsys.readouterr().err
+    result = pq.read_table(out)
+    for name in ("day", "at", "tags"):
+        assert result.column(name).to_pylist() == table.column(name).to_pylist()
+    assert result.column("x").null_count == 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow is not installed")
 def test_parquet_cells_a_csv_would_read_as_holes_are_warned_about(tmp_path, capsys):
     rng = np.random.RandomState(0)
     x = rng.randn(12)
