@@ -39,6 +39,8 @@ _COVARIANCE_FLOOR = 1e-6
 # Numbers an evaluation of the likelihood holds per draw of a row's missing entries (the draws, their
 # logits and log-sigmoids, and what autograd keeps of them): rows are taken in chunks of the working memory.
 _COPIES = 8
+# The tolerance of the climb that only starts the fit (each missing entry integrated alone), nats per sample.
+_START_TOL = 1e-6
 
 __all__ = ["SelfMaskingGaussian", "gauss_hermite", "log_expected_sigmoid", "mean_given_missing", "normal_draws"]
 
@@ -344,8 +346,9 @@ class SelfMaskingGaussian(torch.nn.Module):
         integrated against its own conditional alone (cheap, and its gradient in the slopes is not
         zero there, where the likelihood's is for independent columns). The other starts from that
         fit's Gaussian and each feature's logistic as fitted to its column alone (each sign of its
-        slope tried): with nearly independent columns the first can end at slopes of the wrong sign,
-        which the likelihood ranks below the second.
+        slope tried), where one of those slopes has another sign than the first fit's: with nearly
+        independent columns the first can end at slopes of the wrong sign, which the likelihood ranks
+        below the second.
 
         Parameters
         ----------
@@ -381,15 +384,20 @@ class SelfMaskingGaussian(torch.nn.Module):
         values, vectors = np.linalg.eigh((pairwise + pairwise.T) / 2)
         covariance = (vectors * np.clip(values, 1e-3, None)) @ vectors.T
         model = cls(center, scale, np.zeros(X.shape[1]), covariance, np.zeros(X.shape[1]), intercept, **options)
-        iterations = cls._climb(model, X, max_iter, tol, joint=False).n_iter_
+        iterations = cls._climb(model, X, max_iter, max(tol, _START_TOL), joint=False).n_iter_
         first = cls._climb(model, X, max_iter, tol, joint=True)
         alone = [cls.fit(X[:, [j]], max_iter=max_iter, tol=tol, **options) for j in range(X.shape[1])]
+        slope = torch.cat([m.slope for m in alone]).detach()
+        iterations += first.n_iter_ + sum(m.n_iter_ for m in alone)
+        if (torch.sign(slope) == torch.sign(first.slope.detach())).all():  # the second start in the first's orthant
+            first.n_iter_ = iterations
+            return first
         with torch.no_grad():
-            second = cls(center, scale, first.mean, first.covariance(), torch.cat([m.slope for m in alone]),
+            second = cls(center, scale, first.mean, first.covariance(), slope,
                          torch.cat([m.intercept for m in alone]), **options)
         second = cls._climb(second, X, max_iter, tol, joint=True)
         best = max((first, second), key=lambda fit: fit.score(X))
-        best.n_iter_ = iterations + first.n_iter_ + second.n_iter_ + sum(m.n_iter_ for m in alone)
+        best.n_iter_ = iterations + second.n_iter_
         return best
 
     @staticmethod
@@ -408,11 +416,23 @@ class SelfMaskingGaussian(torch.nn.Module):
 
         loss_and_gradient, start, load = flat_objective(list(model.parameters()), evaluate)
         at_start = loss_and_gradient(start)  # its scale: SciPy's ftol is relative to max(|f|, 1)
-        result = minimize(lambda x: at_start if np.array_equal(x, start) else loss_and_gradient(x), start,
-                          jac=True, method="L-BFGS-B", options={
-                              "maxiter": max_iter, "maxfun": max(2, int(1.25 * max_iter)), "maxcor": 20,
-                              "gtol": 1e-7, "ftol": tol / max(abs(at_start[0]), 1.0)})
-        load(result.x)
+        best = {"loss": at_start[0], "x": start}
+
+        def tried(x):
+            if np.array_equal(x, start):
+                return at_start
+            try:
+                value = loss_and_gradient(x)
+            except torch.linalg.LinAlgError:  # a line search's step so far that the covariance is not positive
+                return np.inf, np.zeros_like(x)  # definite in floating point: the search steps back
+            if value[0] < best["loss"]:
+                best.update(loss=value[0], x=x.copy())
+            return value
+
+        result = minimize(tried, start, jac=True, method="L-BFGS-B", options={
+            "maxiter": max_iter, "maxfun": max(2, int(1.25 * max_iter)), "maxcor": 20, "gtol": 1e-7,
+            "ftol": tol / max(abs(at_start[0]), 1.0)})
+        load(best["x"])
         model.n_iter_ = int(result.nit)
         model.converged_ = result.status != 1  # 1: out of iterations or evaluations
         return model

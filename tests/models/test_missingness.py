@@ -191,3 +191,22 @@ def test_independent_columns_masked_by_their_values_get_slopes_of_the_right_sign
     error = np.sqrt(np.mean((model.impute(X_missing)[hidden] - X[hidden]) ** 2))
     means = np.sqrt(np.mean((np.nanmean(X_missing, 0)[np.nonzero(hidden)[1]] - X[hidden]) ** 2))
     assert error < 0.6 * means  # 0.71 against 1.57
+
+
+class _PositiveDefiniteBelow(SelfMaskingGaussian):
+    """A model whose likelihood cannot be evaluated beyond slopes of 1.5, as where a line search's step has
+    taken the covariance past positive definiteness in floating point."""
+
+    def _log_likelihood(self, X, joint):
+        if (self.slope.detach().abs() > 1.5).any():
+            raise torch.linalg.LinAlgError("linalg.cholesky: the input is not positive-definite")
+        return super()._log_likelihood(X, joint)
+
+
+def test_a_step_the_likelihood_cannot_be_evaluated_at_is_stepped_back_from():
+    # the fit had failed on torch's LinAlgError (diabetes with 20 % self-masking holes)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 2)) @ np.array([[1.0, 0.6], [0.0, 0.8]])
+    X_missing = np.where(rng.random(X.shape) < 1 / (1 + np.exp(-(3 * X - 1))), np.nan, X)
+    model = _PositiveDefiniteBelow.fit(X_missing, max_iter=50)
+    assert (model.slope.detach().abs() <= 1.5).all() and np.isfinite(model.score(X_missing))
