@@ -294,7 +294,10 @@ def _squarem_climb(step, params, floor, tol, n_steps):
         start, r = flat(params), flat(first) - flat(params)
         v = flat(second) - flat(first) - r
         length = min(-float(r.norm() / v.norm()), -1.0) if float(v.norm()) > 0 else -1.0
-        at_jump, stabilised = step(*unflat(start - 2 * length * r + length**2 * v))
+        try:
+            at_jump, stabilised = step(*unflat(start - 2 * length * r + length**2 * v))
+        except torch.linalg.LinAlgError:  # a jump so far that a posterior's precision is lost in floating
+            at_jump, stabilised = -math.inf, None  # point (a constant feature's noise at the floor): EM's step
         spent += 2
         params = stabilised if math.isfinite(at_jump) and at_jump >= at_first else second
 

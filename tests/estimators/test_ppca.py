@@ -380,3 +380,17 @@ def test_cumulative_score_is_the_sum_of_the_curve(method):
     np.testing.assert_allclose(score.numpy(), curve.sum(-1).numpy(), rtol=1e-10)
     if method == "exhaustive":
         np.testing.assert_allclose(score.numpy(), lml.numpy(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_constant_feature_with_holes_is_fitted_with_the_searchs_settings(seed):
+    # SQUAREM's jump had taken a posterior's precision past positive definiteness in floating point (the
+    # constant feature's noise at the floor): torch's LinAlgError, in 4 of these 5 seeds, from the search's refit
+    from skmpt.estimators.selection import default_candidates
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 2)) @ (2 * rng.normal(size=(2, 4))) + 0.3 * rng.normal(size=(200, 4))
+    X[rng.random(X.shape) < 0.2] = np.nan
+    X = np.c_[X, np.full(200, 3.0)]
+    model = default_candidates(5, n_samples=200, random_state=seed)["ppca"][-1].fit(X)
+    assert np.isfinite(model.score(X)) and np.allclose(model.impute(X)[:, -1], 3.0)
