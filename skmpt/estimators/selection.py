@@ -200,13 +200,17 @@ def _moment_fit(candidate, gaussian, tol):
     PCA (the maximum-likelihood PPCA of that covariance) or FactorAnalysis (EM on it, to ``tol``
     nats per sample left to gain), with the candidate's own parameters."""
     model, ddof = _MOMENT_MODELS[type(candidate)]
-    rows = _moment_matched_rows(gaussian.means_[0], gaussian.covariances_[0], ddof=ddof)
+    # Rows about zero, the mean set after: both models are equivariant to a shift, and a spread added to a
+    # large mean (a constant column at 1e15) is lost in floating point (the PCA's noise had been 0).
+    mean = gaussian.means_[0]
+    rows = _moment_matched_rows(np.zeros_like(mean), gaussian.covariances_[0], ddof=ddof)
     params = candidate.get_params()
     n_components = params.pop("n_components")
     if model is PCA:
         source = PCA(n_components, svd_solver="full").fit(rows)
     else:
         source = _factor_analysis_of_moments(rows, n_components, tol)
+    source.mean_ = mean.copy()
     return type(candidate).from_estimator(source, **params)
 
 

@@ -464,3 +464,14 @@ def test_held_out_rows_that_alone_observe_features_are_an_error_naming_them():
     with pytest.raises(ValueError, match=r"Of 2 held-out rows, 0 remain .* Features observed in fewer than two "
                                          r"rows: \[0, 1, 2"):
         MaskedModelSearch(random_state=0).fit(X)
+
+
+def test_moment_fits_of_a_constant_feature_far_from_zero_keep_its_spread():
+    # the moment-matched rows, its mean plus a spread, had lost the spread at 1e15 in floating point: the PCA's
+    # noise was 0 and the search failed ("its PPCA is degenerate")
+    rng = np.random.default_rng(0)
+    X = np.c_[rng.normal(size=(60, 2)), np.full(60, 1e15)]
+    X[rng.random(X.shape) < 0.2] = np.nan
+    search = MaskedModelSearch(greedy=False, random_state=0).fit(X)
+    assert "moments" in set(search.cv_results_["fitted_by"])
+    assert np.all(search.best_estimator_.impute(X)[:, 2] == 1e15)
