@@ -72,7 +72,8 @@ def add_arguments(parser):
     add("--format", choices=sorted(set(FORMATS.values())), default=None,
         help="format of IN and OUT when their extension does not say")
     add("--missing-values", default=None, metavar="MARKER",
-        help="a cell equal to MARKER is missing too (besides empty cells and NaN)")
+        help="a cell equal to MARKER is missing too (besides empty cells and NaN); a marker that reads as an "
+             "option, such as -1e5 or -inf, is given as --missing-values=-1e5")
     add("--index-col", action="append", default=None, metavar="NAME",
         help="a column kept as it is and not modelled (an id, a key); repeat for several. A first column with "
              "an empty name (the index DataFrame.to_csv writes) is kept so without it")
