@@ -19,7 +19,7 @@ mean under ``p(x_mis | x_o, m)``, the conditional reweighted by the probability 
 go missing.
 
 Integrating each missing entry against its own conditional alone, as this model did before
-0.3.0, leaves out their correlation given ``x_o``; on weakly correlated columns that approximate
+0.2.0, leaves out their correlation given ``x_o``; on weakly correlated columns that approximate
 likelihood ranks slopes of the wrong sign above the truth, and the fit ended there (the user
 guide's figures). The fit still climbs it first, as a start (its gradient in a slope is not zero
 where the exact one's is, at zero slopes and independent columns).
