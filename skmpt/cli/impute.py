@@ -4,8 +4,9 @@ The table is a CSV (``.csv``), TSV (``.tsv``, ``.tab``) or Parquet (``.parquet``
 checked before any work) file. A CSV or TSV is read and written with ``csv``: the header is kept
 exactly (duplicate and empty names), every observed cell keeps its text, and a blank line of a
 one-column table is a missing cell; both in ``--encoding`` (UTF-8 by default, a byte-order mark
-kept as read). A Parquet file is read and written with pandas: its stored
-index is kept, and every column without a hole keeps its dtype; a float column with holes is
+kept as read). A Parquet file is read with pandas and written with pyarrow: its stored index is
+kept, and every column keeps its Parquet type (a decimal's precision, ``string`` or
+``large_string``, a dictionary's index width, a struct's fields); a float column with holes is
 written as float64, an integer one (``int64``, ``Int64``, ...; written by pandas, pyarrow or polars) keeps
 its dtype and every observed value, its holes filled with the imputation rounded (as the Python API
 fills a DataFrame's). A
@@ -235,19 +236,22 @@ def _line_end(path, encoding):
     return "\r\n" if first.endswith("\r\n") else "\n"
 
 
-def write_table(header, frame, path, fmt, overwrite, *, lineterminator="\n", encoding="utf-8"):
+def write_table(header, frame, path, fmt, overwrite, *, lineterminator="\n", encoding="utf-8", like=None):
     """Write ``frame`` (columns ``0, 1, ...``) under ``header``, as :func:`read_table` reads it back.
 
     A CSV or TSV is written with ``csv`` (minimal quoting, lines ended by ``lineterminator``) in
     ``encoding``, cell for cell (a cell it cannot encode is an error, and nothing is written); a
-    Parquet file with pandas, its columns' dtypes and its index kept.
+    Parquet file with pyarrow, as pandas writes a DataFrame (its columns' dtypes and its index kept),
+    each column in its type in the Parquet file ``like`` (the file read, if one was; but a float column
+    whose holes were filled, float64), where pandas' round trip would change it: a decimal's
+    precision, ``string`` read as ``large_string``, a dictionary's index width, polars' field metadata.
     """
     import csv
     import io
 
     with atomic_output(path, overwrite=overwrite) as [file]:
         if fmt == "parquet":
-            frame.set_axis(header, axis=1).to_parquet(file)
+            _write_parquet(frame.set_axis(header, axis=1), file, like)
         else:
             text = io.StringIO()
             try:
@@ -261,6 +265,28 @@ def write_table(header, frame, path, fmt, overwrite, *, lineterminator="\n", enc
                 raise ValueError(f"{str(path)!r} cannot be written in {encoding}: {' '.join(str(exc).split())}; pass "
                                  f"another --encoding (e.g. utf-8)") from None
             file.write(encoded)
+
+
+def _write_parquet(frame, file, like):
+    """``frame`` written as Parquet into ``file`` (:func:`write_table`'s), the columns ``like`` holds in
+    their type there (but float columns whose holes were filled)."""
+    import pyarrow
+    import pyarrow.parquet
+
+    table = pyarrow.Table.from_pandas(frame)
+    source = None if like is None else pyarrow.parquet.read_table(like)
+    for i, field in enumerate(table.schema):
+        given = None if source is None or field.name not in source.column_names else source.schema.field(field.name)
+        if given is None or given.equals(field, check_metadata=True):
+            continue
+        filled = source.column(field.name).null_count != table.column(i).null_count
+        if filled and pyarrow.types.is_floating(given.type):  # a float column with holes filled: float64
+            continue
+        try:
+            table = table.set_column(i, given, table.column(i).cast(given.type))
+        except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError):
+            continue  # a type the values no longer fit: as pandas writes it
+    pyarrow.parquet.write_table(table, file)
 
 
 def _check_encoding(encoding, fmt_in, fmt_out):
@@ -642,7 +668,7 @@ def run(args):
             out[j] = out[j].where(~text_cells(out[j], None)[1], None)
     write_table(header, out, args.out, fmt_out, args.force,
                 lineterminator="\n" if fmt_in == "parquet" else _line_end(args.input, args.encoding),
-                encoding=args.encoding)
+                encoding=args.encoding, like=args.input if fmt_in == "parquet" else None)
 
 
 def _check_encodable(header, cells, path, encoding):

@@ -341,6 +341,35 @@ def test_integer_columns_with_nulls_of_a_parquet_file_without_pandas_metadata_ke
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow is not installed")
+def test_parquet_columns_keep_their_types_through_pandas_round_trip(tmp_path):
+    # pandas' round trip had written decimal128(12, 2) as decimal128(3, 2), string as large_string, a dictionary's
+    # int32 indices as int8 and a struct of int64 as one of double
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.RandomState(0)
+    x = rng.randn(40)
+    hole = rng.rand(40) < 0.2
+    colour = pa.array([None if h else c for c, h in zip(rng.choice(["red", "blue"], 40), hole[::-1], strict=True)])
+    table = pa.table({"x": pa.array([None if h else v for v, h in zip(x, hole, strict=True)]),
+                      "y": pa.array(x + 0.1 * rng.randn(40)),
+                      "price": pa.array([decimal.Decimal(f"{v:.2f}") for v in x], pa.decimal128(12, 2)),
+                      "name": pa.array([f"n{i}" for i in range(40)], pa.string()),
+                      "colour": colour.dictionary_encode().cast(pa.dictionary(pa.int32(), pa.string())),
+                      "extra": pa.array([None if h else {"a": i} for i, h in enumerate(hole)])})
+    source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(table, source)
+    assert main(["impute", str(source), "-o", str(out), "--model", "mixed", "--max-epochs", "2", "--quiet"]) == 0
+    result = pq.read_table(out)
+    assert result.schema.remove_metadata() == table.schema.remove_metadata()
+    for name in ("y", "price", "name", "extra"):
+        assert result.column(name).to_pylist() == table.column(name).to_pylist()
+    assert result.column("x").null_count == 0 and result.column("colour").null_count == 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow is not installed")
 def test_date_columns_with_holes_are_passed_through_and_said_so(tmp_path, capsys):
     rng = np.random.RandomState(0)
     x = rng.randn(12)
