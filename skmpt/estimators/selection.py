@@ -215,8 +215,11 @@ def _moment_fit(candidate, gaussian, tol):
 
 
 def _is_one_gaussian(model):
-    """Whether ``model`` is a fitted one-component full-covariance :class:`MaskedGaussianMixture`."""
-    return isinstance(model, MaskedGaussianMixture) and model.covariance_type == "full" and model.n_components_ == 1
+    """Whether ``model`` is a fitted one-component full-covariance :class:`MaskedGaussianMixture` at its
+    optimum (``converged_``): the maximum likelihood whose moments stand for the data's (one stopped
+    after an epoch from a random start had ranked a factor analysis a nat per row below its own fit)."""
+    return (isinstance(model, MaskedGaussianMixture) and model.covariance_type == "full" and model.n_components_ == 1
+            and bool(getattr(model, "converged_", False)))
 
 
 def _mean_and_error(values):
@@ -459,7 +462,8 @@ class MaskedModelSearch(BaseEstimator):
     linear_fit : {"moments", "mpt"}, default="moments"
         How the :class:`MaskedPPCA` and :class:`MaskedFactorAnalysis` candidates of fewer
         components than features are fitted once the search has fitted a one-component
-        full-covariance :class:`MaskedGaussianMixture` (the default candidates' first):
+        full-covariance :class:`MaskedGaussianMixture` at its optimum (``converged_``; the default
+        candidates' first):
         ``"moments"``, to that Gaussian's mean and covariance (its maximum likelihood on the
         observed entries, by EM), by scikit-learn's :class:`~sklearn.decomposition.PCA` (the
         maximum-likelihood PPCA of a covariance) and :class:`~sklearn.decomposition.FactorAnalysis`

@@ -475,3 +475,16 @@ def test_moment_fits_of_a_constant_feature_far_from_zero_keep_its_spread():
     search = MaskedModelSearch(greedy=False, random_state=0).fit(X)
     assert "moments" in set(search.cv_results_["fitted_by"])
     assert np.all(search.best_estimator_.impute(X)[:, 2] == 1e15)
+
+
+def test_the_moments_of_a_gaussian_short_of_its_optimum_fit_no_candidate():
+    # a listed Gaussian stopped after an epoch from a random start had given its moments to the factor analyses,
+    # which then ranked about a nat per row below their own fits
+    X = _low_rank(n=300, d=6, k=2, missing=0.2)
+    short = MaskedGaussianMixture(1, init_params="random", max_epochs=1, random_state=0)
+    families = {"full": [short], "fa": [MaskedFactorAnalysis(2, **FAST)]}
+    search = MaskedModelSearch(families, greedy=False, refit=False, random_state=0).fit(X)
+    assert list(search.cv_results_["fitted_by"]) == ["fit", "fit"]
+    converged = {"full": [MaskedGaussianMixture(1, init_params="em", **FAST)], "fa": families["fa"]}
+    search = MaskedModelSearch(converged, greedy=False, refit=False, random_state=0).fit(X)
+    assert list(search.cv_results_["fitted_by"]) == ["fit", "moments"]
