@@ -779,19 +779,18 @@ class MaskedModelSearch(BaseEstimator):
                 kept = (index, fallback, values, imputed[held_out])
             if not kept[2].mean() > ours.mean():  # the model alone imputes better: no costlier fallback
                 break
-        index, fallback, theirs, theirs_imputed = kept
+        index, fallback, _, theirs_imputed = kept
 
         def weigh(model):
-            ours_imputed = model.impute(scorer.masked)
-            self._weigh(scorer, scorer.imputed_values(ours_imputed), ours_imputed, theirs, theirs_imputed,
-                        fallback, index, errors)
+            self._weigh(scorer, model.impute(scorer.masked), theirs_imputed, fallback, index, errors)
 
-        self._weigh(scorer, ours, ours_imputed, theirs, theirs_imputed, fallback, index, errors)
+        self._weigh(scorer, ours_imputed, theirs_imputed, fallback, index, errors)
         return weigh
 
-    def _weigh(self, scorer, ours, ours_imputed, theirs, theirs_imputed, fallback, index, errors):
+    def _weigh(self, scorer, ours_imputed, theirs_imputed, fallback, index, errors):
         """``fallback_comparison_`` and ``fallback_`` from the model's and the fallback's imputations of
-        the entries hidden again (:meth:`_compare_fallback`)."""
+        the held-out rows hidden again (:meth:`_compare_fallback`)."""
+        ours, theirs = scorer.imputed_values(ours_imputed), scorer.imputed_values(theirs_imputed)
         gain, error = _mean_and_error(theirs - ours)
         # The lower mean decides which one alone imputes better (and so whether the model is refitted),
         # not a significance test: chosen on the tuning tables of benchmarks/imputation_real.py, where
