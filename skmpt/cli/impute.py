@@ -269,18 +269,21 @@ def write_table(header, frame, path, fmt, overwrite, *, lineterminator="\n", enc
 
 def _write_parquet(frame, file, like):
     """``frame`` written as Parquet into ``file`` (:func:`write_table`'s), the columns ``like`` holds in
-    their type there (but float columns whose holes were filled)."""
+    their type there (but float columns with holes, nulls or NaN: only those are read again)."""
     import pyarrow
+    import pyarrow.compute
     import pyarrow.parquet
 
     table = pyarrow.Table.from_pandas(frame)
-    source = None if like is None else pyarrow.parquet.read_table(like)
+    source = pyarrow.schema([]) if like is None else pyarrow.parquet.read_schema(like)
+    floats = [field.name for field in source if pyarrow.types.is_floating(field.type)]
+    read = pyarrow.parquet.read_table(like, columns=floats) if floats else None  # only they are read again
     for i, field in enumerate(table.schema):
-        given = None if source is None or field.name not in source.column_names else source.schema.field(field.name)
+        given = source.field(field.name) if field.name in source.names else None
         if given is None or given.equals(field, check_metadata=True):
             continue
-        filled = source.column(field.name).null_count != table.column(i).null_count
-        if filled and pyarrow.types.is_floating(given.type):  # a float column with holes filled: float64
+        if field.name in floats and (read.column(field.name).null_count or pyarrow.compute.any(
+                pyarrow.compute.is_nan(read.column(field.name))).as_py()):  # a float column with holes: float64
             continue
         try:
             table = table.set_column(i, given, table.column(i).cast(given.type))
