@@ -80,7 +80,8 @@ def from_polars(X):
     """A polars DataFrame ``X`` as a pandas DataFrame whose dtypes are polars' own (nullable integers,
     floats and booleans, strings: pyarrow-backed columns), its ``Categorical`` and ``Enum`` columns
     pandas ``category`` ones of the same categories, unused ones included, so that
-    :class:`TableLayout` reads its columns as it reads a pandas table's; anything else as it is.
+    :class:`TableLayout` reads its columns as it reads a pandas table's; anything else as it is (but a
+    polars ``LazyFrame``, a query not yet run: a ``TypeError``).
 
     Examples
     --------
@@ -89,6 +90,8 @@ def from_polars(X):
     >>> from_polars(np.zeros((2, 2))).shape
     (2, 2)
     """
+    if type(X).__module__.startswith("polars") and type(X).__name__ == "LazyFrame":
+        raise TypeError("X is a polars LazyFrame, a query not yet run: pass X.collect().")
     if not is_polars(X):
         return X
     try:

@@ -685,3 +685,5 @@ def test_a_polars_table_comes_back_in_polars_with_its_dtypes_and_the_pandas_tabl
     # a pandas table with set_output(transform="polars"): the columns' dtypes, not polars Object
     numbers = _imputer().set_output(transform="polars").fit_transform(_holes(_frame())[["length", "width", "count"]])
     assert numbers.dtypes == [pl.Float64, pl.Float32, pl.Int64]
+    with pytest.raises(TypeError, match="polars LazyFrame, a query not yet run: pass X.collect()"):
+        _imputer().fit(table.lazy())  # it had failed in NumPy's "setting an array element with a sequence"
