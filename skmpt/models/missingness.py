@@ -252,29 +252,45 @@ class SelfMaskingGaussian(torch.nn.Module):
         return log_normal, mean, covariance - cross.mT @ cross
 
     def _draws_given(self, mean, conditional, missing):
-        """The draws of the missing entries of rows ``(r, n_draws, D)`` from their conditional (the observed
-        entries at the mean, unused), and each draw's ``log prod_j sigmoid(a_j x_j + b_j)`` ``(r, n_draws)``."""
-        m = missing.to(mean.dtype)
-        block = m.unsqueeze(-1) * conditional * m.unsqueeze(-2) + torch.diag_embed(1 - m)
-        factor = torch.linalg.cholesky(block)
-        points = mean.unsqueeze(-2) + (self.draws @ factor.mT) * m.unsqueeze(-2)
-        return points, (logsigmoid(self.slope * points + self.intercept) * m.unsqueeze(-2)).sum(-1)
+        """The draws of the missing entries of rows that miss as many entries, ``(r, n_draws, k)``, from
+        their conditional, and each draw's ``log prod_j sigmoid(a_j x_j + b_j)`` ``(r, n_draws)``.
+
+        ``missing`` holds each row's missing features ``(r, k)``, in increasing order; each row takes the
+        columns of :attr:`draws` of its missing features, so that the draws of an entry do not depend on
+        which other entries of its row are missing, and works in ``k`` dimensions, not all the features'.
+        """
+        rows = torch.arange(len(missing)).unsqueeze(-1)
+        factor = torch.linalg.cholesky(conditional[rows.unsqueeze(-1), missing.unsqueeze(-1), missing.unsqueeze(-2)])
+        points = mean[rows, missing].unsqueeze(-2) + self.draws[:, missing].transpose(0, 1) @ factor.mT
+        return points, logsigmoid(self.slope[missing].unsqueeze(-2) * points
+                                  + self.intercept[missing].unsqueeze(-2)).sum(-1)
+
+    def _several(self, observed):
+        """The rows missing ``k >= 2`` entries, grouped by ``k``: pairs of their indices ``(r,)`` and their
+        missing features ``(r, k)``."""
+        count = (~observed).sum(-1)
+        groups = []
+        for k in torch.unique(count[count >= 2]).tolist():
+            rows = (count == k).nonzero(as_tuple=True)[0]
+            groups.append((rows, (~observed[rows]).nonzero(as_tuple=True)[1].view(-1, k)))
+        return groups
 
     def _log_likelihood(self, X, joint):
         """``log p(x_o, m)`` per row; with ``joint=False`` each missing entry integrated against its own
         conditional alone (:meth:`fit`'s start)."""
         Z, observed = self._standardize(X)
         log_normal, mean, conditional = self._conditionals(Z, observed)
+        several = self._several(observed) if joint else []
+        alone = ~observed
+        for rows, _ in several:  # their missing entries integrated together below
+            alone[rows] = False
         variance = conditional.diagonal(dim1=-2, dim2=-1).clamp_min(1e-12)
+        missing = torch.where(alone, log_expected_sigmoid(mean, variance, self.slope.expand_as(mean),
+                                                          self.intercept.expand_as(mean), self.n_nodes), 0.0).sum(-1)
+        for rows, features in several:
+            _, log_weights = self._draws_given(mean[rows], conditional[rows], features)
+            missing = missing.index_put((rows,), torch.logsumexp(log_weights, -1) - math.log(self.n_draws))
         kept = logsigmoid(-(self.slope * Z + self.intercept))
-        alone = log_expected_sigmoid(mean, variance, self.slope.expand_as(mean), self.intercept.expand_as(mean),
-                                     self.n_nodes)
-        missing = torch.where(observed, 0.0, alone).sum(-1)
-        several = (~observed).sum(-1) >= 2
-        if joint and several.any():  # the missing entries of each such row integrated together
-            _, log_weights = self._draws_given(mean[several], conditional[several], ~observed[several])
-            missing = missing.index_put((several.nonzero(as_tuple=True)[0],),
-                                        torch.logsumexp(log_weights, -1) - math.log(self.n_draws))
         return log_normal + torch.where(observed, kept, 0.0).sum(-1) + missing - (observed * self.scale.log()).sum(-1)
 
     def log_likelihood(self, X):
@@ -327,10 +343,10 @@ class SelfMaskingGaussian(torch.nn.Module):
                 variance = conditional.diagonal(dim1=-2, dim2=-1).clamp_min(1e-12)
                 part = mean_given_missing(mean, variance, self.slope.expand_as(mean), self.intercept.expand_as(mean),
                                           self.n_nodes)  # exact where one entry is missing
-                several = (~observed).sum(-1) >= 2
-                if several.any():
-                    points, log_weights = self._draws_given(mean[several], conditional[several], ~observed[several])
-                    part[several] = (torch.softmax(log_weights, -1).unsqueeze(-1) * points).sum(-2)
+                for several, features in self._several(observed):
+                    points, log_weights = self._draws_given(mean[several], conditional[several], features)
+                    part[several.unsqueeze(-1), features] = (torch.softmax(log_weights, -1).unsqueeze(-1)
+                                                             * points).sum(-2)
                 filled[rows] = (self.center + self.scale * part).numpy()
         return np.where(np.isnan(X), filled, X)
 
