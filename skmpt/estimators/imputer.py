@@ -114,6 +114,25 @@ def _check_for_trees(X):
                       UserWarning, stacklevel=4)
 
 
+def _least(x, axis, keepdims):
+    """The least value of ``x`` along ``axis`` that is not NaN (``inf`` where none is), as dask's reductions call it."""
+    return np.fmin.reduce(x, axis=axis, initial=np.inf, keepdims=keepdims)
+
+
+def _largest(x, axis, keepdims):
+    """The largest value of ``x`` along ``axis`` that is not NaN (``-inf`` where none is)."""
+    return np.fmax.reduce(x, axis=axis, initial=-np.inf, keepdims=keepdims)
+
+
+def _constant_values(low, high):
+    """Each feature's one value where its observed entries (from ``low`` to ``high``) hold only one, else NaN.
+
+    Every model of the search fills such a feature's holes with its value only up to rounding (a
+    mixture's mean of its components' means, a blend with the fallback: 7.700000000000001 for 7.7).
+    """
+    return np.where(low == high, low, np.nan)
+
+
 def _is_trees(imputer):
     """Whether an entry of ``fallback`` is the string ``"trees"`` (an imputer is not, whatever its ``__eq__``)."""
     return isinstance(imputer, str) and imputer == "trees"
@@ -222,7 +241,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
     ones, ``E[x_mis | x_obs]`` (or, with ``sample_posterior=True``, a draw from
     ``p(x_mis | x_obs)``, for multiple imputation); observed entries are returned untouched.
     Exact for PPCA, factor analysis, the Gaussian mixtures and the linear VAE; the deep VAE
-    imputes by self-normalised importance sampling (MIWAE).
+    imputes by self-normalised importance sampling (MIWAE). A feature whose observed entries at
+    fit all hold one value has that value in its holes exactly (where a model's mean of it, or its
+    blend with the fallback, would come within rounding of it, or, for PPCA's isotropic noise,
+    near it), but for ``sample_posterior=True``.
 
     Parameters
     ----------
@@ -620,6 +642,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             return self._fit_collection(X, estimator, random_state)
         X, missing = self._validate(from_polars(X), reset=True)
         self._valid = self._features_to_model(missing.all(0))
+        self._constants = _constant_values(np.nanmin(np.where(missing, np.inf, X), 0)[self._valid],
+                                           np.nanmax(np.where(missing, -np.inf, X), 0)[self._valid])
         mixed = self._mixed_columns()
         if isinstance(estimator, MaskedModelSearch) and estimator.candidates is None and not mixed and np.isin(
                 X[~missing], (0.0, 1.0)).all():  # the search will choose among models of binary data: before it
@@ -788,7 +812,10 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         counts = [da.isinf(X).sum(0), da.isnan(X).sum(0)]
         if not _is_nan(marker):
             X = da.where(X == marker, np.nan, X)
-        infinite, nans, missing = dask.compute(*counts, da.isnan(X).sum(0))  # one pass over the chunks
+        # One pass over the chunks; the least and largest observed values by np.fmin and np.fmax from an identity
+        # (da.nanmin fails on a chunk of no rows).
+        low, high = (da.reduction(X, fold, fold, axis=0, dtype=X.dtype) for fold in (_least, _largest))
+        infinite, nans, missing, low, high = dask.compute(*counts, da.isnan(X).sum(0), low, high)
         if infinite.any():
             raise ValueError(f"Input X contains infinity in feature(s) {np.flatnonzero(infinite)[:10].tolist()}: no "
                              f"model can fit or impute it. Replace it, or mark it missing.")
@@ -796,6 +823,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             raise ValueError(f"Input X contains NaN in feature(s) {np.flatnonzero(nans)[:10].tolist()}, but "
                              f"missing_values={marker!r}: mark every missing entry with that marker.")
         self._valid = self._features_to_model(missing == X.shape[0])
+        self._constants = _constant_values(low[self._valid], high[self._valid])
         part = X[:, self._valid]
         if searches:
             n_samples = part.shape[0]
@@ -851,11 +879,15 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
             # A copy: an imputer with copy=False fills its input, which the model must still see with holes.
             imputed = np.asarray(self.fallback_.transform(part.copy()), dtype=np.float64)
             weight = self.fallback_comparison_["model_weight"]
-            if weight > 0:  # the blend of the two, at the weight measured on the held-out rows
-                imputed = weight * self.estimator_.impute(part) + (1 - weight) * imputed
+            if weight > 0:  # the blend of the two, at the weight measured on the held-out rows (about the
+                # fallback's value: where the two agree, on a constant column, that value exactly)
+                imputed = imputed + weight * (self.estimator_.impute(part) - imputed)
             out[:, self._valid] = np.where(missing[:, self._valid], imputed, part)
         else:
             out[:, self._valid] = self._impute_categories(self.estimator_.impute(part), missing[:, self._valid])
+        if not self.params_["sample_posterior"]:  # a feature of one value at fit: its holes that value exactly
+            constant = missing[:, self._valid] & ~np.isnan(self._constants)
+            out[:, self._valid] = np.where(constant, self._constants, out[:, self._valid])
         if self.table_ is not None and is_table(original):
             return self._in_container(self._table_output(original, out, X), given)
         if self.table_ is not None:  # an array after a table's fit: its whole-number columns' holes rounded as there

@@ -37,7 +37,8 @@ from ._chains import gaussian_chain, mixture_chain
 from ._mixture_sums import diagonal_mixture_sums
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, standard_normal
 from .imputation import (
-    decoupled_covariance, hole_patterns, pattern_conditional, pattern_covariance, pattern_draws, pick_components,
+    decoupled_covariance, hole_patterns, mixture_mean, pattern_conditional, pattern_covariance, pattern_draws,
+    pick_components,
 )
 
 __all__ = ["GaussianMixtureModule"]
@@ -397,7 +398,7 @@ class GaussianMixtureModule(MaskedModel):
     def impute(self, X, observed, *, generator=None):
         """``E[x | x_o]``: the components' conditional means weighted by ``p(k | x_o)``."""
         mean, _, _, log_resp = self._missing_given_observed(X, observed)
-        return torch.where(observed, X, torch.einsum("nk,knd->nd", torch.softmax(log_resp, -1), mean))
+        return torch.where(observed, X, mixture_mean(log_resp, mean))
 
     def sample_missing(self, X, observed, n_draws, *, generator=None):
         """Draws of ``x`` given ``x_o``, ``(n_draws, n, D)``: a component from ``p(k | x_o)``,

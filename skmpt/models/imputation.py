@@ -26,6 +26,7 @@ __all__ = [
     "expected_scatter",
     "gaussian_conditional",
     "hole_patterns",
+    "mixture_mean",
     "pattern_conditional",
     "pattern_covariance",
     "pattern_draws",
@@ -385,6 +386,39 @@ def pattern_draws(mean, covariance, holes, picks, noise):
     draws = mean + (factor[:, holes.index] @ noise).squeeze(-1)  # (n_draws, K, n, D)
     index = picks.view(len(picks), 1, -1, 1).expand(-1, 1, -1, mean.shape[-1])
     return draws.gather(1, index).squeeze(1)
+
+
+def mixture_mean(log_resp, values):
+    """Each sample's mean of its components' ``values`` under ``p(k) = softmax(log_resp)``: ``sum_k p(k) v_k``.
+
+    Summed as ``v_j + sum_k p(k) (v_k - v_j)`` about the sample's most probable component ``j``, so
+    that where every component holds one value (a constant column) the mean is that value exactly:
+    the probabilities' sum, one to within a rounding error, no longer scales it
+    (``4.999999999999999`` for 5.0).
+
+    Parameters
+    ----------
+    log_resp : torch.Tensor of shape (n_samples, K)
+        Unnormalised log-probabilities of the components.
+    values : torch.Tensor of shape (K, n_samples, D), or (K, D) shared by every sample
+
+    Returns
+    -------
+    mean : torch.Tensor of shape (n_samples, D)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skmpt.models.imputation import mixture_mean
+    >>> log_resp = torch.tensor([[0.3, -1.2, 0.7]], dtype=torch.float64)
+    >>> values = torch.tensor([[5.0, 1.0], [5.0, 2.0], [5.0, 4.0]], dtype=torch.float64)
+    >>> mixture_mean(log_resp, values).tolist()[0][0]
+    5.0
+    """
+    if values.dim() == 2:
+        values = values.unsqueeze(1).expand(-1, len(log_resp), -1)
+    reference = values.gather(0, log_resp.argmax(-1).view(1, -1, 1).expand(1, *values.shape[1:])).squeeze(0)
+    return reference + torch.einsum("nk,knd->nd", torch.softmax(log_resp, -1), values - reference)
 
 
 def pick_components(log_weights, n_draws, generator):

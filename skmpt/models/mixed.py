@@ -36,7 +36,9 @@ import torch
 
 from .contract import MaskedModel, conditioning_set, gaussian_log_prob, poisson_log_prob, standard_normal
 from .gaussian_mixture import GaussianMixtureModule
-from .imputation import hole_patterns, pattern_conditional, pattern_covariance, pattern_draws, pick_components
+from .imputation import (
+    hole_patterns, mixture_mean, pattern_conditional, pattern_covariance, pattern_draws, pick_components,
+)
 
 __all__ = ["MixedMixtureModule"]
 
@@ -281,10 +283,9 @@ class MixedMixtureModule(MaskedModel):
         """Numeric and count entries: ``E[x_j | x_o]``; categorical ones: the most probable category
         under ``p(x_j | x_o) = sum_k p(k | x_o) theta_kj``. Observed entries as in ``X``."""
         mean, _, _, log_resp = self.conditional_by_pattern(X, observed)
-        resp = torch.softmax(log_resp, -1)
-        numeric = torch.einsum("nk,knd->nd", resp, mean)
-        counts = resp @ self.log_rates.exp()
-        return torch.where(observed, X, self._assemble(numeric, self._most_probable(resp), counts))
+        numeric, counts = mixture_mean(log_resp, mean), mixture_mean(log_resp, self.log_rates.exp())
+        return torch.where(observed, X, self._assemble(numeric, self._most_probable(torch.softmax(log_resp, -1)),
+                                                       counts))
 
     def _most_probable(self, resp):
         """Each column's most probable category's value under ``sum_k resp_k theta_kj``, for

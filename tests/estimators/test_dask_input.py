@@ -454,3 +454,14 @@ def test_weighted_fit_on_a_local_cluster_equals_in_memory(client):
         chunked = cls(3, random_state=0, device="cpu", max_epochs=40).fit(
             da.from_array(X, chunks=((250, 1, 0, 249), 8)), sample_weight=da.from_array(weights, chunks=200))
         _assert_same_fit(chunked, in_memory, 1e-10)
+
+
+@quiet
+def test_imputer_fit_on_chunks_fills_a_feature_of_one_value_with_it_exactly():
+    # The least and largest observed values are folded over the chunks (one of no rows among them).
+    X = _data(holes=True)
+    X[:, 2] = np.where(np.isnan(X[:, 2]), np.nan, 7.7)
+    imputer = _imputer(MaskedPPCA(3, random_state=0, device="cpu", max_epochs=40)).fit(
+        da.from_array(X, chunks=((250, 1, 0, 249), 8)))
+    filled = imputer.transform(da.from_array(X, chunks=(100, 8))).compute()
+    assert np.isnan(X[:, 2]).any() and (filled[:, 2] == 7.7).all()

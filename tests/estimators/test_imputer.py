@@ -345,3 +345,19 @@ def test_self_masking_refuses_a_table_with_categorical_columns_naming_them():
     X = pd.DataFrame({"size": [1.0, np.nan, 3.0, 4.0, 5.0, 2.0], "colour": pd.Categorical(list("rgbrgb"))})
     with pytest.raises(ValueError, match=r"self-masking.*\['colour'\]"):
         MaskedImputer(missingness="self-masking").fit(X)
+
+
+@pytest.mark.parametrize("table", [False, True])
+def test_a_feature_of_one_observed_value_has_it_in_every_hole_exactly(table):
+    # The search's mixture averaged its components' means, and the fallback's blend its imputations with the
+    # model's: a column of 7.7 came back 7.700000000000001 in its holes.
+    rng = np.random.RandomState(0)
+    group = rng.randint(0, 3, 150)
+    X = np.c_[group * 2.0 + rng.randn(150), np.full(150, 7.7), group + 0.3 * rng.randn(150), rng.randn(150)]
+    X[rng.rand(*X.shape) < 0.2] = np.nan
+    if table:
+        pd = pytest.importorskip("pandas")
+        X = pd.DataFrame(X, columns=list("abcd")).assign(k=pd.Categorical(np.array(list("xyz"))[group]))
+    filled = np.asarray(MaskedImputer(random_state=0).fit_transform(X))
+    holes = np.isnan(np.asarray(X)[:, 1].astype(float))
+    assert holes.any() and (filled[holes, 1] == 7.7).all()

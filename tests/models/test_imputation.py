@@ -12,6 +12,7 @@ from skmpt.models.imputation import (
     expected_scatter,
     gaussian_conditional,
     hole_patterns,
+    mixture_mean,
     pattern_conditional,
     pattern_covariance,
     per_pattern,
@@ -273,3 +274,18 @@ def test_the_inverse_from_a_cholesky_factor_is_torchs_with_its_gradient(shape):
     weights = torch.randn(ours.shape, generator=g, dtype=torch.float64)
     (ours_grad,), (theirs_grad,) = (torch.autograd.grad((m * weights).sum(), factor) for m in (ours, theirs))
     torch.testing.assert_close(ours_grad.tril(), theirs_grad.tril(), rtol=1e-8, atol=1e-10)
+
+
+def test_mixture_mean_is_a_value_the_components_share_exactly():
+    # Summed as sum_k p(k) v_k, a column every component holds at 7.7 came back 7.700000000000001 (and the
+    # mixed mixture's constant column of 5.0 as 4.999999999999999): the probabilities sum to one only nearly.
+    generator = torch.Generator().manual_seed(0)
+    log_resp = torch.randn(500, 3, dtype=torch.float64, generator=generator) * 3
+    values = torch.randn(3, 500, 2, dtype=torch.float64, generator=generator)
+    values[..., 0] = 7.7
+    mean = mixture_mean(log_resp, values)
+    assert (mean[:, 0] == 7.7).all()
+    torch.testing.assert_close(mean[:, 1], torch.einsum("nk,kn->n", torch.softmax(log_resp, -1), values[..., 1]))
+    shared = values[:, 0]  # (K, D): one value per component for every sample
+    expanded = shared.unsqueeze(1).expand(-1, 500, -1)
+    torch.testing.assert_close(mixture_mean(log_resp, shared), mixture_mean(log_resp, expanded))
