@@ -50,10 +50,82 @@ _CLASSIFIER = {"n_estimators": 50}
 _CATEGORICAL_Z = 1.645
 
 
+class ChainedTrees(IterativeImputer):
+    """The imputer of ``fallback="trees"``: scikit-learn's :class:`~sklearn.impute.IterativeImputer`
+    (an :class:`~sklearn.ensemble.ExtraTreesRegressor` by default) on each column's
+    ``(x - mean) / std``, its imputations mapped back to the column's units.
+
+    scikit-learn's trees read their inputs in float32, whose resolution is relative to a value's
+    size: on columns as given, a shift of one column by 1e6 moved the imputations of every column,
+    values beyond float32's range (1e50) could not be read, and a column spanning less than 1e-7
+    looked constant. Standardised, the imputations move with a column's units (up to float64's
+    rounding), as the models' do. Parameters as :class:`~sklearn.impute.IterativeImputer`'s.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skmpt.estimators.imputer import ChainedTrees
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.uniform(-2, 2, 200)
+    >>> X = np.c_[x, np.sin(3 * x)] + 0.01 * rng.normal(size=(200, 2))
+    >>> X[rng.random(200) < 0.2, 1] = np.nan
+    >>> shifted = X + [0.0, 1e6]
+    >>> filled = ChainedTrees(max_iter=2, random_state=0).fit_transform(X)
+    >>> moved = ChainedTrees(max_iter=2, random_state=0).fit_transform(shifted)
+    >>> bool(np.allclose(moved - [0.0, 1e6], filled, atol=1e-6))
+    True
+    """
+
+    def fit_transform(self, X, y=None, **params):
+        """Fit to ``X`` (NaN where missing) standardised per column, and fill its holes.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+        **params : dict
+            As :meth:`sklearn.impute.IterativeImputer.fit_transform` takes them.
+
+        Returns
+        -------
+        X_imputed : ndarray of shape (n_samples, n_features)
+            The observed entries as given.
+        """
+        X = np.asarray(X, dtype=np.float64)
+        with warnings.catch_warnings():  # a column with no observed entry: scikit-learn's own warning follows
+            warnings.simplefilter("ignore", RuntimeWarning)
+            center = np.nan_to_num(np.nanmean(X, 0))
+            deviation = X - center
+            largest = np.nan_to_num(np.nanmax(np.abs(deviation), 0, initial=0.0))
+            unit = np.where(largest > 0, largest, 1.0)  # divided before squaring: no square overflows
+            scale = unit * np.sqrt(np.nan_to_num(np.nanmean((deviation / unit) ** 2, 0)))
+        self.center_, self.scale_ = center, np.where(scale > 0, scale, 1.0)
+        return self._back(super().fit_transform((X - self.center_) / self.scale_, y, **params), X)
+
+    def transform(self, X):
+        """Fill the holes of ``X`` (NaN where missing) in the units of the fit.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_imputed : ndarray of shape (n_samples, n_features)
+            The observed entries as given.
+        """
+        X = np.asarray(X, dtype=np.float64)
+        return self._back(super().transform((X - self.center_) / self.scale_), X)
+
+    def _back(self, Z, X):
+        """``Z`` in ``X``'s units where ``X`` is missing, ``X`` elsewhere."""
+        return np.where(np.isnan(X), self.center_ + self.scale_ * np.asarray(Z, dtype=np.float64), X)
+
+
 def _chained_trees(random_state):
-    """The imputer of ``fallback="trees"``: scikit-learn's IterativeImputer with an ExtraTreesRegressor."""
+    """The ``fallback="trees"`` of a fit: :class:`ChainedTrees` of extra trees, seeded by ``random_state``."""
     trees = ExtraTreesRegressor(**_TREES, random_state=random_state, n_jobs=1)
-    return IterativeImputer(trees, max_iter=_TREE_ROUNDS, random_state=random_state)
+    return ChainedTrees(trees, max_iter=_TREE_ROUNDS, random_state=random_state)
 
 
 def table_candidates(n_samples, n_features, *, random_state=None):
@@ -96,9 +168,10 @@ def table_candidates(n_samples, n_features, *, random_state=None):
 
 def _check_for_trees(X):
     """Before any fit: a ``ValueError`` where the rows ``X`` (NaN where missing; None: not checked)
-    hold values beyond float32's range, which scikit-learn's trees read their inputs in, and a warning
-    naming the columns whose observed values span less than 1e-7, which the trees take for constant
-    (the comparison then gives them little weight, and the imputer loses what they add)."""
+    hold values beyond float32's range, which the classifiers of ``categorical_fallback_`` (scikit-learn's
+    trees) read their inputs in, and a warning naming the columns whose observed values span less than
+    1e-7, which they take for constant (the chained trees of ``fallback="trees"`` read standardised
+    columns: :class:`ChainedTrees`)."""
     if X is None or not X.size:
         return
     largest = float(np.nanmax(np.abs(X), initial=0.0))
@@ -320,7 +393,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         those entries better than the fallback alone. ``"trees"``: scikit-learn's
         :class:`~sklearn.impute.IterativeImputer` with an :class:`~sklearn.ensemble.ExtraTreesRegressor`
         of 10 trees (leaves of at least 3 rows) and 2 rounds, a lighter missForest, seeded by
-        ``random_state``; it follows the nonlinear and skewed relations no Gaussian model does. An
+        ``random_state``, on standardised columns (:class:`~skmpt.estimators.imputer.ChainedTrees`);
+        it follows the nonlinear and skewed relations no Gaussian model does. An
         imputer (with ``fit_transform`` and ``transform``, all columns out, e.g. ``KNNImputer()``), or
         a list (or tuple) of them (``"trees"`` may be one), lighter first (a later one fitted only where the
         best so far beats the model, and kept where it imputes significantly better; see
@@ -416,7 +490,7 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
     >>> X_missing = np.where(rng.random(X.shape) < 0.2, np.nan, X)
     >>> imputer = MaskedImputer(random_state=0).fit(X_missing)
     >>> type(imputer.fallback_).__name__, imputer.fallback_comparison_["chosen"]
-    ('IterativeImputer', True)
+    ('ChainedTrees', True)
     >>> comparison = imputer.fallback_comparison_
     >>> bool(comparison["fallback_error"] < comparison["model_error"])
     True
@@ -690,15 +764,15 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
     def _with_fallback(self, estimator, random_state, X=None):
         """A :class:`MaskedModelSearch` ``estimator`` given the ``fallback`` to compare with its choice:
         None where it is never used (``sample_posterior=True``, categorical or count columns); any
-        other ``estimator`` as it is. The rows ``X`` (NaN where missing; None for a dask collection)
-        are checked for what the trees of ``"trees"`` can read (:func:`_check_for_trees`), and so are a
-        table's with categorical columns, which the classifiers of ``categorical_fallback_`` read."""
+        other ``estimator`` as it is. The rows ``X`` (NaN where missing; None for a dask collection) of
+        a table with categorical columns are checked for what the classifiers of
+        ``categorical_fallback_`` can read (:func:`_check_for_trees`)."""
         if not isinstance(estimator, MaskedModelSearch):
             return estimator
         mixed = self._mixed_columns()
         fallback = self._fallback_in_effect(estimator)
         trees = not self.sample_posterior and _has_trees(fallback)
-        if trees and (not mixed or len(self.table_.categorical)):  # the fallback's trees, or the classifiers
+        if trees and mixed and len(self.table_.categorical):  # the classifiers of categorical_fallback_
             _check_for_trees(X)
         if self.sample_posterior or mixed:
             fallback = None

@@ -1,5 +1,7 @@
 """MaskedImputer's fallback: chained extra-trees compared with the chosen model on the search's held-out rows."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401
@@ -199,17 +201,22 @@ def test_a_fallback_that_leaves_holes_or_changes_observed_entries_is_an_error():
     np.testing.assert_array_equal(piped.transform(X_missing), plain.transform(X_missing))
 
 
-def test_values_the_trees_cannot_read_are_an_error_before_fitting_and_narrow_columns_a_warning(monkeypatch):
-    _, X_missing = _plane(60)
-    with monkeypatch.context() as patched:
-        patched.setattr(MaskedModelSearch, "fit", lambda *args: pytest.fail("fitted"))
-        with pytest.raises(ValueError, match=r"as large as .*e\+50, beyond float32's range, .* or pass fallback=None"):
-            MaskedImputer(random_state=0).fit(1e50 * X_missing)
-        with pytest.raises(ValueError, match="beyond float32's range"):
-            MaskedImputer(random_state=0, fallback=[KNNImputer(), "trees"]).fit(1e50 * X_missing)
-    MaskedImputer(random_state=0, fallback=KNNImputer()).fit(1e50 * X_missing)  # the model and KNN read float64
-    with pytest.warns(UserWarning, match=r"Feature\(s\) \[0, 1, 2, 3, 4, 5\] span less than 1e-7"):
-        MaskedImputer(random_state=0).fit(1e-9 * X_missing)
+@pytest.mark.parametrize("scale, shift", [(1e50, 0.0), (1e-9, 0.0), (1.0, 1e6)])
+def test_the_trees_impute_in_the_units_of_the_columns(scale, shift):
+    # scikit-learn's trees read float32: values of 1e50 had been refused, columns spanning less than 1e-7 warned
+    # of, and a shift of 1e6 had rounded the trees' inputs to float32's resolution there (0.06). Standardised,
+    # the trees' inputs differ by float64's rounding only, which can still move a split of a random tree.
+    X, X_missing = _curve(200)
+    hidden = np.isnan(X_missing)
+    plain = MaskedImputer(random_state=0).fit(X_missing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        moved = MaskedImputer(random_state=0).fit(scale * X_missing + shift)
+    errors = [imputer.fallback_comparison_["fallback_errors"][0] for imputer in (plain, moved)]
+    assert errors[1] == pytest.approx(errors[0], rel=0.05)
+    rmse = [np.sqrt(np.mean((imputed[hidden] - X[hidden]) ** 2)) for imputed in (
+        plain.transform(X_missing), (moved.transform(scale * X_missing + shift) - shift) / scale)]
+    assert rmse[1] == pytest.approx(rmse[0], rel=0.05)
 
 
 def test_a_table_with_categories_is_checked_for_its_classifiers_before_fitting(monkeypatch):
