@@ -9,10 +9,10 @@ kept, and every column keeps its Parquet type (a decimal's precision, ``string``
 ``large_string``, a dictionary's index width, a struct's fields); a float column with holes is
 written as float64, an integer one (``int64``, ``Int64``, ...; written by pandas, pyarrow or polars) keeps
 its dtype and every observed value, its holes filled with the imputation rounded (as the Python API
-fills a DataFrame's). A
-cell is missing when it is empty, ``NaN``, ``NA``, ``N/A``, ``null`` or ``None`` (any case: a
-category spelled so is read as a hole), or equal to ``--missing-values`` (a numeric marker: equal in
-value, ``-999`` matches ``-999.0``). Every column whose observed cells are all numbers is modelled
+fills a DataFrame's). A cell is missing when it is empty, ``NaN``, ``NA``, ``N/A``, ``#N/A``,
+``<NA>``, ``null`` or ``None`` (``MISSING_WORDS``, pandas' spellings; any case: a category spelled
+so is read as a hole), or equal to ``--missing-values`` (a numeric marker: equal in value, ``-999``
+matches ``-999.0``). Every column whose observed cells are all numbers is modelled
 and imputed (``--thousands`` reads ``1,234``; without it such a column is refused; one with holes
 whose numbers are written with leading zeros, as codes are, is warned about). A column of
 text whose values repeat (at most 1000 distinct values, each seen twice on average: a category,
@@ -59,8 +59,10 @@ DESCRIPTION = ("Fill the missing cells of the numeric and categorical columns of
                "are kept as they are.")
 MODELS = ("auto", "mixed", "full", "fa", "ppca", "diag", "linear_vae", "vae")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet"}
-#: Spellings of a missing cell besides the empty one (compared in lower case).
-MISSING_WORDS = ("nan", "na", "n/a", "null", "none")
+#: Spellings of a missing cell besides the empty one (compared in lower case): pandas' default ``na_values``
+#: (Excel's ``#N/A`` among them) and ``none``.
+MISSING_WORDS = ("nan", "-nan", "na", "n/a", "#n/a", "#n/a n/a", "#na", "<na>", "null", "none", "1.#ind", "-1.#ind",
+                 "1.#qnan", "-1.#qnan")
 
 logger = logging.getLogger("skmpt.cli")
 
@@ -73,8 +75,9 @@ def add_arguments(parser):
     add("--format", choices=sorted(set(FORMATS.values())), default=None,
         help="format of IN and OUT when their extension does not say")
     add("--missing-values", default=None, metavar="MARKER",
-        help="a cell equal to MARKER is missing too (besides empty cells and NaN); a marker that reads as an "
-             "option, such as -1e5 or -inf, is given as --missing-values=-1e5")
+        help="a cell equal to MARKER is missing too (besides empty cells and the words pandas reads as missing, in "
+             "any case: NaN, NA, N/A, #N/A, <NA>, null, None, ...); a marker that reads as an option, such as -1e5 "
+             "or -inf, is given as --missing-values=-1e5")
     add("--index-col", action="append", default=None, metavar="NAME",
         help="a column kept as it is and not modelled (an id, a key); repeat for several. A first column with "
              "an empty name (the index DataFrame.to_csv writes) is kept so without it")
@@ -644,6 +647,10 @@ def run(args):
         _warn_spelled_missing(header, frame, fmt_out)
     imputed, imputer, filled = _impute(X, positions, categorical, header, args)
     logger.info("imputed with %s", " ".join(repr(imputer.estimator_).split()))
+    if imputer.fallback_ is not None:  # the numbers are a blend, or the fallback's alone: --model is not all
+        logger.info("blended with its fallback %s at the model's weight %.3g (the weight of least error on "
+                    "held-out entries hidden again)", " ".join(repr(imputer.fallback_).split()),
+                    imputer.fallback_comparison_["model_weight"])
     out = frame.copy()
     for j, cells in categorical.items():  # a hole takes a category's text; observed cells stay as read
         holes = cells.isna().to_numpy()

@@ -861,3 +861,29 @@ def test_warnings_about_a_column_name_it_as_the_table_does(tmp_path, capsys):
     messages = capsys.readouterr().err
     assert "Column 'flag (column 2)' is categorical with one category ('yes')" in messages
     assert "'c1'" not in messages
+
+
+def test_pandas_spellings_of_a_missing_cell_are_holes(tmp_path):
+    # Excel's "#N/A" and pandas' "<NA>" had been read as text: the numeric column refused, "-NaN" written as a
+    # category into the holes of a text column.
+    rows = [f"{1.5 + k},{2.0 * k},{'ab'[k % 2]}" for k in range(12)]
+    rows[2], rows[5], rows[7] = "#N/A,4.0,a", "6.5,<NA>,-NaN", "8.5,14.0,#n/a"
+    source = _write(tmp_path / "in.csv", "x,y,c\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(source), "-o", str(out), "--quiet"]) == 0
+    written = pd.read_csv(out, keep_default_na=False)
+    assert written["x"].dtype.kind == "f" and written["y"].dtype.kind == "f"
+    assert set(written["c"]) == {"a", "b"}
+
+
+def test_the_fallbacks_part_in_the_numbers_is_logged(tmp_path, capsys):
+    # --model ppca and --model vae had written the same file, saying only "imputed with MaskedPPCA(...)" and
+    # "MaskedVAE(...)": the fallback's trees had filled every hole at weight 1.
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, 150)
+    X = np.c_[x, x, np.sin(4 * x), np.cos(4 * x)] + 0.05 * rng.normal(size=(150, 4))
+    X[rng.random(X.shape) < 0.2] = np.nan
+    source = tmp_path / "in.csv"
+    pd.DataFrame(X, columns=list("abcd")).to_csv(source, index=False)
+    assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), "--model", "ppca"]) == 0
+    assert "blended with its fallback ChainedTrees(" in capsys.readouterr().err
