@@ -11,6 +11,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skmpt import MaskedImputer, MaskedMixedMixture, MaskedModelSearch, MaskedPPCA, MaskedVAE
+from skmpt.estimators.imputer import ChainedTrees
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -47,11 +48,15 @@ def test_trees_are_chosen_where_they_clearly_win_and_impute_new_rows():
     observed = ~np.isnan(X_missing)
     assert np.array_equal(imputed[observed], X_missing[observed])  # bit for bit
     assert _rmse(imputed, X, X_missing) < 0.5 * _rmse(imputer.estimator_.impute(X_missing), X, X_missing)
-    # New rows: the fitted trees fill their holes; estimator_ stays the latent model.
+    # New rows: the fitted trees fill their holes, blended with the model at its weight (nearly 0 here);
+    # estimator_ stays the latent model.
     X_new, X_new_missing = _curve(100, seed=1)
     new = imputer.transform(X_new_missing)
     holes = np.isnan(X_new_missing)
-    np.testing.assert_array_equal(new[holes], imputer.fallback_.transform(X_new_missing)[holes])
+    theirs = imputer.fallback_.transform(X_new_missing)
+    blend = theirs + comparison["model_weight"] * (imputer.estimator_.impute(X_new_missing) - theirs)
+    assert comparison["model_weight"] < 0.05
+    np.testing.assert_array_equal(new[holes], blend[holes])
     assert np.array_equal(new[~holes], X_new_missing[~holes])
     assert imputer.score(X_new_missing) == imputer.estimator_.score(X_new_missing)
 
@@ -127,8 +132,9 @@ def test_an_imputer_given_as_fallback_is_compared_as_given():
 
 
 def _trees(seed=0):
-    return IterativeImputer(ExtraTreesRegressor(n_estimators=10, min_samples_leaf=3, random_state=seed),
-                            max_iter=2, random_state=seed)
+    """The default's trees, as an imputer."""
+    return ChainedTrees(ExtraTreesRegressor(n_estimators=10, min_samples_leaf=3, random_state=seed), max_iter=2,
+                        random_state=seed)
 
 
 def _forest(seed=0):
