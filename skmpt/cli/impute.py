@@ -147,7 +147,7 @@ def read_table(path, fmt, encoding="utf-8"):
 
     try:
         if fmt == "parquet":
-            frame = _nullable_integers(path, pd.read_parquet(path))
+            frame = _pandas_categories(path, _nullable_integers(path, pd.read_parquet(path)))
             header = list(frame.columns)
             return header, frame.set_axis(range(len(header)), axis=1)
         rows = _csv_rows(path, encoding, _dialect(fmt))
@@ -197,6 +197,22 @@ def _nullable_integers(path, frame):
         dtype = pd.api.types.pandas_dtype(f"{'U' if unsigned else ''}Int{field.type.bit_width}")
         frame[field.name] = pd.array(table.column(field.name).to_pylist(), dtype=dtype)
     return frame
+
+
+def _pandas_categories(path, frame):
+    """``frame``, read by pandas from the Parquet file ``path``, with each column that pandas' metadata
+    there says is categorical as a ``category`` column of its observed values: pandas 3 writes a category
+    column of integers as plain integers, and reads it back as numbers (float64 where it has nulls)."""
+    import json
+
+    import pyarrow.parquet
+
+    metadata = pyarrow.parquet.read_schema(path).metadata or {}
+    columns = json.loads(metadata.get(b"pandas", b"{}")).get("columns", [])
+    names = list(frame.columns)
+    lost = [column["name"] for column in columns if column.get("pandas_type") == "categorical"
+            and names.count(column["name"]) == 1 and frame[column["name"]].dtype != "category"]
+    return frame.astype(dict.fromkeys(lost, "category")) if lost else frame
 
 
 def _csv_rows(path, encoding, dialect):

@@ -887,3 +887,18 @@ def test_the_fallbacks_part_in_the_numbers_is_logged(tmp_path, capsys):
     pd.DataFrame(X, columns=list("abcd")).to_csv(source, index=False)
     assert main(["impute", str(source), "-o", str(tmp_path / "out.csv"), "--model", "ppca"]) == 0
     assert "blended with its fallback ChainedTrees(" in capsys.readouterr().err
+
+
+def test_a_parquet_category_column_of_integers_is_filled_with_its_categories(tmp_path):
+    # pandas 3 writes a category column of integers as plain int64 (its metadata says "categorical") and reads
+    # it back as float64: its holes had been filled with numbers such as 4, 8 and 11.
+    pytest.importorskip("pyarrow")
+    rng = np.random.RandomState(18)
+    group = rng.randint(0, 2, 80)
+    x = np.where(rng.rand(80) < 0.15, np.nan, group * 2 + rng.randn(80))
+    grade = pd.Series(pd.Categorical(group * 10 + 5)).mask(rng.rand(80) < 0.15)
+    source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pd.DataFrame({"x": x, "grade": grade}).to_parquet(source)
+    assert main(["impute", str(source), "-o", str(out), "--quiet"]) == 0
+    filled = pd.read_parquet(out)["grade"]
+    assert grade.isna().any() and filled.notna().all() and set(filled.astype(int)) <= {5, 15}
