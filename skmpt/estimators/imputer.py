@@ -348,7 +348,8 @@ class MaskedImputer(OutputChoiceMixin, TransformerMixin, BaseEstimator, auto_wra
         0 (in a categorical column, its first category) and their observed entries (at
         ``transform``) are returned unchanged, as scikit-learn's imputers do; if False such a feature
         is an error, since no model can learn it. A categorical column with no observed value and no
-        categories of its own dtype is an error either way: there is no category to fill it with.
+        categories of its own dtype (a category dtype's, a boolean's False and True) is an error either
+        way: there is no category to fill it with.
     random_state : int, RandomState instance or None, default=None
         The draws of ``sample_posterior=True``, and the choice of the model with
         ``estimator=None``.

@@ -254,6 +254,8 @@ class TableLayout:
         categories = values
         if isinstance(series.dtype, pd.CategoricalDtype):  # unused categories kept: a later table may hold them
             categories = [value for value in series.dtype.categories if not self._is_marker(value)]
+        elif pd.api.types.is_bool_dtype(series.dtype):  # a boolean dtype's two values, as a category dtype's
+            categories = [value for value in (False, True) if not self._is_marker(value)]
         if not categories:
             raise ValueError(f"Column {name!r} is categorical and has no observed value: no model can fill it.")
         as_numbers = all(isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_) for value in values)

@@ -508,6 +508,20 @@ def test_an_empty_categorical_column_kept_leaves_the_others_their_kinds():
     assert len(np.unique(imputer.transform(frame)[:10, 1].astype(float))) > 1  # "n" by its mean, not a mode
 
 
+@pytest.mark.parametrize("dtype", ["boolean", "bool[pyarrow]"])
+def test_an_empty_boolean_column_kept_takes_a_value_of_its_dtype(dtype):
+    # A boolean dtype's values are False and True, as a category dtype's are its categories: an empty column of
+    # it had been refused as having no category to fill it with, keep_empty_features=True or not.
+    if dtype == "bool[pyarrow]":
+        pytest.importorskip("pyarrow")
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame({"x": rng.randn(60), "y": rng.randn(60), "e": pd.array([None] * 60, dtype=dtype)})
+    out = MaskedImputer(random_state=0, keep_empty_features=True).set_output(transform="pandas").fit_transform(frame)
+    assert out["e"].dtype == frame["e"].dtype and (out["e"] == False).all()  # noqa: E712 (the first value, as "u")
+    with pytest.raises(ValueError, match=r"Feature\(s\) \['e'\] are missing in every training sample"):
+        MaskedImputer(random_state=0).fit(frame)
+
+
 def test_a_table_of_categories_alone_is_imputed_by_a_latent_class_model():
     rng = np.random.RandomState(0)
     group = rng.randint(0, 2, 150)
