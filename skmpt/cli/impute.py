@@ -662,11 +662,7 @@ def run(args):
         _check_encodable(*_as_text(header, frame), args.out, args.encoding)  # before the fit, not after
         _warn_spelled_missing(header, frame, fmt_out)
     imputed, imputer, filled = _impute(X, positions, categorical, header, args)
-    logger.info("imputed with %s", " ".join(repr(imputer.estimator_).split()))
-    if imputer.fallback_ is not None:  # the numbers are a blend, or the fallback's alone: --model is not all
-        logger.info("blended with its fallback %s at the model's weight %.3g (the weight of least error on "
-                    "held-out entries hidden again)", " ".join(repr(imputer.fallback_).split()),
-                    imputer.fallback_comparison_["model_weight"])
+    _log_imputer(imputer)
     out = frame.copy()
     for j, cells in categorical.items():  # a hole takes a category's text; observed cells stay as read
         holes = cells.isna().to_numpy()
@@ -695,6 +691,16 @@ def run(args):
     write_table(header, out, args.out, fmt_out, args.force,
                 lineterminator="\n" if fmt_in == "parquet" else _line_end(args.input, args.encoding),
                 encoding=args.encoding, like=args.input if fmt_in == "parquet" else None)
+
+
+def _log_imputer(imputer):
+    """Log the fitted imputer's model, and its fallback where the numbers are a blend with it (or its alone:
+    ``--model`` is then not the whole story)."""
+    logger.info("imputed with %s", " ".join(repr(imputer.estimator_).split()))
+    if imputer.fallback_ is not None:
+        logger.info("blended with its fallback %s at the model's weight %.3g (the weight of least error on "
+                    "held-out entries hidden again)", " ".join(repr(imputer.fallback_).split()),
+                    imputer.fallback_comparison_["model_weight"])
 
 
 def _check_encodable(header, cells, path, encoding):
