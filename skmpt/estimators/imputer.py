@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401 (makes IterativeImputer importable)
 from sklearn.impute import IterativeImputer, MissingIndicator
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._utils import OutputChoiceMixin
 from .._validation import Options, is_imputer, validate_parameters
@@ -91,7 +91,7 @@ class ChainedTrees(IterativeImputer):
         X_imputed : ndarray of shape (n_samples, n_features)
             The observed entries as given.
         """
-        X = np.asarray(X, dtype=np.float64)
+        X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan", input_name="X")  # infinity: an error
         with warnings.catch_warnings():  # a column with no observed entry: scikit-learn's own warning follows
             warnings.simplefilter("ignore", RuntimeWarning)
             center = np.nan_to_num(np.nanmean(X, 0))
@@ -114,7 +114,10 @@ class ChainedTrees(IterativeImputer):
         X_imputed : ndarray of shape (n_samples, n_features)
             The observed entries as given.
         """
-        X = np.asarray(X, dtype=np.float64)
+        check_is_fitted(self)
+        X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan", input_name="X")
+        if X.shape[1] != self.n_features_in_:  # before NumPy's broadcasting error
+            raise ValueError(f"X has {X.shape[1]} features, but ChainedTrees was fitted to {self.n_features_in_}.")
         return self._back(super().transform((X - self.center_) / self.scale_), X)
 
     def _back(self, Z, X):

@@ -440,3 +440,14 @@ def test_no_categorical_column_of_two_categories_gives_no_comparisons():
     with pytest.warns(UserWarning, match="side"):
         imputer = MaskedImputer(random_state=0).fit(frame)
     assert isinstance(imputer.estimator_, MaskedMixedMixture) and imputer.categorical_fallback_ == {}
+
+
+def test_chained_trees_refuse_infinity_and_another_width_by_name():
+    # Infinity had become a hole inside the trees (inf - inf in the standardisation) and been returned as given;
+    # another width failed on NumPy's "operands could not be broadcast".
+    X, X_missing = _curve(60)
+    with pytest.raises(ValueError, match="Input X contains infinity"):
+        _trees().fit(np.where(X > 1.5, np.inf, X_missing))
+    trees = _trees().fit(X_missing)
+    with pytest.raises(ValueError, match="X has 6 features, but ChainedTrees was fitted to 5"):
+        trees.transform(np.c_[X_missing, X_missing[:, :1]])
